@@ -1,0 +1,67 @@
+"""deskctl: one interface for computer-use desktops.
+
+Every desktop session is preflighted before anything is paid for, pinned to the geometry asked for,
+destroyed on return, exception, Ctrl-C and SIGTERM, and metered in the ledger.
+
+    with deskctl.open_desktop("xvfb", geometry="1024x768") as desk:
+        desk.click(10, 20)
+        png = desk.screenshot().png
+
+Heavy libraries (httpx, paramiko, PIL, Xlib, docker) load only when a provider that needs them is used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from deskctl.errors import (
+    BudgetExceeded,
+    CleanupIncomplete,
+    DeskctlError,
+    InfrastructureError,
+    Interrupted,
+    PreflightError,
+    UsageError,
+)
+from deskctl.spec import DesktopSpec, Geometry, Platform
+
+if TYPE_CHECKING:
+    from deskctl.session import Desktop, attach, open_desktop
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetExceeded",
+    "CleanupIncomplete",
+    "DeskctlError",
+    "Desktop",
+    "DesktopSpec",
+    "Geometry",
+    "InfrastructureError",
+    "Interrupted",
+    "Platform",
+    "PreflightError",
+    "UsageError",
+    "__version__",
+    "attach",
+    "open_desktop",
+    "preflight",
+]
+
+_LAZY = {
+    "Desktop": "deskctl.session",
+    "open_desktop": "deskctl.session",
+    "attach": "deskctl.session",
+    "preflight": "deskctl.preflight.runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deskctl' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

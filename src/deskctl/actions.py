@@ -1,0 +1,198 @@
+"""The action model every provider executes, and key-name normalisation.
+
+Actions are plain frozen dataclasses. Key chords are normalised once, here, to canonical names
+(``ctrl``, ``alt``, ``shift``, ``super``, ``enter``, ``pageup``, ``f5``, ``a``, ``é`` ...); each provider maps
+canonical names to its own wire names (X keysyms in ``providers/_x11.py``, the toolbox names for Daytona).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from deskctl.errors import UsageError
+
+__all__ = [
+    "MODIFIERS",
+    "NAMED_KEYS",
+    "Action",
+    "Click",
+    "Drag",
+    "KeyDown",
+    "KeyPress",
+    "KeyUp",
+    "MouseDown",
+    "MouseUp",
+    "Move",
+    "Scroll",
+    "TypeText",
+    "normalize_chord",
+    "normalize_key",
+]
+
+Button = Literal["left", "middle", "right"]
+BUTTONS: tuple[Button, ...] = ("left", "middle", "right")
+
+
+@dataclass(frozen=True)
+class Click:
+    x: int
+    y: int
+    button: Button = "left"
+    count: int = 1  # 2 = double click, 3 = triple click
+
+
+@dataclass(frozen=True)
+class Move:
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class Drag:
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+    button: Button = "left"
+
+
+@dataclass(frozen=True)
+class Scroll:
+    """Scroll at (x, y): ``dy`` > 0 scrolls down, ``dx`` > 0 right, in wheel clicks."""
+
+    x: int
+    y: int
+    dx: int = 0
+    dy: int = 0
+
+
+@dataclass(frozen=True)
+class MouseDown:
+    x: int
+    y: int
+    button: Button = "left"
+
+
+@dataclass(frozen=True)
+class MouseUp:
+    x: int
+    y: int
+    button: Button = "left"
+
+
+@dataclass(frozen=True)
+class TypeText:
+    text: str
+
+
+@dataclass(frozen=True)
+class KeyPress:
+    """A chord pressed and released: ``keys`` are canonical names, modifiers first."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KeyDown:
+    key: str
+
+
+@dataclass(frozen=True)
+class KeyUp:
+    key: str
+
+
+Action = Click | Move | Drag | Scroll | MouseDown | MouseUp | TypeText | KeyPress | KeyDown | KeyUp
+
+MODIFIERS = ("ctrl", "alt", "shift", "super")
+
+NAMED_KEYS = frozenset(
+    {
+        "enter", "escape", "tab", "backspace", "delete", "space", "home", "end", "pageup", "pagedown",
+        "insert", "up", "down", "left", "right", "capslock", "menu", "printscreen", "pause", "numlock",
+        "scrolllock",
+        *(f"f{i}" for i in range(1, 25)),
+        *MODIFIERS,
+    }
+)
+
+_ALIASES = {
+    "control": "ctrl", "ctl": "ctrl", "lctrl": "ctrl", "rctrl": "ctrl", "control_l": "ctrl",
+    "cmd": "super", "command": "super", "meta": "super", "win": "super", "windows": "super",
+    "super_l": "super",
+    "option": "alt", "opt": "alt", "alt_l": "alt",
+    "shift_l": "shift",
+    "return": "enter", "ret": "enter", "kp_enter": "enter",
+    "esc": "escape",
+    "del": "delete",
+    "bksp": "backspace", "back_space": "backspace",
+    "pgup": "pageup", "prior": "pageup", "page_up": "pageup",
+    "pgdn": "pagedown", "next": "pagedown", "page_down": "pagedown",
+    "ins": "insert",
+    "arrowup": "up", "arrowdown": "down", "arrowleft": "left", "arrowright": "right",
+    "caps_lock": "capslock", "print": "printscreen", "prtsc": "printscreen",
+    "spacebar": "space", "plus": "+", "minus": "-",
+}
+
+
+def normalize_key(name: str) -> str:
+    """One key name to its canonical form; a single character is kept as it is (case kept)."""
+    if len(name) == 1:
+        return name
+    raw = name.strip()
+    if len(raw) == 1:
+        return raw
+    low = raw.lower()
+    low = _ALIASES.get(low, low)
+    if low in NAMED_KEYS or len(low) == 1:
+        return low
+    raise UsageError(
+        f"unknown key {name!r}; use a single character or one of: {', '.join(sorted(NAMED_KEYS))}",
+        code="usage.unknown_key",
+    )
+
+
+def normalize_chord(chord: str) -> tuple[str, ...]:
+    """``"ctrl+s"`` -> ``("ctrl", "s")``; ``"cmd+shift+t"`` -> ``("super", "shift", "t")``.
+
+    ``+`` alone, or as the last key (``"ctrl++"``), is the plus key. Modifiers keep their order and come
+    before the main key; a chord of modifiers only (``"shift"``) is allowed.
+    """
+    if not chord or not chord.strip():
+        raise UsageError("empty key chord", code="usage.unknown_key")
+    text = chord.strip()
+    if text == "+":
+        return ("+",)
+    parts: list[str]
+    parts = [*text[:-2].split("+"), "+"] if text.endswith("++") else text.split("+")
+    if any(p == "" for p in parts):
+        raise UsageError(f"malformed key chord {chord!r}", code="usage.unknown_key")
+    keys = tuple(normalize_key(p) for p in parts)
+    return keys
+
+
+def validate_button(button: str) -> Button:
+    low = button.lower()
+    if low not in BUTTONS:
+        raise UsageError(f"unknown mouse button {button!r}; allowed: left, middle, right", code="usage.bad_button")
+    return low  # type: ignore[return-value]
+
+
+def action_points(action: Action) -> list[tuple[int, int]]:
+    """The screen points an action touches, for bounds checking."""
+    match action:
+        case Click(x=x, y=y) | Move(x=x, y=y) | Scroll(x=x, y=y) | MouseDown(x=x, y=y) | MouseUp(x=x, y=y):
+            return [(x, y)]
+        case Drag(x1=x1, y1=y1, x2=x2, y2=y2):
+            return [(x1, y1), (x2, y2)]
+        case _:
+            return []
+
+
+def action_kind(action: Action) -> str:
+    """A short name for counting actions in the ledger (``click``, ``type``, ``key`` ...)."""
+    return {
+        Click: "click", Move: "move", Drag: "drag", Scroll: "scroll", MouseDown: "mouse_down",
+        MouseUp: "mouse_up", TypeText: "type", KeyPress: "key", KeyDown: "key_down", KeyUp: "key_up",
+    }[type(action)]

@@ -1,0 +1,1 @@
+"""Preflight: checks that run before anything is paid for."""

@@ -1,0 +1,242 @@
+"""The provider contract: what every backend implements, and the data it exchanges with the session.
+
+A provider is stateless about sessions except through :class:`RemoteHandle`: everything needed to reach a
+desktop again (from another process, for ``deskctl do`` or ``deskctl down``) is in ``handle.data``, which is
+JSON and is stored in the ledger. Secrets never go into a handle.
+
+Providers translate every third-party exception (httpx, docker, paramiko, Xlib, OSError) into a
+:mod:`deskctl.errors` class at their boundary, chained with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from deskctl.spec import Platform
+
+if TYPE_CHECKING:
+    from deskctl.actions import Action
+    from deskctl.preflight.checks import CheckResult
+    from deskctl.spec import DesktopSpec, Geometry
+
+__all__ = [
+    "LABEL_CREATED",
+    "LABEL_EXPIRES",
+    "LABEL_OWNER",
+    "LABEL_SESSION",
+    "Capabilities",
+    "ExecResult",
+    "Provider",
+    "RemoteHandle",
+    "Screenshot",
+]
+
+LABEL_SESSION = "deskctl.session"
+LABEL_OWNER = "deskctl.owner"
+LABEL_CREATED = "deskctl.created"
+LABEL_EXPIRES = "deskctl.expires"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a provider can do, as data (never discovered by catching NotImplementedError).
+
+    ``fixed_sizes`` maps a platform to the only sizes it offers; a platform absent from it has a settable
+    size within ``min_size``..``max_size``.
+    """
+
+    platforms: frozenset[Platform]
+    settable_geometry: bool = True
+    min_size: tuple[int, int] = (64, 64)
+    max_size: tuple[int, int] = (8192, 8192)
+    fixed_sizes: Mapping[Platform, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    exec: bool = True
+    exec_streams_separate: bool = True
+    files: bool = False
+    labels: bool = True
+    server_ttl: bool = False
+    isolation: str = "none"  # none | container | vm | host
+    start_url: bool = False
+    local: bool = True
+    hidpi_scale: float = 1.0
+    billing: str = "free"  # free | per_second | per_minute | per_hour
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "platforms": sorted(p.value for p in self.platforms),
+            "settable_geometry": self.settable_geometry,
+            "min_size": "x".join(map(str, self.min_size)),
+            "max_size": "x".join(map(str, self.max_size)),
+            "fixed_sizes": {
+                p.value: ["x".join(map(str, s)) for s in sizes] for p, sizes in self.fixed_sizes.items()
+            },
+            "exec": self.exec,
+            "exec_streams_separate": self.exec_streams_separate,
+            "files": self.files,
+            "labels": self.labels,
+            "server_ttl": self.server_ttl,
+            "isolation": self.isolation,
+            "start_url": self.start_url,
+            "local": self.local,
+            "hidpi_scale": self.hidpi_scale,
+            "billing": self.billing,
+        }
+
+
+@dataclass
+class RemoteHandle:
+    """How to reach one desktop: provider name, deskctl session id, the provider's own id, and JSON data."""
+
+    provider: str
+    session_id: str
+    resource_id: str
+    labels: dict[str, str] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "session_id": self.session_id,
+            "resource_id": self.resource_id,
+            "labels": dict(self.labels),
+            "data": dict(self.data),
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RemoteHandle:
+        return cls(
+            provider=str(raw["provider"]),
+            session_id=str(raw["session_id"]),
+            resource_id=str(raw["resource_id"]),
+            labels=dict(raw.get("labels") or {}),
+            data=dict(raw.get("data") or {}),
+            created_at=float(raw.get("created_at") or time.time()),
+        )
+
+
+@dataclass(frozen=True)
+class Screenshot:
+    """PNG bytes whose pixel grid is the action coordinate space (width x height)."""
+
+    png: bytes
+    width: int
+    height: int
+
+    def save(self, path: str) -> None:
+        with open(path, "wb") as fh:
+            fh.write(self.png)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Result of a command; ``merged`` is True when the provider can only return stdout and stderr together
+    (then everything is in ``stdout`` and ``stderr`` is empty)."""
+
+    exit_code: int
+    stdout: str
+    stderr: str = ""
+    merged: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr, "merged": self.merged}
+
+
+class Provider(ABC):
+    """A backend that makes desktops. Subclasses live one per module in ``deskctl.providers``.
+
+    Construct with ``provider_options`` (from the spec or config). Instances may cache connections per handle;
+    :meth:`close` releases them without destroying anything.
+    """
+
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    #: environment variables the provider reads (for ``deskctl credentials`` and preflight)
+    credential_vars: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        self.options: dict[str, Any] = dict(options or {})
+
+    # -- before anything is paid for -------------------------------------------------------------
+    def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
+        """Cheap, read-only checks. Never creates, starts or changes a billable resource."""
+        return []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @abstractmethod
+    def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        """Make the desktop. Never retried blindly: on an ambiguous failure the provider finds what it
+        made by the ``deskctl.session`` label and destroys it before raising."""
+
+    @abstractmethod
+    def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        """Return when the desktop answers (by state, never by sleep); ``deadline`` is ``time.monotonic()``
+        based. Raise :class:`~deskctl.errors.ReadinessTimeout` with the last state seen."""
+
+    @abstractmethod
+    def destroy(self, handle: RemoteHandle) -> None:
+        """Idempotent: "already gone" is success. Confirms the desktop is gone, else raises
+        :class:`~deskctl.errors.CleanupIncomplete` naming what is left."""
+
+    @abstractmethod
+    def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        """Desktops that exist with deskctl labels (optionally matching ``selector``), for the reaper."""
+
+    def is_alive(self, handle: RemoteHandle) -> bool:
+        """Whether the desktop still exists (used by ``ls`` and the reaper). Default: it is listed."""
+        return any(h.resource_id == handle.resource_id for h in self.list_owned())
+
+    # -- while open ------------------------------------------------------------------------------
+    @abstractmethod
+    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
+        """The live display size in action coordinates."""
+
+    @abstractmethod
+    def screenshot(self, handle: RemoteHandle) -> Screenshot: ...
+
+    @abstractmethod
+    def act(self, handle: RemoteHandle, action: Action) -> None: ...
+
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+        from deskctl.errors import UsageError
+
+        raise UsageError(f"provider {self.name!r} cannot run commands", code="usage.unsupported")
+
+    def keepalive(self, handle: RemoteHandle) -> None:
+        """Tell the provider the session is in use (for providers that reap idle sandboxes)."""
+
+    def detach(self, handle: RemoteHandle) -> None:
+        """Release this process's hold on a desktop that must outlive it (``deskctl up``)."""
+
+    def close(self) -> None:
+        """Release clients and connections; never destroys anything."""
+
+    # -- helpers ---------------------------------------------------------------------------------
+    @classmethod
+    def supported_sizes(cls, platform: Platform) -> tuple[tuple[int, int], ...] | None:
+        """Fixed sizes for a platform, or None when the size is settable."""
+        sizes = cls.capabilities.fixed_sizes.get(platform)
+        return tuple(sizes) if sizes else None
+
+    def check_geometry(self, geometry: Geometry | None, platform: Platform) -> str | None:
+        """None when the provider can give this size on this platform, else the reason (for preflight)."""
+        if geometry is None:
+            return None
+        fixed = self.supported_sizes(platform)
+        if fixed is not None:
+            if (geometry.width, geometry.height) in fixed:
+                return None
+            offered = ", ".join(f"{w}x{h}" for w, h in fixed)
+            return f"{self.name} offers only {offered} on {platform.value} (asked {geometry}); use --geometry native"
+        caps = self.capabilities
+        if not caps.settable_geometry:
+            return f"{self.name} cannot set the screen size; use --geometry native"
+        (min_w, min_h), (max_w, max_h) = caps.min_size, caps.max_size
+        if not (min_w <= geometry.width <= max_w and min_h <= geometry.height <= max_h):
+            return f"{self.name} sizes range {min_w}x{min_h}..{max_w}x{max_h} (asked {geometry})"
+        return None

@@ -1,0 +1,258 @@
+"""What a desktop must be: :class:`DesktopSpec`, :class:`Geometry`, :class:`Platform`.
+
+Everything here validates eagerly and raises :class:`deskctl.errors.UsageError` (exit 2) naming the bad value
+and what is allowed, so a bad request never reaches a provider.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from deskctl.errors import UsageError
+
+__all__ = ["MAX_SIDE", "MIN_SIDE", "DesktopSpec", "Geometry", "Platform", "WindowGeometry", "parse_duration"]
+
+#: smallest and largest side of a desktop deskctl accepts (Xvfb itself allows up to 32767)
+MIN_SIDE = 64
+MAX_SIDE = 8192
+_DEPTHS = (8, 16, 24, 32)
+
+
+class Platform(StrEnum):
+    UBUNTU = "ubuntu"
+    WINDOWS = "windows"
+    MACOS = "macos"
+
+    @classmethod
+    def parse(cls, value: str | Platform) -> Platform:
+        if isinstance(value, Platform):
+            return value
+        raw = str(value).strip().lower()
+        key = _PLATFORM_ALIASES.get(raw, raw)
+        try:
+            return cls(key)
+        except ValueError:
+            known = sorted({p.value for p in cls} | set(_PLATFORM_ALIASES))
+            raise UsageError(
+                f"unknown platform {value!r}" + _suggest(raw, known) + f"; allowed: {', '.join(known)}",
+                code="usage.unknown_platform",
+            ) from None
+
+
+_PLATFORM_ALIASES = {"linux": "ubuntu", "win": "windows", "mac": "macos", "osx": "macos"}
+
+
+def _suggest(value: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_GEOMETRY_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*$")
+
+
+class Geometry(BaseModel):
+    """A screen size in pixels (plus colour depth). ``str(g)`` is ``"WxH"``; parse with :meth:`parse`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    width: int
+    height: int
+    depth: int = 24
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Geometry:
+        for side, value in (("width", self.width), ("height", self.height)):
+            if not MIN_SIDE <= value <= MAX_SIDE:
+                raise UsageError(
+                    f"geometry {self.width}x{self.height}: {side} {value} is outside {MIN_SIDE}..{MAX_SIDE}",
+                    code="usage.bad_geometry",
+                    remedy="ask for a size such as 1024x768 or 1280x800",
+                )
+        if self.depth not in _DEPTHS:
+            raise UsageError(
+                f"geometry depth {self.depth} is not one of {', '.join(map(str, _DEPTHS))}",
+                code="usage.bad_geometry",
+            )
+        return self
+
+    @classmethod
+    def parse(cls, value: str | Geometry | tuple[int, int]) -> Geometry:
+        if isinstance(value, Geometry):
+            return value
+        if isinstance(value, tuple):
+            return cls(width=value[0], height=value[1])
+        match = _GEOMETRY_RE.match(str(value))
+        if not match:
+            raise UsageError(
+                f"geometry {value!r} is not of the form WxH or WxHxDEPTH (for example 1024x768)",
+                code="usage.bad_geometry",
+            )
+        width, height, depth = match.groups()
+        return cls(width=int(width), height=int(height), depth=int(depth) if depth else 24)
+
+    def __str__(self) -> str:
+        return f"{self.width}x{self.height}"
+
+    def contains(self, x: int, y: int) -> bool:
+        return 0 <= x < self.width and 0 <= y < self.height
+
+
+_WINDOW_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:([+-]\d+)\s*([+-]\d+))?\s*$")
+
+
+class WindowGeometry(BaseModel):
+    """The size and place of the start-URL browser window: ``WxH`` or ``WxH+X+Y``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    width: int
+    height: int
+    x: int = 0
+    y: int = 0
+
+    @classmethod
+    def parse(cls, value: str | WindowGeometry) -> WindowGeometry:
+        if isinstance(value, WindowGeometry):
+            return value
+        match = _WINDOW_RE.match(str(value))
+        if not match:
+            raise UsageError(
+                f"window geometry {value!r} is not of the form WxH or WxH+X+Y", code="usage.bad_geometry"
+            )
+        w, h, x, y = match.groups()
+        if int(w) < 1 or int(h) < 1:
+            raise UsageError(f"window geometry {value!r} has an empty side", code="usage.bad_geometry")
+        return cls(width=int(w), height=int(h), x=int(x or 0), y=int(y or 0))
+
+    def __str__(self) -> str:
+        return f"{self.width}x{self.height}+{self.x}+{self.y}"
+
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: str | float | int, *, what: str = "duration") -> float:
+    """``"90s"``, ``"15m"``, ``"2h"``, ``"7d"`` or plain seconds -> seconds. Negative or malformed: usage error."""
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION_RE.match(value)
+        if not match:
+            raise UsageError(
+                f"{what} {value!r} is not a duration such as 90s, 15m, 2h or 7d", code="usage.bad_duration"
+            )
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+    if seconds < 0:
+        raise UsageError(f"{what} {value!r} is negative", code="usage.bad_duration")
+    return seconds
+
+
+class DesktopSpec(BaseModel):
+    """Everything a session is asked to be. Immutable; build with :meth:`build` for friendly errors.
+
+    ``geometry=None`` means *native*: accept the provider's fixed size and report it (``--geometry native``).
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    provider: str = "xvfb"
+    platform: Platform = Platform.UBUNTU
+    geometry: Geometry | None = Field(default_factory=lambda: Geometry(width=1024, height=768))
+    window_geometry: WindowGeometry | None = None
+    start_url: str | None = None
+    window_manager: bool = False
+    ttl_seconds: float | None = None
+    max_minutes: float | None = None
+    max_usd: float | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    provider_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("platform", mode="before")
+    @classmethod
+    def _platform(cls, value: Any) -> Platform:
+        return Platform.parse(value)
+
+    @field_validator("geometry", mode="before")
+    @classmethod
+    def _geometry(cls, value: Any) -> Geometry | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "native"):
+            return None
+        if isinstance(value, Mapping):
+            return Geometry(**value)
+        return Geometry.parse(value)
+
+    @field_validator("window_geometry", mode="before")
+    @classmethod
+    def _window(cls, value: Any) -> WindowGeometry | None:
+        if value is None:
+            return None
+        if isinstance(value, Mapping):
+            return WindowGeometry(**value)
+        return WindowGeometry.parse(value)
+
+    @field_validator("ttl_seconds", mode="before")
+    @classmethod
+    def _ttl(cls, value: Any) -> float | None:
+        return None if value is None else parse_duration(value, what="ttl")
+
+    @field_validator("max_minutes", "max_usd")
+    @classmethod
+    def _positive(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise UsageError(f"limit {value!r} must be greater than 0", code="usage.bad_limit")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key.startswith("deskctl."):
+                raise UsageError(
+                    f"label {key!r} uses the reserved prefix 'deskctl.'", code="usage.reserved_label"
+                )
+        return value
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, value: str) -> str:
+        from deskctl.providers import known_provider_names
+
+        name = value.strip().lower().replace("_", "-")
+        known = known_provider_names()
+        aliases = {"use.computer": "use-computer", "cua": "cua-cloud"}
+        name = aliases.get(name, name)
+        if name not in known:
+            raise UsageError(
+                f"unknown provider {value!r}" + _suggest(name, known) + f"; known: {', '.join(known)}",
+                code="usage.unknown_provider",
+            )
+        return name
+
+    @classmethod
+    def build(cls, **fields: Any) -> DesktopSpec:
+        """Like the constructor, but every validation failure is a :class:`UsageError` (never pydantic's)."""
+        clean = {k: v for k, v in fields.items() if v is not None}
+        try:
+            return cls(**clean)
+        except UsageError:
+            raise
+        except ValidationError as exc:
+            for err in exc.errors():
+                cause = err.get("ctx", {}).get("error")
+                if isinstance(cause, UsageError):
+                    raise cause from None
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "spec"
+            raise UsageError(
+                f"{where}: {first['msg']} (got {first.get('input')!r})", code="usage.bad_spec"
+            ) from None
+
+    def geometry_label(self) -> str:
+        return "native" if self.geometry is None else str(self.geometry)
