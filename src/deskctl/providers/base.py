@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LABEL_CREATED",
+    "LABEL_DETACHED",
     "LABEL_EXPIRES",
     "LABEL_OWNER",
     "LABEL_SESSION",
@@ -39,6 +40,8 @@ LABEL_SESSION = "deskctl.session"
 LABEL_OWNER = "deskctl.owner"
 LABEL_CREATED = "deskctl.created"
 LABEL_EXPIRES = "deskctl.expires"
+#: "1" on desktops of detached sessions (deskctl up): no owner process watches them, only their expiry
+LABEL_DETACHED = "deskctl.detached"
 
 
 @dataclass(frozen=True)
