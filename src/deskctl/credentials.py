@@ -3,14 +3,40 @@
 Resolution order for a variable: the process environment, then the OS keyring (service ``deskctl``,
 username ``PROVIDER:VARIABLE``). Every secret value deskctl reads is registered with :func:`register_secret`
 so that :func:`redact` can scrub it from messages, logs, errors, the ledger and JSON.
+
+The keyring is optional: ``keyring`` is imported only when a variable is not in the environment, and a
+missing or failing backend is reported (:func:`keyring_status`) as a warning with a remedy, never raised.
+Which backend ``keyring`` uses is keyring's own configuration (``PYTHON_KEYRING_BACKEND`` or
+``keyringrc.cfg`` under ``XDG_CONFIG_HOME``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
+from dataclasses import dataclass
+from typing import Any, Literal
 
-__all__ = ["redact", "register_secret"]
+__all__ = [
+    "KEYRING_SERVICE",
+    "PROVIDER_CREDENTIALS",
+    "REDACTED",
+    "Credential",
+    "CredentialSet",
+    "KeyringStatus",
+    "VarStatus",
+    "credential_set",
+    "delete_secret",
+    "describe",
+    "keyring_status",
+    "mask",
+    "presence_check",
+    "redact",
+    "register_secret",
+    "resolve",
+    "store_secret",
+]
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -23,6 +49,7 @@ _PATTERNS = [
 ]
 
 REDACTED = "***"
+KEYRING_SERVICE = "deskctl"
 
 
 def register_secret(value: str | None) -> None:
@@ -43,3 +70,268 @@ def redact(text: str | None) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+def mask(value: str) -> str:
+    """A display form that shows nothing of a secret but its length class: ``***`` or ``***(N chars)``."""
+    return f"{REDACTED}({len(value)} chars)" if value else ""
+
+
+# -- what each provider needs (vendors' own variable names) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CredentialSet:
+    """The variables of one provider: all it reads, which are secret, and the alternatives that suffice.
+
+    ``required_any`` lists alternatives; the provider is configured when every variable of one alternative
+    resolves. ``source`` names the spec the names come from.
+    """
+
+    provider: str
+    variables: tuple[str, ...]
+    secret: frozenset[str]
+    required_any: tuple[tuple[str, ...], ...]
+    source: str
+
+    def is_secret(self, var: str) -> bool:
+        return var in self.secret
+
+
+PROVIDER_CREDENTIALS: dict[str, CredentialSet] = {
+    "daytona": CredentialSet(
+        provider="daytona",
+        variables=("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
+                   "DAYTONA_TARGET"),
+        secret=frozenset({"DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN"}),
+        required_any=(("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID")),
+        source="shared/specs/daytona.md section 1 (2026-06-01)",
+    ),
+    "cua-cloud": CredentialSet(
+        provider="cua-cloud",
+        variables=("CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY", "CUA_BASE_URL", "CUA_TOKEN_URL",
+                   "CUA_API_BASE"),
+        # the client id is "a per-user key" (Harbor): treated as a secret too
+        secret=frozenset({"CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY"}),
+        required_any=(("CUA_CLIENT_ID", "CUA_CLIENT_SECRET"), ("CUA_API_KEY",)),
+        source="shared/specs/cua.md section A (2026-08-21)",
+    ),
+    "use-computer": CredentialSet(
+        provider="use-computer",
+        variables=("USE_COMPUTER_API_KEY", "USE_COMPUTER_BASE_URL"),
+        secret=frozenset({"USE_COMPUTER_API_KEY"}),
+        required_any=(("USE_COMPUTER_API_KEY",),),
+        source="shared/specs/use_computer.md section B1 (2026-11-29)",
+    ),
+}
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSPHRASE")
+
+
+def credential_set(provider: str) -> CredentialSet:
+    """The provider's variables: the table above, merged with the provider class's ``credential_vars``."""
+    known = PROVIDER_CREDENTIALS.get(provider)
+    declared: tuple[str, ...] = ()
+    try:
+        from deskctl.providers import known_provider_names, load_provider_class
+
+        if provider in known_provider_names():
+            declared = tuple(getattr(load_provider_class(provider), "credential_vars", ()))
+    except Exception:  # a provider that cannot load still has its data row
+        declared = ()
+    if known is None:
+        return CredentialSet(
+            provider=provider,
+            variables=declared,
+            secret=frozenset(v for v in declared if any(w in v for w in _SECRET_WORDS)),
+            required_any=(),
+            source=f"deskctl.providers.{provider} credential_vars",
+        )
+    extra = tuple(v for v in declared if v not in known.variables)
+    return CredentialSet(
+        provider=provider,
+        variables=known.variables + extra,
+        secret=known.secret | frozenset(v for v in extra if any(w in v for w in _SECRET_WORDS)),
+        required_any=known.required_any,
+        source=known.source,
+    )
+
+
+# -- the keyring (optional, lazily imported) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyringStatus:
+    """Whether a usable keyring backend is configured; ``remedy`` says how to get one when not."""
+
+    usable: bool
+    backend: str
+    message: str
+    remedy: str | None = None
+
+
+_KEYRING_REMEDY = (
+    "pip install keyrings.alt (or a desktop keyring) and set PYTHON_KEYRING_BACKEND, "
+    "or set the variables in the environment"
+)
+
+
+def _keyring() -> Any:
+    import keyring
+
+    return keyring
+
+
+def keyring_status() -> KeyringStatus:
+    """Which backend ``keyring`` would use, without reading any secret. Never raises."""
+    try:
+        keyring = _keyring()
+    except ImportError as exc:
+        return KeyringStatus(False, "none", f"the keyring library is not installed ({exc})", _KEYRING_REMEDY)
+    try:
+        backend = keyring.get_keyring()
+    except Exception as exc:
+        return KeyringStatus(False, "error", f"keyring backend failed to load: {redact(str(exc))}", _KEYRING_REMEDY)
+    name = f"{type(backend).__module__}.{type(backend).__name__}"
+    priority = getattr(backend, "priority", 1)
+    if "fail" in name.lower() or "null" in name.lower() or (isinstance(priority, int | float) and priority <= 0):
+        return KeyringStatus(False, name, f"no usable keyring backend ({name})", _KEYRING_REMEDY)
+    return KeyringStatus(True, name, f"keyring backend {name}")
+
+
+def _username(provider: str, var: str) -> str:
+    return f"{provider}:{var}"
+
+
+def _keyring_get(provider: str, var: str) -> str | None:
+    status = keyring_status()
+    if not status.usable:
+        return None
+    try:
+        value = _keyring().get_password(KEYRING_SERVICE, _username(provider, var))
+    except Exception:  # a locked or broken backend is a miss, reported by keyring_status/describe
+        return None
+    return str(value) if value else None
+
+
+def store_secret(provider: str, var: str, value: str) -> None:
+    """Store ``value`` in the keyring. Raises :class:`~deskctl.errors.ConfigInvalid` when no backend works."""
+    from deskctl.errors import ConfigInvalid
+
+    register_secret(value)
+    status = keyring_status()
+    if not status.usable:
+        raise ConfigInvalid(f"cannot store {var}: {status.message}", provider=provider, remedy=status.remedy)
+    try:
+        _keyring().set_password(KEYRING_SERVICE, _username(provider, var), value)
+    except Exception as exc:
+        raise ConfigInvalid(
+            f"cannot store {var} in the keyring ({status.backend}): {redact(str(exc))}",
+            provider=provider, remedy=_KEYRING_REMEDY,
+        ) from exc
+
+
+def delete_secret(provider: str, var: str) -> bool:
+    """Remove a stored secret. True when one was removed, False when none was stored."""
+    from deskctl.errors import ConfigInvalid
+
+    status = keyring_status()
+    if not status.usable:
+        raise ConfigInvalid(f"cannot remove {var}: {status.message}", provider=provider, remedy=status.remedy)
+    keyring = _keyring()
+    try:
+        if keyring.get_password(KEYRING_SERVICE, _username(provider, var)) is None:
+            return False
+        keyring.delete_password(KEYRING_SERVICE, _username(provider, var))
+    except Exception as exc:
+        if type(exc).__name__ == "PasswordDeleteError":
+            return False
+        raise ConfigInvalid(
+            f"cannot remove {var} from the keyring ({status.backend}): {redact(str(exc))}",
+            provider=provider, remedy=_KEYRING_REMEDY,
+        ) from exc
+    return True
+
+
+# -- resolution -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A resolved variable. ``repr`` and ``str`` never show the value."""
+
+    provider: str
+    var: str
+    value: str
+    source: Literal["env", "keyring"]
+
+    def __repr__(self) -> str:
+        return f"Credential(provider={self.provider!r}, var={self.var!r}, source={self.source!r}, value={REDACTED!r})"
+
+    __str__ = __repr__
+
+
+def resolve(provider: str, var: str) -> Credential | None:
+    """``var`` for ``provider`` from the environment, else the keyring; None when neither has it.
+
+    Secret values are registered for redaction before they are returned.
+    """
+    value = os.environ.get(var)
+    source: Literal["env", "keyring"] = "env"
+    if not value:
+        value = _keyring_get(provider, var)
+        source = "keyring"
+    if not value:
+        return None
+    if credential_set(provider).is_secret(var) or source == "keyring":
+        register_secret(value)
+    return Credential(provider, var, value, source)
+
+
+@dataclass(frozen=True)
+class VarStatus:
+    """One row of ``deskctl credentials``: where a variable would come from, with the value redacted."""
+
+    provider: str
+    var: str
+    source: str  # env | keyring | missing
+    secret: bool
+    shown: str  # the value for non-secrets, a mask for secrets, "" when missing
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"provider": self.provider, "var": self.var, "source": self.source, "secret": self.secret,
+                "value": self.shown}
+
+
+def describe(provider: str) -> list[VarStatus]:
+    """Every variable of ``provider`` with where it resolves from; secret values are masked."""
+    cset = credential_set(provider)
+    rows: list[VarStatus] = []
+    for var in cset.variables:
+        cred = resolve(provider, var)
+        secret = cset.is_secret(var)
+        if cred is None:
+            rows.append(VarStatus(provider, var, "missing", secret, ""))
+        else:
+            shown = mask(cred.value) if secret else redact(cred.value)
+            rows.append(VarStatus(provider, var, cred.source, secret, shown))
+    return rows
+
+
+def presence_check(provider: str) -> tuple[bool, str, str | None]:
+    """Whether one alternative of the provider's required variables fully resolves.
+
+    Returns ``(ok, message, remedy)``; the message names variables and sources, never values.
+    """
+    cset = credential_set(provider)
+    if not cset.required_any:
+        return True, f"{provider} needs no credentials", None
+    for alternative in cset.required_any:
+        found = [resolve(provider, var) for var in alternative]
+        if all(found):
+            where = ", ".join(f"{c.var} from {c.source}" for c in found if c is not None)
+            return True, f"{provider} credentials present ({where})", None
+    options = " or ".join(" + ".join(alt) for alt in cset.required_any)
+    first = cset.required_any[0]
+    remedy = f"export {first[0]}=... or run: deskctl login {provider} --var {first[0]}"
+    return False, f"{provider} requires {options} (environment or keyring) [{cset.source}]", remedy

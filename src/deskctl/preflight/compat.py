@@ -1,0 +1,356 @@
+"""The compatibility matrix, as data: who serves which platform, which agent runs which task OS, which task
+OS goes with which desktop platform, which screen sizes each provider offers, and HiDPI scales.
+
+The facts live in ``deskctl/data/compat.json``; every row names its source (a key of ``sources``) and the
+date of that source. Where a provider module exists, its :class:`~deskctl.providers.base.Capabilities` are the
+truth for what deskctl itself can do (platforms, settable or fixed sizes, scale); the data file covers
+providers whose module is absent and carries the vendors' facts and notes.
+
+Every check here is pure and local: nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from deskctl.errors import UsageError
+from deskctl.preflight.checks import CheckResult, Status
+from deskctl.spec import Geometry, Platform
+
+if TYPE_CHECKING:
+    from deskctl.providers.base import Provider
+    from deskctl.spec import DesktopSpec
+
+__all__ = [
+    "TASK_OSES",
+    "Matrix",
+    "agent_task_oses",
+    "known_agents",
+    "load_matrix",
+    "natural_task_os",
+    "normalize_agent",
+    "normalize_task_os",
+    "platforms_for",
+    "provider_checks",
+    "providers_for",
+    "request_checks",
+    "suggest",
+]
+
+TASK_OSES = ("linux", "windows")
+_TASK_OS_ALIASES = {"win": "windows", "ubuntu": "linux", "debian": "linux", "macos": "linux"}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The parsed data file. ``raw`` is the JSON document as loaded (for ``deskctl compat --json``)."""
+
+    raw: dict[str, Any]
+
+    @property
+    def sources(self) -> dict[str, dict[str, str]]:
+        sources: dict[str, dict[str, str]] = self.raw["sources"]
+        return sources
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self.raw[table]
+        return rows
+
+    def source_label(self, row: dict[str, Any]) -> str:
+        """``"<ref> (<date>)"`` for a row, for messages and the printed matrix."""
+        source = self.sources.get(str(row.get("source")), {})
+        return f"{source.get('ref', row.get('source'))} ({row.get('date') or source.get('date')})"
+
+
+@cache
+def load_matrix() -> Matrix:
+    text = resources.files("deskctl.data").joinpath("compat.json").read_text(encoding="utf-8")
+    return Matrix(json.loads(text))
+
+
+def suggest(value: str, known: list[str] | tuple[str, ...]) -> str | None:
+    close = difflib.get_close_matches(value, list(known), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+# -- agents and task OS ---------------------------------------------------------------------------------------
+
+
+def known_agents() -> list[str]:
+    return [str(row["agent"]) for row in load_matrix().rows("agents")]
+
+
+def normalize_agent(name: str) -> str:
+    """The agent name as the matrix spells it.
+
+    A name close to a known one (a likely typo) is a usage error suggesting it; any other unknown name is
+    accepted, because Harbor treats every other installed agent as Linux-only (see :func:`agent_task_oses`).
+    """
+    raw = name.strip().lower().replace("_", "-")
+    known = known_agents()
+    if raw in known:
+        return raw
+    close = difflib.get_close_matches(raw, known, n=1, cutoff=0.75)
+    if close:
+        raise UsageError(
+            f"unknown agent {name!r} (did you mean {close[0]!r}?); known: {', '.join(known)}",
+            code="usage.unknown_agent",
+            remedy=f"--agent {close[0]}",
+        )
+    return raw
+
+
+def normalize_task_os(value: str) -> str:
+    raw = value.strip().lower()
+    raw = _TASK_OS_ALIASES.get(raw, raw)
+    if raw in TASK_OSES:
+        return raw
+    hint = suggest(raw, TASK_OSES)
+    raise UsageError(
+        f"unknown task OS {value!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+        + f"; Harbor task OSes: {', '.join(TASK_OSES)}",
+        code="usage.unknown_task_os",
+        remedy=f"--task-os {hint or 'linux'}",
+    )
+
+
+def agent_task_oses(agent: str) -> tuple[tuple[str, ...], bool]:
+    """The task OSes an agent can run, and whether the agent is listed (False: Harbor's default applies)."""
+    matrix = load_matrix()
+    for row in matrix.rows("agents"):
+        if row["agent"] == agent:
+            return tuple(row["task_os"]), True
+    return tuple(matrix.raw["default_agent_task_os"]["task_os"]), False
+
+
+def _windows_agents() -> list[str]:
+    return [str(row["agent"]) for row in load_matrix().rows("agents") if "windows" in row["task_os"]]
+
+
+def natural_task_os(platform: Platform) -> str:
+    """The task OS Harbor declares for a desktop of this platform when deskctl is the task environment."""
+    for row in load_matrix().rows("task_os_platform"):
+        if row["platform"] == platform.value:
+            return str(row["natural_task_os"])
+    return "linux"
+
+
+def request_checks(platform: Platform, agent: str | None, task_os: str | None) -> list[CheckResult]:
+    """Provider-independent checks of a request: agent x task OS, task OS x platform.
+
+    ``task_os=None`` means the platform's natural task OS (a Windows desktop as the environment of a
+    Windows task); a Linux task that drives a remote Windows desktop passes ``task_os="linux"``.
+    """
+    matrix = load_matrix()
+    results: list[CheckResult] = []
+    effective_os = normalize_task_os(task_os) if task_os else natural_task_os(platform)
+    os_row = next((r for r in matrix.rows("task_os_platform") if r["platform"] == platform.value), None)
+    if os_row is not None:
+        source = matrix.source_label(os_row)
+        if effective_os in os_row["task_os"]:
+            how = (
+                "as a tool driven from a Linux task"
+                if platform is Platform.WINDOWS and effective_os == "linux"
+                else "as the task environment"
+            )
+            results.append(CheckResult(
+                "pass", "compat.task_os",
+                f"{effective_os} task with a {platform.value} desktop: served {how} [{source}]",
+            ))
+        else:
+            results.append(CheckResult(
+                "warn", "compat.task_os",
+                f"Harbor declares {platform.value} desktops as {os_row['natural_task_os']} tasks and rejects a "
+                f"{effective_os} task environment with it; deskctl can still serve it as a tool [{source}]",
+                remedy=f"--task-os {os_row['natural_task_os']}",
+            ))
+    if agent:
+        name = normalize_agent(agent)
+        oses, listed = agent_task_oses(name)
+        row = next((r for r in matrix.rows("agents") if r["agent"] == name), matrix.raw["default_agent_task_os"])
+        source = matrix.source_label(row)
+        if effective_os in oses:
+            status: Status = "pass" if listed else "warn"
+            note = "" if listed else " (agent not in the matrix: assumed Linux-only, Harbor's default)"
+            results.append(CheckResult(
+                status, "compat.agent", f"{name} can run {effective_os} tasks{note} [{source}]",
+            ))
+        else:
+            capable = _windows_agents()
+            if effective_os == "windows":
+                message = (
+                    f"{name} cannot run Windows tasks (Windows-capable agents: {', '.join(capable)}); "
+                    "a Linux task can still drive a remote Windows desktop through deskctl"
+                )
+                remedy = (
+                    f"use --agent {' or --agent '.join(capable)}, or declare a Linux task that drives the "
+                    f"{platform.value} desktop as a tool: --task-os linux"
+                )
+            else:
+                message = f"{name} cannot run {effective_os} tasks (it runs: {', '.join(oses)})"
+                remedy = f"--task-os {oses[0]}"
+            results.append(CheckResult("fail", "compat.agent_unsupported", f"{message} [{source}]", remedy=remedy))
+    return results
+
+
+# -- platforms and providers ----------------------------------------------------------------------------------
+
+
+def _provider_class(name: str) -> type[Provider] | None:
+    from deskctl.providers import known_provider_names, load_provider_class
+
+    if name not in known_provider_names():
+        return None
+    try:
+        return load_provider_class(name)
+    except UsageError:
+        return None
+
+
+def platforms_for(provider: str) -> frozenset[Platform]:
+    """Platforms a provider serves: its Capabilities when its module loads, else the data file."""
+    cls = _provider_class(provider)
+    caps = getattr(cls, "capabilities", None) if cls is not None else None
+    if caps is not None:
+        return frozenset(caps.platforms)
+    for row in load_matrix().rows("platform_provider"):
+        if row["provider"] == provider:
+            return frozenset(Platform(p) for p in row["platforms"])
+    return frozenset()
+
+
+def _data_providers_for(platform: Platform) -> list[str]:
+    return [str(r["provider"]) for r in load_matrix().rows("platform_provider") if platform.value in r["platforms"]]
+
+
+def providers_for(platform: Platform) -> list[str]:
+    """Installed providers (module present) that serve ``platform``, in registry order."""
+    from deskctl.providers import known_provider_names
+
+    return [name for name in known_provider_names() if platform in platforms_for(name)]
+
+
+def _geometry_row(provider: str, platform: Platform) -> dict[str, Any] | None:
+    for row in load_matrix().rows("geometry"):
+        if row["provider"] == provider and row["platform"] == platform.value:
+            return row
+    return None
+
+
+def _hidpi_scale(provider: Provider, platform: Platform) -> tuple[float, str | None]:
+    for row in load_matrix().rows("hidpi"):
+        if row["provider"] == provider.name and row["platform"] == platform.value:
+            return float(row["scale"]), str(row.get("note") or "")
+    caps = getattr(type(provider), "capabilities", None)
+    return (float(caps.hidpi_scale) if caps is not None else 1.0), None
+
+
+def provider_checks(spec: DesktopSpec, provider: Provider) -> list[CheckResult]:
+    """Cross-provider checks for one provider: platform x provider, geometry, HiDPI, model down-scaling."""
+    matrix = load_matrix()
+    name = provider.name
+    platform = spec.platform
+    results: list[CheckResult] = []
+    caps = getattr(type(provider), "capabilities", None)
+    served = frozenset(caps.platforms) if caps is not None else platforms_for(name)
+    data_row = next((r for r in matrix.rows("platform_provider") if r["provider"] == name), None)
+    source = matrix.source_label(data_row) if data_row else "provider capabilities"
+    if platform not in served:
+        others = [p for p in _data_providers_for(platform) if p != name]
+        results.append(CheckResult(
+            "fail", "compat.platform_unsupported",
+            f"{name} cannot serve {platform.value} desktops (it serves: "
+            f"{', '.join(sorted(p.value for p in served)) or 'nothing'}; "
+            f"{platform.value} is served by: {', '.join(others) or 'no known provider'}) [{source}]",
+            remedy=(f"--provider {others[0]}" if others else "choose another --platform"),
+            provider=name,
+        ))
+        return results
+    results.append(CheckResult(
+        "pass", "compat.platform", f"{name} serves {platform.value} desktops [{source}]", provider=name,
+    ))
+    results.extend(_geometry_checks(spec, provider))
+    return results
+
+
+def _geometry_checks(spec: DesktopSpec, provider: Provider) -> list[CheckResult]:
+    matrix = load_matrix()
+    name, platform, geometry = provider.name, spec.platform, spec.geometry
+    row = _geometry_row(name, platform)
+    source = matrix.source_label(row) if row else "provider capabilities"
+    results: list[CheckResult] = []
+    if geometry is None:
+        results.append(CheckResult(
+            "pass", "geometry.native", f"native size accepted; deskctl reports the live size [{source}]",
+            provider=name,
+        ))
+    else:
+        reason = provider.check_geometry(geometry, platform)
+        caps = getattr(type(provider), "capabilities", None)
+        if reason is None and caps is None and row is not None:
+            reason = _data_geometry_reason(name, platform, geometry, row)
+        if reason is not None:
+            results.append(CheckResult(
+                "fail", "geometry.unsupported", f"{reason} [{source}]",
+                remedy=_geometry_remedy(provider, platform, row), provider=name,
+            ))
+            return results
+        results.append(CheckResult(
+            "pass", "geometry.pinned", f"{geometry} can be set on {name} {platform.value} [{source}]",
+            provider=name,
+        ))
+    scale, note = _hidpi_scale(provider, platform)
+    if scale != 1.0:
+        results.append(CheckResult(
+            "pass", "geometry.hidpi",
+            f"display scale {scale:g}: deskctl converts screenshots and clicks to one coordinate space"
+            + (f" ({note})" if note else ""),
+            provider=name,
+        ))
+    if geometry is not None:
+        downscale = matrix.raw["model_downscale"]
+        pixels = geometry.width * geometry.height
+        if max(geometry.width, geometry.height) > downscale["long_edge"] or pixels > downscale["max_pixels"]:
+            results.append(CheckResult(
+                "warn", "geometry.model_downscale",
+                f"{geometry} exceeds {downscale['long_edge']} px long edge or {downscale['max_pixels']} px: "
+                f"{downscale['note']} [{matrix.source_label(downscale)}]",
+                remedy="--geometry 1280x800 (or scale clicks back from the model's image size)",
+                provider=name,
+            ))
+    return results
+
+
+def _data_geometry_reason(name: str, platform: Platform, geometry: Geometry, row: dict[str, Any]) -> str | None:
+    if row.get("settable"):
+        min_size = Geometry.parse(row["min"])
+        max_size = Geometry.parse(row["max"])
+        if min_size.width <= geometry.width <= max_size.width and min_size.height <= geometry.height <= max_size.height:
+            return None
+        return f"{name} sizes range {min_size}..{max_size} on {platform.value} (asked {geometry})"
+    fixed = [str(s) for s in row.get("fixed", [])]
+    if str(geometry) in fixed:
+        return None
+    if fixed:
+        return f"{name} offers only {', '.join(fixed)} on {platform.value} (asked {geometry}); use --geometry native"
+    return f"{name} cannot set the screen size on {platform.value} (asked {geometry}): {row.get('note', '')}".rstrip(
+        ": "
+    )
+
+
+def _geometry_remedy(provider: Provider, platform: Platform, row: dict[str, Any] | None) -> str:
+    fixed = provider.supported_sizes(platform)
+    if fixed:
+        return "--geometry " + " or --geometry ".join(f"{w}x{h}" for w, h in fixed) + " (or native)"
+    if row is not None and row.get("fixed"):
+        return "--geometry " + " or --geometry ".join(row["fixed"]) + " (or native)"
+    caps = getattr(type(provider), "capabilities", None)
+    if caps is not None and caps.settable_geometry:
+        (min_w, min_h), (max_w, max_h) = caps.min_size, caps.max_size
+        return f"--geometry WxH within {min_w}x{min_h}..{max_w}x{max_h}"
+    return "--geometry native"

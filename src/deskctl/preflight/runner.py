@@ -1,0 +1,512 @@
+"""The preflight engine: runs every check concurrently, each with its own timeout, and turns results into a
+report (table or JSON, exit code) or, for a session, into the most specific :mod:`deskctl.errors` error.
+
+Two entry points:
+
+* :func:`run_checks` / :func:`raise_for_failures`: one provider, used by the session before create.
+* :func:`preflight`: many providers for one request (``deskctl preflight``, ``deskctl.preflight(spec)``).
+
+Checks run in daemon threads: a check that hangs past its timeout is reported as failed and abandoned,
+so a wedged daemon or host never holds up the answer (or the interpreter's exit).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deskctl.errors import (
+    BudgetExceeded,
+    CapacityUnavailable,
+    CompatError,
+    CredentialsForbidden,
+    CredentialsInvalid,
+    CredentialsMissing,
+    DeskctlError,
+    GeometryUnsupported,
+    PreflightError,
+    ProviderApiError,
+    ProviderUnreachable,
+    QuotaExceeded,
+    RateLimited,
+)
+from deskctl.preflight.checks import CheckResult
+from deskctl.spec import DesktopSpec, Geometry, Platform
+
+if TYPE_CHECKING:
+    from deskctl.providers.base import Provider
+
+__all__ = [
+    "Check",
+    "PreflightReport",
+    "PreflightRequest",
+    "error_for",
+    "preflight",
+    "raise_for_failures",
+    "run_checks",
+    "run_concurrently",
+]
+
+#: order in which results are listed (and the first failure chosen): request, compat, geometry, credentials,
+#: the provider's own checks, budget
+_ORDER = ("compat.", "geometry.", "credentials.")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A unit of work for the engine: a callable returning results, its timeout, and who it belongs to.
+
+    ``code`` names the check when it times out or raises (then it becomes one failed result with that code).
+    """
+
+    code: str
+    run: Callable[[], list[CheckResult]]
+    provider: str | None = None
+    timeout: float = 10.0
+
+
+def _run_in_thread(check: Check) -> concurrent.futures.Future[tuple[list[CheckResult], float]]:
+    future: concurrent.futures.Future[tuple[list[CheckResult], float]] = concurrent.futures.Future()
+
+    def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        started = time.monotonic()
+        try:
+            results = check.run()
+        except BaseException as exc:  # reported as a failed check, never lost
+            future.set_exception(exc)
+            return
+        future.set_result((results, round((time.monotonic() - started) * 1000, 1)))
+
+    threading.Thread(target=target, name=f"preflight:{check.code}", daemon=True).start()
+    return future
+
+
+def _failure_from_exception(check: Check, exc: BaseException, elapsed_ms: float) -> CheckResult:
+    from deskctl.credentials import redact
+
+    if isinstance(exc, DeskctlError):
+        return CheckResult(
+            "fail", exc.code, redact(exc.message), remedy=redact(exc.remedy) if exc.remedy else None,
+            provider=exc.provider or check.provider, elapsed_ms=elapsed_ms,
+        )
+    return CheckResult(
+        "fail", check.code, f"check {check.code} raised {type(exc).__name__}: {redact(str(exc))}",
+        provider=check.provider, elapsed_ms=elapsed_ms,
+    )
+
+
+def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
+    """Run every check at once; returns one result list per check, in the order given.
+
+    A check that exceeds its timeout gives one ``fail`` result with code ``<check.code>.timeout``
+    (mapped to :class:`~deskctl.errors.ProviderUnreachable`); one that raises gives a ``fail`` result too.
+    Results without ``provider`` or ``elapsed_ms`` get them filled in.
+    """
+    started = time.monotonic()
+    futures = [_run_in_thread(check) for check in checks]
+    out: list[list[CheckResult]] = []
+    for check, future in zip(checks, futures, strict=True):
+        remaining = max(0.0, started + check.timeout - time.monotonic())
+        try:
+            results, elapsed = future.result(timeout=remaining)
+        except concurrent.futures.TimeoutError:
+            out.append([CheckResult(
+                "fail", f"{check.code}.timeout",
+                f"{check.code} did not answer within {check.timeout:g}s",
+                remedy="check that the daemon or host answers, or raise --timeout",
+                provider=check.provider, elapsed_ms=round(check.timeout * 1000, 1),
+            )])
+            continue
+        except BaseException as exc:
+            out.append([_failure_from_exception(check, exc, (time.monotonic() - started) * 1000)])
+            continue
+        out.append([
+            dataclasses.replace(
+                r,
+                provider=r.provider if r.provider is not None else check.provider,
+                elapsed_ms=r.elapsed_ms if r.elapsed_ms else elapsed,
+            )
+            for r in results
+        ])
+    return out
+
+
+def _rank(result: CheckResult) -> int:
+    for index, prefix in enumerate(_ORDER):
+        if result.code.startswith(prefix):
+            return index
+    if result.code.startswith("budget."):
+        return len(_ORDER) + 1
+    return len(_ORDER)
+
+
+def _sorted(results: Iterable[CheckResult]) -> list[CheckResult]:
+    return sorted(results, key=_rank)  # stable: keeps each group's own order
+
+
+# -- one provider (the session's engine) ----------------------------------------------------------------------
+
+
+def _credential_check(provider_name: str) -> list[CheckResult]:
+    from deskctl.credentials import PROVIDER_CREDENTIALS, credential_set, keyring_status, presence_check
+
+    if provider_name not in PROVIDER_CREDENTIALS and not credential_set(provider_name).variables:
+        return []
+    ok, message, remedy = presence_check(provider_name)
+    results = [CheckResult("pass" if ok else "fail", "credentials.present" if ok else "credentials.missing",
+                           message, remedy=remedy, provider=provider_name)]
+    if not ok:
+        status = keyring_status()
+        if not status.usable:
+            results.append(CheckResult("warn", "credentials.keyring", status.message, remedy=status.remedy,
+                                       provider=provider_name))
+    return results
+
+
+def _budget_check(spec: DesktopSpec, provider_name: str) -> list[CheckResult]:
+    try:
+        from deskctl import metering
+    except ImportError:
+        return [CheckResult("skip", "budget.projection", "cost: unknown (metering is not available)",
+                            provider=provider_name)]
+    rate_for: Callable[[DesktopSpec], Any] | None = getattr(metering, "rate_for", None)
+    cost_for: Callable[[Any, float], float | None] | None = getattr(metering, "cost_for", None)
+    if rate_for is None or cost_for is None:
+        return [CheckResult("skip", "budget.projection", "cost: unknown (metering has no rate catalog)",
+                            provider=provider_name)]
+    rate = rate_for(spec)
+    cap = spec.max_usd
+    minutes = spec.max_minutes
+    if rate is None:
+        message = f"cost: unknown (no rate for {provider_name} {spec.platform.value} {spec.geometry_label()})"
+        if cap is not None:
+            return [CheckResult("warn", "budget.unknown_rate", message + f"; cannot prove it stays under ${cap:g}",
+                                remedy="add the rate to your price catalog override", provider=provider_name)]
+        return [CheckResult("pass", "budget.projection", message, provider=provider_name)]
+    per_hour = float(rate.usd_per_hour)
+    source = f"{getattr(rate, 'source', '?')} ({getattr(rate, 'date', '?')})"
+    if minutes is None:
+        if per_hour == 0:
+            return [CheckResult("pass", "budget.projection", f"cost: $0/h [{source}]", provider=provider_name)]
+        message = f"rate ${per_hour:g}/h [{source}]; no --max-minutes, so the projected cost is open-ended"
+        if cap is not None:
+            affordable = cap / per_hour * 60
+            return [CheckResult("warn", "budget.open_ended", message + f" (${cap:g} buys {affordable:.0f} min)",
+                                remedy=f"--max-minutes {max(1, int(affordable))}", provider=provider_name)]
+        return [CheckResult("pass", "budget.projection", message, provider=provider_name)]
+    projected = cost_for(rate, minutes * 60)
+    if projected is None:
+        return [CheckResult("warn" if cap is not None else "pass", "budget.projection",
+                            f"cost: unknown for {minutes:g} min [{source}]", provider=provider_name)]
+    message = f"projected ${projected:.4f} for {minutes:g} min at ${per_hour:g}/h [{source}]"
+    if cap is not None and projected > cap:
+        affordable = cap / per_hour * 60 if per_hour else minutes
+        return [CheckResult(
+            "fail", "budget.exceeded", message + f", over the ${cap:g} cap",
+            remedy=f"--max-minutes {max(1, int(affordable))} or --max-usd {projected:.2f}", provider=provider_name,
+        )]
+    suffix = f", within ${cap:g}" if cap is not None else ""
+    return [CheckResult("pass", "budget.projection", message + suffix, provider=provider_name)]
+
+
+def _provider_check_list(
+    spec: DesktopSpec, provider: Provider, timeout: float, *, agent: str | None, task_os: str | None,
+    include_request: bool,
+) -> list[Check]:
+    from deskctl.preflight import compat
+
+    name = provider.name
+    checks: list[Check] = []
+    if include_request:
+        checks.append(Check("compat.request", lambda: compat.request_checks(spec.platform, agent, task_os),
+                            None, timeout))
+    checks += [
+        Check("compat.provider", lambda: compat.provider_checks(spec, provider), name, timeout),
+        Check("credentials", lambda: _credential_check(name), name, timeout),
+        Check(f"{name}.preflight", lambda: list(provider.preflight(spec)), name, timeout),
+        Check("budget", lambda: _budget_check(spec, name), name, timeout),
+    ]
+    return checks
+
+
+def _merge(groups: list[list[CheckResult]]) -> list[CheckResult]:
+    flat = [r for group in groups for r in group]
+    # the provider's own credential check supersedes the engine's presence check
+    own_credentials = any(
+        r.code.startswith("credentials.") and r.code not in ("credentials.present", "credentials.missing",
+                                                              "credentials.keyring")
+        for r in flat
+    )
+    if own_credentials:
+        flat = [r for r in flat if r.code not in ("credentials.present", "credentials.missing")]
+    return _sorted(flat)
+
+
+def run_checks(
+    spec: DesktopSpec, provider: Provider, timeout: float = 10.0, *, agent: str | None = None,
+    task_os: str | None = None,
+) -> list[CheckResult]:
+    """Every check for one provider: request compat (agent x task OS), platform x provider, geometry,
+    credentials presence, the provider's own :meth:`~deskctl.providers.base.Provider.preflight`, and the
+    budget projection; concurrently, each with ``timeout`` seconds. Never creates anything."""
+    checks = _provider_check_list(spec, provider, timeout, agent=agent, task_os=task_os, include_request=True)
+    return _merge(run_concurrently(checks))
+
+
+def error_for(result: CheckResult, provider_name: str | None = None) -> DeskctlError:
+    """The most specific deskctl error for a failed check, carrying its code, message and remedy."""
+    code, provider = result.code, result.provider or provider_name
+    kwargs: dict[str, Any] = {"provider": provider, "remedy": result.remedy}
+    message = result.message
+    if code == "credentials.missing":
+        return CredentialsMissing(message, **kwargs)
+    if code == "credentials.forbidden":
+        return CredentialsForbidden(message, **kwargs)
+    if code.startswith("credentials."):
+        return CredentialsInvalid(message, code=code, **kwargs)
+    if code.startswith("quota."):
+        return QuotaExceeded(message, code=code, **kwargs)
+    if code.startswith("compat."):
+        return CompatError(message, code=code, **kwargs)
+    if code.startswith("geometry."):
+        return GeometryUnsupported(message, code=code, **kwargs)
+    if code.startswith("budget."):
+        return BudgetExceeded(message, code=code, **kwargs)
+    if code.startswith("capacity."):
+        return CapacityUnavailable(message, code=code, **kwargs)
+    if code == "provider.rate_limited":
+        return RateLimited(message, code=code, **kwargs)
+    if code == "provider.api_error":
+        return ProviderApiError(message, code=code, **kwargs)
+    last = code.rsplit(".", 1)[-1]
+    if code == "provider.unreachable" or last in ("unreachable", "timeout", "daemon", "host", "connect"):
+        return ProviderUnreachable(message, code=code, **kwargs)
+    return PreflightError(message, code=code, **kwargs)
+
+
+def raise_for_failures(results: list[CheckResult], provider_name: str) -> None:
+    """Raise :func:`error_for` the first failing result (results are ordered most decisive first);
+    ``details["failures"]`` lists every failure. Returns when nothing failed."""
+    failures = [r for r in results if r.status == "fail"]
+    if not failures:
+        return
+    error = error_for(failures[0], provider_name)
+    error.details["failures"] = [r.to_dict() for r in failures]
+    raise error
+
+
+# -- many providers (the command and deskctl.preflight) -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreflightRequest:
+    """What ``deskctl preflight`` asks: a platform, optional provider names, agent, task OS, size, limits."""
+
+    platform: Platform = Platform.UBUNTU
+    providers: tuple[str, ...] | None = None
+    agent: str | None = None
+    task_os: str | None = None
+    geometry: Geometry | None = field(default_factory=lambda: Geometry(width=1024, height=768))
+    max_minutes: float | None = None
+    max_usd: float | None = None
+    timeout: float = 10.0
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class PreflightReport:
+    """Results grouped by provider (``None``: checks of the request itself), the providers that are ready,
+    and the verdict. ``exit_code`` is 0 when the request can run, 3 when it cannot."""
+
+    request: PreflightRequest
+    results: list[CheckResult]
+    considered: list[str]
+    ready: list[str]
+    required_all: bool = False
+    elapsed_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        if self.required_all:
+            return bool(self.considered) and set(self.ready) == set(self.considered)
+        return bool(self.ready)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 3
+
+    def for_provider(self, name: str | None) -> list[CheckResult]:
+        return [r for r in self.results if r.provider == name]
+
+    @property
+    def verdict(self) -> str:
+        if self.ok:
+            return "ready: " + ", ".join(self.ready)
+        failing = [r for r in self.results if r.status == "fail"]
+        reason = failing[0].message if failing else "no provider serves this request"
+        if self.required_all and self.ready:
+            return f"not ready: {', '.join(sorted(set(self.considered) - set(self.ready)))} ({reason})"
+        return f"not ready: {reason}"
+
+    def first_failure(self) -> CheckResult | None:
+        return next((r for r in self.results if r.status == "fail"), None)
+
+    def raise_for_failures(self) -> None:
+        """Raise the most specific error for the first failure when the request cannot run."""
+        if self.ok:
+            return
+        failure = self.first_failure()
+        if failure is None:
+            raise CompatError("no provider serves this request", code="compat.no_provider")
+        raise_for_failures(self.results, failure.provider or "")
+
+    def to_dict(self) -> dict[str, Any]:
+        from deskctl.credentials import redact
+
+        request = self.request
+        return {
+            "request": {
+                "platform": request.platform.value,
+                "providers": list(request.providers) if request.providers else None,
+                "agent": request.agent,
+                "task_os": request.task_os,
+                "geometry": str(request.geometry) if request.geometry else "native",
+                "max_minutes": request.max_minutes,
+                "max_usd": request.max_usd,
+            },
+            "considered": list(self.considered),
+            "ready": list(self.ready),
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "verdict": redact(self.verdict),
+            "elapsed_ms": self.elapsed_ms,
+            "results": [
+                {**r.to_dict(), "message": redact(r.message), "remedy": redact(r.remedy) if r.remedy else None}
+                for r in self.results
+            ],
+        }
+
+
+def _request_from(spec_or_request: DesktopSpec | PreflightRequest | None,
+                  providers: Sequence[str] | None, **overrides: Any) -> PreflightRequest:
+    if spec_or_request is None:
+        request = PreflightRequest()
+    elif isinstance(spec_or_request, DesktopSpec):
+        spec = spec_or_request
+        request = PreflightRequest(
+            platform=spec.platform,
+            providers=(spec.provider,),
+            geometry=spec.geometry,
+            max_minutes=spec.max_minutes,
+            max_usd=spec.max_usd,
+            provider_options={spec.provider: dict(spec.provider_options)},
+        )
+    else:
+        request = spec_or_request
+    if providers is not None:
+        request = dataclasses.replace(request, providers=tuple(providers))
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(request, **clean) if clean else request
+
+
+def _normalise_provider(name: str) -> str:
+    from deskctl.errors import UsageError
+    from deskctl.preflight.compat import suggest
+    from deskctl.providers import PROVIDERS, known_provider_names
+
+    raw = name.strip().lower().replace("_", "-")
+    raw = {"use.computer": "use-computer", "cua": "cua-cloud"}.get(raw, raw)
+    known = known_provider_names()
+    if raw in known:
+        return raw
+    if raw in PROVIDERS:
+        raise UsageError(f"provider {name!r} is not available in this installation; available: {', '.join(known)}",
+                         code="usage.provider_unavailable", remedy=f"--provider {known[0]}" if known else None)
+    hint = suggest(raw, known)
+    raise UsageError(
+        f"unknown provider {name!r}" + (f" (did you mean {hint!r}?)" if hint else "") + f"; known: {', '.join(known)}",
+        code="usage.unknown_provider", remedy=f"--provider {hint}" if hint else None,
+    )
+
+
+def preflight(
+    spec_or_request: DesktopSpec | PreflightRequest | None = None,
+    providers: Sequence[str] | None = None,
+    *,
+    agent: str | None = None,
+    task_os: str | None = None,
+    timeout: float | None = None,
+) -> PreflightReport:
+    """Check, without creating anything, which providers can serve a request.
+
+    A :class:`~deskctl.spec.DesktopSpec` checks its own provider (unless ``providers`` names others); a
+    :class:`PreflightRequest` without providers considers every installed provider that serves its platform.
+    Every check of every provider runs at once. Unknown names raise :class:`~deskctl.errors.UsageError`.
+    """
+    from deskctl.preflight import compat
+    from deskctl.providers import get_provider
+
+    request = _request_from(spec_or_request, providers, agent=agent, task_os=task_os, timeout=timeout)
+    if request.agent:
+        request = dataclasses.replace(request, agent=compat.normalize_agent(request.agent))
+    if request.task_os:
+        request = dataclasses.replace(request, task_os=compat.normalize_task_os(request.task_os))
+    named = request.providers is not None and len(request.providers) > 0
+    names = ([_normalise_provider(n) for n in request.providers or ()] if named
+             else compat.providers_for(request.platform))
+    started = time.monotonic()
+    checks: list[Check] = [Check(
+        "compat.request", lambda: compat.request_checks(request.platform, request.agent, request.task_os),
+        None, request.timeout,
+    )]
+    setup_failures: list[CheckResult] = []
+    for name in names:
+        try:
+            spec = DesktopSpec.build(
+                provider=name, platform=request.platform, geometry=request.geometry or "native",
+                max_minutes=request.max_minutes, max_usd=request.max_usd,
+                provider_options=request.provider_options.get(name) or None,
+            )
+            provider = get_provider(name, spec.provider_options)
+        except DeskctlError as exc:
+            setup_failures.append(CheckResult("fail", exc.code, exc.message, remedy=exc.remedy, provider=name))
+            continue
+        checks += _provider_check_list(spec, provider, request.timeout, agent=request.agent,
+                                       task_os=request.task_os, include_request=False)
+    groups = run_concurrently(checks)
+    results = _merge_report(groups[0], list(zip(checks[1:], groups[1:], strict=True)), setup_failures)
+    if not names:
+        others = ", ".join(p for p in _data_providers(request.platform)) or "none known"
+        results.append(CheckResult(
+            "fail", "compat.platform_unsupported",
+            f"no installed provider serves {request.platform.value} desktops (providers for it: {others})",
+            remedy="choose another --platform, or install a provider that serves it",
+        ))
+    request_ok = all(r.status != "fail" for r in results if r.provider is None)
+    ready = [n for n in names if request_ok and all(r.status != "fail" for r in results if r.provider == n)]
+    return PreflightReport(request=request, results=results, considered=list(names), ready=ready,
+                           required_all=named, elapsed_ms=round((time.monotonic() - started) * 1000, 1))
+
+
+def _data_providers(platform: Platform) -> list[str]:
+    from deskctl.preflight.compat import load_matrix
+
+    return [str(r["provider"]) for r in load_matrix().rows("platform_provider") if platform.value in r["platforms"]]
+
+
+def _merge_report(request_results: list[CheckResult], provider_groups: list[tuple[Check, list[CheckResult]]],
+                  setup_failures: list[CheckResult]) -> list[CheckResult]:
+    by_provider: dict[str | None, list[list[CheckResult]]] = {}
+    for check, group in provider_groups:
+        by_provider.setdefault(check.provider, []).append(group)
+    merged = list(request_results)
+    for groups in by_provider.values():
+        merged += _merge(groups)
+    return merged + setup_failures
