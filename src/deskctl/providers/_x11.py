@@ -1,0 +1,870 @@
+"""The shared X11 driver: input through XTEST and capture by GetImage (MIT-SHM when possible) over ONE X
+connection per desktop, for every X-based provider (``xvfb``, ``docker``, ``ssh`` and the fakes).
+
+How to reach a display (:meth:`X11Driver.open`):
+
+* ``X11Driver.open(":5", cookie=...)``: the local unix socket ``/tmp/.X11-unix/X5``;
+* ``X11Driver.open(":5", socket_path="/var/lib/x/X5", cookie=...)``: a unix socket at any path (a Docker
+  volume that shares the container's ``/tmp/.X11-unix``);
+* ``X11Driver.open(":5", host="127.0.0.1", port=6005, cookie=...)``: TCP (an SSH-forwarded port).
+
+``cookie`` is the raw 16-byte MIT-MAGIC-COOKIE-1 (see :func:`read_cookie`, :func:`new_cookie` and
+:func:`write_xauthority`); ``None`` connects without authorisation.
+
+python-xlib only knows ``/tmp/.X11-unix/XN`` for unix sockets and reads cookies from ``$XAUTHORITY``. Rather
+than patching its connect functions around each call (a race between threads), this module installs one
+permanent, thread-safe shim in front of them once: a connection opened through :meth:`X11Driver.open` hands its
+own already-connected socket and cookie to python-xlib through a thread-local slot; every other python-xlib
+user in the process goes through the original functions unchanged.
+
+Errors: a connection that cannot be made is :class:`~deskctl.errors.ProviderUnreachable`; a connection that
+drops while in use is :class:`~deskctl.errors.SessionLost`; a request the server refuses is
+:class:`~deskctl.errors.ProviderApiError`. No Xlib exception leaves this module.
+
+Typing non-ASCII text binds the keysym to a spare keycode, as xdotool does. Unlike xdotool, the keycode is not
+reverted right after the key event (a client that has not yet translated the event would then read the wrong
+symbol); borrowed keycodes are recorded on the root window (``_DESKCTL_BORROWED_KEYCODES``) and reused,
+least recently used first, by every driver of that display; :meth:`X11Driver.restore_keymap` gives them back
+(call it before leaving a long-lived display such as a user's own; a throwaway Xvfb needs nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import io
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deskctl.actions import (
+    Action,
+    Click,
+    Drag,
+    KeyDown,
+    KeyPress,
+    KeyUp,
+    MouseDown,
+    MouseUp,
+    Move,
+    Scroll,
+    TypeText,
+    normalize_key,
+)
+from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, SessionLost, UsageError
+from deskctl.providers.base import Screenshot
+
+if TYPE_CHECKING:
+    from Xlib.display import Display
+
+__all__ = [
+    "COOKIE_PROTOCOL",
+    "X11Address",
+    "X11Driver",
+    "keysym_for_char",
+    "keysym_for_key",
+    "new_cookie",
+    "read_cookie",
+    "write_xauthority",
+]
+
+COOKIE_PROTOCOL = "MIT-MAGIC-COOKIE-1"
+_FAMILY_WILD = 0xFFFF
+
+_BUTTONS = {"left": 1, "middle": 2, "right": 3}
+_SCROLL_UP, _SCROLL_DOWN, _SCROLL_LEFT, _SCROLL_RIGHT = 4, 5, 6, 7
+
+#: canonical key name (deskctl.actions) -> X keysym name
+_KEYSYM_NAMES: dict[str, str] = {
+    "ctrl": "Control_L",
+    "alt": "Alt_L",
+    "shift": "Shift_L",
+    "super": "Super_L",
+    "enter": "Return",
+    "escape": "Escape",
+    "tab": "Tab",
+    "backspace": "BackSpace",
+    "delete": "Delete",
+    "space": "space",
+    "home": "Home",
+    "end": "End",
+    "pageup": "Prior",
+    "pagedown": "Next",
+    "insert": "Insert",
+    "up": "Up",
+    "down": "Down",
+    "left": "Left",
+    "right": "Right",
+    "capslock": "Caps_Lock",
+    "menu": "Menu",
+    "printscreen": "Print",
+    "pause": "Pause",
+    "numlock": "Num_Lock",
+    "scrolllock": "Scroll_Lock",
+    **{f"f{i}": f"F{i}" for i in range(1, 25)},
+}
+
+#: keysym values of the names above (the X11 keysymdef.h numbers), so no Xlib import is needed to map keys
+_KEYSYM_VALUES: dict[str, int] = {
+    "Control_L": 0xFFE3,
+    "Alt_L": 0xFFE9,
+    "Shift_L": 0xFFE1,
+    "Super_L": 0xFFEB,
+    "Return": 0xFF0D,
+    "Escape": 0xFF1B,
+    "Tab": 0xFF09,
+    "BackSpace": 0xFF08,
+    "Delete": 0xFFFF,
+    "space": 0x0020,
+    "Home": 0xFF50,
+    "End": 0xFF57,
+    "Prior": 0xFF55,
+    "Next": 0xFF56,
+    "Insert": 0xFF63,
+    "Up": 0xFF52,
+    "Down": 0xFF54,
+    "Left": 0xFF51,
+    "Right": 0xFF53,
+    "Caps_Lock": 0xFFE5,
+    "Menu": 0xFF67,
+    "Print": 0xFF61,
+    "Pause": 0xFF13,
+    "Num_Lock": 0xFF7F,
+    "Scroll_Lock": 0xFF14,
+    **{f"F{i}": 0xFFBE + i - 1 for i in range(1, 25)},
+}
+
+_SHIFT = _KEYSYM_VALUES["Shift_L"]
+_BORROWED_PROPERTY = "_DESKCTL_BORROWED_KEYCODES"
+_CONTROL_CHARS = {"\n": "Return", "\r": "Return", "\t": "Tab", "\b": "BackSpace", "\x1b": "Escape"}
+
+
+def keysym_for_char(char: str) -> int:
+    """The X keysym of one character: Latin-1 keysyms equal the code point, the rest are Unicode keysyms."""
+    if char in _CONTROL_CHARS:
+        return _KEYSYM_VALUES[_CONTROL_CHARS[char]]
+    code = ord(char)
+    if 0x20 <= code <= 0x7E or 0xA0 <= code <= 0xFF:
+        return code
+    return 0x01000000 | code
+
+
+def keysym_for_key(name: str) -> int:
+    """The X keysym of a key name (canonical or any alias :func:`deskctl.actions.normalize_key` accepts)."""
+    canonical = normalize_key(name)
+    if len(canonical) == 1:
+        return keysym_for_char(canonical)
+    return _KEYSYM_VALUES[_KEYSYM_NAMES[canonical]]
+
+
+# -- cookies and Xauthority files ----------------------------------------------------------------------------
+
+
+def new_cookie() -> bytes:
+    """A fresh random 16-byte MIT-MAGIC-COOKIE-1."""
+    return secrets.token_bytes(16)
+
+
+def _counted(data: bytes) -> bytes:
+    return struct.pack(">H", len(data)) + data
+
+
+def write_xauthority(path: str | os.PathLike[str], display_number: int | None, cookie: bytes) -> Path:
+    """Write an Xauthority file (the format ``xauth`` and libXau read) holding ``cookie`` for display
+    ``display_number`` (None: any display) on any host (FamilyWild), mode 0600, replaced atomically."""
+    target = Path(path)
+    entry = (
+        struct.pack(">H", _FAMILY_WILD)
+        + _counted(b"")
+        + _counted(b"" if display_number is None else str(display_number).encode())
+        + _counted(COOKIE_PROTOCOL.encode())
+        + _counted(cookie)
+    )
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, entry)
+    finally:
+        os.close(fd)
+    os.replace(tmp, target)
+    return target
+
+
+def read_cookie(path: str | os.PathLike[str], display_number: int | None = None) -> bytes:
+    """The MIT-MAGIC-COOKIE-1 for ``display_number`` (or the first one) in an Xauthority file.
+
+    Raises :class:`~deskctl.errors.ProviderUnreachable` when the file is missing or holds no such cookie.
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ProviderUnreachable(f"cannot read the X authority file {path}: {exc.strerror}") from exc
+    offset = 0
+    try:
+        while offset < len(raw):
+            (_family,) = struct.unpack_from(">H", raw, offset)
+            offset += 2
+            fields: list[bytes] = []
+            for _ in range(4):
+                (length,) = struct.unpack_from(">H", raw, offset)
+                offset += 2
+                fields.append(raw[offset : offset + length])
+                offset += length
+            _address, number, name, data = fields
+            if name == COOKIE_PROTOCOL.encode() and (
+                display_number is None or not number or number == str(display_number).encode()
+            ):
+                return data
+    except struct.error as exc:
+        raise ProviderUnreachable(f"the X authority file {path} is malformed") from exc
+    raise ProviderUnreachable(f"the X authority file {path} holds no cookie for display {display_number}")
+
+
+# -- connecting ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class X11Address:
+    """Where an X server listens. ``display`` is ``":N"`` (the screen is always 0)."""
+
+    display: str = ":0"
+    socket_path: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+    @property
+    def number(self) -> int:
+        text = self.display.rsplit(":", 1)[-1].split(".", 1)[0]
+        try:
+            return int(text)
+        except ValueError:
+            raise UsageError(f"X display {self.display!r} is not of the form :N", code="usage.bad_display") from None
+
+    def describe(self) -> str:
+        if self.host is not None:
+            return f"{self.host}:{self.port if self.port is not None else 6000 + self.number}"
+        return self.socket_path or f"/tmp/.X11-unix/X{self.number}"
+
+    def connect_socket(self, timeout: float) -> socket.socket:
+        """A connected stream socket to the server (no X protocol yet)."""
+        if self.host is not None:
+            port = self.port if self.port is not None else 6000 + self.number
+            sock = socket.create_connection((self.host, port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(self.describe())
+            except OSError:
+                sock.close()
+                raise
+        sock.set_inheritable(False)
+        return sock
+
+
+class _PendingConnection(threading.local):
+    sock: socket.socket | None = None
+    cookie: bytes | None = None
+
+
+_pending = _PendingConnection()
+_shim_lock = threading.Lock()
+_shim_installed = False
+
+
+class _ConnectShim:
+    """Stands in for ``Xlib.support.connect`` inside ``Xlib.protocol.display``: serves the thread's pending
+    connection (our socket and cookie) when there is one, and defers to the original module otherwise."""
+
+    def __init__(self, original: Any) -> None:
+        self._original = original
+
+    def get_display(self, display: Any) -> Any:
+        if _pending.sock is not None:
+            return str(display), None, "", 0, 0
+        return self._original.get_display(display)
+
+    def get_socket(self, dname: Any, protocol: Any, host: Any, dno: Any) -> Any:
+        sock = _pending.sock
+        if sock is not None:
+            return sock
+        return self._original.get_socket(dname, protocol, host, dno)
+
+    def get_auth(self, sock: Any, dname: Any, protocol: Any, host: Any, dno: Any) -> Any:
+        if _pending.sock is not None:
+            cookie = _pending.cookie
+            return (COOKIE_PROTOCOL.encode(), cookie) if cookie else (b"", b"")
+        return self._original.get_auth(sock, dname, protocol, host, dno)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._original, name)
+
+
+def _install_shim() -> None:
+    global _shim_installed
+    with _shim_lock:
+        if _shim_installed:
+            return
+        import Xlib.protocol.display as protocol_display
+
+        if not isinstance(protocol_display.connect, _ConnectShim):
+            protocol_display.connect = _ConnectShim(protocol_display.connect)
+        _shim_installed = True
+
+
+def connect_display(address: X11Address, cookie: bytes | None, *, timeout: float = 10.0) -> Display:
+    """A python-xlib ``Display`` for ``address`` authorised by ``cookie`` (for the driver and for test probes).
+
+    Raises :class:`~deskctl.errors.ProviderUnreachable` when no X server answers there or it refuses us.
+    """
+    import Xlib.display
+    import Xlib.error
+
+    _install_shim()
+    where = f"X display {address.display} at {address.describe()}"
+    try:
+        sock = address.connect_socket(timeout)
+    except OSError as exc:
+        raise ProviderUnreachable(f"cannot connect to {where}: {exc.strerror or exc}") from exc
+    _pending.sock, _pending.cookie = sock, cookie
+    try:
+        display = Xlib.display.Display(address.display)
+    except Xlib.error.DisplayConnectionError as exc:
+        sock.close()
+        raise ProviderUnreachable(f"{where} refused the connection: {exc.msg}",
+                                  remedy="check the X authority cookie") from exc
+    except (OSError, Xlib.error.ConnectionClosedError, Xlib.error.DisplayError) as exc:
+        sock.close()
+        raise ProviderUnreachable(f"cannot connect to {where}: {exc}") from exc
+    finally:
+        _pending.sock, _pending.cookie = None, None
+    sock.settimeout(None)
+    return display
+
+
+# -- MIT-SHM ---------------------------------------------------------------------------------------------------
+
+
+class _Shm:
+    """A System V shared-memory segment attached to the X server for ShmGetImage (same host and IPC namespace)."""
+
+    def __init__(self, display: Display, opcode: int, size: int) -> None:
+        from Xlib.protocol import rq
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.shmget.restype = ctypes.c_int
+        libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+        libc.shmat.restype = ctypes.c_void_p
+        libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+        libc.shmdt.argtypes = [ctypes.c_void_p]
+        libc.shmctl.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        self._libc = libc
+        self.size = size
+        self.shmid = libc.shmget(0, size, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT | rw owner
+        if self.shmid < 0:
+            raise OSError(ctypes.get_errno(), "shmget failed")
+        address = libc.shmat(self.shmid, None, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            libc.shmctl(self.shmid, 0, None)
+            raise OSError(ctypes.get_errno(), "shmat failed")
+        self.address: int = address
+        self.display = display
+        self.opcode = opcode
+        self.seg = display.display.allocate_resource_id()
+
+        class ShmAttach(rq.Request):  # type: ignore[misc]
+            _request = rq.Struct(
+                rq.Card8("opcode"), rq.Opcode(1), rq.RequestLength(),
+                rq.Card32("shmseg"), rq.Card32("shmid"), rq.Bool("read_only"), rq.Pad(3),
+            )
+
+        class ShmDetach(rq.Request):  # type: ignore[misc]
+            _request = rq.Struct(rq.Card8("opcode"), rq.Opcode(2), rq.RequestLength(), rq.Card32("shmseg"))
+
+        class ShmGetImage(rq.ReplyRequest):  # type: ignore[misc]
+            _request = rq.Struct(
+                rq.Card8("opcode"), rq.Opcode(4), rq.RequestLength(),
+                rq.Card32("drawable"), rq.Int16("x"), rq.Int16("y"), rq.Card16("width"), rq.Card16("height"),
+                rq.Card32("plane_mask"), rq.Card8("format"), rq.Pad(3), rq.Card32("shmseg"), rq.Card32("offset"),
+            )
+            _reply = rq.Struct(
+                rq.ReplyCode(), rq.Card8("depth"), rq.Card16("sequence_number"), rq.ReplyLength(),
+                rq.Card32("visual"), rq.Card32("size"), rq.Pad(16),
+            )
+
+        self._detach_cls = ShmDetach
+        self._get_image_cls = ShmGetImage
+        try:
+            ShmAttach(display=display.display, opcode=opcode, shmseg=self.seg, shmid=self.shmid, read_only=False)
+            display.sync()  # an error here (BadAccess: another host or IPC namespace) raises
+        finally:
+            # Marked for removal now: the kernel frees it when both we and the server have detached.
+            libc.shmctl(self.shmid, 0, None)  # IPC_RMID
+
+    def get_image(self, drawable: int, width: int, height: int) -> bytes:
+        reply = self._get_image_cls(
+            display=self.display.display, opcode=self.opcode, drawable=drawable, x=0, y=0, width=width,
+            height=height, plane_mask=0xFFFFFFFF, format=2, shmseg=self.seg, offset=0,  # format 2 = ZPixmap
+        )
+        return ctypes.string_at(self.address, min(int(reply.size) or self.size, self.size))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._detach_cls(display=self.display.display, opcode=self.opcode, shmseg=self.seg)
+            self.display.flush()
+        self._libc.shmdt(ctypes.c_void_p(self.address))
+
+
+# -- the driver ------------------------------------------------------------------------------------------------
+
+
+class X11Driver:
+    """One X connection to one desktop: XTEST input, screen capture, keymap handling. Thread-safe.
+
+    Build with :meth:`open`; release with :meth:`close` (also a context manager). Every method raises only
+    :mod:`deskctl.errors` classes.
+    """
+
+    def __init__(self, display: Display, address: X11Address, *, provider: str | None = None,
+                 use_shm: bool = True) -> None:
+        self._display = display
+        self.address = address
+        self.provider = provider
+        self._lock = threading.RLock()
+        self._closed = False
+        self._shm: _Shm | None = None
+        self._shm_tried = not use_shm
+        with self._errors("set up"):
+            if not display.has_extension("XTEST"):
+                raise ProviderApiError(f"X display {address.display} has no XTEST extension", provider=provider)
+            screen = display.screen()
+            self._root = screen.root
+            self._depth = int(screen.root_depth)
+            self._keymap_first = int(display.display.info.min_keycode)
+            self._keymap_last = int(display.display.info.max_keycode)
+            self._keymap: list[tuple[int, ...]] = []
+            self._load_keymap()
+            formats = {int(f.depth): int(f.bits_per_pixel) for f in display.display.info.pixmap_formats}
+            self._bits_per_pixel = formats.get(self._depth, 32)
+
+    @classmethod
+    def open(
+        cls,
+        display: str = ":0",
+        *,
+        socket_path: str | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        cookie: bytes | None = None,
+        timeout: float = 10.0,
+        provider: str | None = None,
+        use_shm: bool = True,
+    ) -> X11Driver:
+        """Connect to ``display`` (see the module docstring for the three ways); ``provider`` names errors."""
+        address = X11Address(display=display, socket_path=socket_path, host=host, port=port)
+        try:
+            conn = connect_display(address, cookie, timeout=timeout)
+        except DeskctlError as err:
+            err.provider = err.provider or provider
+            raise
+        try:
+            return cls(conn, address, provider=provider, use_shm=use_shm and host is None)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
+
+    def __enter__(self) -> X11Driver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- errors ------------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        import Xlib.error
+
+        if self._closed:
+            raise SessionLost(f"the X connection to {self.address.display} is closed", provider=self.provider)
+        try:
+            yield
+        except DeskctlError:
+            raise
+        except Xlib.error.ConnectionClosedError as exc:
+            raise SessionLost(
+                f"X display {self.address.display} closed the connection while we tried to {doing}",
+                provider=self.provider,
+            ) from exc
+        except Xlib.error.XError as exc:
+            raise ProviderApiError(
+                f"X display {self.address.display} refused to {doing}: {type(exc).__name__}", provider=self.provider
+            ) from exc
+        except OSError as exc:
+            raise SessionLost(
+                f"lost the X display {self.address.display} while we tried to {doing}: {exc.strerror or exc}",
+                provider=self.provider,
+            ) from exc
+
+    def _check_alive(self) -> None:
+        # python-xlib notices a dropped socket only when it reads; a sync makes every action confirm delivery.
+        self._display.sync()
+
+    # -- geometry and capture ---------------------------------------------------------------------------------
+    def size(self) -> tuple[int, int]:
+        """The live size of the root window (queried from the server, not cached)."""
+        with self._lock, self._errors("read the screen size"):
+            geom = self._root.get_geometry()
+            return int(geom.width), int(geom.height)
+
+    def capture_raw(self) -> tuple[bytes, int, int, str]:
+        """The root window's pixels as (data, width, height, Pillow raw mode)."""
+        with self._lock, self._errors("capture the screen"):
+            width, height = self.size()
+            data = self._capture(width, height)
+            mode = {32: "BGRX", 16: "BGR;16", 8: "L"}.get(self._bits_per_pixel)
+            if mode is None:
+                raise ProviderApiError(f"cannot capture a {self._bits_per_pixel}-bit screen", provider=self.provider)
+            return data, width, height, mode
+
+    def _capture(self, width: int, height: int) -> bytes:
+        size = width * height * self._bits_per_pixel // 8
+        if not self._shm_tried:
+            self._shm_tried = True
+            self._shm = self._try_shm(size)
+        if self._shm is not None and self._shm.size >= size:
+            return self._shm.get_image(self._root.id, width, height)
+        if self._shm is not None:  # the screen grew: a new segment
+            self._shm.close()
+            self._shm = self._try_shm(size)
+            if self._shm is not None:
+                return self._shm.get_image(self._root.id, width, height)
+        from Xlib import X
+
+        reply = self._root.get_image(0, 0, width, height, X.ZPixmap, 0xFFFFFFFF)
+        data: bytes = reply.data
+        return data
+
+    def _try_shm(self, size: int) -> _Shm | None:
+        import Xlib.error
+
+        try:
+            info = self._display.query_extension("MIT-SHM")
+            if info is None or not info.present:
+                return None
+            return _Shm(self._display, int(info.major_opcode), size)
+        except (OSError, Xlib.error.XError, AttributeError):
+            return None
+
+    @property
+    def uses_shm(self) -> bool:
+        """Whether captures go through MIT-SHM (decided at the first capture)."""
+        return self._shm is not None
+
+    def screenshot(self, *, compress_level: int = 1) -> Screenshot:
+        """The screen as PNG (fast zlib settings); its pixel grid is the action coordinate space."""
+        from PIL import Image
+
+        data, width, height, mode = self.capture_raw()
+        image = Image.frombuffer("L" if mode == "L" else "RGB", (width, height), data, "raw", mode, 0, 1)
+        out = io.BytesIO()
+        image.save(out, format="PNG", compress_level=compress_level)
+        return Screenshot(png=out.getvalue(), width=width, height=height)
+
+    # -- pointer -----------------------------------------------------------------------------------------------
+    def _fake(self, event_type: int, detail: int = 0, x: int = 0, y: int = 0) -> None:
+        from Xlib.ext import xtest
+
+        xtest.fake_input(self._display, event_type, detail, x=x, y=y)
+
+    def _motion(self, x: int, y: int) -> None:
+        from Xlib import X
+
+        self._fake(X.MotionNotify, 0, x, y)
+
+    def _button(self, button: int, press: bool) -> None:
+        from Xlib import X
+
+        self._fake(X.ButtonPress if press else X.ButtonRelease, button)
+
+    def move(self, x: int, y: int) -> None:
+        with self._lock, self._errors("move the pointer"):
+            self._motion(x, y)
+            self._check_alive()
+
+    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
+        with self._lock, self._errors("click"):
+            number = _button_number(button)
+            self._motion(x, y)
+            for _ in range(max(1, count)):
+                self._button(number, True)
+                self._button(number, False)
+            self._check_alive()
+
+    def mouse_down(self, x: int, y: int, button: str = "left") -> None:
+        with self._lock, self._errors("press a mouse button"):
+            self._motion(x, y)
+            self._button(_button_number(button), True)
+            self._check_alive()
+
+    def mouse_up(self, x: int, y: int, button: str = "left") -> None:
+        with self._lock, self._errors("release a mouse button"):
+            self._motion(x, y)
+            self._button(_button_number(button), False)
+            self._check_alive()
+
+    def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left", steps: int = 8) -> None:
+        """Press at (x1, y1), move in ``steps`` straight-line steps, release at (x2, y2)."""
+        with self._lock, self._errors("drag"):
+            number = _button_number(button)
+            self._motion(x1, y1)
+            self._button(number, True)
+            for i in range(1, steps + 1):
+                self._motion(x1 + (x2 - x1) * i // steps, y1 + (y2 - y1) * i // steps)
+            self._button(number, False)
+            self._check_alive()
+
+    def scroll(self, x: int, y: int, dx: int = 0, dy: int = 0) -> None:
+        """Wheel clicks at (x, y): ``dy`` > 0 down (button 5), < 0 up (4); ``dx`` > 0 right (7), < 0 left (6)."""
+        with self._lock, self._errors("scroll"):
+            self._motion(x, y)
+            for amount, negative, positive in ((dy, _SCROLL_UP, _SCROLL_DOWN), (dx, _SCROLL_LEFT, _SCROLL_RIGHT)):
+                button = positive if amount > 0 else negative
+                for _ in range(abs(amount)):
+                    self._button(button, True)
+                    self._button(button, False)
+            self._check_alive()
+
+    # -- keyboard ----------------------------------------------------------------------------------------------
+    def _load_keymap(self) -> None:
+        count = self._keymap_last - self._keymap_first + 1
+        self._keymap = [tuple(int(s) for s in row) for row in
+                        self._display.get_keyboard_mapping(self._keymap_first, count)]
+
+    def _lookup(self, keysym: int) -> tuple[int, int] | None:
+        """(keycode, index) for ``keysym`` with the lowest index (0 plain, 1 shifted), or None."""
+        best: tuple[int, int] | None = None
+        for offset, row in enumerate(self._keymap):
+            for index, sym in enumerate(row[:2]):
+                if sym == keysym and (best is None or index < best[1]):
+                    best = (self._keymap_first + offset, index)
+                    if index == 0:
+                        return best
+        return best
+
+    def _keycode_for(self, keysym: int) -> tuple[int, bool]:
+        """(keycode, needs shift) for ``keysym``, binding a spare keycode when the keymap lacks it."""
+        found = self._lookup(keysym)
+        if found is None:
+            self._load_keymap()  # another client may have changed it since
+            found = self._lookup(keysym)
+        if found is None:
+            found = (self._borrow_keycode(keysym), 0)
+        keycode, index = found
+        return keycode, index == 1
+
+    def _borrow_keycode(self, keysym: int) -> int:
+        from Xlib import X, Xatom
+
+        display = self._display
+        atom = display.intern_atom(_BORROWED_PROPERTY)
+        display.grab_server()
+        try:
+            self._load_keymap()
+            prop = self._root.get_property(atom, Xatom.CARDINAL, 0, 1024)
+            borrowed = [int(v) for v in prop.value] if prop is not None and prop.format == 32 else []
+            borrowed = [k for k in borrowed if self._keymap_first <= k <= self._keymap_last]
+            empty = [
+                self._keymap_first + i for i, row in enumerate(self._keymap)
+                if all(s == X.NoSymbol for s in row) and self._keymap_first + i not in borrowed
+            ]
+            if empty:
+                keycode = empty[-1]  # the highest free keycodes are the least likely to be real keys
+            elif borrowed:
+                keycode = borrowed[0]  # least recently bound
+            else:
+                raise ProviderApiError(
+                    f"no spare keycode on X display {self.address.display} to type keysym {keysym:#x}",
+                    provider=self.provider,
+                )
+            width = max(2, len(self._keymap[0]) if self._keymap else 2)
+            display.change_keyboard_mapping(keycode, [(keysym, keysym) + (X.NoSymbol,) * (width - 2)])
+            borrowed = [k for k in borrowed if k != keycode] + [keycode]
+            self._root.change_property(atom, Xatom.CARDINAL, 32, borrowed)
+            self._keymap[keycode - self._keymap_first] = (keysym, keysym) + (X.NoSymbol,) * (width - 2)
+            display.sync()
+        finally:
+            display.ungrab_server()
+            display.flush()
+        self._drain_events()
+        return keycode
+
+    def _drain_events(self) -> None:
+        # MappingNotify goes to every client; read them so python-xlib's queue does not grow.
+        while self._display.pending_events():
+            self._display.next_event()
+
+    def restore_keymap(self) -> None:
+        """Unbind every keycode deskctl borrowed on this display (see the module docstring)."""
+        from Xlib import X, Xatom
+
+        with self._lock, self._errors("restore the keymap"):
+            display = self._display
+            atom = display.intern_atom(_BORROWED_PROPERTY)
+            display.grab_server()
+            try:
+                prop = self._root.get_property(atom, Xatom.CARDINAL, 0, 1024)
+                borrowed = [int(v) for v in prop.value] if prop is not None and prop.format == 32 else []
+                width = max(2, len(self._keymap[0]) if self._keymap else 2)
+                for keycode in borrowed:
+                    if self._keymap_first <= keycode <= self._keymap_last:
+                        display.change_keyboard_mapping(keycode, [(X.NoSymbol,) * width])
+                self._root.delete_property(atom)
+                display.sync()
+            finally:
+                display.ungrab_server()
+                display.flush()
+            self._load_keymap()
+            self._drain_events()
+
+    def _key_event(self, keycode: int, press: bool) -> None:
+        from Xlib import X
+
+        self._fake(X.KeyPress if press else X.KeyRelease, keycode)
+
+    def _tap_keysym(self, keysym: int) -> None:
+        keycode, shift = self._keycode_for(keysym)
+        shift_code = self._keycode_for(_SHIFT)[0] if shift else 0
+        if shift:
+            self._key_event(shift_code, True)
+        self._key_event(keycode, True)
+        self._key_event(keycode, False)
+        if shift:
+            self._key_event(shift_code, False)
+
+    def key(self, *keys: str) -> None:
+        """Press a chord (``key("ctrl", "s")``): modifiers down in order, the last key tapped, all released in
+        reverse order. A character that needs Shift gets it (``key("ctrl", "S")`` is ctrl+shift+s)."""
+        with self._lock, self._errors("press keys"):
+            keysyms = [keysym_for_key(k) for k in keys]
+            codes: list[int] = []
+            need_shift = False
+            for keysym in keysyms:
+                keycode, shift = self._keycode_for(keysym)
+                codes.append(keycode)
+                need_shift = need_shift or shift
+            if need_shift and _SHIFT not in keysyms:
+                codes.insert(len(codes) - 1, self._keycode_for(_SHIFT)[0])
+            for keycode in codes:
+                self._key_event(keycode, True)
+            for keycode in reversed(codes):
+                self._key_event(keycode, False)
+            self._check_alive()
+
+    def key_down(self, key: str) -> None:
+        with self._lock, self._errors("press a key"):
+            self._key_event(self._keycode_for(keysym_for_key(key))[0], True)
+            self._check_alive()
+
+    def key_up(self, key: str) -> None:
+        with self._lock, self._errors("release a key"):
+            self._key_event(self._keycode_for(keysym_for_key(key))[0], False)
+            self._check_alive()
+
+    def type_text(self, text: str) -> None:
+        """Type ``text`` (any Unicode; newline is Return, tab is Tab) as key taps, in one batch."""
+        with self._lock, self._errors("type text"):
+            for char in text:
+                self._tap_keysym(keysym_for_char(char))
+            self._check_alive()
+
+    # -- actions -----------------------------------------------------------------------------------------------
+    def act(self, action: Action) -> None:
+        """Run one :mod:`deskctl.actions` action."""
+        match action:
+            case Click(x=x, y=y, button=button, count=count):
+                self.click(x, y, button, count)
+            case Move(x=x, y=y):
+                self.move(x, y)
+            case Drag(x1=x1, y1=y1, x2=x2, y2=y2, button=button):
+                self.drag(x1, y1, x2, y2, button)
+            case Scroll(x=x, y=y, dx=dx, dy=dy):
+                self.scroll(x, y, dx, dy)
+            case MouseDown(x=x, y=y, button=button):
+                self.mouse_down(x, y, button)
+            case MouseUp(x=x, y=y, button=button):
+                self.mouse_up(x, y, button)
+            case TypeText(text=text):
+                self.type_text(text)
+            case KeyPress(keys=keys):
+                self.key(*keys)
+            case KeyDown(key=key):
+                self.key_down(key)
+            case KeyUp(key=key):
+                self.key_up(key)
+            case _:
+                raise UsageError(f"unsupported action {action!r}", code="usage.unsupported")
+
+    # -- lifetime ----------------------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """One round trip; raises :class:`~deskctl.errors.SessionLost` when the server is gone."""
+        with self._lock, self._errors("reach the display"):
+            self._display.sync()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close the connection (idempotent); never raises."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._shm is not None:
+                self._shm.close()
+                self._shm = None
+            with contextlib.suppress(Exception):
+                self._display.close()
+
+
+def _button_number(button: str) -> int:
+    try:
+        return _BUTTONS[button]
+    except KeyError:
+        raise UsageError(f"unknown mouse button {button!r}; allowed: left, middle, right",
+                         code="usage.bad_button") from None
+
+
+def wait_for_display(address: X11Address, cookie: bytes | None, deadline: float) -> None:
+    """Return once an X server answers at ``address`` (one connection attempt per socket event or retry).
+
+    ``deadline`` is ``time.monotonic()`` based; raises :class:`~deskctl.errors.ReadinessTimeout` with the last
+    error seen.
+    """
+    from deskctl.errors import ReadinessTimeout
+
+    last: str = "no attempt"
+    delay = 0.005
+    while True:
+        try:
+            display = connect_display(address, cookie, timeout=max(0.1, deadline - time.monotonic()))
+        except ProviderUnreachable as err:
+            last = err.message
+        else:
+            display.close()
+            return
+        if time.monotonic() >= deadline:
+            raise ReadinessTimeout(f"X display {address.display} did not answer in time; last: {last}")
+        # Back off between attempts: the server gives no event we could wait on from here.
+        threading.Event().wait(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.25)
