@@ -23,10 +23,11 @@ from deskctl.errors import (
     PreflightError,
     UsageError,
 )
-from deskctl.spec import DesktopSpec, Geometry, Platform
 
 if TYPE_CHECKING:
+    from deskctl.preflight.runner import preflight
     from deskctl.session import Desktop, attach, open_desktop
+    from deskctl.spec import DesktopSpec, Geometry, Platform
 
 __version__ = "0.1.0"
 
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 _LAZY = {
+    "DesktopSpec": "deskctl.spec",
+    "Geometry": "deskctl.spec",
+    "Platform": "deskctl.spec",
     "Desktop": "deskctl.session",
     "open_desktop": "deskctl.session",
     "attach": "deskctl.session",

@@ -76,7 +76,8 @@ class Geometry(BaseModel):
                 )
         if self.depth not in _DEPTHS:
             raise UsageError(
-                f"geometry depth {self.depth} is not one of {', '.join(map(str, _DEPTHS))}",
+                f"geometry {self.width}x{self.height}x{self.depth}: depth {self.depth} is not one of "
+                f"{', '.join(map(str, _DEPTHS))}",
                 code="usage.bad_geometry",
             )
         return self
@@ -134,7 +135,7 @@ class WindowGeometry(BaseModel):
         return f"{self.width}x{self.height}+{self.x}+{self.y}"
 
 
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
+_DURATION_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 

@@ -1,0 +1,518 @@
+"""Session commands: up, down, ls, screenshot, do, exec, reap, providers."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from deskctl.cli._common import echo_json, json_option, note
+from deskctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from deskctl.ledger import Ledger, SessionRecord
+    from deskctl.session import Desktop
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} {item!r} is not KEY=VALUE", code="usage.bad_option")
+        out[key] = value
+    return out
+
+
+def _option_value(raw: str) -> Any:
+    low = raw.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+@contextmanager
+def _ledger() -> Iterator[Ledger]:
+    from deskctl.ledger import open_ledger
+
+    book = open_ledger()
+    try:
+        yield book
+    finally:
+        book.close()
+
+
+@click.command()
+@click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER",
+              help="Provider name (env DESKCTL_PROVIDER).")
+@click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM",
+              help="ubuntu, windows or macos (aliases linux, win, mac) (env DESKCTL_PLATFORM).")
+@click.option("--geometry", "-g", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY",
+              help="Screen size WxH, or 'native' for the provider's own size (env DESKCTL_GEOMETRY).")
+@click.option("--window-geometry", help="Start-URL browser window WxH[+X+Y].")
+@click.option("--start-url", help="Open a browser at this URL when the desktop is up.")
+@click.option("--window-manager/--no-window-manager", default=False, help="Run a window manager.")
+@click.option("--ttl", help="Lifetime before the reaper may end it (90s, 15m, 2h); default 1h (env DESKCTL_TTL).",
+              envvar="DESKCTL_TTL")
+@click.option("--max-minutes", type=float, help="End the session after this many minutes.")
+@click.option("--max-usd", type=float, help="Refuse or end the session past this cost.")
+@click.option("--label", "labels", multiple=True, help="Label KEY=VALUE (repeatable).")
+@click.option("--option", "-o", "options", multiple=True, help="Provider option KEY=VALUE (repeatable).")
+@click.option("--host", envvar="DESKCTL_SSH_HOST", help="ssh: user@host[:port] (env DESKCTL_SSH_HOST).")
+@click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key.")
+@click.option("--ready-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for ready.")
+@json_option
+def up(provider: str, platform: str, geometry: str, window_geometry: str | None, start_url: str | None,
+       window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
+       labels: tuple[str, ...], options: tuple[str, ...], host: str | None, accept_new_host_key: bool,
+       ready_timeout: float, as_json: bool) -> None:
+    """Bring a detached desktop up: preflight, create, wait, verify geometry; print its id.
+
+    It keeps running after this command returns, until `deskctl down ID`, its --ttl, or `deskctl reap`.
+    """
+    from deskctl.session import Desktop
+    from deskctl.spec import DesktopSpec
+
+    provider_options: dict[str, Any] = {k: _option_value(v) for k, v in _pairs(options, "option").items()}
+    if host:
+        provider_options["host"] = host
+    if accept_new_host_key:
+        provider_options["accept_new_host_key"] = True
+    spec = DesktopSpec.build(
+        provider=provider, platform=platform, geometry=geometry, window_geometry=window_geometry,
+        start_url=start_url, window_manager=window_manager, ttl_seconds=ttl, max_minutes=max_minutes,
+        max_usd=max_usd, labels=_pairs(labels, "label"), provider_options=provider_options,
+    )
+    started = time.monotonic()
+    note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
+    desk = Desktop(spec, ready_timeout=ready_timeout, detached=True)
+    desk.open()
+    try:
+        info = _describe(desk)
+        info["seconds_to_ready"] = round(time.monotonic() - started, 3)
+    finally:
+        desk.release()
+    if as_json:
+        echo_json(info)
+        return
+    click.echo(info["id"])
+    note(f"{info['id']} is up on {info['provider']}: {info['geometry']}"
+         + (f", DISPLAY={info['display']}" if info.get("display") else "")
+         + f" ({info['seconds_to_ready']}s); end it with: deskctl down {info['id']}")
+
+
+def _describe(desk: Desktop) -> dict[str, Any]:
+    handle = desk.handle
+    width, height = desk.size
+    info: dict[str, Any] = {
+        "id": desk.id,
+        "provider": desk.provider_name,
+        "platform": desk.spec.platform.value,
+        "geometry": f"{width}x{height}",
+        "expires_at": desk.expires_at,
+    }
+    if handle is not None:
+        info["resource_id"] = handle.resource_id
+        for key in ("display", "xauthority"):
+            if key in handle.data:
+                info[key] = handle.data[key]
+    return info
+
+
+@click.command()
+@click.argument("session_ids", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Destroy every session that is not ended.")
+@json_option
+def down(session_ids: tuple[str, ...], everything: bool, as_json: bool) -> None:
+    """Destroy desktops by id (confirmed), record their end and cost."""
+    from deskctl import metering
+    from deskctl.errors import CleanupIncomplete, DeskctlError
+    from deskctl.session import attach
+
+    if not session_ids and not everything:
+        raise UsageError("name at least one session id, or --all", code="usage.missing_argument",
+                         remedy="deskctl ls")
+    results: list[dict[str, Any]] = []
+    first_error: DeskctlError | None = None
+    with _ledger() as book:
+        ids = list(session_ids)
+        if everything:
+            ids += [r.session_id for r in book.sessions(active=True) if r.session_id not in ids]
+        for sid in ids:
+            try:
+                desk = attach(sid, ledger=book)
+                desk.close()
+                record = book.get(sid)
+                cost = record.cost_usd if record else None
+                results.append({"id": sid, "status": "destroyed", "cost_usd": cost})
+                note(f"{sid}: destroyed ({metering.format_cost(cost)})")
+            except DeskctlError as exc:
+                if isinstance(exc, CleanupIncomplete) or first_error is None:
+                    first_error = exc
+                results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
+                note(f"{sid}: {exc.message} ({exc.code})")
+    if as_json:
+        echo_json({"sessions": results})
+    if first_error is not None:
+        if as_json:
+            sys.exit(first_error.exit_code)
+        raise first_error
+
+
+def _spend(record: SessionRecord, now: float) -> float | None:
+    from deskctl import metering
+
+    if record.cost_usd is not None or record.status in ("ended", "failed"):
+        return record.cost_usd
+    if record.created_at is None:
+        return 0.0
+    if record.rate_usd_per_hour is None:
+        return None
+    rate = metering.Rate(usd_per_hour=record.rate_usd_per_hour, granularity_seconds=1, minimum_seconds=0,
+                         source=record.rate_source or "", date="")
+    return metering.cost_for(rate, now - record.created_at)
+
+
+@click.command(name="ls")
+@click.option("--all", "show_all", is_flag=True, help="Include ended sessions.")
+@click.option("--since", help="Only sessions started within this duration (e.g. 24h).")
+@json_option
+def ls(show_all: bool, since: str | None, as_json: bool) -> None:
+    """List sessions that are not ended (or --all), with their spend so far."""
+    from deskctl import metering
+    from deskctl.spec import parse_duration
+
+    now = time.time()
+    since_ts = now - parse_duration(since, what="--since") if since else None
+    with _ledger() as book:
+        records = book.sessions(active=None if show_all else True, since=since_ts)
+    rows: list[dict[str, Any]] = []
+    for r in records:
+        start = r.created_at or r.intent_at
+        end = r.ended_at or now
+        rows.append({
+            "id": r.session_id, "provider": r.provider, "platform": r.platform, "geometry": r.geometry,
+            "status": r.status, "detached": r.detached, "owner": r.owner, "started_at": start,
+            "seconds": round(end - start, 1), "cost_usd": _spend(r, now), "expires_at": r.expires_at,
+            "reason": r.reason,
+        })
+    if as_json:
+        echo_json({"sessions": rows})
+        return
+    if not rows:
+        note("no sessions" + ("" if show_all else " running (deskctl ls --all shows ended ones)"))
+        return
+    header = f"{'ID':<14} {'PROVIDER':<12} {'PLATFORM':<8} {'GEOMETRY':<10} {'STATUS':<8} {'AGE':>8} {'SPEND':>10}"
+    click.echo(header)
+    for row in rows:
+        click.echo(f"{row['id']:<14} {row['provider']:<12} {row['platform']:<8} {row['geometry']:<10} "
+                   f"{row['status']:<8} {_age(row['seconds']):>8} {metering.format_cost(row['cost_usd']):>10}")
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+@contextmanager
+def _attached(session_id: str) -> Iterator[Desktop]:
+    from deskctl.session import attach
+
+    with _ledger() as book:
+        desk = attach(session_id, ledger=book)
+        try:
+            yield desk
+        finally:
+            desk.release()
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
+              help="PNG file to write ('-' for stdout).")
+@json_option
+def screenshot(session_id: str, output: str, as_json: bool) -> None:
+    """Save a PNG screenshot of a desktop; its pixels are the action coordinate space."""
+    with _attached(session_id) as desk:
+        shot = desk.screenshot()
+    if output == "-":
+        sys.stdout.buffer.write(shot.png)
+        return
+    shot.save(output)
+    if as_json:
+        echo_json({"id": session_id, "path": output, "width": shot.width, "height": shot.height,
+                   "bytes": len(shot.png)})
+    else:
+        note(f"{output}: {shot.width}x{shot.height} PNG, {len(shot.png)} bytes")
+
+
+class _DoGroup(click.Group):
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage("deskctl do", "SESSION_ID ACTION [ARGS]...")
+
+
+@click.group(cls=_DoGroup)
+@click.argument("session_id")
+@click.pass_context
+def do(ctx: click.Context, session_id: str) -> None:
+    """Send one action to a desktop: deskctl do ID click 10 20."""
+    ctx.obj = session_id
+
+
+def _run(ctx: click.Context, name: str, as_json: bool, apply: Callable[[Desktop], None], **args: Any) -> None:
+    session_id: str = ctx.obj
+    with _attached(session_id) as desk:
+        apply(desk)
+    if as_json:
+        echo_json({"id": session_id, "action": name, "ok": True, **args})
+
+
+def _xy(func: F) -> F:
+    return click.argument("x", type=int)(click.argument("y", type=int)(func))
+
+
+_button = click.option("--button", default="left", show_default=True, help="left, middle or right.")
+
+
+@do.command(name="click")
+@_xy
+@_button
+@json_option
+@click.pass_context
+def _click(ctx: click.Context, x: int, y: int, button: str, as_json: bool) -> None:
+    """Click at X Y."""
+    _run(ctx, "click", as_json, lambda d: d.click(x, y, button), x=x, y=y, button=button)
+
+
+@do.command(name="double-click")
+@_xy
+@json_option
+@click.pass_context
+def _double(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
+    """Double-click at X Y."""
+    _run(ctx, "double-click", as_json, lambda d: d.double_click(x, y), x=x, y=y)
+
+
+@do.command(name="triple-click")
+@_xy
+@json_option
+@click.pass_context
+def _triple(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
+    """Triple-click at X Y."""
+    _run(ctx, "triple-click", as_json, lambda d: d.triple_click(x, y), x=x, y=y)
+
+
+@do.command(name="right-click")
+@_xy
+@json_option
+@click.pass_context
+def _right(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
+    """Right-click at X Y."""
+    _run(ctx, "right-click", as_json, lambda d: d.right_click(x, y), x=x, y=y)
+
+
+@do.command(name="middle-click")
+@_xy
+@json_option
+@click.pass_context
+def _middle(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
+    """Middle-click at X Y."""
+    _run(ctx, "middle-click", as_json, lambda d: d.middle_click(x, y), x=x, y=y)
+
+
+@do.command(name="move")
+@_xy
+@json_option
+@click.pass_context
+def _move(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
+    """Move the pointer to X Y."""
+    _run(ctx, "move", as_json, lambda d: d.move(x, y), x=x, y=y)
+
+
+@do.command(name="drag")
+@click.argument("x1", type=int)
+@click.argument("y1", type=int)
+@click.argument("x2", type=int)
+@click.argument("y2", type=int)
+@_button
+@json_option
+@click.pass_context
+def _drag(ctx: click.Context, x1: int, y1: int, x2: int, y2: int, button: str, as_json: bool) -> None:
+    """Drag from X1 Y1 to X2 Y2."""
+    _run(ctx, "drag", as_json, lambda d: d.drag(x1, y1, x2, y2, button), x1=x1, y1=y1, x2=x2, y2=y2)
+
+
+@do.command(name="scroll")
+@_xy
+@click.argument("dy", type=int, default=0)
+@click.option("--dx", type=int, default=0, help="Sideways wheel clicks (positive: right).")
+@json_option
+@click.pass_context
+def _scroll(ctx: click.Context, x: int, y: int, dy: int, dx: int, as_json: bool) -> None:
+    """Scroll at X Y by DY wheel clicks (positive: down)."""
+    _run(ctx, "scroll", as_json, lambda d: d.scroll(x, y, dx=dx, dy=dy), x=x, y=y, dx=dx, dy=dy)
+
+
+@do.command(name="type")
+@click.argument("text")
+@json_option
+@click.pass_context
+def _type(ctx: click.Context, text: str, as_json: bool) -> None:
+    """Type TEXT (any Unicode)."""
+    _run(ctx, "type", as_json, lambda d: d.type(text), text=text)
+
+
+@do.command(name="key")
+@click.argument("chord")
+@json_option
+@click.pass_context
+def _key(ctx: click.Context, chord: str, as_json: bool) -> None:
+    """Press a key chord: enter, ctrl+s, cmd+shift+t, f5, pageup ..."""
+    _run(ctx, "key", as_json, lambda d: d.key(chord), chord=chord)
+
+
+@do.command(name="key-down")
+@click.argument("key")
+@json_option
+@click.pass_context
+def _key_down(ctx: click.Context, key: str, as_json: bool) -> None:
+    """Hold a key down."""
+    _run(ctx, "key-down", as_json, lambda d: d.key_down(key), key=key)
+
+
+@do.command(name="key-up")
+@click.argument("key")
+@json_option
+@click.pass_context
+def _key_up(ctx: click.Context, key: str, as_json: bool) -> None:
+    """Release a key."""
+    _run(ctx, "key-up", as_json, lambda d: d.key_up(key), key=key)
+
+
+@do.command(name="mouse-down")
+@_xy
+@_button
+@json_option
+@click.pass_context
+def _mouse_down(ctx: click.Context, x: int, y: int, button: str, as_json: bool) -> None:
+    """Press a mouse button at X Y."""
+    _run(ctx, "mouse-down", as_json, lambda d: d.mouse_down(x, y, button), x=x, y=y, button=button)
+
+
+@do.command(name="mouse-up")
+@_xy
+@_button
+@json_option
+@click.pass_context
+def _mouse_up(ctx: click.Context, x: int, y: int, button: str, as_json: bool) -> None:
+    """Release a mouse button at X Y."""
+    _run(ctx, "mouse-up", as_json, lambda d: d.mouse_up(x, y, button), x=x, y=y, button=button)
+
+
+@click.command(name="exec", context_settings={"ignore_unknown_options": True})
+@click.argument("session_id")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds before the command is killed.")
+@json_option
+def exec_cmd(session_id: str, command: tuple[str, ...], timeout: float, as_json: bool) -> None:
+    """Run a command on a desktop: deskctl exec ID -- CMD ARGS...
+
+    Prints its stdout and stderr and exits with its exit code (with --json: one document, exit 0).
+    """
+    import shlex
+
+    line = command[0] if len(command) == 1 else shlex.join(command)
+    with _attached(session_id) as desk:
+        result = desk.exec(line, timeout=timeout)
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    sys.stdout.flush()
+    sys.exit(result.exit_code)
+
+
+@click.command()
+@click.option("--provider", "providers", multiple=True, help="Only sweep this provider (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Say what would be destroyed; destroy nothing.")
+@json_option
+def reap(providers: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Destroy leftovers: desktops whose owner died, that expired, or whose session already ended.
+
+    Sweeps every provider by the deskctl labels and the ledger. Exits 5 when something could not be destroyed.
+    """
+    from deskctl.errors import CleanupIncomplete
+    from deskctl.reaper import reap as do_reap
+
+    with _ledger() as book:
+        results = do_reap(book, providers=list(providers) or None, dry_run=dry_run)
+    if as_json:
+        echo_json({"reaped": [r.to_dict() for r in results]})
+    else:
+        for r in results:
+            click.echo(f"{r.session_id}\t{r.provider}\t{r.action}\t{r.reason}" + (f"\t{r.error}" if r.error else ""))
+        if not results:
+            note("nothing to reap")
+    failed = [r for r in results if r.action == "failed"]
+    if failed:
+        err = CleanupIncomplete(f"{len(failed)} desktop(s) could not be destroyed: "
+                                + ", ".join(r.session_id for r in failed), remedy="deskctl reap (again)",
+                                details={"left": [r.session_id for r in failed]})
+        if as_json:
+            sys.exit(err.exit_code)
+        raise err
+
+
+@click.command()
+@json_option
+def providers(as_json: bool) -> None:
+    """List providers with their capabilities (and why one cannot load)."""
+    from deskctl.errors import DeskctlError
+    from deskctl.providers import PROVIDERS, known_provider_names, load_provider_class
+
+    rows: list[dict[str, Any]] = []
+    for name in known_provider_names():
+        try:
+            cls = load_provider_class(name)
+        except DeskctlError as exc:
+            rows.append({"name": name, "available": False, "error": exc.message, "remedy": exc.remedy})
+            continue
+        rows.append({"name": name, "available": True, "default": name == "xvfb",
+                     "credential_vars": list(cls.credential_vars), **cls.capabilities.to_dict()})
+    if as_json:
+        echo_json({"providers": rows})
+        return
+    click.echo(f"{'NAME':<14} {'PLATFORMS':<22} {'GEOMETRY':<20} {'ISOLATION':<10} {'EXEC':<5} BILLING")
+    for row in rows:
+        if not row["available"]:
+            click.echo(f"{row['name']:<14} unavailable: {row['error']}")
+            continue
+        geometry = "settable" if row["settable_geometry"] else "fixed"
+        if row["fixed_sizes"]:
+            geometry = "fixed on " + ",".join(sorted(row["fixed_sizes"]))
+        mark = " (default)" if row.get("default") else ""
+        click.echo(f"{row['name']:<14} {','.join(row['platforms']):<22} {geometry:<20} {row['isolation']:<10} "
+                   f"{'yes' if row['exec'] else 'no':<5} {row['billing']}{mark}")
+    missing = sorted(set(PROVIDERS) - set(known_provider_names()))
+    if missing:
+        note("not in this version yet: " + ", ".join(missing))
+
+
+__all__ = ["do", "down", "exec_cmd", "ls", "providers", "reap", "screenshot", "up"]

@@ -1,0 +1,179 @@
+"""Find and destroy leftovers: desktops whose owner died, that expired, or whose session already ended.
+
+Two sources are swept, so that nothing escapes:
+
+* every provider's :meth:`~deskctl.providers.base.Provider.list_owned` (labelled resources, including those made
+  between "create sent" and "handle returned", which the ledger has no handle for);
+* the ledger's sessions that are not ended (a provider that cannot list still has its handles there).
+
+A session is never reaped while its owner process is alive on this host, unless it expired. A detached session
+(``deskctl up``) has no living owner by design: only its expiry, ``deskctl down`` or ``--all`` end it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from deskctl.errors import DeskctlError
+from deskctl.providers import get_provider, known_provider_names
+from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, Provider, RemoteHandle
+
+if TYPE_CHECKING:
+    from deskctl.ledger import Ledger, SessionRecord
+
+__all__ = ["ReapResult", "owner_alive", "reap"]
+
+_ENDED = ("ended", "failed")
+
+
+@dataclass
+class ReapResult:
+    session_id: str
+    provider: str
+    resource_id: str | None
+    action: str  # destroyed | would_destroy | recorded_gone | failed | skipped
+    reason: str
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def owner_alive(owner: str | None) -> bool | None:
+    """True/False for an owner ``host:pid`` on this host; None when it is on another host or unknown."""
+    if not owner or ":" not in owner:
+        return None
+    host, _, pid_text = owner.rpartition(":")
+    if host != socket.gethostname():
+        return None
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return None
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is dead for our purposes
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
+        if fh.read().rsplit(")", 1)[-1].split()[0] == "Z":
+            return False
+    return True
+
+
+def _why(labels: dict[str, str], record: SessionRecord | None, now: float, everything: bool) -> str | None:
+    """The reason to reap, or None to leave it alone."""
+    if everything:
+        return "--all"
+    if record is not None and record.status in _ENDED:
+        return f"session already {record.status}"
+    expires = labels.get(LABEL_EXPIRES) or (str(record.expires_at) if record and record.expires_at else None)
+    if expires:
+        with contextlib.suppress(ValueError):
+            if float(expires) < now:
+                return "expired"
+    detached = labels.get(LABEL_DETACHED) == "1" or (record is not None and record.detached)
+    if not detached:
+        owner = labels.get(LABEL_OWNER) or (record.owner if record else None)
+        if owner_alive(owner) is False:
+            return f"owner {owner} is gone"
+    return None
+
+
+def reap(
+    ledger: Ledger,
+    *,
+    providers: list[str] | None = None,
+    dry_run: bool = False,
+    everything: bool = False,
+    now: float | None = None,
+) -> list[ReapResult]:
+    """Sweep every provider (or those named) and the ledger; destroy what should not exist any more."""
+    now = time.time() if now is None else now
+    results: list[ReapResult] = []
+    seen: set[str] = set()
+    names = providers or known_provider_names()
+    instances: dict[str, Provider] = {}
+    try:
+        for name in names:
+            try:
+                provider = instances.setdefault(name, get_provider(name))
+                owned = provider.list_owned()
+            except DeskctlError as exc:
+                if providers:  # asked for by name: say why it was skipped
+                    results.append(ReapResult("-", name, None, "skipped", "cannot list", exc.code))
+                continue
+            for handle in owned:
+                session_id = handle.labels.get(LABEL_SESSION) or handle.session_id
+                record = ledger.get(session_id) if session_id else None
+                reason = _why(handle.labels, record, now, everything)
+                if reason is None:
+                    seen.add(session_id)
+                    continue
+                results.append(_destroy(ledger, provider, handle, session_id, reason, dry_run, now))
+                seen.add(session_id)
+        for record in ledger.sessions(active=True):
+            if record.session_id in seen:
+                continue
+            if providers and record.provider not in providers:
+                continue
+            reason = _why({}, record, now, everything)
+            if reason is None:
+                continue
+            try:
+                provider = instances.setdefault(record.provider, get_provider(record.provider))
+            except DeskctlError as exc:
+                results.append(ReapResult(record.session_id, record.provider, None, "skipped", reason, exc.code))
+                continue
+            if record.handle:
+                handle = RemoteHandle.from_dict(record.handle)
+                results.append(_destroy(ledger, provider, handle, record.session_id, reason, dry_run, now))
+            else:
+                # never got a handle, and the provider lists nothing under its label: nothing exists
+                if not dry_run:
+                    ledger.record_end(record.session_id, status="failed", reason=f"reaped: {reason}",
+                                      ended_at=now, billable_seconds=None, cost_usd=None)
+                results.append(ReapResult(record.session_id, record.provider, None,
+                                          "would_record" if dry_run else "recorded_gone", reason))
+    finally:
+        for provider in instances.values():
+            with contextlib.suppress(Exception):
+                provider.close()
+    return results
+
+
+def _destroy(
+    ledger: Ledger, provider: Provider, handle: RemoteHandle, session_id: str, reason: str, dry_run: bool,
+    now: float,
+) -> ReapResult:
+    if dry_run:
+        return ReapResult(session_id, provider.name, handle.resource_id, "would_destroy", reason)
+    try:
+        provider.destroy(handle)
+    except DeskctlError as exc:
+        return ReapResult(session_id, provider.name, handle.resource_id, "failed", reason, exc.code)
+    record = ledger.get(session_id)
+    if record is not None and record.status not in _ENDED:
+        from deskctl import metering
+
+        start = record.created_at or record.intent_at
+        # a leak bills until it was last seen alive: now, when the reaper found it
+        billable = max(0.0, now - start) if start else None
+        cost = None
+        if billable is not None and record.spec:
+            with contextlib.suppress(Exception):
+                from deskctl.spec import DesktopSpec
+
+                cost = metering.cost_for(metering.rate_for(DesktopSpec.model_validate(record.spec)), billable)
+        ledger.record_end(session_id, status="ended", reason=f"reaped: {reason}", ended_at=time.time(),
+                          billable_seconds=billable, cost_usd=cost)
+    return ReapResult(session_id, provider.name, handle.resource_id, "destroyed", reason)

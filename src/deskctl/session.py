@@ -1,0 +1,672 @@
+"""The desktop session: lifecycle, guaranteed cleanup, geometry pinning, watchdog and metering.
+
+A :class:`Desktop` goes through these states::
+
+    new -> opening -> ready -> closing -> closed
+                \\-> failed (create or readiness failed; whatever was made is destroyed)
+    ready -> ended (the watchdog ended it at its limit, or the provider lost it)
+
+Guarantees (ARCHITECTURE.md, "Session lifecycle"):
+
+1. the spec is validated, the provider's preflight runs, the projected cost is reserved against budgets;
+2. an *intent* record is in the ledger, with the client-made session id, before create is sent;
+3. the desktop is created with the ``deskctl.*`` labels, so it can be found again after a crash;
+4. the live display size must equal the pinned geometry (``geometry.mismatch`` otherwise);
+5. a watchdog ends the session at its max minutes or max cost (``budget.exceeded``);
+6. destroy runs on return, exception, Ctrl-C (SIGINT), SIGTERM and interpreter exit, and when create or
+   readiness failed part-way; the end and the cost are recorded. A destroy that cannot be confirmed raises
+   ``cleanup.incomplete`` (exit 5) naming what is left;
+7. a *detached* session (``deskctl up``) skips step 6 at exit: ``deskctl down``, its expiry or ``deskctl reap``
+   end it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from enum import StrEnum
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+from deskctl import actions as act
+from deskctl.errors import (
+    BudgetExceeded,
+    CleanupIncomplete,
+    DeskctlError,
+    GeometryMismatch,
+    GeometryOutOfBounds,
+    InfrastructureError,
+    Interrupted,
+    NotFound,
+    SessionClosed,
+    UsageError,
+)
+from deskctl.providers import get_provider
+from deskctl.providers.base import (
+    LABEL_CREATED,
+    LABEL_DETACHED,
+    LABEL_EXPIRES,
+    LABEL_OWNER,
+    LABEL_SESSION,
+    ExecResult,
+    Provider,
+    RemoteHandle,
+    Screenshot,
+)
+from deskctl.spec import DesktopSpec
+
+if TYPE_CHECKING:
+    from deskctl.ledger import Ledger
+    from deskctl.metering import Rate
+
+__all__ = ["Desktop", "State", "attach", "new_session_id", "open_desktop", "owner_id"]
+
+#: lifetime of a detached session when neither --ttl nor --max-minutes says otherwise
+DEFAULT_DETACHED_TTL = 3600.0
+#: lifetime label of an attached session without limits (the reaper also removes it when its owner dies)
+DEFAULT_ATTACHED_TTL = 24 * 3600.0
+#: action counts are written to the ledger at least this often (and at the end)
+ACTION_FLUSH_SECONDS = 5.0
+KEEPALIVE_SECONDS = 30.0
+
+
+class State(StrEnum):
+    NEW = "new"
+    OPENING = "opening"
+    READY = "ready"
+    CLOSING = "closing"
+    CLOSED = "closed"
+    FAILED = "failed"
+    ENDED = "ended"
+
+
+def new_session_id() -> str:
+    """A client-made session id: ``dk-`` and 10 random hex digits."""
+    return "dk-" + secrets.token_hex(5)
+
+
+def owner_id() -> str:
+    """``host:pid`` of this process, as stored in the ``deskctl.owner`` label."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# --------------------------------------------------------------------------------------------------
+# process-wide cleanup: every attached desktop that is open is destroyed on SIGTERM, SIGINT and exit
+# --------------------------------------------------------------------------------------------------
+_open_desktops: weakref.WeakSet[Desktop] = weakref.WeakSet()
+_signals_lock = threading.Lock()
+_previous_handlers: dict[int, Any] = {}
+_deferred_signals: list[int] = []
+_shielded = threading.local()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if getattr(_shielded, "active", False):
+        # a second Ctrl-C while cleanup runs must not cut the cleanup short
+        _deferred_signals.append(signum)
+        return
+    previous = _previous_handlers.get(signum)
+    if callable(previous) and previous not in (signal.default_int_handler,):
+        _close_all(reason=f"signal {signal.Signals(signum).name}")
+        previous(signum, frame)
+        return
+    # Unwind the main thread: `with` blocks and the Desktop.__exit__ of every session run their cleanup.
+    name = signal.Signals(signum).name
+    raise Interrupted(f"interrupted by {name}; the desktop was cleaned up", signum=signum)
+
+
+def _install_signal_handlers() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _signals_lock:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            if signum in _previous_handlers:
+                continue
+            current = signal.getsignal(signum)
+            if current is signal.SIG_IGN:
+                continue
+            _previous_handlers[signum] = current
+            signal.signal(signum, _on_signal)
+
+
+@contextlib.contextmanager
+def _shield_signals() -> Iterator[None]:
+    """Defer SIGINT/SIGTERM while a destroy runs in the main thread, then re-deliver them."""
+    if threading.current_thread() is not threading.main_thread() or getattr(_shielded, "active", False):
+        yield
+        return
+    _shielded.active = True
+    try:
+        yield
+    finally:
+        _shielded.active = False
+        if _deferred_signals:
+            signum = _deferred_signals.pop()
+            _deferred_signals.clear()
+            raise Interrupted(
+                f"interrupted by {signal.Signals(signum).name}; the desktop was cleaned up", signum=signum
+            )
+
+
+def _close_all(reason: str) -> None:
+    for desk in list(_open_desktops):
+        with contextlib.suppress(Exception):
+            desk._teardown(status="ended", reason=reason)
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    _close_all(reason="interpreter exit")
+
+
+# --------------------------------------------------------------------------------------------------
+class Desktop:
+    """One desktop session. Build with :func:`open_desktop` (owned: destroyed on exit) or :func:`attach`.
+
+    All coordinates are in the pinned geometry's pixel space, the same space as :meth:`screenshot`.
+    Methods raise :class:`~deskctl.errors.SessionClosed` after close, and
+    :class:`~deskctl.errors.GeometryOutOfBounds` for points outside the screen.
+    """
+
+    def __init__(
+        self,
+        spec: DesktopSpec,
+        *,
+        ledger: Ledger | None = None,
+        ready_timeout: float = 120.0,
+        detached: bool = False,
+        run_preflight: bool = True,
+        session_id: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.id = session_id or new_session_id()
+        self.detached = detached
+        self.ready_timeout = ready_timeout
+        self.run_preflight = run_preflight
+        self.state = State.NEW
+        self.handle: RemoteHandle | None = None
+        self.end_reason: str | None = None
+        self._ledger = ledger
+        self._owns_ledger = ledger is None
+        self._provider: Provider | None = None
+        self._owned = True
+        self._size: tuple[int, int] | None = None
+        self._rate: Rate | None = None
+        self._reservation: str | None = None
+        self._create_sent_at: float | None = None
+        self._expires_at: float | None = None
+        self._lock = threading.RLock()
+        self._teardown_lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._last_flush = time.monotonic()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._ended_error: DeskctlError | None = None
+
+    # -- public properties -----------------------------------------------------------------------
+    @property
+    def provider_name(self) -> str:
+        return self.spec.provider
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self._provider = get_provider(self.spec.provider, self.spec.provider_options)
+        return self._provider
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            from deskctl.ledger import open_ledger
+
+            self._ledger = open_ledger()
+        return self._ledger
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of the live display, verified against the pinned geometry at open."""
+        self._check_usable()
+        assert self._size is not None
+        return self._size
+
+    @property
+    def expires_at(self) -> float | None:
+        return self._expires_at
+
+    def __repr__(self) -> str:
+        return f"<Desktop {self.id} {self.spec.provider} {self.spec.geometry_label()} {self.state.value}>"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> Desktop:
+        if self.state is State.NEW:
+            self.open()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self._owned or self.detached:
+            self.release()
+            return
+        reason = "closed"
+        if exc is not None:
+            reason = getattr(exc, "code", None) or type(exc).__name__
+            if isinstance(exc, KeyboardInterrupt):
+                reason = "interrupted"
+        self._teardown(status="ended" if exc is None else "failed", reason=reason)
+
+    def open(self) -> Desktop:
+        """Run lifecycle steps 1-5. On any failure, whatever was made is destroyed before re-raising."""
+        if self.state is not State.NEW:
+            raise UsageError(f"session {self.id} was already opened", code="usage.session_state")
+        self.state = State.OPENING
+        provider = self.provider
+        if self.run_preflight:
+            from deskctl.preflight.runner import raise_for_failures, run_checks
+
+            raise_for_failures(run_checks(self.spec, provider), provider.name)
+
+        from deskctl import budget, metering
+
+        self._rate = metering.rate_for(self.spec)
+        self._reservation = budget.reserve(self.ledger, session_id=self.id, spec=self.spec, rate=self._rate)
+        now = time.time()
+        self._expires_at = now + self._lifetime()
+        try:
+            self._record_intent(now)
+        except BaseException:
+            budget.settle(self.ledger, self._reservation, cost_usd=None)
+            raise
+        if not self.detached:
+            _open_desktops.add(self)
+            _install_signal_handlers()
+        try:
+            self._create_and_verify()
+        except BaseException as exc:
+            reason = getattr(exc, "code", None) or type(exc).__name__
+            self._teardown(status="failed", reason=str(reason), error=exc)
+            raise
+        self._start_threads()
+        if self.detached:
+            provider.detach(self._require_handle())
+        return self
+
+    def _lifetime(self) -> float:
+        limits = [x for x in (self.spec.ttl_seconds,) if x]
+        if self.spec.max_minutes:
+            limits.append(self.spec.max_minutes * 60)
+        if limits:
+            return min(limits)
+        return DEFAULT_DETACHED_TTL if self.detached else DEFAULT_ATTACHED_TTL
+
+    def labels(self) -> dict[str, str]:
+        labels = dict(self.spec.labels)
+        labels[LABEL_SESSION] = self.id
+        labels[LABEL_OWNER] = owner_id()
+        labels[LABEL_CREATED] = str(int(time.time()))
+        labels[LABEL_EXPIRES] = str(int(self._expires_at or time.time()))
+        if self.detached:
+            labels[LABEL_DETACHED] = "1"
+        return labels
+
+    def _record_intent(self, now: float) -> None:
+        from deskctl.ledger import SessionRecord
+
+        self.ledger.record_intent(
+            SessionRecord(
+                session_id=self.id,
+                provider=self.spec.provider,
+                platform=self.spec.platform.value,
+                geometry=self.spec.geometry_label(),
+                owner=owner_id(),
+                detached=self.detached,
+                status="intent",
+                intent_at=now,
+                expires_at=self._expires_at,
+                spec=self.spec.model_dump(mode="json"),
+                labels=dict(self.spec.labels),
+                rate_usd_per_hour=self._rate.usd_per_hour if self._rate else None,
+                rate_source=self._rate.source if self._rate else None,
+                budget=self._reservation,
+            )
+        )
+
+    def _create_and_verify(self) -> None:
+        provider = self.provider
+        self._create_sent_at = time.time()
+        self.ledger.record_create_sent(self.id, self._create_sent_at)
+        handle = provider.create(self.spec, self.id, self.labels())
+        self.handle = handle
+        self.ledger.record_created(self.id, handle.to_dict())
+        provider.wait_ready(handle, time.monotonic() + self.ready_timeout)
+        width, height = provider.display_size(handle)
+        wanted = self.spec.geometry
+        if wanted is not None and (width, height) != (wanted.width, wanted.height):
+            raise GeometryMismatch(
+                f"the live display is {width}x{height}, not the pinned {wanted}",
+                provider=provider.name,
+                remedy="use --geometry native to accept the provider's size, or another provider",
+                details={"live": f"{width}x{height}", "pinned": str(wanted)},
+            )
+        self._size = (width, height)
+        self.ledger.record_ready(self.id, time.time(), width, height)
+        self.state = State.READY
+
+    def _start_threads(self) -> None:
+        if self.detached:
+            return
+        limit = self._watchdog_seconds()
+        if limit is not None:
+            self._spawn(self._watchdog, limit, name=f"deskctl-watchdog-{self.id}")
+        if self.provider.capabilities.server_ttl or not self.provider.capabilities.local:
+            self._spawn(self._keepalive, name=f"deskctl-keepalive-{self.id}")
+
+    def _spawn(self, target: Any, *args: Any, name: str) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _watchdog_seconds(self) -> float | None:
+        limits: list[float] = []
+        if self.spec.max_minutes:
+            limits.append(self.spec.max_minutes * 60)
+        if self.spec.max_usd is not None and self._rate is not None and self._rate.usd_per_hour > 0:
+            limits.append(self.spec.max_usd / self._rate.usd_per_hour * 3600)
+        if not limits:
+            return None
+        started = self._create_sent_at or time.time()
+        return max(0.0, started + min(limits) - time.time())
+
+    def _watchdog(self, seconds: float) -> None:
+        if self._stop.wait(seconds):
+            return
+        what = "max minutes" if self.spec.max_minutes else "max cost"
+        error = BudgetExceeded(
+            f"session {self.id} reached its {what} and was ended", provider=self.spec.provider,
+            remedy="raise --max-minutes / --max-usd, or split the run",
+        )
+        self._ended_error = error
+        with contextlib.suppress(Exception):
+            self._teardown(status="ended", reason="budget.exceeded")
+
+    def _keepalive(self) -> None:
+        while not self._stop.wait(KEEPALIVE_SECONDS):
+            handle = self.handle
+            if handle is None or self.state is not State.READY:
+                return
+            try:
+                self.provider.keepalive(handle)
+            except DeskctlError as exc:
+                self.ledger.record_event(self.id, "keepalive_failed", {"code": exc.code})
+
+    # -- teardown ------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Destroy the desktop (confirmed), record the end and the cost. Idempotent."""
+        self._teardown(status="ended", reason="closed")
+
+    def release(self) -> None:
+        """Let go of the desktop without destroying it (detached sessions, :func:`attach`)."""
+        self._stop.set()
+        self._flush_actions(force=True)
+        _open_desktops.discard(self)
+        if self._provider is not None:
+            with contextlib.suppress(Exception):
+                self._provider.close()
+        if self._owns_ledger and self._ledger is not None:
+            with contextlib.suppress(Exception):
+                self._ledger.close()
+            self._ledger = None
+
+    def _teardown(self, *, status: str, reason: str, error: BaseException | None = None) -> None:
+        if not self._teardown_lock.acquire(blocking=False):
+            # another thread (watchdog, signal) is tearing down: wait for it
+            with self._teardown_lock:
+                return
+        try:
+            if self.state in (State.CLOSED, State.FAILED, State.ENDED):
+                return
+            self.state = State.CLOSING
+            self._stop.set()
+            _open_desktops.discard(self)
+            with _shield_signals():
+                self._destroy_and_record(status=status, reason=reason)
+        finally:
+            self._teardown_lock.release()
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join(timeout=5)
+
+    def _destroy_and_record(self, *, status: str, reason: str) -> None:
+        from deskctl import budget, metering
+
+        provider = self.provider
+        left: CleanupIncomplete | None = None
+        try:
+            if self.handle is not None:
+                provider.destroy(self.handle)
+            elif self._create_sent_at is not None:
+                # create was sent but no handle came back: find what it made by its label
+                for orphan in provider.list_owned({LABEL_SESSION: self.id}):
+                    provider.destroy(orphan)
+        except CleanupIncomplete as exc:
+            left = exc
+        except DeskctlError as exc:
+            left = CleanupIncomplete(
+                f"destroy of {self.id} could not be confirmed: {exc.message}", provider=provider.name,
+                remedy=f"deskctl reap (or deskctl down {self.id})", details={"left": [self.id], "cause": exc.code},
+            )
+        ended = time.time()
+        # nothing was sent to the provider: nothing can have been billed
+        billable = 0.0 if self._create_sent_at is None else max(0.0, ended - self._create_sent_at)
+        cost = metering.cost_for(self._rate, billable) if billable else 0.0
+        self._flush_actions(force=True)
+        final_status = "leaked" if left is not None else status
+        self.end_reason = reason
+        with contextlib.suppress(Exception):
+            self.ledger.record_end(
+                self.id, status=final_status, reason=reason if left is None else f"{reason}; {left.code}",
+                ended_at=ended, billable_seconds=billable, cost_usd=cost,
+            )
+        with contextlib.suppress(Exception):
+            budget.settle(self.ledger, self._reservation, cost_usd=cost)
+        if status == "failed":
+            self.state = State.FAILED
+        else:
+            self.state = State.ENDED if reason == "budget.exceeded" else State.CLOSED
+        with contextlib.suppress(Exception):
+            provider.close()
+        if left is not None:
+            raise left
+
+    # -- actions -----------------------------------------------------------------------------------
+    def _check_usable(self) -> None:
+        if self.state is State.READY:
+            return
+        if self._ended_error is not None:
+            raise self._ended_error
+        raise SessionClosed(
+            f"session {self.id} is {self.state.value}; it cannot be used", provider=self.spec.provider
+        )
+
+    def _require_handle(self) -> RemoteHandle:
+        if self.handle is None:
+            raise SessionClosed(f"session {self.id} has no desktop", provider=self.spec.provider)
+        return self.handle
+
+    def _guard(self, kind: str) -> Any:
+        desk = self
+
+        class _Guard:
+            def __enter__(self) -> None:
+                desk._check_usable()
+
+            def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> None:
+                if exc is None:
+                    desk._counts[kind] += 1
+                    desk._flush_actions()
+                elif isinstance(exc, InfrastructureError) and exc.code == "provider.session_lost" and desk._owned:
+                    with contextlib.suppress(Exception):
+                        desk._teardown(status="failed", reason=exc.code)
+
+        return _Guard()
+
+    def _flush_actions(self, force: bool = False) -> None:
+        if not self._counts:
+            return
+        if not force and time.monotonic() - self._last_flush < ACTION_FLUSH_SECONDS:
+            return
+        counts = dict(self._counts)
+        self._counts.clear()
+        self._last_flush = time.monotonic()
+        with contextlib.suppress(Exception):
+            self.ledger.add_actions(self.id, counts)
+
+    def _bounds(self, *points: tuple[int, int]) -> None:
+        width, height = self.size
+        for x, y in points:
+            if not (0 <= x < width and 0 <= y < height):
+                raise GeometryOutOfBounds(
+                    f"point ({x}, {y}) is outside the {width}x{height} screen", provider=self.spec.provider,
+                    remedy=f"x must be in 0..{width - 1} and y in 0..{height - 1}",
+                )
+
+    def act(self, action: act.Action) -> None:
+        """Execute one action from :mod:`deskctl.actions` (bounds-checked)."""
+        self._check_usable()
+        self._bounds(*act.action_points(action))
+        with self._guard(act.action_kind(action)):
+            self.provider.act(self._require_handle(), action)
+
+    def screenshot(self) -> Screenshot:
+        """A PNG whose pixel grid is the action coordinate space."""
+        with self._guard("screenshot"):
+            shot = self.provider.screenshot(self._require_handle())
+        if self._size is not None and (shot.width, shot.height) != self._size:
+            raise GeometryMismatch(
+                f"screenshot is {shot.width}x{shot.height}, the pinned screen {self._size[0]}x{self._size[1]}",
+                provider=self.spec.provider,
+            )
+        return shot
+
+    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
+        self.act(act.Click(x, y, act.validate_button(button), count))
+
+    def double_click(self, x: int, y: int, button: str = "left") -> None:
+        self.click(x, y, button, 2)
+
+    def triple_click(self, x: int, y: int) -> None:
+        self.click(x, y, "left", 3)
+
+    def right_click(self, x: int, y: int) -> None:
+        self.click(x, y, "right")
+
+    def middle_click(self, x: int, y: int) -> None:
+        self.click(x, y, "middle")
+
+    def move(self, x: int, y: int) -> None:
+        self.act(act.Move(x, y))
+
+    def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left") -> None:
+        self.act(act.Drag(x1, y1, x2, y2, act.validate_button(button)))
+
+    def scroll(self, x: int, y: int, dx: int = 0, dy: int = 0) -> None:
+        self.act(act.Scroll(x, y, dx, dy))
+
+    def mouse_down(self, x: int, y: int, button: str = "left") -> None:
+        self.act(act.MouseDown(x, y, act.validate_button(button)))
+
+    def mouse_up(self, x: int, y: int, button: str = "left") -> None:
+        self.act(act.MouseUp(x, y, act.validate_button(button)))
+
+    def type(self, text: str) -> None:
+        self.act(act.TypeText(text))
+
+    def key(self, chord: str) -> None:
+        self.act(act.KeyPress(act.normalize_chord(chord)))
+
+    def key_down(self, key: str) -> None:
+        self.act(act.KeyDown(act.normalize_key(key)))
+
+    def key_up(self, key: str) -> None:
+        self.act(act.KeyUp(act.normalize_key(key)))
+
+    def exec(self, command: str, timeout: float = 60.0) -> ExecResult:
+        with self._guard("exec"):
+            return self.provider.exec(self._require_handle(), command, timeout)
+
+
+# --------------------------------------------------------------------------------------------------
+def open_desktop(
+    provider: str = "xvfb",
+    *,
+    platform: str = "ubuntu",
+    geometry: str | None = "1024x768",
+    window_geometry: str | None = None,
+    start_url: str | None = None,
+    window_manager: bool = False,
+    ttl: str | float | None = None,
+    max_minutes: float | None = None,
+    max_usd: float | None = None,
+    labels: Mapping[str, str] | None = None,
+    provider_options: Mapping[str, Any] | None = None,
+    ready_timeout: float = 120.0,
+    detached: bool = False,
+    preflight: bool = True,
+    ledger: Ledger | None = None,
+    spec: DesktopSpec | None = None,
+) -> Desktop:
+    """Open a desktop and return it, ready and verified. Use it as a context manager::
+
+        with deskctl.open_desktop("xvfb", geometry="1280x800") as desk:
+            desk.click(10, 20)
+
+    ``geometry=None`` or ``"native"`` accepts the provider's own size. Raises the deskctl error of the step that
+    failed (preflight: exit 3, budget: 4, infrastructure: 20); nothing is left behind when it raises.
+    """
+    if spec is None:
+        spec = DesktopSpec.build(
+            provider=provider, platform=platform, geometry=geometry if geometry is not None else "native",
+            window_geometry=window_geometry, start_url=start_url, window_manager=window_manager,
+            ttl_seconds=ttl, max_minutes=max_minutes, max_usd=max_usd, labels=dict(labels or {}),
+            provider_options=dict(provider_options or {}),
+        )
+    desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight)
+    return desk.open()
+
+
+def attach(session_id: str, *, ledger: Ledger | None = None) -> Desktop:
+    """Reach a running session (usually a detached one) by id. Leaving a ``with`` block releases it without
+    destroying it; :meth:`Desktop.close` destroys it."""
+    from deskctl.ledger import open_ledger
+
+    book = ledger or open_ledger()
+    record = book.get(session_id)
+    if record is None:
+        raise NotFound(f"no session {session_id!r} in the ledger", remedy="deskctl ls --all")
+    if record.handle is None or record.status in ("ended", "failed"):
+        raise SessionClosed(f"session {session_id} is {record.status}", provider=record.provider)
+    spec = DesktopSpec.model_validate(record.spec) if record.spec else DesktopSpec.build(provider=record.provider)
+    desk = Desktop(spec, ledger=book, detached=record.detached, session_id=session_id)
+    desk._owns_ledger = ledger is None
+    desk._owned = False
+    desk.handle = RemoteHandle.from_dict(record.handle)
+    desk._create_sent_at = record.created_at
+    desk._expires_at = record.expires_at
+    from deskctl import metering
+
+    desk._rate = metering.rate_for(spec)
+    if spec.geometry is not None:
+        desk._size = (spec.geometry.width, spec.geometry.height)
+    else:  # native size: ask the live display
+        desk._size = desk.provider.display_size(desk.handle)
+    desk.state = State.READY
+    return desk
