@@ -333,5 +333,5 @@ def presence_check(provider: str) -> tuple[bool, str, str | None]:
             return True, f"{provider} credentials present ({where})", None
     options = " or ".join(" + ".join(alt) for alt in cset.required_any)
     first = cset.required_any[0]
-    remedy = f"export {first[0]}=... or run: deskctl login {provider} --var {first[0]}"
+    remedy = f"set {first[0]} in the environment, or run: deskctl login {provider} --var {first[0]}"
     return False, f"{provider} requires {options} (environment or keyring) [{cset.source}]", remedy

@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(args)
     try:
-        cli.main(args=args, prog_name="deskctl", standalone_mode=False)
+        # with standalone_mode=False click returns (not raises) the code of a command's ctx.exit(N)
+        returned = cli.main(args=args, prog_name="deskctl", standalone_mode=False)
+        if isinstance(returned, int) and not isinstance(returned, bool) and returned:
+            sys.exit(returned)
     except DeskctlError as err:
         emit_error(err, as_json=as_json)
         sys.exit(err.exit_code)

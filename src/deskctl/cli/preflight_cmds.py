@@ -1,0 +1,296 @@
+"""``deskctl preflight``, ``compat``, ``credentials``, ``login``, ``logout``.
+
+Domain logic lives in :mod:`deskctl.preflight` and :mod:`deskctl.credentials`; this module parses flags,
+prints data on stdout and messages on stderr. No value of a secret is ever printed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from deskctl.cli._common import echo_json, json_option, note
+from deskctl.errors import UsageError
+
+__all__ = ["compat", "credentials", "login", "logout", "preflight"]
+
+_STATUS = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
+
+
+def _geometry(value: str | None) -> Any:
+    from deskctl.spec import Geometry
+
+    if value is None:
+        return None
+    if value.strip().lower() == "native":
+        return "native"
+    return Geometry.parse(value)
+
+
+@click.command("preflight")
+@click.option("--platform", "platform_name", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM",
+              show_envvar=True, help="Desktop platform: ubuntu, windows, macos (aliases linux, win, mac).")
+@click.option("--provider", "providers", multiple=True, envvar="DESKCTL_PROVIDER", show_envvar=True,
+              help="Check only this provider (repeatable); all must be ready. Default: every provider that "
+                   "serves the platform.")
+@click.option("--agent", envvar="DESKCTL_AGENT", show_envvar=True,
+              help="Harbor agent that will drive the desktop (computer-1, oracle, nop, ...).")
+@click.option("--task-os", envvar="DESKCTL_TASK_OS", show_envvar=True,
+              help="Harbor task OS: linux or windows. Default: the platform's own (windows for a Windows desktop).")
+@click.option("--geometry", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY", show_envvar=True,
+              help="Screen size WxH, or 'native' for the provider's own.")
+@click.option("--max-minutes", type=float, envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
+              help="Longest the session may run (for the cost projection).")
+@click.option("--max-usd", type=float, envvar="DESKCTL_MAX_USD", show_envvar=True,
+              help="Cost cap: fail when the projected cost would pass it.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, envvar="DESKCTL_PREFLIGHT_TIMEOUT",
+              show_envvar=True, help="Seconds each check may take.")
+@json_option
+def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None, task_os: str | None,
+              geometry: str, max_minutes: float | None, max_usd: float | None, timeout: float,
+              as_json: bool) -> None:
+    """Check, without creating anything, which providers can serve a desktop.
+
+    \b
+    Exit 0 when at least one provider is ready (every named one, with --provider), 3 when none is,
+    2 for a usage error.
+    """
+    from deskctl.preflight.runner import PreflightRequest
+    from deskctl.preflight.runner import preflight as run_preflight
+    from deskctl.spec import Platform
+
+    for name, value in (("--max-minutes", max_minutes), ("--max-usd", max_usd), ("--timeout", timeout)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be greater than 0 (got {value:g})", code="usage.bad_limit")
+    parsed = _geometry(geometry)
+    request = PreflightRequest(
+        platform=Platform.parse(platform_name),
+        providers=tuple(providers) or None,
+        agent=agent,
+        task_os=task_os,
+        geometry=None if parsed == "native" else parsed,
+        max_minutes=max_minutes,
+        max_usd=max_usd,
+        timeout=timeout,
+    )
+    report = run_preflight(request)
+    if as_json:
+        document = report.to_dict()
+        failure = report.first_failure()
+        if not report.ok and failure is not None:
+            from deskctl.preflight.runner import error_for
+
+            document["error"] = error_for(failure).to_dict()["error"]
+        echo_json(document)
+    else:
+        _print_report(report)
+    if report.exit_code:
+        raise click.exceptions.Exit(report.exit_code)
+
+
+def _print_report(report: Any) -> None:
+    from deskctl.credentials import redact
+
+    groups: list[str | None] = [None, *report.considered]
+    extra = sorted({r.provider for r in report.results if r.provider not in groups and r.provider is not None})
+    for group in [*groups, *extra]:
+        rows = report.for_provider(group)
+        if not rows:
+            continue
+        title = group if group is not None else "request"
+        if group is not None:
+            title += "  (ready)" if group in report.ready else "  (not ready)"
+        click.echo(title)
+        for r in rows:
+            click.echo(f"  {_STATUS[r.status]}  {r.code:<28} {redact(r.message)}  [{r.elapsed_ms:.0f} ms]")
+            if r.remedy and r.status in ("fail", "warn"):
+                click.echo(f"        remedy: {redact(r.remedy)}")
+    click.echo(redact(report.verdict))
+
+
+@click.command("compat")
+@click.option("--platform", "platform_name", envvar="DESKCTL_PLATFORM", show_envvar=True,
+              help="Show only rows for this platform.")
+@json_option
+def compat(platform_name: str | None, as_json: bool) -> None:
+    """Print the compatibility matrix, every row with its source and date."""
+    from deskctl.preflight.compat import load_matrix, platforms_for
+    from deskctl.providers import known_provider_names
+    from deskctl.spec import Platform
+
+    matrix = load_matrix()
+    only = Platform.parse(platform_name).value if platform_name else None
+    installed = known_provider_names()
+
+    def keep(row: dict[str, Any]) -> bool:
+        if only is None:
+            return True
+        if "platforms" in row:
+            return only in row["platforms"]
+        return row.get("platform") in (None, only)
+
+    tables = {name: [r for r in matrix.rows(name) if keep(r)]
+              for name in ("platform_provider", "agents", "task_os_platform", "geometry", "hidpi")}
+    effective = {name: sorted(p.value for p in platforms_for(name)) for name in installed}
+    if as_json:
+        echo_json({"sources": matrix.sources, **tables, "installed_providers": effective,
+                   "model_downscale": matrix.raw["model_downscale"]})
+        return
+    click.echo("Platforms by provider (installed providers marked *)")
+    for row in tables["platform_provider"]:
+        mark = "*" if row["provider"] in installed else " "
+        click.echo(f" {mark} {row['provider']:<13} {', '.join(row['platforms']):<24} {row.get('note', '')}"
+                   f"  [{matrix.source_label(row)}]")
+    click.echo("\nAgents by task OS")
+    for row in tables["agents"]:
+        click.echo(f"   {row['agent']:<13} {', '.join(row['task_os']):<24} [{matrix.source_label(row)}]")
+    default = matrix.raw["default_agent_task_os"]
+    click.echo(f"   {'(others)':<13} {', '.join(default['task_os']):<24} {default['note']}")
+    click.echo("\nTask OS by desktop platform")
+    for row in tables["task_os_platform"]:
+        click.echo(f"   {row['platform']:<13} {', '.join(row['task_os']):<24} {row['note']}"
+                   f"  [{matrix.source_label(row)}]")
+    click.echo("\nGeometry by provider and platform")
+    for row in tables["geometry"]:
+        if row.get("settable"):
+            sizes = f"settable {row['min']}..{row['max']}"
+        else:
+            sizes = "fixed " + (", ".join(row.get("fixed", [])) or "(native only)")
+        click.echo(f"   {row['provider']:<13} {row['platform']:<8} {sizes:<24} {row.get('note', '')}"
+                   f"  [{matrix.source_label(row)}]")
+    click.echo("\nHiDPI scale (screenshot pixels per click point; deskctl converts)")
+    for row in tables["hidpi"]:
+        click.echo(f"   {row['provider']:<13} {row['platform']:<8} {row['scale']:<24g} {row.get('note', '')}"
+                   f"  [{matrix.source_label(row)}]")
+    click.echo("   (every other provider/platform: 1)")
+
+
+def _credential_providers() -> list[str]:
+    from deskctl.credentials import PROVIDER_CREDENTIALS, credential_set
+    from deskctl.providers import known_provider_names
+
+    names = set(PROVIDER_CREDENTIALS)
+    names |= {n for n in known_provider_names() if credential_set(n).variables}
+    return sorted(names)
+
+
+def _check_provider(name: str) -> str:
+    from deskctl.preflight.compat import suggest
+
+    known = _credential_providers()
+    raw = {"use.computer": "use-computer", "cua": "cua-cloud"}.get(name.strip().lower(), name.strip().lower())
+    if raw in known:
+        return raw
+    hint = suggest(raw, known)
+    raise UsageError(
+        f"no credentials are known for provider {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+        + f"; providers with credentials: {', '.join(known)}",
+        code="usage.unknown_provider", remedy=f"deskctl login {hint}" if hint else None,
+    )
+
+
+@click.command("credentials")
+@click.argument("providers", nargs=-1)
+@json_option
+def credentials(providers: tuple[str, ...], as_json: bool) -> None:
+    """Show where each provider's variables would come from (environment, keyring or missing), redacted."""
+    from deskctl.credentials import describe, keyring_status, presence_check
+
+    names = [_check_provider(p) for p in providers] or _credential_providers()
+    status = keyring_status()
+    rows = {name: describe(name) for name in names}
+    ready = {name: presence_check(name) for name in names}
+    if as_json:
+        echo_json({
+            "keyring": {"usable": status.usable, "backend": status.backend, "message": status.message,
+                        "remedy": status.remedy},
+            "providers": {
+                name: {"configured": ready[name][0], "message": ready[name][1], "remedy": ready[name][2],
+                       "variables": [row.to_dict() for row in rows[name]]}
+                for name in names
+            },
+        })
+        return
+    for name in names:
+        ok, _message, remedy = ready[name]
+        click.echo(f"{name}  ({'configured' if ok else 'not configured'})")
+        for row in rows[name]:
+            value = f"  {row.shown}" if row.shown else ""
+            click.echo(f"  {row.var:<26} {row.source:<8}{value}")
+        if not ok and remedy:
+            click.echo(f"  remedy: {remedy}")
+    if not status.usable:
+        note(f"warning: {status.message}; remedy: {status.remedy}")
+
+
+def _login_vars(provider: str, var: str | None) -> list[str]:
+    from deskctl.credentials import credential_set
+    from deskctl.preflight.compat import suggest
+
+    cset = credential_set(provider)
+    if var is None:
+        return list(cset.required_any[0]) if cset.required_any else [v for v in cset.variables if cset.is_secret(v)]
+    name = var.strip().upper()
+    if name not in cset.variables:
+        hint = suggest(name, cset.variables)
+        raise UsageError(
+            f"{provider} does not read {var!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+            + f"; its variables: {', '.join(cset.variables)}",
+            code="usage.unknown_variable", remedy=f"--var {hint}" if hint else None,
+        )
+    return [name]
+
+
+def _read_secret(prompt: str) -> str:
+    if sys.stdin.isatty():
+        value: str = click.prompt(prompt, hide_input=True, err=True)
+    else:
+        note(f"{prompt} (reading from stdin)")
+        value = sys.stdin.readline().rstrip("\r\n")
+    return value.strip()
+
+
+@click.command("login")
+@click.argument("provider")
+@click.option("--var", "var", help="The one variable to store (default: the provider's required ones).")
+def login(provider: str, var: str | None) -> None:
+    """Store a provider secret in the OS keyring (prompted without echo; read from stdin when piped)."""
+    from deskctl.credentials import keyring_status, register_secret, store_secret
+
+    name = _check_provider(provider)
+    variables = _login_vars(name, var)
+    status = keyring_status()
+    if not status.usable:
+        from deskctl.errors import ConfigInvalid
+
+        raise ConfigInvalid(f"cannot store credentials: {status.message}", provider=name, remedy=status.remedy)
+    for variable in variables:
+        value = _read_secret(f"{variable} for {name}")
+        if not value:
+            raise UsageError(f"empty value for {variable}; nothing stored", code="usage.empty_value",
+                             provider=name)
+        register_secret(value)
+        store_secret(name, variable, value)
+        note(f"stored {variable} for {name} in the keyring ({status.backend})")
+
+
+@click.command("logout")
+@click.argument("provider")
+@click.option("--var", "var", help="Remove only this variable (default: every stored variable of the provider).")
+@json_option
+def logout(provider: str, var: str | None, as_json: bool) -> None:
+    """Remove a provider's secrets from the OS keyring."""
+    from deskctl.credentials import credential_set, delete_secret
+
+    name = _check_provider(provider)
+    variables = _login_vars(name, var) if var else list(credential_set(name).variables)
+    removed = [v for v in variables if delete_secret(name, v)]
+    if as_json:
+        echo_json({"provider": name, "removed": removed})
+        return
+    if removed:
+        note(f"removed from the keyring for {name}: {', '.join(removed)}")
+    else:
+        note(f"nothing stored in the keyring for {name}")
