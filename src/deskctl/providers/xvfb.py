@@ -1,0 +1,644 @@
+"""Provider ``xvfb``: a desktop on this host's own Xvfb (no isolation, zero setup; the embedded default).
+
+What a desktop is here:
+
+* ``Xvfb -displayfd`` picks a free display number itself (lock files made with O_EXCL, so two deskctl processes
+  never race for one; a lock whose Xvfb died is taken over by Xvfb) and writes it to a pipe when the server
+  accepts connections: that write *is* readiness, no sleep;
+* the server reads its MIT-MAGIC-COOKIE-1 from a 0600 Xauthority file in the session directory (``-auth``),
+  so other local users cannot connect; TCP is off;
+* Xvfb, the optional window manager (openbox) and the optional browser each run in their own session and
+  process group (``start_new_session``), so a detached desktop outlives the CLI and destroy can end every
+  process a program spawned;
+* a JSON marker per desktop in ``runtime_dir()/xvfb/<session>/desktop.json`` (session id, owner, created,
+  expires, display, pids with their start times) lets :meth:`XvfbProvider.list_owned` and the reaper find it
+  from any process. A recorded pid is trusted only while its ``/proc`` start time matches, so a recycled pid is
+  never killed.
+
+Backstop (the owner-pid watch): an attached session's desktop gets a tiny watcher process that waits on the
+owner's pidfd and ends the desktop's processes when the owner dies, even by SIGKILL; a detached one
+(``deskctl.detached`` label) gets a watcher that ends it at its expiry instead. The watcher only stops processes
+(Xvfb removes its own lock and socket on SIGTERM); the marker and session directory stay until
+``deskctl reap`` (or ``down``) destroys the desktop and records the end in the ledger, so the reaper always has
+something to find and to record. ``provider_options={"owner_watch": False}`` turns the watcher off.
+
+Provider options: ``window_manager`` (bool, also ``spec.window_manager``), ``browser`` (a command name or path),
+``owner_watch`` (bool, default True), ``xvfb_args`` (extra arguments), ``start_timeout`` (seconds, default 30).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deskctl.errors import (
+    CleanupIncomplete,
+    NotFound,
+    ProviderApiError,
+    ProviderUnreachable,
+    ReadinessTimeout,
+    SessionLost,
+)
+from deskctl.providers._x11 import X11Driver, new_cookie, read_cookie, write_xauthority
+from deskctl.providers.base import (
+    LABEL_CREATED,
+    LABEL_DETACHED,
+    LABEL_EXPIRES,
+    LABEL_OWNER,
+    LABEL_SESSION,
+    Capabilities,
+    ExecResult,
+    Provider,
+    RemoteHandle,
+    Screenshot,
+)
+from deskctl.spec import Geometry, Platform
+
+if TYPE_CHECKING:
+    from deskctl.actions import Action
+    from deskctl.preflight.checks import CheckResult
+    from deskctl.spec import DesktopSpec
+
+__all__ = ["XvfbProvider"]
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "firefox", "firefox-esr")
+_DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
+_TERM_GRACE = 5.0
+
+# The owner-pid watch, run as ``python -c`` (no deskctl import: it starts in a few milliseconds and holds no
+# file of ours). argv: owner pid (0 = none), expiry (epoch, 0 = none), JSON [[pid, start_ticks], ...].
+_WATCHER = r"""
+import json, os, select, signal, sys, time
+owner, expires, targets = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
+def ticks(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+def remaining():
+    return None if expires <= 0 else max(0.0, expires - time.time())
+if owner > 0:
+    try:
+        fd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        fd = None
+    if fd is not None:
+        while not select.select([fd], [], [], remaining())[0] and (remaining() is None or remaining() > 0):
+            pass
+elif expires > 0:
+    while remaining() > 0:
+        time.sleep(remaining())
+else:
+    sys.exit(0)
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    live = [(p, t) for p, t in targets if ticks(p) == t]
+    for pid, _ in live:
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            pass
+    end = time.time() + 5
+    for pid, t in live:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        select.select([fd], [], [], max(0.0, end - time.time()))
+        os.close(fd)
+"""
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot (field 22 of /proc/PID/stat), or None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields and fields[0] == "Z":
+        return None  # a zombie has exited
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _alive(pid: int, ticks: int | None) -> bool:
+    return ticks is not None and _start_ticks(pid) == ticks
+
+
+def _wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int]:
+    """Wait (on pidfds, no polling) until every process is gone or the deadline passes; the pids still alive."""
+    left: list[int] = []
+    for pid, ticks in procs:
+        if not _alive(pid, ticks):
+            continue
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        try:
+            if _alive(pid, ticks):
+                select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        finally:
+            os.close(fd)
+        if _alive(pid, ticks):
+            left.append(pid)
+    return left
+
+
+class XvfbProvider(Provider):
+    """Desktops on the host's Xvfb. ``handle.data``: ``display`` (":N"), ``display_number``, ``cookie_file``,
+    ``dir``, ``marker``, ``geometry``, ``procs`` ([{"role", "pid", "ticks"}]). The cookie stays in its file."""
+
+    name = "xvfb"
+    capabilities = Capabilities(
+        platforms=frozenset({Platform.UBUNTU}),
+        settable_geometry=True,
+        min_size=(64, 64),
+        max_size=(8192, 8192),
+        exec=True,
+        exec_streams_separate=True,
+        files=False,
+        labels=True,
+        server_ttl=False,
+        isolation="none",
+        start_url=True,
+        local=True,
+        billing="free",
+    )
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self._drivers: dict[str, X11Driver] = {}
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._lock = threading.RLock()
+
+    # -- preflight -----------------------------------------------------------------------------------------
+    def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
+        from deskctl.preflight.checks import CheckResult
+
+        def result(status: Any, code: str, message: str, remedy: str | None = None) -> CheckResult:
+            return CheckResult(status, code, message, remedy, provider=self.name)
+
+        out: list[CheckResult] = []
+        xvfb = shutil.which("Xvfb")
+        out.append(result("pass", "xvfb.binary", f"Xvfb found at {xvfb}") if xvfb else
+                   result("fail", "xvfb.binary", "Xvfb is not installed", "apt-get install xvfb"))
+        xauth = shutil.which("xauth")
+        out.append(result("pass", "xvfb.xauth", f"xauth found at {xauth}") if xauth else
+                   result("warn", "xvfb.xauth", "xauth is not installed: tools that read XAUTHORITY still work, "
+                          "but you cannot inspect the cookie", "apt-get install xauth"))
+        if spec.platform is not Platform.UBUNTU:
+            out.append(result("fail", "compat.platform", f"xvfb gives only ubuntu (Linux) desktops, not "
+                              f"{spec.platform.value}", "use --provider daytona or cua-cloud"))
+        problem = self.check_geometry(spec.geometry, spec.platform)
+        if problem:
+            out.append(result("fail", "geometry.unsupported", problem))
+        if self._wants_window_manager(spec):
+            wm = shutil.which("openbox")
+            out.append(result("pass", "xvfb.window_manager", f"openbox found at {wm}") if wm else
+                       result("fail", "xvfb.window_manager", "a window manager was asked for but openbox is not "
+                              "installed", "apt-get install openbox"))
+        if spec.start_url:
+            browser = self._browser()
+            out.append(result("pass", "xvfb.browser", f"browser {browser} opens {spec.start_url}") if browser else
+                       result("fail", "xvfb.browser", f"--start-url needs a browser; none of {', '.join(BROWSERS)} "
+                              "is installed", "apt-get install chromium"))
+            out.extend(self._window_checks(spec, result))
+        return out
+
+    def _window_checks(self, spec: DesktopSpec, result: Any) -> list[CheckResult]:
+        geometry = spec.geometry or _DEFAULT_GEOMETRY
+        window = spec.window_geometry
+        if window is None:
+            return [result("pass", "xvfb.window_geometry", f"browser window fills the {geometry} desktop")]
+        fills = (window.x, window.y, window.width, window.height) == (0, 0, geometry.width, geometry.height)
+        if window.x == 0 and window.y == 0 and not fills:
+            return [result("warn", "xvfb.window_geometry",
+                           f"the browser window {window} sits at 0,0 but does not fill the {geometry} desktop: "
+                           "the agent sees an empty band it may click into",
+                           f"use --window-geometry {geometry} or --geometry {window.width}x{window.height}")]
+        if window.x + window.width > geometry.width or window.y + window.height > geometry.height:
+            return [result("warn", "xvfb.window_geometry",
+                           f"the browser window {window} reaches past the {geometry} desktop")]
+        return [result("pass", "xvfb.window_geometry", f"browser window {window} on a {geometry} desktop")]
+
+    def _wants_window_manager(self, spec: DesktopSpec) -> bool:
+        return bool(spec.window_manager or self.options.get("window_manager") or
+                    spec.provider_options.get("window_manager"))
+
+    def _browser(self) -> str | None:
+        wanted = self.options.get("browser")
+        for name in ([str(wanted)] if wanted else list(BROWSERS)):
+            found = shutil.which(name)
+            if found:
+                return found
+        return None
+
+    # -- create --------------------------------------------------------------------------------------------
+    def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        geometry = spec.geometry or _DEFAULT_GEOMETRY
+        options = {**self.options, **spec.provider_options}
+        xvfb = shutil.which("Xvfb")
+        if xvfb is None:
+            raise ProviderUnreachable("Xvfb is not installed", provider=self.name, remedy="apt-get install xvfb")
+        from deskctl.paths import runtime_dir
+
+        base = runtime_dir() / "xvfb"
+        base.mkdir(mode=0o700, exist_ok=True)
+        directory = base / session_id
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            raise ProviderApiError(f"a desktop for session {session_id} already exists in {directory}",
+                                   provider=self.name) from None
+        labels = dict(labels)
+        labels.setdefault(LABEL_SESSION, session_id)
+        labels.setdefault(LABEL_OWNER, f"{socket.gethostname()}:{os.getpid()}")
+        labels.setdefault(LABEL_CREATED, str(int(time.time())))
+        cookie_file = directory / "Xauthority"
+        handle = RemoteHandle(
+            provider=self.name, session_id=session_id, resource_id=f"xvfb:{session_id}", labels=labels,
+            data={"dir": str(directory), "marker": str(directory / "desktop.json"), "cookie_file": str(cookie_file),
+                  "geometry": f"{geometry.width}x{geometry.height}x{geometry.depth}", "procs": []},
+        )
+        try:
+            cookie = new_cookie()
+            write_xauthority(cookie_file, None, cookie)
+            self._write_marker(handle)  # before the first process: a crash from here on is findable
+            number = self._start_xvfb(handle, xvfb, geometry, options, directory,
+                                      float(options.get("start_timeout", 30.0)))
+            handle.data["display"] = f":{number}"
+            handle.data["display_number"] = number
+            handle.resource_id = f"xvfb:{socket.gethostname()}:{number}:{handle.data['procs'][0]['pid']}"
+            self._write_marker(handle)
+            if self._wants_window_manager(spec):
+                self._spawn(handle, "window_manager", [self._require("openbox", "apt-get install openbox")])
+            if spec.start_url:
+                self._start_browser(handle, spec, geometry)
+            self._start_watcher(handle, options)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.destroy(handle)
+            raise
+        return handle
+
+    def _require(self, name: str, remedy: str) -> str:
+        found = shutil.which(name)
+        if found is None:
+            raise ProviderUnreachable(f"{name} is not installed", provider=self.name, remedy=remedy)
+        return found
+
+    def _env(self, handle: RemoteHandle) -> dict[str, str]:
+        env = dict(os.environ)
+        env["DISPLAY"] = str(handle.data["display"])
+        env["XAUTHORITY"] = str(handle.data["cookie_file"])
+        return env
+
+    def _start_xvfb(self, handle: RemoteHandle, xvfb: str, geometry: Geometry, options: Mapping[str, Any],
+                    directory: Path, timeout: float) -> int:
+        read_end, write_end = os.pipe()
+        log = open(directory / "xvfb.log", "wb")  # noqa: SIM115 (handed to the child)
+        argv = [xvfb, "-displayfd", str(write_end), "-screen", "0",
+                f"{geometry.width}x{geometry.height}x{geometry.depth}", "-auth", str(handle.data["cookie_file"]),
+                "-nolisten", "tcp", "-noreset", *[str(a) for a in options.get("xvfb_args", ())]]
+        try:
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        pass_fds=(write_end,), start_new_session=True, close_fds=True)
+            except OSError as exc:
+                raise ProviderUnreachable(f"cannot start Xvfb: {exc.strerror}", provider=self.name,
+                                          remedy="apt-get install xvfb") from exc
+            finally:
+                os.close(write_end)
+                log.close()
+            self._remember(handle, "xvfb", proc)
+            deadline = time.monotonic() + timeout
+            data = b""
+            while not data.endswith(b"\n"):
+                ready, _, _ = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    raise ReadinessTimeout(f"Xvfb did not announce a display within {timeout:.0f}s; "
+                                           f"log: {self._log_tail(directory)}", provider=self.name)
+                chunk = os.read(read_end, 64)
+                if not chunk:
+                    proc.wait()
+                    raise ProviderApiError(f"Xvfb exited with status {proc.returncode} before it was ready; "
+                                           f"log: {self._log_tail(directory)}", provider=self.name)
+                data += chunk
+            return int(data.strip())
+        finally:
+            os.close(read_end)
+
+    @staticmethod
+    def _log_tail(directory: Path) -> str:
+        try:
+            text = (directory / "xvfb.log").read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        lines = [line for line in text.splitlines() if line.strip()]
+        return " | ".join(lines[-3:]) or "(empty)"
+
+    def _remember(self, handle: RemoteHandle, role: str, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._children[proc.pid] = proc
+        handle.data["procs"].append({"role": role, "pid": proc.pid, "ticks": _start_ticks(proc.pid)})
+        self._write_marker(handle)
+
+    def _spawn(self, handle: RemoteHandle, role: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        directory = Path(handle.data["dir"])
+        with open(directory / f"{role}.log", "wb") as log:
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        env=self._env(handle), start_new_session=True, close_fds=True,
+                                        cwd=directory)
+            except OSError as exc:
+                raise ProviderApiError(f"cannot start {argv[0]}: {exc.strerror}", provider=self.name) from exc
+        self._remember(handle, role, proc)
+        return proc
+
+    def _start_browser(self, handle: RemoteHandle, spec: DesktopSpec, geometry: Geometry) -> None:
+        browser = self._browser()
+        if browser is None:
+            raise ProviderUnreachable(f"--start-url needs a browser; none of {', '.join(BROWSERS)} is installed",
+                                      provider=self.name, remedy="apt-get install chromium")
+        window = spec.window_geometry
+        x, y = (window.x, window.y) if window else (0, 0)
+        w, h = (window.width, window.height) if window else (geometry.width, geometry.height)
+        profile = Path(handle.data["dir"]) / "browser-profile"
+        profile.mkdir(mode=0o700, exist_ok=True)
+        url = str(spec.start_url)
+        if "firefox" in Path(browser).name:
+            argv = [browser, "--no-remote", "--profile", str(profile), "--width", str(w), "--height", str(h), url]
+        else:
+            argv = [browser, f"--user-data-dir={profile}", "--no-first-run", "--no-default-browser-check",
+                    "--disable-gpu", "--disable-dev-shm-usage", f"--window-position={x},{y}",
+                    f"--window-size={w},{h}", "--new-window", url]
+            if os.geteuid() == 0:
+                argv.insert(1, "--no-sandbox")
+        self._spawn(handle, "browser", argv)
+
+    def _start_watcher(self, handle: RemoteHandle, options: Mapping[str, Any]) -> None:
+        if not options.get("owner_watch", True):
+            return
+        detached = handle.labels.get(LABEL_DETACHED) == "1"
+        owner = 0 if detached else os.getpid()
+        try:
+            expires = float(handle.labels.get(LABEL_EXPIRES) or 0) if detached else 0.0
+        except ValueError:
+            expires = 0.0
+        if owner == 0 and expires <= 0:
+            return
+        targets = [[p["pid"], p["ticks"]] for p in handle.data["procs"]]
+        try:
+            proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHER, str(owner), str(expires),
+                                     json.dumps(targets)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise ProviderApiError(f"cannot start the owner watch: {exc.strerror}", provider=self.name) from exc
+        self._remember(handle, "watcher", proc)
+
+    def _write_marker(self, handle: RemoteHandle) -> None:
+        marker = Path(handle.data["marker"])
+        body = {
+            "session_id": handle.session_id,
+            "owner": handle.labels.get(LABEL_OWNER),
+            "created": handle.labels.get(LABEL_CREATED),
+            "expires": handle.labels.get(LABEL_EXPIRES),
+            "display": handle.data.get("display"),
+            "pids": [p["pid"] for p in handle.data["procs"]],
+            "handle": handle.to_dict(),
+        }
+        tmp = marker.with_name(marker.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(body, fh)
+        os.replace(tmp, marker)
+
+    # -- readiness -----------------------------------------------------------------------------------------
+    def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        """Xvfb announced itself through -displayfd in :meth:`create`; here one X round trip confirms that
+        it answers with our cookie (and keeps that connection for the actions to come)."""
+        if "display" not in handle.data:
+            raise ReadinessTimeout("the desktop has no display yet", provider=self.name)
+        self._driver(handle).ping()
+
+    # -- while open ----------------------------------------------------------------------------------------
+    def _driver(self, handle: RemoteHandle) -> X11Driver:
+        with self._lock:
+            driver = self._drivers.get(handle.session_id)
+            if driver is not None and not driver.closed:
+                return driver
+            if "display" not in handle.data:
+                raise SessionLost(f"session {handle.session_id} has no display", provider=self.name)
+            try:
+                cookie = read_cookie(handle.data["cookie_file"])
+            except ProviderUnreachable as exc:
+                raise SessionLost(f"the desktop of {handle.session_id} is gone ({exc.message})",
+                                  provider=self.name) from exc
+            try:
+                driver = X11Driver.open(str(handle.data["display"]), cookie=cookie, provider=self.name)
+            except ProviderUnreachable as exc:
+                if not self._xvfb_alive(handle):
+                    raise SessionLost(f"the Xvfb of {handle.session_id} is gone", provider=self.name) from exc
+                raise
+            self._drivers[handle.session_id] = driver
+            return driver
+
+    def _call(self, handle: RemoteHandle, work: Any) -> Any:
+        try:
+            return work(self._driver(handle))
+        except SessionLost:
+            self._drop_driver(handle)
+            raise
+
+    def _drop_driver(self, handle: RemoteHandle) -> None:
+        with self._lock:
+            driver = self._drivers.pop(handle.session_id, None)
+        if driver is not None:
+            driver.close()
+
+    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
+        size: tuple[int, int] = self._call(handle, lambda d: d.size())
+        return size
+
+    def screenshot(self, handle: RemoteHandle) -> Screenshot:
+        shot: Screenshot = self._call(handle, lambda d: d.screenshot())
+        return shot
+
+    def act(self, handle: RemoteHandle, action: Action) -> None:
+        self._call(handle, lambda d: d.act(action))
+
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+        """Run ``command`` with ``/bin/sh -c`` on this host with DISPLAY and XAUTHORITY of the desktop. On
+        timeout its process group is killed and the exit code is 124 (as timeout(1) reports)."""
+        if not self._xvfb_alive(handle):
+            raise SessionLost(f"the Xvfb of {handle.session_id} is gone", provider=self.name)
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=self._env(handle), start_new_session=True)
+        except OSError as exc:
+            raise ProviderApiError(f"cannot run /bin/sh: {exc.strerror}", provider=self.name) from exc
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            message = f"deskctl: command timed out after {timeout:g}s\n"
+            return ExecResult(124, out.decode(errors="replace"), err.decode(errors="replace") + message)
+        return ExecResult(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+    # -- detach / destroy ----------------------------------------------------------------------------------
+    def detach(self, handle: RemoteHandle) -> None:
+        """Drop this process's connection; a detached desktop's watcher (expiry only) stays."""
+        self._drop_driver(handle)
+
+    def _procs(self, handle: RemoteHandle) -> list[dict[str, Any]]:
+        procs = handle.data.get("procs")
+        if procs is None:
+            # a handle from the ledger may predate the last marker write: the marker knows more
+            marker = self._read_marker(Path(handle.data.get("marker", "")))
+            procs = (marker or {}).get("handle", {}).get("data", {}).get("procs", [])
+        return [p for p in procs if isinstance(p, dict) and "pid" in p]
+
+    def _xvfb_alive(self, handle: RemoteHandle) -> bool:
+        return any(p["role"] == "xvfb" and _alive(int(p["pid"]), p.get("ticks")) for p in self._procs(handle))
+
+    def is_alive(self, handle: RemoteHandle) -> bool:
+        return self._xvfb_alive(self._fresh(handle))
+
+    def _fresh(self, handle: RemoteHandle) -> RemoteHandle:
+        """The handle as its marker last recorded it (more pids than a handle saved before they started)."""
+        marker = self._read_marker(Path(handle.data.get("marker", "")))
+        if marker and isinstance(marker.get("handle"), dict):
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                return RemoteHandle.from_dict(marker["handle"])
+        return handle
+
+    def destroy(self, handle: RemoteHandle) -> None:
+        """End every process group of the desktop (watcher first), wait for them, remove the lock, socket,
+        cookie, marker and session directory. Idempotent; raises CleanupIncomplete naming what is left."""
+        self._drop_driver(handle)
+        handle = self._fresh(handle)
+        procs = self._procs(handle)
+        order = sorted(procs, key=lambda p: {"watcher": 0, "browser": 1, "window_manager": 2}.get(p["role"], 3))
+        live = [(int(p["pid"]), p.get("ticks")) for p in order if _alive(int(p["pid"]), p.get("ticks"))]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid, ticks in live:
+                if _alive(pid, ticks):
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, sig)
+            self._reap_children()
+            live = [(pid, ticks) for pid, ticks in live if pid in _wait_gone([(pid, ticks)],
+                                                                             time.monotonic() + _TERM_GRACE)]
+            self._reap_children()
+            if not live:
+                break
+        left: list[str] = [f"process {pid}" for pid, _ in live]
+        number = handle.data.get("display_number")
+        xvfb_pids = {int(p["pid"]) for p in procs if p["role"] == "xvfb"}
+        if isinstance(number, int):
+            left.extend(self._remove_display_files(number, xvfb_pids))
+        directory = handle.data.get("dir")
+        if directory and not live:
+            path = Path(directory)
+            shutil.rmtree(path, ignore_errors=True)
+            if path.exists():
+                left.append(str(path))
+        if left:
+            raise CleanupIncomplete(f"xvfb desktop {handle.session_id} is not fully gone: {', '.join(left)}",
+                                    provider=self.name, remedy="deskctl reap",
+                                    details={"left": left, "session_id": handle.session_id})
+
+    def _reap_children(self) -> None:
+        with self._lock:
+            for pid, proc in list(self._children.items()):
+                if proc.poll() is not None:
+                    del self._children[pid]
+
+    @staticmethod
+    def _remove_display_files(number: int, xvfb_pids: set[int]) -> list[str]:
+        """Remove /tmp/.XN-lock and /tmp/.X11-unix/XN if our Xvfb left them (after SIGKILL); never another
+        server's. Returns what could not be removed."""
+        lock = Path(f"/tmp/.X{number}-lock")
+        sock = Path(f"/tmp/.X11-unix/X{number}")
+        try:
+            owner = int(lock.read_text().strip())
+        except FileNotFoundError:
+            owner = None
+        except (OSError, ValueError):
+            owner = -1
+        if owner is not None and owner not in xvfb_pids:
+            return []  # the number was taken over by another server: its files are not ours
+        left: list[str] = []
+        for path in (sock, lock):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(str(path))
+        return left
+
+    # -- listing -------------------------------------------------------------------------------------------
+    @staticmethod
+    def _read_marker(path: Path) -> dict[str, Any] | None:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        from deskctl.paths import runtime_dir
+
+        base = runtime_dir() / "xvfb"
+        found: list[RemoteHandle] = []
+        if not base.is_dir():
+            return found
+        for directory in sorted(base.iterdir()):
+            marker = self._read_marker(directory / "desktop.json")
+            if marker is None or not isinstance(marker.get("handle"), dict):
+                if directory.is_dir() and not (directory / "desktop.json").exists():
+                    # a directory without marker: a create that died before its first write
+                    found.append(RemoteHandle(self.name, directory.name, f"xvfb:{directory.name}",
+                                              labels={LABEL_SESSION: directory.name}, data={"dir": str(directory)}))
+                continue
+            try:
+                handle = RemoteHandle.from_dict(marker["handle"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if selector and any(handle.labels.get(k) != v for k, v in selector.items()):
+                continue
+            found.append(handle)
+        return found
+
+    def find(self, session_id: str) -> RemoteHandle:
+        for handle in self.list_owned({LABEL_SESSION: session_id}):
+            return handle
+        raise NotFound(f"no xvfb desktop for session {session_id}", provider=self.name)
+
+    def close(self) -> None:
+        with self._lock:
+            drivers = list(self._drivers.values())
+            self._drivers.clear()
+        for driver in drivers:
+            driver.close()
+        self._reap_children()
+
