@@ -1,0 +1,827 @@
+"""The ledger: a durable record of every session, its events, its action counts, its end and its cost.
+
+Two backends behind one class:
+
+* SQLite (the default): ``$DESKCTL_LEDGER_URL`` unset gives ``deskctl.paths.home_dir()/"ledger.sqlite3"``;
+  ``sqlite:///path/to/file`` (or a bare path) names another file. WAL mode, a busy timeout, and every write in a
+  ``BEGIN IMMEDIATE`` transaction, so several deskctl processes at once never corrupt or lose records.
+* PostgreSQL: ``postgresql://...`` (psycopg 3, imported only when used), for teams whose CI runners share one
+  ledger and one budget.
+
+Each thread of each process gets its own connection (a connection is never shared across a fork). The schema
+is versioned (table ``schema_version``) and migrated forward on open, under a lock, by whichever process comes
+first. Every text written is passed through :func:`deskctl.credentials.redact`: secrets never reach the ledger.
+
+Every failure of the database is a :class:`~deskctl.errors.InfrastructureError` with code
+``ledger.unavailable`` (exit 20); a malformed URL or a missing driver is :class:`~deskctl.errors.ConfigInvalid`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from deskctl.credentials import redact, register_secret
+from deskctl.errors import ConfigInvalid, DeskctlError, InfrastructureError
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "TERMINAL_STATUSES",
+    "Budget",
+    "Event",
+    "Ledger",
+    "Reservation",
+    "SessionRecord",
+    "Transaction",
+    "default_ledger_url",
+    "open_ledger",
+]
+
+STATUSES = ("intent", "creating", "ready", "ending", "ended", "failed", "leaked")
+#: a session in one of these states is over: nothing of it can still exist or bill
+TERMINAL_STATUSES = frozenset({"ended", "failed"})
+ACTIVE_STATUSES = frozenset(STATUSES) - TERMINAL_STATUSES
+
+
+@dataclass
+class SessionRecord:
+    """One session as the ledger knows it. Times are Unix epoch seconds (``time.time()``).
+
+    ``created_at`` is the time the create *request* was sent: billable time starts there, because a
+    provider may bill for a sandbox whose create response never arrived.
+    """
+
+    session_id: str
+    provider: str
+    platform: str
+    geometry: str
+    owner: str  # "host:pid" of the process that opened the session
+    detached: bool
+    status: str  # intent | creating | ready | ending | ended | failed | leaked
+    intent_at: float
+    created_at: float | None = None
+    ready_at: float | None = None
+    ended_at: float | None = None
+    expires_at: float | None = None
+    handle: dict[str, Any] | None = None
+    spec: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    reason: str | None = None
+    billable_seconds: float | None = None
+    cost_usd: float | None = None
+    rate_usd_per_hour: float | None = None
+    rate_source: str | None = None
+    action_counts: dict[str, int] = field(default_factory=dict)
+    budget: str | None = None
+    #: the live display size seen when the session became ready
+    width: int | None = None
+    height: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """Not ended and not failed: the desktop may still exist (and bill)."""
+        return self.status not in TERMINAL_STATUSES
+
+    def elapsed_billable(self, now: float | None = None) -> float:
+        """Billable seconds so far: recorded ones when ended, else from the create request until ``now``."""
+        if self.billable_seconds is not None:
+            return self.billable_seconds
+        if self.created_at is None:
+            return 0.0
+        end = self.ended_at if self.ended_at is not None else (time.time() if now is None else now)
+        return max(0.0, end - self.created_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened to a session: ``kind`` (``intent``, ``create_sent``, ``created``, ``ready``,
+    ``ended``, or any kind the caller records) at ``at`` with JSON ``data``."""
+
+    session_id: str
+    at: float
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "at": self.at, "kind": self.kind, "data": dict(self.data)}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A shared spending cap: at most ``max_usd`` over any trailing ``window_seconds``."""
+
+    name: str
+    max_usd: float
+    window_seconds: float
+    #: minutes assumed for a session that states no ``max_minutes`` when its cost is projected
+    default_minutes: float
+    #: ``refuse`` or ``allow`` a session whose rate is unknown
+    unknown_cost: str
+    created_at: float
+    updated_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Money held against a budget for one session until it is settled (``cost_usd`` known) or expires."""
+
+    id: str
+    budget: str
+    session_id: str
+    amount_usd: float
+    unknown: bool  # the session's rate was unknown (allowed by policy): its amount is not a real figure
+    created_at: float
+    expires_at: float
+    status: str  # held | settled
+    settled_at: float | None = None
+    cost_usd: float | None = None
+    rate_usd_per_hour: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# -- schema ----------------------------------------------------------------------------------------------
+
+#: migrations by target version; ``{serial_pk}`` is the one dialect difference
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,
+            provider TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            geometry TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            detached INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            intent_at DOUBLE PRECISION NOT NULL,
+            created_at DOUBLE PRECISION,
+            ready_at DOUBLE PRECISION,
+            ended_at DOUBLE PRECISION,
+            expires_at DOUBLE PRECISION,
+            handle TEXT,
+            spec TEXT NOT NULL,
+            labels TEXT NOT NULL,
+            reason TEXT,
+            billable_seconds DOUBLE PRECISION,
+            cost_usd DOUBLE PRECISION,
+            rate_usd_per_hour DOUBLE PRECISION,
+            rate_source TEXT,
+            budget TEXT,
+            width INTEGER,
+            height INTEGER
+        )""",
+        "CREATE INDEX sessions_status ON sessions (status)",
+        "CREATE INDEX sessions_intent_at ON sessions (intent_at)",
+        """CREATE TABLE action_counts (
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            count BIGINT NOT NULL,
+            PRIMARY KEY (session_id, kind)
+        )""",
+        """CREATE TABLE events (
+            id {serial_pk},
+            session_id TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            kind TEXT NOT NULL,
+            data TEXT NOT NULL
+        )""",
+        "CREATE INDEX events_session ON events (session_id)",
+    ),
+    2: (
+        """CREATE TABLE budgets (
+            name TEXT PRIMARY KEY,
+            max_usd DOUBLE PRECISION NOT NULL,
+            window_seconds DOUBLE PRECISION NOT NULL,
+            default_minutes DOUBLE PRECISION NOT NULL,
+            unknown_cost TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL
+        )""",
+        """CREATE TABLE reservations (
+            id TEXT PRIMARY KEY,
+            budget TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            amount_usd DOUBLE PRECISION NOT NULL,
+            unknown INTEGER NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            status TEXT NOT NULL,
+            settled_at DOUBLE PRECISION,
+            cost_usd DOUBLE PRECISION,
+            rate_usd_per_hour DOUBLE PRECISION
+        )""",
+        "CREATE INDEX reservations_budget ON reservations (budget, created_at)",
+        "CREATE INDEX reservations_session ON reservations (session_id)",
+    ),
+}
+SCHEMA_VERSION = max(_MIGRATIONS)
+
+_SESSION_COLUMNS = (
+    "session_id", "provider", "platform", "geometry", "owner", "detached", "status", "intent_at", "created_at",
+    "ready_at", "ended_at", "expires_at", "handle", "spec", "labels", "reason", "billable_seconds", "cost_usd",
+    "rate_usd_per_hour", "rate_source", "budget", "width", "height",
+)  # fmt: skip
+_RESERVATION_COLUMNS = (
+    "id", "budget", "session_id", "amount_usd", "unknown", "created_at", "expires_at", "status", "settled_at",
+    "cost_usd", "rate_usd_per_hour",
+)  # fmt: skip
+_BUDGET_COLUMNS = ("name", "max_usd", "window_seconds", "default_minutes", "unknown_cost", "created_at", "updated_at")
+
+
+def _dumps(value: Any) -> str:
+    """JSON for a column, with every secret scrubbed."""
+    return redact(json.dumps(value, sort_keys=True, default=str))
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+class Transaction:
+    """One open database transaction. ``run`` takes SQL with ``?`` placeholders on both backends."""
+
+    def __init__(self, ledger: Ledger, cursor: Any) -> None:
+        self._ledger = ledger
+        self._cursor = cursor
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._cursor.execute(self._ledger._sql(sql), tuple(params))
+        if self._cursor.description is None:
+            return []
+        return [tuple(row) for row in self._cursor.fetchall()]
+
+    # Typed helpers used by the budget module, so that it stays free of SQL dialects.
+    def budget(self, name: str) -> Budget | None:
+        rows = self.run(f"SELECT {', '.join(_BUDGET_COLUMNS)} FROM budgets WHERE name = ?", (name,))
+        return _budget_from_row(rows[0]) if rows else None
+
+    def reservations(self, budget: str, *, since: float) -> list[Reservation]:
+        """Reservations of ``budget`` made since ``since``, plus every one still held whatever its age."""
+        rows = self.run(
+            f"SELECT {', '.join(_RESERVATION_COLUMNS)} FROM reservations "
+            "WHERE budget = ? AND (created_at >= ? OR status = 'held') ORDER BY created_at",
+            (budget, since),
+        )
+        return [_reservation_from_row(r) for r in rows]
+
+    def insert_reservation(self, r: Reservation) -> None:
+        self.run(
+            f"INSERT INTO reservations ({', '.join(_RESERVATION_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_RESERVATION_COLUMNS))})",
+            (r.id, r.budget, r.session_id, r.amount_usd, int(r.unknown), r.created_at, r.expires_at, r.status,
+             r.settled_at, r.cost_usd, r.rate_usd_per_hour),
+        )  # fmt: skip
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        return self._ledger._get(self, session_id)
+
+
+def _budget_from_row(row: Sequence[Any]) -> Budget:
+    name, max_usd, window, default_minutes, unknown_cost, created_at, updated_at = row
+    return Budget(str(name), float(max_usd), float(window), float(default_minutes), str(unknown_cost),
+                  float(created_at), float(updated_at))  # fmt: skip
+
+
+def _reservation_from_row(row: Sequence[Any]) -> Reservation:
+    rid, budget, session_id, amount, unknown, created_at, expires_at, status, settled_at, cost, rate = row
+    return Reservation(
+        id=str(rid), budget=str(budget), session_id=str(session_id), amount_usd=float(amount),
+        unknown=bool(unknown), created_at=float(created_at), expires_at=float(expires_at), status=str(status),
+        settled_at=_float(settled_at), cost_usd=_float(cost), rate_usd_per_hour=_float(rate),
+    )  # fmt: skip
+
+
+class Ledger:
+    """The session ledger. Obtain one with :func:`open_ledger`; safe to use from several threads and processes.
+
+    Methods that move a session through its life also append the matching :class:`Event` (``intent``,
+    ``create_sent``, ``created``, ``ready``, ``ended``), in the same transaction.
+    """
+
+    backend: str = "?"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._local = threading.local()
+        self._closed = False
+        self._all_connections: list[Any] = []
+        self._lock = threading.Lock()
+        with self._guard("migrating the ledger schema"):
+            self._migrate()
+
+    # -- backend hooks ---------------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:
+        return sql
+
+    @contextmanager
+    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def _serial_pk(self) -> str:
+        raise NotImplementedError
+
+    def _migrate(self) -> None:
+        raise NotImplementedError
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    # -- plumbing --------------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<Ledger {self.backend} {redact(self.url)}>"
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _conn(self) -> Any:
+        if self._closed:
+            raise DeskctlError("the ledger is closed")
+        conn = getattr(self._local, "conn", None)
+        pid = getattr(self._local, "pid", None)
+        if conn is None or pid != os.getpid():
+            # A connection inherited over fork belongs to the parent: never use it here.
+            conn = self._connect()
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+            with self._lock:
+                self._all_connections.append(conn)
+        return conn
+
+    @contextmanager
+    def _guard(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except DeskctlError:
+            raise
+        except self._driver_errors() as exc:
+            raise InfrastructureError(
+                f"ledger ({self.backend}) failed while {doing}: {redact(str(exc)).strip()}",
+                code="ledger.unavailable",
+                remedy="check DESKCTL_LEDGER_URL and that the database is reachable and writable",
+            ) from exc
+
+    @contextmanager
+    def transaction(self, *, lock: str | None = None, readonly: bool = False) -> Iterator[Transaction]:
+        """A transaction, committed on normal exit and rolled back on an exception. ``lock`` names a lock held
+        until commit, serialising every transaction that names the same lock across all processes (SQLite
+        serialises every write transaction anyway). ``readonly``: the caller only reads (a snapshot)."""
+        with self._guard("reading" if readonly else "writing"):
+            conn = self._conn()
+            with self._begin(conn, lock, readonly) as cursor:
+                yield Transaction(self, cursor)
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.transaction(readonly=True) as tx:
+            return tx.run(sql, params)
+
+    def close(self) -> None:
+        """Close every connection this ledger opened (in this process). Idempotent."""
+        self._closed = True
+        with self._lock:
+            conns, self._all_connections = self._all_connections, []
+        for conn in conns:
+            try:
+                conn.close()
+            except Exception:  # closing a connection of another thread may fail: it dies with its thread
+                pass
+
+    def schema_version(self) -> int:
+        rows = self._read("SELECT version FROM schema_version")
+        return int(rows[0][0]) if rows else 0
+
+    def _apply_migrations(self, tx: Transaction) -> None:
+        """Create ``schema_version`` and run every missing migration; the caller holds the migration lock."""
+        tx.run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        rows = tx.run("SELECT version FROM schema_version")
+        current = int(rows[0][0]) if rows else 0
+        if not rows:
+            tx.run("INSERT INTO schema_version (version) VALUES (0)")
+        if current > SCHEMA_VERSION:
+            raise ConfigInvalid(
+                f"the ledger at {redact(self.url)} has schema version {current}, newer than this deskctl "
+                f"understands ({SCHEMA_VERSION})",
+                remedy="upgrade deskctl, or point DESKCTL_LEDGER_URL at another ledger",
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[version]:
+                tx.run(statement.replace("{serial_pk}", self._serial_pk()))
+            tx.run("UPDATE schema_version SET version = ?", (version,))
+
+    def _event(self, tx: Transaction, session_id: str, kind: str, data: dict[str, Any] | None, at: float) -> None:
+        tx.run(
+            "INSERT INTO events (session_id, at, kind, data) VALUES (?, ?, ?, ?)",
+            (session_id, at, kind, _dumps(data or {})),
+        )
+
+    # -- sessions --------------------------------------------------------------------------------------
+    def record_intent(self, record: SessionRecord) -> None:
+        """Write the session before anything is created, so a crash during create leaves a trace to reap."""
+        values = (
+            record.session_id, record.provider, record.platform, record.geometry, record.owner,
+            int(record.detached), record.status, record.intent_at, record.created_at, record.ready_at,
+            record.ended_at, record.expires_at, None if record.handle is None else _dumps(record.handle),
+            _dumps(record.spec), _dumps(record.labels), None if record.reason is None else redact(record.reason),
+            record.billable_seconds, record.cost_usd, record.rate_usd_per_hour, record.rate_source, record.budget,
+            record.width, record.height,
+        )  # fmt: skip
+        with self.transaction() as tx:
+            tx.run(
+                f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_SESSION_COLUMNS))})",
+                values,
+            )
+            for kind, count in record.action_counts.items():
+                self._add_action(tx, record.session_id, kind, count)
+            self._event(tx, record.session_id, "intent", {"owner": record.owner}, record.intent_at)
+
+    def _update(self, session_id: str, assignments: dict[str, Any], event: tuple[str, dict[str, Any], float]) -> None:
+        with self.transaction() as tx:
+            self._update_in(tx, session_id, assignments)
+            self._event(tx, session_id, *event)
+
+    def _update_in(self, tx: Transaction, session_id: str, assignments: dict[str, Any]) -> None:
+        rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
+        if not rows:
+            from deskctl.errors import NotFound
+
+            raise NotFound(f"no session {session_id!r} in the ledger")
+        columns = ", ".join(f"{name} = ?" for name in assignments)
+        tx.run(f"UPDATE sessions SET {columns} WHERE session_id = ?", (*assignments.values(), session_id))
+
+    def record_create_sent(self, session_id: str, at: float) -> None:
+        """The create request is about to go out: billable time starts at ``at``."""
+        self._update(session_id, {"status": "creating", "created_at": at}, ("create_sent", {}, at))
+
+    def record_created(self, session_id: str, handle: dict[str, Any]) -> None:
+        """The provider answered with a handle (stored as JSON, secrets scrubbed)."""
+        self._update(
+            session_id,
+            {"handle": _dumps(handle)},
+            ("created", {"resource_id": handle.get("resource_id")}, time.time()),
+        )
+
+    def record_ready(self, session_id: str, at: float, width: int, height: int) -> None:
+        self._update(
+            session_id,
+            {"status": "ready", "ready_at": at, "width": width, "height": height},
+            ("ready", {"width": width, "height": height}, at),
+        )
+
+    def record_status(self, session_id: str, status: str, *, reason: str | None = None) -> None:
+        """Move a session to ``status`` (for example ``ending`` or ``leaked``) without ending its meter."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        assignments: dict[str, Any] = {"status": status}
+        if reason is not None:
+            assignments["reason"] = redact(reason)
+        self._update(session_id, assignments, (status, {"reason": reason} if reason else {}, time.time()))
+
+    def record_meter(self, session_id: str, *, rate_usd_per_hour: float | None, rate_source: str | None,
+                     budget: str | None = None) -> None:  # fmt: skip
+        """Store the rate a session is metered at (and the budget it is charged to)."""
+        with self.transaction() as tx:
+            self._update_in(
+                tx, session_id,
+                {"rate_usd_per_hour": rate_usd_per_hour, "rate_source": rate_source, "budget": budget},
+            )  # fmt: skip
+
+    def record_event(self, session_id: str, kind: str, data: dict[str, Any] | None = None) -> None:
+        with self.transaction() as tx:
+            self._event(tx, session_id, kind, data, time.time())
+
+    def _add_action(self, tx: Transaction, session_id: str, kind: str, count: int) -> None:
+        tx.run(
+            "INSERT INTO action_counts (session_id, kind, count) VALUES (?, ?, ?) "
+            "ON CONFLICT (session_id, kind) DO UPDATE SET count = action_counts.count + excluded.count",
+            (session_id, kind, int(count)),
+        )
+
+    def add_actions(self, session_id: str, counts: dict[str, int]) -> None:
+        """Add ``counts`` to the session's action counters, atomically (concurrent adders never lose one)."""
+        if not counts:
+            return
+        with self.transaction() as tx:
+            for kind, count in sorted(counts.items()):
+                self._add_action(tx, session_id, kind, count)
+
+    def record_end(
+        self,
+        session_id: str,
+        *,
+        status: str,
+        reason: str,
+        ended_at: float,
+        billable_seconds: float | None,
+        cost_usd: float | None,
+    ) -> None:
+        """The session is over (``ended``, ``failed``) or known to be left behind (``leaked``); ``cost_usd``
+        None means the cost is unknown."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        self._update(
+            session_id,
+            {"status": status, "reason": redact(reason), "ended_at": ended_at,
+             "billable_seconds": billable_seconds, "cost_usd": cost_usd},
+            ("ended", {"status": status, "reason": redact(reason), "billable_seconds": billable_seconds,
+                       "cost_usd": cost_usd}, ended_at),
+        )  # fmt: skip
+
+    def _get(self, tx: Transaction, session_id: str) -> SessionRecord | None:
+        rows = tx.run(f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE session_id = ?", (session_id,))
+        if not rows:
+            return None
+        counts = tx.run("SELECT kind, count FROM action_counts WHERE session_id = ?", (session_id,))
+        return self._record(rows[0], {str(k): int(c) for k, c in counts})
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        with self.transaction(readonly=True) as tx:
+            return self._get(tx, session_id)
+
+    def sessions(
+        self, *, active: bool | None = None, since: float | None = None, provider: str | None = None
+    ) -> list[SessionRecord]:
+        """Sessions, oldest first. ``active=True``: not ended/failed; ``False``: ended or failed.
+        ``since``: sessions alive at or after that time (started since, ended since, or still running)."""
+        where: list[str] = []
+        params: list[Any] = []
+        terminal = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
+        if active is True:
+            where.append(f"status NOT IN ({terminal})")
+        elif active is False:
+            where.append(f"status IN ({terminal})")
+        if since is not None:
+            where.append("(intent_at >= ? OR ended_at >= ? OR ended_at IS NULL)")
+            params += [since, since]
+        if provider is not None:
+            where.append("provider = ?")
+            params.append(provider)
+        clause = (" WHERE " + " AND ".join(where)) if where else ""
+        with self.transaction(readonly=True) as tx:
+            rows = tx.run(
+                f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions{clause} ORDER BY intent_at, session_id", params
+            )
+            ids = [r[0] for r in rows]
+            counts: dict[str, dict[str, int]] = {}
+            if ids:
+                for sid, kind, count in tx.run(
+                    "SELECT a.session_id, a.kind, a.count FROM action_counts a JOIN sessions s "
+                    f"ON s.session_id = a.session_id{clause.replace('intent_at', 's.intent_at')}",
+                    params,
+                ):
+                    counts.setdefault(str(sid), {})[str(kind)] = int(count)
+        return [self._record(r, counts.get(str(r[0]), {})) for r in rows]
+
+    @staticmethod
+    def _record(row: Sequence[Any], counts: dict[str, int]) -> SessionRecord:
+        v = dict(zip(_SESSION_COLUMNS, row, strict=True))
+        return SessionRecord(
+            session_id=str(v["session_id"]), provider=str(v["provider"]), platform=str(v["platform"]),
+            geometry=str(v["geometry"]), owner=str(v["owner"]), detached=bool(v["detached"]),
+            status=str(v["status"]), intent_at=float(v["intent_at"]), created_at=_float(v["created_at"]),
+            ready_at=_float(v["ready_at"]), ended_at=_float(v["ended_at"]), expires_at=_float(v["expires_at"]),
+            handle=_loads(v["handle"]), spec=_loads(v["spec"]) or {}, labels=_loads(v["labels"]) or {},
+            reason=v["reason"], billable_seconds=_float(v["billable_seconds"]), cost_usd=_float(v["cost_usd"]),
+            rate_usd_per_hour=_float(v["rate_usd_per_hour"]), rate_source=v["rate_source"],
+            action_counts=counts, budget=v["budget"],
+            width=None if v["width"] is None else int(v["width"]),
+            height=None if v["height"] is None else int(v["height"]),
+        )  # fmt: skip
+
+    def events(self, session_id: str) -> list[Event]:
+        rows = self._read("SELECT session_id, at, kind, data FROM events WHERE session_id = ? ORDER BY id",
+                          (session_id,))  # fmt: skip
+        return [Event(str(s), float(a), str(k), _loads(d) or {}) for s, a, k, d in rows]
+
+    # -- budgets ---------------------------------------------------------------------------------------
+    def set_budget(self, name: str, *, max_usd: float, window_seconds: float, default_minutes: float = 60.0,
+                   unknown_cost: str = "refuse") -> Budget:  # fmt: skip
+        """Create or replace the budget ``name``."""
+        now = time.time()
+        with self.transaction(lock=f"budget:{name}") as tx:
+            existing = tx.budget(name)
+            if existing is None:
+                tx.run(
+                    f"INSERT INTO budgets ({', '.join(_BUDGET_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, max_usd, window_seconds, default_minutes, unknown_cost, now, now),
+                )
+            else:
+                tx.run(
+                    "UPDATE budgets SET max_usd = ?, window_seconds = ?, default_minutes = ?, unknown_cost = ?, "
+                    "updated_at = ? WHERE name = ?",
+                    (max_usd, window_seconds, default_minutes, unknown_cost, now, name),
+                )
+            budget = tx.budget(name)
+        assert budget is not None
+        return budget
+
+    def get_budget(self, name: str) -> Budget | None:
+        with self.transaction(readonly=True) as tx:
+            return tx.budget(name)
+
+    def budgets(self) -> list[Budget]:
+        rows = self._read(f"SELECT {', '.join(_BUDGET_COLUMNS)} FROM budgets ORDER BY name")
+        return [_budget_from_row(r) for r in rows]
+
+    def delete_budget(self, name: str) -> bool:
+        with self.transaction(lock=f"budget:{name}") as tx:
+            found = bool(tx.run("SELECT name FROM budgets WHERE name = ?", (name,)))
+            tx.run("DELETE FROM budgets WHERE name = ?", (name,))
+        return found
+
+    def reservations(self, *, budget: str | None = None, session_id: str | None = None) -> list[Reservation]:
+        where, params = [], []
+        if budget is not None:
+            where.append("budget = ?")
+            params.append(budget)
+        if session_id is not None:
+            where.append("session_id = ?")
+            params.append(session_id)
+        clause = (" WHERE " + " AND ".join(where)) if where else ""
+        rows = self._read(f"SELECT {', '.join(_RESERVATION_COLUMNS)} FROM reservations{clause} ORDER BY created_at",
+                          params)  # fmt: skip
+        return [_reservation_from_row(r) for r in rows]
+
+    def settle_reservation(self, reservation_id: str, *, cost_usd: float | None, at: float | None = None) -> bool:
+        """Replace a held amount by the actual cost (None: unknown). False when already settled or absent."""
+        at = time.time() if at is None else at
+        with self.transaction(readonly=True) as tx:
+            rows = tx.run("SELECT budget, status FROM reservations WHERE id = ?", (reservation_id,))
+            if not rows or rows[0][1] != "held":
+                return False
+        with self.transaction(lock=f"budget:{rows[0][0]}") as tx:
+            rows = tx.run("SELECT status FROM reservations WHERE id = ?", (reservation_id,))
+            if not rows or rows[0][0] != "held":
+                return False
+            tx.run(
+                "UPDATE reservations SET status = 'settled', settled_at = ?, cost_usd = ? WHERE id = ?",
+                (at, cost_usd, reservation_id),
+            )
+        return True
+
+
+class _SQLiteLedger(Ledger):
+    backend = "sqlite"
+
+    def __init__(self, path: Path, url: str) -> None:
+        self.path = path
+        super().__init__(url)
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        return (sqlite3.Error, OSError)
+
+    def _serial_pk(self) -> str:
+        return "INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so every write is one explicit transaction.
+        conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                # Switching to WAL needs a moment of exclusive access; other openers may hold the file.
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise InfrastructureError(
+                f"the ledger {self.path} could not be put in WAL mode (got {mode!r})", code="ledger.unavailable",
+                remedy="put the ledger on a local file system (WAL does not work over network file systems)",
+            )  # fmt: skip
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    @contextmanager
+    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:
+        # IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so two read-then-write
+        # transactions never deadlock or interleave: every write transaction is serialised. Readers take a
+        # WAL snapshot and never block writers.
+        cursor = conn.cursor()
+        cursor.execute("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        try:
+            yield cursor
+        except BaseException:
+            if conn.in_transaction:
+                cursor.execute("ROLLBACK")
+            raise
+        else:
+            cursor.execute("COMMIT")
+        finally:
+            cursor.close()
+
+    def _migrate(self) -> None:
+        with self.transaction() as tx:
+            self._apply_migrations(tx)
+
+
+class _PostgresLedger(Ledger):
+    backend = "postgresql"
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise ConfigInvalid(
+                "DESKCTL_LEDGER_URL names PostgreSQL but psycopg 3 is not installed",
+                remedy="pip install 'deskctl[postgres]'",
+            ) from exc
+        self._psycopg = psycopg
+        parts = urlsplit(url)
+        if parts.password:
+            register_secret(parts.password)
+        super().__init__(url)
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        return (self._psycopg.Error, OSError)
+
+    def _serial_pk(self) -> str:
+        return "BIGSERIAL PRIMARY KEY"
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("%", "%%").replace("?", "%s")
+
+    def _connect(self) -> Any:
+        return self._psycopg.connect(self.url, autocommit=True, connect_timeout=15)
+
+    @contextmanager
+    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:
+        with conn.transaction(), conn.cursor() as cursor:
+            if lock is not None:
+                # A transaction-scoped advisory lock: released at commit or rollback, even if we die.
+                cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
+            yield cursor
+
+    def _migrate(self) -> None:
+        with self.transaction(lock="deskctl:schema") as tx:
+            self._apply_migrations(tx)
+
+
+def default_ledger_url() -> str:
+    """``$DESKCTL_LEDGER_URL``, else the SQLite file under :func:`deskctl.paths.home_dir`."""
+    env = os.environ.get("DESKCTL_LEDGER_URL", "").strip()
+    if env:
+        return env
+    from deskctl.paths import home_dir
+
+    return "sqlite://" + str((home_dir() / "ledger.sqlite3").absolute())
+
+
+def open_ledger(url: str | None = None) -> Ledger:
+    """Open (creating and migrating as needed) the ledger at ``url``.
+
+    ``None``: ``$DESKCTL_LEDGER_URL``, else ``home_dir()/"ledger.sqlite3"``. ``sqlite:///path`` or a bare path:
+    that SQLite file. ``postgresql://user:pass@host:port/db`` (or ``postgres://``): PostgreSQL.
+    """
+    url = default_ledger_url() if url is None else url.strip()
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in ("postgresql", "postgres"):
+        if scheme == "postgres":
+            url = urlunsplit(("postgresql", *urlsplit(url)[1:]))
+        return _PostgresLedger(url)
+    if scheme == "sqlite":
+        rest = url[len("sqlite://"):]
+        if not rest.startswith("/") or not rest.strip("/"):
+            raise ConfigInvalid(f"ledger URL {redact(url)!r} is not of the form sqlite:///path/to/file")
+        path = Path("/" + rest.lstrip("/"))
+    elif scheme == "":
+        if not url:
+            raise ConfigInvalid("empty ledger URL")
+        path = Path(url).expanduser().absolute()
+    else:
+        raise ConfigInvalid(
+            f"ledger URL {redact(url)!r} has an unknown scheme {scheme!r}; use sqlite:///path or postgresql://...",
+        )
+    return _SQLiteLedger(path, "sqlite://" + str(path))

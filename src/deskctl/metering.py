@@ -1,0 +1,269 @@
+"""Metering: the price catalog, the rate of a desktop, and what a span of time on it costs.
+
+The catalog is data (``deskctl/data/prices.json``), not code: every row names its ``source`` and ``date``. A
+user file of the same shape (``$DESKCTL_PRICES``, else ``home_dir()/"prices.json"``) is read first, so its rows
+and resource rates take precedence. A rate of 0 means *known to be free* (a local desktop); an unknown rate is
+``None`` and every cost derived from it is ``None``, shown as ``unknown``: never 0.
+
+Rows either give ``usd_per_hour`` directly or give ``resources`` (``cpu``, ``memory_gib``, ``disk_gib``)
+priced by the provider's ``resource_rates`` (Daytona bills each resource per second).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deskctl.errors import ConfigInvalid
+
+if TYPE_CHECKING:
+    from deskctl.ledger import SessionRecord
+    from deskctl.spec import DesktopSpec
+
+__all__ = [
+    "Rate",
+    "catalog_rows",
+    "cost_for",
+    "format_cost",
+    "lookup_rate",
+    "rate_for",
+    "session_cost",
+    "user_prices_path",
+]
+
+_RESOURCE_KEYS = {"cpu": "cpu_per_hour", "memory_gib": "memory_gib_per_hour", "disk_gib": "disk_gib_per_hour"}
+#: provider_options keys that choose a size (an instance class or snapshot) in the catalog, in order
+_SIZE_OPTIONS = ("size", "snapshot", "instance_type")
+#: provider_options keys that give resources explicitly (Daytona ``cpu``/``memory``/``disk`` in GiB)
+_RESOURCE_OPTIONS = {"cpu": "cpu", "memory": "memory_gib", "disk": "disk_gib"}
+
+
+@dataclass(frozen=True)
+class Rate:
+    """What a desktop costs per hour, billed in ``granularity_seconds`` steps with a ``minimum_seconds`` charge.
+
+    ``usd_per_hour`` is 0 for a desktop known to be free. ``source`` and ``date`` say where the figure comes from.
+    """
+
+    usd_per_hour: float
+    granularity_seconds: int
+    minimum_seconds: int
+    source: str
+    date: str
+    provider: str = ""
+    platform: str = ""
+    size: str = ""
+    third_party: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "usd_per_hour": self.usd_per_hour, "granularity_seconds": self.granularity_seconds,
+            "minimum_seconds": self.minimum_seconds, "source": self.source, "date": self.date,
+            "provider": self.provider, "platform": self.platform, "size": self.size,
+            "third_party": self.third_party,
+        }  # fmt: skip
+
+
+def user_prices_path() -> Path:
+    """``$DESKCTL_PRICES``, else ``home_dir()/"prices.json"`` (which need not exist)."""
+    env = os.environ.get("DESKCTL_PRICES", "").strip()
+    if env:
+        return Path(env).expanduser()
+    from deskctl.paths import home_dir
+
+    return home_dir() / "prices.json"
+
+
+def _packaged_text() -> str:
+    from importlib.resources import files
+
+    return (files("deskctl") / "data" / "prices.json").read_text(encoding="utf-8")
+
+
+def _validate(doc: Any, where: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise ConfigInvalid(f"price catalog {where}: the top level must be a JSON object")
+    rows = doc.get("rates", [])
+    if not isinstance(rows, list):
+        raise ConfigInvalid(f"price catalog {where}: 'rates' must be a list")
+    for index, row in enumerate(rows):
+        label = f"price catalog {where}: rates[{index}]"
+        if not isinstance(row, dict):
+            raise ConfigInvalid(f"{label} must be an object")
+        for key in ("provider", "source", "date"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise ConfigInvalid(f"{label} needs a non-empty {key!r} (every price names its source and date)")
+        price = row.get("usd_per_hour")
+        if price is not None and (isinstance(price, bool) or not isinstance(price, int | float) or price < 0):
+            raise ConfigInvalid(f"{label}: usd_per_hour must be a number >= 0 or null (unknown), got {price!r}")
+        for key in ("granularity_seconds", "minimum_seconds"):
+            value = row.get(key, 1 if key == "granularity_seconds" else 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigInvalid(f"{label}: {key} must be a whole number >= 0, got {value!r}")
+        resources = row.get("resources")
+        if resources is not None and (
+            not isinstance(resources, dict)
+            or any(k not in _RESOURCE_KEYS or not isinstance(v, int | float) for k, v in resources.items())
+        ):
+            raise ConfigInvalid(f"{label}: resources must map cpu/memory_gib/disk_gib to numbers")
+    resource_rates = doc.get("resource_rates", {})
+    if not isinstance(resource_rates, dict):
+        raise ConfigInvalid(f"price catalog {where}: 'resource_rates' must be an object")
+    for provider, table in resource_rates.items():
+        label = f"price catalog {where}: resource_rates[{provider!r}]"
+        if not isinstance(table, dict):
+            raise ConfigInvalid(f"{label} must be an object")
+        for key in ("source", "date"):
+            if not isinstance(table.get(key), str) or not table[key].strip():
+                raise ConfigInvalid(f"{label} needs a non-empty {key!r}")
+        for key in _RESOURCE_KEYS.values():
+            value = table.get(key)
+            if value is not None and (not isinstance(value, int | float) or value < 0):
+                raise ConfigInvalid(f"{label}: {key} must be a number >= 0")
+    return doc
+
+
+_Catalog = tuple[tuple[dict[str, Any], ...], dict[str, dict[str, Any]]]
+
+
+@lru_cache(maxsize=8)
+def _load(user_path: str, user_mtime_ns: int, user_size: int) -> _Catalog:
+    docs: list[dict[str, Any]] = []
+    if user_mtime_ns >= 0:
+        try:
+            text = Path(user_path).read_text(encoding="utf-8")
+            docs.append(_validate(json.loads(text), user_path))
+        except (OSError, ValueError) as exc:
+            raise ConfigInvalid(
+                f"price catalog {user_path} cannot be read: {exc}",
+                remedy="fix the file, or unset DESKCTL_PRICES / remove it to use the packaged catalog",
+            ) from exc
+    docs.append(_validate(json.loads(_packaged_text()), "deskctl/data/prices.json"))
+    rows: list[dict[str, Any]] = []
+    resource_rates: dict[str, dict[str, Any]] = {}
+    for doc in docs:  # user first: its rows match first and its resource rates win
+        rows.extend(doc.get("rates", []))
+        for provider, table in doc.get("resource_rates", {}).items():
+            resource_rates.setdefault(provider, table)
+    return tuple(rows), resource_rates
+
+
+def _catalog() -> _Catalog:
+    path = user_prices_path()
+    try:
+        stat = path.stat()
+    except OSError:
+        return _load(str(path), -1, -1)
+    # size as well as mtime: two writes within one timestamp tick still differ in the key, mostly
+    return _load(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def catalog_rows() -> list[dict[str, Any]]:
+    """Every catalog row, the user's first (for display and tests)."""
+    return [dict(r) for r in _catalog()[0]]
+
+
+def _norm(value: Any) -> str:
+    return str(value).strip().lower()
+
+
+def lookup_rate(provider: str, platform: str, options: dict[str, Any] | None = None) -> Rate | None:
+    """The rate for ``provider`` on ``platform`` with ``options`` (``size``/``snapshot`` choose a row; Daytona's
+    ``cpu``/``memory``/``disk`` give resources). None when the catalog does not know the price."""
+    options = options or {}
+    rows, resource_rates = _catalog()
+    provider, platform = _norm(provider), _norm(platform)
+    size = next((_norm(options[k]) for k in _SIZE_OPTIONS if options.get(k)), None)
+    candidates = [
+        r for r in rows if _norm(r["provider"]) == provider and _norm(r.get("platform", "*")) in (platform, "*")
+    ]
+    row: dict[str, Any] | None = None
+    for candidate in candidates:
+        row_size = _norm(candidate.get("size", "*"))
+        if (size is not None and row_size in (size, "*")) or (
+            size is None and (row_size == "*" or candidate.get("default"))
+        ):
+            row = candidate
+            break
+    explicit = {
+        target: options[key] for key, target in _RESOURCE_OPTIONS.items()
+        if isinstance(options.get(key), int | float) and not isinstance(options.get(key), bool)
+    }  # fmt: skip
+    if row is None and not (explicit and provider in resource_rates and size is None):
+        return None
+    base = dict(row or {"source": "explicit resources", "date": ""})
+    resources = dict(base.get("resources") or {})
+    resources.update(explicit)
+    granularity = int(base.get("granularity_seconds", 1))
+    minimum = int(base.get("minimum_seconds", 0))
+    source, date, third_party = str(base["source"]), str(base["date"]), bool(base.get("third_party", False))
+    if resources and (explicit or base.get("usd_per_hour") is None):
+        table = resource_rates.get(provider)
+        if table is None or any(table.get(_RESOURCE_KEYS[k]) is None for k in resources):
+            return None
+        if set(resources) != set(_RESOURCE_KEYS) and row is None:
+            return None  # explicit resources must name all of cpu, memory and disk to be priced
+        price = sum(float(amount) * float(table[_RESOURCE_KEYS[k]]) for k, amount in resources.items())
+        granularity = int(table.get("granularity_seconds", granularity))
+        minimum = int(table.get("minimum_seconds", minimum))
+        described = ", ".join(f"{k}={resources[k]:g}" for k in sorted(resources))
+        source = f"{described} x {table['source']}"
+        date = str(table["date"])
+        third_party = third_party or bool(table.get("third_party", False))
+    else:
+        if base.get("usd_per_hour") is None:
+            return None
+        price = float(base["usd_per_hour"])
+    return Rate(
+        usd_per_hour=price, granularity_seconds=max(1, granularity), minimum_seconds=minimum, source=source,
+        date=date, provider=provider, platform=platform, size=_norm(base.get("size", size or "*")),
+        third_party=third_party,
+    )  # fmt: skip
+
+
+def rate_for(spec: DesktopSpec) -> Rate | None:
+    """The rate of the desktop ``spec`` asks for, or None when its price is unknown (never 0 for unknown)."""
+    platform = spec.platform.value if hasattr(spec.platform, "value") else str(spec.platform)
+    return lookup_rate(spec.provider, platform, dict(spec.provider_options))
+
+
+def cost_for(rate: Rate | None, seconds: float) -> float | None:
+    """The cost of ``seconds`` of billable time at ``rate``: rounded up to the rate's granularity, at least its
+    minimum. None when the rate is unknown."""
+    if rate is None:
+        return None
+    billed = max(0.0, float(seconds))
+    if billed > 0 or rate.minimum_seconds:
+        billed = max(billed, float(rate.minimum_seconds))
+    if rate.granularity_seconds > 1 and billed > 0:
+        # tolerate float noise so that exactly 60.0000000001 s is one minute, not two
+        steps = math.ceil(billed / rate.granularity_seconds - 1e-9)
+        billed = steps * rate.granularity_seconds
+    return rate.usd_per_hour * billed / 3600.0
+
+
+def format_cost(cost: float | None) -> str:
+    """``"unknown"`` for None, else dollars to four decimals (``"$0.0123"``)."""
+    if cost is None:
+        return "unknown"
+    return f"${cost:,.4f}"
+
+
+def session_cost(record: SessionRecord, now: float | None = None) -> float | None:
+    """What a session has cost so far: its recorded cost once over, else its rate times the time since the
+    create request (0 if nothing was sent). None when the rate is unknown."""
+    if not record.active:
+        if record.cost_usd is not None or record.created_at is not None:
+            return record.cost_usd
+        return 0.0
+    if record.created_at is None:
+        return 0.0
+    if record.rate_usd_per_hour is None:
+        return None
+    return record.rate_usd_per_hour * record.elapsed_billable(time.time() if now is None else now) / 3600.0
