@@ -196,6 +196,8 @@ def keyring_status() -> KeyringStatus:
     priority = getattr(backend, "priority", 1)
     if "fail" in name.lower() or "null" in name.lower() or (isinstance(priority, int | float) and priority <= 0):
         return KeyringStatus(False, name, f"no usable keyring backend ({name})", _KEYRING_REMEDY)
+    if "plaintext" in name.lower():
+        return KeyringStatus(True, name, f"keyring backend {name} (stores secrets unencrypted on disk)")
     return KeyringStatus(True, name, f"keyring backend {name}")
 
 

@@ -1,0 +1,132 @@
+"""The compatibility matrix: data integrity, agent x task OS, task OS x platform, platform x provider, geometry."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from _preflight_fakes import FixedSizeProvider, RetinaProvider, StubProvider
+
+from deskctl.errors import UsageError
+from deskctl.preflight import compat
+from deskctl.spec import DesktopSpec, Platform
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _spec(platform: str = "ubuntu", geometry: str | None = "1024x768") -> DesktopSpec:
+    # provider "xvfb" only satisfies the spec validator; the checks look at the provider object passed in
+    return DesktopSpec.model_construct(
+        provider="xvfb", platform=Platform.parse(platform),
+        geometry=None if geometry is None else DesktopSpec.build(geometry=geometry).geometry,
+        max_minutes=None, max_usd=None, provider_options={}, labels={},
+    )
+
+
+def test_every_row_names_a_known_source_and_a_date() -> None:
+    matrix = compat.load_matrix()
+    for source in matrix.sources.values():
+        assert source["ref"] and _DATE.match(source["date"])
+    tables = ["platform_provider", "agents", "task_os_platform", "geometry", "hidpi"]
+    rows = [row for table in tables for row in matrix.rows(table)]
+    rows += [matrix.raw["default_agent_task_os"], matrix.raw["model_downscale"]]
+    for row in rows:
+        assert row["source"] in matrix.sources, row
+        assert _DATE.match(row["date"]), row
+
+
+def test_platform_rows_cover_the_brief() -> None:
+    served = {r["provider"]: set(r["platforms"]) for r in compat.load_matrix().rows("platform_provider")}
+    assert served["xvfb"] == served["docker"] == served["ssh"] == {"ubuntu"}
+    assert served["daytona"] == {"ubuntu", "windows"}
+    assert "windows" in served["cua-cloud"] and "windows" in served["use-computer"]
+    assert "macos" in served["use-computer"]
+
+
+def test_computer_1_cannot_run_windows_tasks_and_the_way_out_is_given() -> None:
+    results = compat.request_checks(Platform.WINDOWS, "computer-1", None)
+    failure = next(r for r in results if r.status == "fail")
+    assert failure.code == "compat.agent_unsupported"
+    assert failure.message.startswith(
+        "computer-1 cannot run Windows tasks (Windows-capable agents: oracle, nop); "
+        "a Linux task can still drive a remote Windows desktop through deskctl"
+    )
+    assert failure.remedy is not None and "--task-os linux" in failure.remedy and "--agent oracle" in failure.remedy
+
+
+def test_a_linux_task_may_drive_a_windows_desktop_as_a_tool() -> None:
+    results = compat.request_checks(Platform.WINDOWS, "computer-1", "linux")
+    assert [r.status for r in results] == ["pass", "pass"]
+    assert "as a tool" in results[0].message
+
+
+@pytest.mark.parametrize("agent", ["oracle", "nop"])
+def test_windows_capable_agents_pass(agent: str) -> None:
+    assert all(r.status == "pass" for r in compat.request_checks(Platform.WINDOWS, agent, None))
+
+
+def test_a_windows_task_with_a_linux_desktop_is_a_warning_with_the_remedy() -> None:
+    results = compat.request_checks(Platform.UBUNTU, "oracle", "windows")
+    task_os = next(r for r in results if r.code == "compat.task_os")
+    assert task_os.status == "warn" and task_os.remedy == "--task-os linux"
+
+
+def test_a_typo_in_an_agent_name_is_a_usage_error_suggesting_the_closest() -> None:
+    with pytest.raises(UsageError) as info:
+        compat.request_checks(Platform.UBUNTU, "computer1", None)
+    assert info.value.code == "usage.unknown_agent" and "did you mean 'computer-1'" in info.value.message
+    assert info.value.exit_code == 2
+
+
+def test_an_unlisted_agent_is_assumed_linux_only_like_harbor_does() -> None:
+    linux = compat.request_checks(Platform.UBUNTU, "my-own-agent", None)
+    assert next(r for r in linux if r.code == "compat.agent").status == "warn"
+    windows = compat.request_checks(Platform.WINDOWS, "my-own-agent", None)
+    assert any(r.code == "compat.agent_unsupported" for r in windows)
+
+
+def test_unknown_task_os_suggests() -> None:
+    with pytest.raises(UsageError) as info:
+        compat.normalize_task_os("windoze")
+    assert "did you mean 'windows'" in info.value.message
+    assert compat.normalize_task_os("win") == "windows"
+
+
+def test_a_provider_that_does_not_serve_the_platform_names_who_does() -> None:
+    results = compat.provider_checks(_spec("windows"), StubProvider())
+    assert len(results) == 1
+    failure = results[0]
+    assert failure.code == "compat.platform_unsupported" and failure.provider == "stub"
+    assert "daytona" in failure.message and failure.remedy == "--provider daytona"
+
+
+def test_fixed_sizes_refuse_others_listing_what_is_offered() -> None:
+    results = compat.provider_checks(_spec("windows", "1920x1080"), FixedSizeProvider())
+    failure = next(r for r in results if r.status == "fail")
+    assert failure.code == "geometry.unsupported"
+    assert "1024x768, 1280x800" in failure.message
+    assert failure.remedy == "--geometry 1024x768 or --geometry 1280x800 (or native)"
+    ok = compat.provider_checks(_spec("windows", "1280x800"), FixedSizeProvider())
+    assert all(r.status == "pass" for r in ok)
+    native = compat.provider_checks(_spec("windows", None), FixedSizeProvider())
+    assert any(r.code == "geometry.native" and r.status == "pass" for r in native)
+
+
+def test_a_settable_range_is_enforced() -> None:
+    results = compat.provider_checks(_spec("macos", "320x200"), RetinaProvider())
+    failure = next(r for r in results if r.status == "fail")
+    assert failure.code == "geometry.unsupported" and "640x480..2560x1600" in failure.message
+
+
+def test_hidpi_scale_is_reported_and_large_screens_warn_about_model_downscaling() -> None:
+    results = compat.provider_checks(_spec("macos", "2560x1600"), RetinaProvider())
+    codes = {r.code: r for r in results}
+    assert codes["geometry.hidpi"].status == "pass" and "scale 2" in codes["geometry.hidpi"].message
+    assert codes["geometry.model_downscale"].status == "warn"
+    small = compat.provider_checks(_spec("macos", "1280x800"), RetinaProvider())
+    assert "geometry.model_downscale" not in {r.code for r in small}
+
+
+def test_platforms_of_a_provider_come_from_its_capabilities_or_the_data() -> None:
+    assert compat.platforms_for("xvfb") == frozenset({Platform.UBUNTU})
+    assert compat.platforms_for("no-such-provider") == frozenset()

@@ -1,0 +1,219 @@
+"""The preflight engine: concurrency, per-check timeouts, error mapping, budget projection, the report."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _preflight_fakes import StubProvider, barrier_behaviour, blocking_behaviour
+
+from deskctl.credentials import register_secret
+from deskctl.errors import (
+    BudgetExceeded,
+    CapacityUnavailable,
+    CompatError,
+    CredentialsForbidden,
+    CredentialsInvalid,
+    CredentialsMissing,
+    DeskctlError,
+    GeometryUnsupported,
+    PreflightError,
+    ProviderUnreachable,
+    QuotaExceeded,
+    UsageError,
+)
+from deskctl.preflight.checks import CheckResult
+from deskctl.preflight.runner import (
+    Check,
+    PreflightRequest,
+    error_for,
+    preflight,
+    raise_for_failures,
+    run_checks,
+    run_concurrently,
+)
+from deskctl.spec import DesktopSpec, Platform
+
+
+def _spec(**fields: object) -> DesktopSpec:
+    return DesktopSpec.build(provider="xvfb", **fields)
+
+
+@pytest.fixture
+def prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A user price catalog (real metering code reads it) that overrides the packaged xvfb rate."""
+    path = tmp_path / "prices.json"
+    monkeypatch.setenv("DESKCTL_PRICES", str(path))
+    yield path
+
+
+def _write_rate(path: Path, usd_per_hour: float | None) -> None:
+    path.write_text(json.dumps({"rates": [{
+        "provider": "xvfb", "platform": "*", "size": "*", "usd_per_hour": usd_per_hour,
+        "granularity_seconds": 60, "minimum_seconds": 0, "source": "test catalog", "date": "2026-11-29",
+    }]}))
+
+
+def test_checks_of_several_providers_run_at_the_same_time() -> None:
+    # each preflight can only return once all of them are running: sequential execution would time out
+    barrier = threading.Barrier(4)
+    checks = [
+        Check(f"p{i}.preflight", lambda: StubProvider(barrier_behaviour(barrier)).preflight(_spec()), f"p{i}", 30)
+        for i in range(4)
+    ]
+    groups = run_concurrently(checks)
+    assert [g[0].code for g in groups] == ["stub.barrier"] * 4
+    assert [g[0].provider for g in groups] == ["p0", "p1", "p2", "p3"]
+
+
+def test_a_hanging_check_times_out_without_holding_the_others() -> None:
+    release = threading.Event()
+    try:
+        hanging = StubProvider(blocking_behaviour(release))
+        results = run_checks(_spec(), hanging, timeout=0.2)
+    finally:
+        release.set()
+    timeout = next(r for r in results if r.code == "stub.preflight.timeout")
+    assert timeout.status == "fail" and "did not answer within 0.2s" in timeout.message
+    # the quick checks of the same provider still answered
+    assert any(r.code == "compat.platform" and r.status == "pass" for r in results)
+    with pytest.raises(ProviderUnreachable) as info:
+        raise_for_failures(results, "stub")
+    assert info.value.code == "stub.preflight.timeout" and info.value.exit_code == 20
+
+
+def test_a_check_that_raises_becomes_a_failed_result() -> None:
+    def boom(spec: DesktopSpec) -> list[CheckResult]:
+        raise CredentialsInvalid("key rejected", provider="stub", remedy="deskctl login stub")
+
+    results = run_checks(_spec(), StubProvider(boom))
+    failure = next(r for r in results if r.status == "fail")
+    assert (failure.code, failure.message, failure.remedy) == ("credentials.invalid", "key rejected",
+                                                               "deskctl login stub")
+
+    def crash(spec: DesktopSpec) -> list[CheckResult]:
+        raise OSError("socket closed")
+
+    results = run_checks(_spec(), StubProvider(crash))
+    failure = next(r for r in results if r.status == "fail")
+    assert failure.code == "stub.preflight" and "OSError: socket closed" in failure.message
+
+
+def test_results_carry_provider_and_elapsed_and_compat_comes_first() -> None:
+    def own(spec: DesktopSpec) -> list[CheckResult]:
+        return [CheckResult("pass", "stub.binary", "Xvfb found")]
+
+    results = run_checks(_spec(), StubProvider(own), agent="computer-1")
+    codes = [r.code for r in results]
+    assert codes.index("compat.task_os") < codes.index("compat.platform") < codes.index("stub.binary")
+    assert codes[-1].startswith("budget.")
+    own_result = next(r for r in results if r.code == "stub.binary")
+    assert own_result.provider == "stub" and own_result.elapsed_ms >= 0
+
+
+def test_the_first_failure_decides_the_error_and_all_failures_are_in_details() -> None:
+    def own(spec: DesktopSpec) -> list[CheckResult]:
+        return [CheckResult("fail", "stub.binary", "Xvfb not found", remedy="apt-get install xvfb")]
+
+    results = run_checks(_spec(platform="windows"), StubProvider(own), agent="computer-1")
+    with pytest.raises(CompatError) as info:
+        raise_for_failures(results, "stub")
+    err = info.value
+    assert err.code == "compat.agent_unsupported" and err.exit_code == 3
+    assert "Windows-capable agents: oracle, nop" in err.message and err.remedy
+    assert [f["code"] for f in err.details["failures"]] == [
+        "compat.agent_unsupported", "compat.platform_unsupported", "stub.binary"]
+
+
+def test_nothing_failing_raises_nothing() -> None:
+    results = run_checks(_spec(), StubProvider())
+    assert all(r.status != "fail" for r in results)
+    raise_for_failures(results, "stub")
+
+
+@pytest.mark.parametrize(("code", "cls"), [
+    ("credentials.missing", CredentialsMissing),
+    ("credentials.invalid", CredentialsInvalid),
+    ("credentials.expired", CredentialsInvalid),
+    ("credentials.forbidden", CredentialsForbidden),
+    ("quota.exceeded", QuotaExceeded),
+    ("compat.platform_unsupported", CompatError),
+    ("geometry.unsupported", GeometryUnsupported),
+    ("budget.exceeded", BudgetExceeded),
+    ("capacity.unavailable", CapacityUnavailable),
+    ("provider.unreachable", ProviderUnreachable),
+    ("docker.daemon", ProviderUnreachable),
+    ("ssh.connect", ProviderUnreachable),
+    ("xvfb.binary", PreflightError),
+])
+def test_error_mapping_is_most_specific(code: str, cls: type[DeskctlError]) -> None:
+    err = error_for(CheckResult("fail", code, "what went wrong", remedy="what to do", provider="p"))
+    assert type(err) is cls
+    assert (err.code, err.message, err.remedy, err.provider) == (code, "what went wrong", "what to do", "p")
+
+
+def test_budget_projection_over_the_cap_fails_with_the_way_out(prices: Path) -> None:
+    _write_rate(prices, 6.0)
+    results = run_checks(_spec(max_minutes=10, max_usd=0.5), StubProvider())
+    budget = next(r for r in results if r.code.startswith("budget."))
+    assert budget.status == "fail" and budget.code == "budget.exceeded"
+    assert "projected $1.0000 for 10 min at $6/h" in budget.message
+    assert budget.remedy == "--max-minutes 5 or --max-usd 1.00"
+    with pytest.raises(BudgetExceeded) as info:
+        raise_for_failures(results, "stub")
+    assert info.value.exit_code == 4
+
+
+def test_budget_within_the_cap_passes(prices: Path) -> None:
+    _write_rate(prices, 6.0)
+    results = run_checks(_spec(max_minutes=4, max_usd=0.5), StubProvider())
+    budget = next(r for r in results if r.code.startswith("budget."))
+    assert budget.status == "pass" and "within $0.5" in budget.message
+
+
+def test_an_unknown_rate_is_reported_as_unknown_never_free(prices: Path) -> None:
+    _write_rate(prices, None)
+    results = run_checks(_spec(max_minutes=10, max_usd=0.5), StubProvider())
+    budget = next(r for r in results if r.code.startswith("budget."))
+    assert budget.status == "warn" and budget.message.startswith("cost: unknown") and "$0/h" not in budget.message
+    no_cap = run_checks(_spec(max_minutes=10), StubProvider())
+    assert "cost: unknown" in next(r for r in no_cap if r.code.startswith("budget.")).message
+
+
+def test_report_for_windows_with_computer_1_is_not_ready_with_exit_3() -> None:
+    report = preflight(PreflightRequest(platform=Platform.WINDOWS, agent="computer-1"))
+    assert report.exit_code == 3 and not report.ok and report.ready == []
+    first = report.first_failure()
+    assert first is not None and first.code == "compat.agent_unsupported"
+    assert report.verdict.startswith("not ready: computer-1 cannot run Windows tasks")
+    document = report.to_dict()
+    assert document["exit_code"] == 3 and document["results"][0]["provider"] is None
+    with pytest.raises(CompatError):
+        report.raise_for_failures()
+
+
+def test_unknown_provider_names_suggest_the_closest() -> None:
+    with pytest.raises(UsageError) as info:
+        preflight(PreflightRequest(providers=("xvbf",)))
+    assert info.value.code == "usage.unknown_provider" and "did you mean 'xvfb'" in info.value.message
+
+
+def test_a_spec_checks_its_own_provider_and_secrets_never_reach_the_report() -> None:
+    secret = "sk-test-preflight-7f3a9c"
+    register_secret(secret)
+    spec = _spec(labels={"note": f"uses {secret}"})
+    report = preflight(spec)
+    assert report.considered == ["xvfb"]
+    assert secret not in json.dumps(report.to_dict())
+
+
+def test_deskctl_preflight_is_callable_even_after_the_package_was_imported() -> None:
+    import deskctl.preflight.checks  # binds the package to deskctl.preflight
+
+    report = deskctl.preflight(PreflightRequest(platform=Platform.WINDOWS, agent="nop", providers=("xvfb",)))
+    assert report.considered == ["xvfb"]
+    failure = report.first_failure()
+    assert failure is not None and failure.code == "compat.platform_unsupported"
