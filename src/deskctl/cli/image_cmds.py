@@ -1,0 +1,57 @@
+"""``deskctl image build`` and ``deskctl image ls``: the desktop container images of the docker provider."""
+
+from __future__ import annotations
+
+import click
+
+from deskctl.cli._common import echo_json, json_option, note
+
+__all__ = ["image"]
+
+
+@click.group()
+def image() -> None:
+    """Build and list desktop container images (for the docker provider)."""
+
+
+@image.command("build")
+@click.option("--base", envvar="DESKCTL_IMAGE_BASE", default=None, metavar="IMAGE",
+              help="Debian 12 base image [env DESKCTL_IMAGE_BASE; default debian:bookworm-slim]. A machine with no "
+                   "registry passes a local one (see docs/docker.md, 'Offline base').")
+@click.option("--variant", type=click.Choice(["minimal", "browser"]), default="minimal", show_default=True,
+              help="minimal: Xvfb, window manager, fonts; browser: adds Chromium for start URLs.")
+@click.option("--network", "network_mode", envvar="DESKCTL_IMAGE_BUILD_NETWORK", default=None, metavar="MODE",
+              help="Network of the build's RUN steps, e.g. host [env DESKCTL_IMAGE_BUILD_NETWORK].")
+@click.option("--force", is_flag=True, help="Build even when an image with the same inputs exists.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not echo the build log to stderr.")
+@json_option
+def build(base: str | None, variant: str, network_mode: str | None, force: bool, quiet: bool,
+          as_json: bool) -> None:
+    """Build the desktop image; nothing is done when an image with the same inputs exists."""
+    from deskctl.images import build_image
+
+    result = build_image(variant, base, network_mode=network_mode, force=force,
+                         progress=None if quiet or as_json else note)
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    click.echo(result.tag)
+    note(f"{'built' if result.built else 'up to date'}: {result.tag} ({result.seconds:.1f}s)")
+
+
+@image.command("ls")
+@json_option
+def ls(as_json: bool) -> None:
+    """List the desktop images; CURRENT marks those built from this version of deskctl."""
+    from deskctl.images import list_images
+
+    images = list_images()
+    if as_json:
+        echo_json([i.to_dict() for i in images])
+        return
+    rows = [("TAG", "VARIANT", "BASE", "CREATED", "SIZE", "CURRENT")]
+    rows += [(i.tag, i.variant, i.base, i.created, f"{i.size_mb:.0f}MB", "yes" if i.current else "no")
+             for i in images]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

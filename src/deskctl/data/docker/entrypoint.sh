@@ -1,0 +1,40 @@
+#!/bin/sh
+# PID 1's child in a deskctl desktop container (docker-init is PID 1). Starts Xvfb on :0 at the pinned
+# geometry, listening only on the unix socket /tmp/.X11-unix/X0 (a directory the host bind-mounts) and
+# requiring the MIT-MAGIC-COOKIE in $XAUTHORITY (written by the host, mounted read-only); then, when asked,
+# a window manager and a browser. The container exits when Xvfb exits, or when the TTL runs out.
+#   DESKCTL_GEOMETRY   WxHxDEPTH (required)
+#   DESKCTL_WM         1: start openbox
+#   DESKCTL_START_URL  open this URL in Chromium (browser variant)
+#   DESKCTL_WINDOW     WxH+X+Y of the browser window
+#   DESKCTL_TTL        seconds after which the desktop stops itself (a backstop; the host reaper removes it)
+set -eu
+: "${DESKCTL_GEOMETRY:?DESKCTL_GEOMETRY is required}"
+ready=/tmp/deskctl-xready
+rm -f "$ready"; mkfifo "$ready"
+Xvfb :0 -screen 0 "$DESKCTL_GEOMETRY" -nolisten tcp -nolisten local -auth "$XAUTHORITY" \
+    -noreset -dpi 96 -displayfd 3 3>"$ready" &
+xvfb=$!
+# -displayfd writes the display number once the server accepts connections: no polling.
+read -r _display <"$ready" || { wait "$xvfb"; exit $?; }
+rm -f "$ready"
+if [ "${DESKCTL_WM:-0}" = "1" ]; then
+    openbox >/tmp/openbox.log 2>&1 &
+fi
+if [ -n "${DESKCTL_START_URL:-}" ]; then
+    size="${DESKCTL_WINDOW:-}"
+    set -- --no-first-run --no-default-browser-check --disable-dev-shm-usage --no-sandbox \
+        --password-store=basic --user-data-dir=/home/desk/.chromium
+    if [ -n "$size" ]; then
+        w=${size%%x*}; rest=${size#*x}; h=${rest%%[+-]*}; pos=${rest#"$h"}
+        x=$(echo "$pos" | cut -d+ -f2); y=$(echo "$pos" | cut -d+ -f3)
+        set -- "$@" --window-size="$w,$h" --window-position="${x:-0},${y:-0}"
+    else
+        set -- "$@" --start-maximized
+    fi
+    chromium "$@" "$DESKCTL_START_URL" >/tmp/chromium.log 2>&1 &
+fi
+if [ -n "${DESKCTL_TTL:-}" ]; then
+    ( sleep "$DESKCTL_TTL"; kill "$xvfb" ) >/dev/null 2>&1 &
+fi
+wait "$xvfb"

@@ -1,0 +1,317 @@
+"""Desktop container images: build them from the Dockerfile shipped in the package, find and list them.
+
+An image is tagged ``deskctl-desktop:<variant>-<hash>`` where the hash covers every input of the build: the
+packaged files (``deskctl/data/docker/``), the variant and the base image (its name and, when it is present
+locally, its id). Building what already exists does nothing, so a second ``deskctl image build`` takes well
+under a second. Each image also carries labels so that the ``docker`` provider finds the newest image built
+from *this* version of the packaged files, whatever base it was built on (``--base`` lets a machine with no
+registry use a base it made itself, for example a ``debootstrap`` tree brought in with ``docker import``).
+
+Everything here talks to the Docker Engine API through the ``docker`` SDK, imported only when used; every
+``docker`` exception is translated into a :mod:`deskctl.errors` class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deskctl.errors import (
+    DeskctlError,
+    InfrastructureError,
+    NotFound,
+    PreflightError,
+    ProviderApiError,
+    ProviderUnreachable,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    import docker
+
+__all__ = [
+    "DEFAULT_BASE",
+    "REPOSITORY",
+    "VARIANTS",
+    "BuildResult",
+    "ImageInfo",
+    "build_image",
+    "connect",
+    "daemon_remedy",
+    "docker_errors",
+    "files_hash",
+    "find_image",
+    "image_tag",
+    "list_images",
+]
+
+#: the base image used when ``--base`` is not given (needs a registry the daemon can pull from)
+DEFAULT_BASE = "debian:bookworm-slim"
+REPOSITORY = "deskctl-desktop"
+VARIANTS = ("minimal", "browser")
+
+LABEL_FILES = "deskctl.image.files"
+LABEL_VARIANT = "deskctl.image.variant"
+LABEL_BASE = "deskctl.image.base"
+LABEL_INPUTS = "deskctl.image.inputs"
+
+_PROVIDER = "docker"
+
+
+def daemon_remedy() -> str:
+    """The command that makes a Docker daemon answer, for errors and preflight."""
+    host = os.environ.get("DOCKER_HOST")
+    if host:
+        return f"nothing answers at DOCKER_HOST={host}: start the daemon there, or unset DOCKER_HOST"
+    return ("start the Docker daemon: `sudo systemctl start docker`, or without systemd "
+            "`sudo sh -c 'dockerd >/var/log/dockerd.log 2>&1 &'`")
+
+
+@contextlib.contextmanager
+def docker_errors(doing: str, *, provider: str = _PROVIDER) -> Iterator[None]:
+    """Translate every exception of the ``docker`` SDK (and the transport under it) raised while ``doing``."""
+    import docker.errors
+    import requests.exceptions
+
+    try:
+        yield
+    except DeskctlError:
+        raise
+    except docker.errors.ImageNotFound as exc:
+        raise PreflightError(f"cannot {doing}: image not found ({_explain(exc)})", code="preflight.image_missing",
+                             provider=provider, remedy="deskctl image build") from exc
+    except docker.errors.NotFound as exc:
+        raise NotFound(f"cannot {doing}: {_explain(exc)}", provider=provider) from exc
+    except docker.errors.APIError as exc:
+        status = exc.status_code
+        raise ProviderApiError(f"cannot {doing}: Docker said {status}: {_explain(exc)}", status=status,
+                               provider=provider) from exc
+    except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as exc:
+        raise ProviderUnreachable(f"cannot {doing}: the Docker daemon does not answer", provider=provider,
+                                  remedy=daemon_remedy()) from exc
+    except requests.exceptions.Timeout as exc:
+        raise ProviderUnreachable(f"cannot {doing}: the Docker daemon did not answer in time", provider=provider,
+                                  remedy=daemon_remedy()) from exc
+    except PermissionError as exc:
+        raise ProviderUnreachable(f"cannot {doing}: permission denied on the Docker socket", provider=provider,
+                                  remedy="add your user to the docker group (`sudo usermod -aG docker $USER`, "
+                                         "then log in again), or run as root") from exc
+    except docker.errors.DockerException as exc:
+        text = str(exc)
+        if "Permission denied" in text:
+            raise ProviderUnreachable(f"cannot {doing}: permission denied on the Docker socket", provider=provider,
+                                      remedy="add your user to the docker group (`sudo usermod -aG docker $USER`, "
+                                             "then log in again), or run as root") from exc
+        raise ProviderUnreachable(f"cannot {doing}: the Docker daemon does not answer", provider=provider,
+                                  remedy=daemon_remedy()) from exc
+    except OSError as exc:
+        raise ProviderUnreachable(f"cannot {doing}: {exc.strerror or exc}", provider=provider,
+                                  remedy=daemon_remedy()) from exc
+
+
+def _explain(exc: Exception) -> str:
+    explanation = getattr(exc, "explanation", None)
+    text = explanation.decode() if isinstance(explanation, bytes) else str(explanation or exc)
+    return text.strip()
+
+
+def connect(timeout: float = 60.0) -> docker.DockerClient:
+    """A client for the daemon named by ``DOCKER_HOST`` (else the local socket); raises
+    :class:`~deskctl.errors.ProviderUnreachable` with the command that starts the daemon when none answers."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise UsageError("the docker provider needs the docker package", code="usage.provider_unavailable",
+                         provider=_PROVIDER, remedy="pip install docker") from exc
+    with docker_errors("reach the Docker daemon"):
+        return docker.from_env(timeout=int(max(1, timeout)))
+
+
+# -- hashing the inputs ----------------------------------------------------------------------------------------
+
+
+def context_dir() -> Path:
+    """The build context shipped in the package (Dockerfile and entrypoint)."""
+    return Path(str(resources.files("deskctl") / "data" / "docker"))
+
+
+def files_hash() -> str:
+    """sha256 (hex, 16 chars) over the name and content of every file of the build context."""
+    digest = hashlib.sha256()
+    root = context_dir()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _check_variant(variant: str) -> str:
+    if variant not in VARIANTS:
+        raise UsageError(f"unknown image variant {variant!r}; allowed: {', '.join(VARIANTS)}",
+                         code="usage.bad_variant")
+    return variant
+
+
+def _base_id(client: docker.DockerClient, base: str) -> str | None:
+    try:
+        with docker_errors(f"inspect the base image {base}"):
+            return str(client.api.inspect_image(base)["Id"])  # type: ignore[no-untyped-call]
+    except (NotFound, PreflightError):
+        return None
+
+
+def image_tag(variant: str, base: str, base_id: str | None) -> str:
+    """``deskctl-desktop:<variant>-<hash of files, variant, base name and base id>``."""
+    digest = hashlib.sha256(f"{files_hash()}\0{variant}\0{base}\0{base_id or ''}".encode()).hexdigest()[:12]
+    return f"{REPOSITORY}:{_check_variant(variant)}-{digest}"
+
+
+# -- listing ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """One desktop image: ``current`` is True when it was built from this version of the packaged files."""
+
+    tag: str
+    id: str
+    variant: str
+    base: str
+    created: str
+    size_mb: float
+    current: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def list_images(client: docker.DockerClient | None = None) -> list[ImageInfo]:
+    """Every deskctl desktop image the daemon has, newest first."""
+    client = client or connect()
+    current = files_hash()
+    found: list[ImageInfo] = []
+    with docker_errors("list desktop images"):
+        raw = client.api.images(filters={"label": LABEL_VARIANT})
+    for item in raw:
+        labels = item.get("Labels") or {}
+        tags = [t for t in (item.get("RepoTags") or []) if t.startswith(REPOSITORY + ":") and "-" in t.split(":")[-1]]
+        found.append(ImageInfo(
+            tag=tags[0] if tags else "<none>",
+            id=str(item["Id"]),
+            variant=labels.get(LABEL_VARIANT, "?"),
+            base=labels.get(LABEL_BASE, "?"),
+            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(item.get("Created") or 0))),
+            size_mb=round(int(item.get("Size") or 0) / 1e6, 1),
+            current=labels.get(LABEL_FILES) == current,
+        ))
+    found.sort(key=lambda i: i.created, reverse=True)
+    return found
+
+
+def find_image(variant: str, client: docker.DockerClient | None = None) -> str | None:
+    """The tag of the newest image of ``variant`` built from this version of the packaged files, or None."""
+    _check_variant(variant)
+    for info in list_images(client):
+        if info.current and info.variant == variant and info.tag != "<none>":
+            return info.tag
+    return None
+
+
+# -- building --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    tag: str
+    variant: str
+    base: str
+    built: bool  # False: it already existed, nothing was done
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_image(
+    variant: str = "minimal",
+    base: str | None = None,
+    *,
+    client: docker.DockerClient | None = None,
+    network_mode: str | None = None,
+    force: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> BuildResult:
+    """Build the desktop image of ``variant`` on ``base`` unless an image with the same input hash exists.
+
+    The base is pulled when it is not present locally (a machine with no registry passes ``base`` it made
+    itself). ``network_mode`` is the network of the build's ``RUN`` steps (``host`` when the default bridge
+    cannot reach the package mirror). ``progress`` receives each line of the build log.
+    """
+    started = time.monotonic()
+    _check_variant(variant)
+    base = base or DEFAULT_BASE
+    client = client or connect(timeout=600)
+    base_id = _base_id(client, base)
+    if base_id is None:
+        if progress:
+            progress(f"pulling the base image {base}")
+        try:
+            with docker_errors(f"pull the base image {base}"):
+                client.images.pull(base)
+        except InfrastructureError as exc:
+            raise PreflightError(
+                f"the base image {base} is not here and cannot be pulled: {exc.message}",
+                code="preflight.image_missing", provider=_PROVIDER,
+                remedy="make a local base without a registry (see docs/docker.md, 'Offline base'), then "
+                       "`deskctl image build --base deskctl-base:bookworm`",
+            ) from exc
+        base_id = _base_id(client, base)
+    tag = image_tag(variant, base, base_id)
+    if not force and _exists(client, tag):
+        _tag_floating(client, tag, variant)
+        return BuildResult(tag, variant, base, built=False, seconds=time.monotonic() - started)
+    labels = {LABEL_FILES: files_hash(), LABEL_VARIANT: variant, LABEL_BASE: base,
+              LABEL_INPUTS: tag.rsplit("-", 1)[-1]}
+    log: list[str] = []
+    with docker_errors(f"build {tag}"):
+        stream = client.api.build(
+            path=str(context_dir()), tag=tag, buildargs={"BASE": base, "VARIANT": variant}, labels=labels,
+            rm=True, forcerm=True, pull=False, decode=True, network_mode=network_mode,
+        )
+        for chunk in stream:
+            if "error" in chunk:
+                tail = "\n".join(log[-15:])
+                hint = ("the build could not reach the package mirror: retry with `--network host`"
+                        if "Temporary failure resolving" in tail or "Could not resolve" in tail
+                        else "read the build log above")
+                raise ProviderApiError(f"building {tag} failed: {str(chunk['error']).strip()}\n{tail}",
+                                       provider=_PROVIDER, remedy=hint)
+            line = str(chunk.get("stream") or chunk.get("status") or "").rstrip()
+            if line:
+                log.append(line)
+                if progress:
+                    progress(line)
+    _tag_floating(client, tag, variant)
+    return BuildResult(tag, variant, base, built=True, seconds=time.monotonic() - started)
+
+
+def _exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        with docker_errors(f"inspect {tag}"):
+            client.api.inspect_image(tag)  # type: ignore[no-untyped-call]
+    except (NotFound, PreflightError):
+        return False
+    return True
+
+
+def _tag_floating(client: docker.DockerClient, tag: str, variant: str) -> None:
+    """Point ``deskctl-desktop:<variant>`` at the newest build, for people who type image names."""
+    with docker_errors(f"tag {tag}"):
+        client.api.tag(tag, REPOSITORY, variant)

@@ -1,0 +1,745 @@
+"""The ``docker`` provider: an isolated desktop per container on a local Docker engine, driven at X11 speed.
+
+How a desktop is made (all through the Docker Engine API with the ``docker`` SDK; no CLI output is parsed):
+
+* the container is named after the session id and carries the deskctl labels; it runs the packaged desktop
+  image (``deskctl image build``) as a non-root user, with ``network: none`` unless
+  ``provider_options["network"]`` names one, and the memory/CPU limits of ``provider_options``;
+* Xvfb in the container listens only on the unix socket ``/tmp/.X11-unix/X0``; that directory is a bind mount
+  of ``<runtime_dir>/docker/<session>/x11`` on the host, and the server demands an MIT-MAGIC-COOKIE that the
+  host wrote (``.../xauth/Xauthority``, mounted read-only). No TCP port is open anywhere;
+* input and capture go through the shared X11 driver over that socket: one connection per desktop, no
+  ``docker exec`` per action. :meth:`DockerProvider.exec` uses the Engine API exec, stdout and stderr apart.
+
+Orphans: before a container is created, its name is registered with a watcher process (one per owner
+process, testcontainers' Ryuk pattern) that holds the read end of a pipe whose write end only the owner has.
+When the owner dies, even by SIGKILL, the kernel closes the pipe; the watcher then force-removes every
+container still registered. A destroyed or detached (``deskctl up``) desktop is unregistered. ``deskctl reap``
+finds the rest by label (:meth:`DockerProvider.list_owned`).
+
+Provider options (``provider_options``): ``image`` (a tag; default: the current ``deskctl-desktop`` image of
+the variant), ``variant`` (``minimal`` | ``browser``; ``browser`` is chosen for a start URL), ``memory``
+(``"1g"``, ``"512m"``, bytes, or ``"none"``; default 1g), ``cpus`` (float), ``network`` (default ``none``),
+``shm_size``, ``reaper`` (default true).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from deskctl.errors import (
+    CapacityUnavailable,
+    CleanupIncomplete,
+    DeskctlError,
+    InfrastructureError,
+    NotFound,
+    PreflightError,
+    ProviderUnreachable,
+    ReadinessTimeout,
+    SessionLost,
+    UsageError,
+)
+from deskctl.providers.base import (
+    LABEL_DETACHED,
+    LABEL_SESSION,
+    Capabilities,
+    ExecResult,
+    Provider,
+    RemoteHandle,
+    Screenshot,
+)
+from deskctl.spec import Platform
+
+if TYPE_CHECKING:
+    import docker
+
+    from deskctl.actions import Action
+    from deskctl.preflight.checks import CheckResult
+    from deskctl.providers._x11 import X11Driver
+    from deskctl.spec import DesktopSpec
+
+__all__ = ["DockerProvider", "parse_memory"]
+
+LABEL_PROVIDER = "deskctl.provider"
+LABEL_DIR = "deskctl.docker.dir"
+
+#: container uid of the desktop user (see data/docker/Dockerfile)
+DESKTOP_USER = "1000:1000"
+DEFAULT_MEMORY = "1g"
+#: what Xvfb, a window manager and the X client libraries need besides the framebuffer
+BASELINE_MEMORY = 48 * 2**20
+BROWSER_MEMORY = 512 * 2**20
+_DISPLAY = ":0"
+
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_memory(value: Any) -> int | None:
+    """``"512m"``, ``"1g"``, ``"1.5GiB"`` or bytes -> bytes; ``None``/``"none"``/0 -> no limit."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "unlimited")):
+        return None
+    if isinstance(value, bool):
+        raise UsageError(f"memory {value!r} is not a size such as 512m or 2g", code="usage.bad_option")
+    if isinstance(value, int | float):
+        return int(value) or None
+    match = _MEMORY_RE.match(str(value))
+    if not match:
+        raise UsageError(f"memory {value!r} is not a size such as 512m or 2g", code="usage.bad_option",
+                         provider="docker")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()]) or None
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
+
+
+# -- the owner watcher (Ryuk pattern) ----------------------------------------------------------------------------
+
+
+class _Watcher:
+    """The per-process link to the watcher process: ``add`` before create, ``forget`` after destroy/detach."""
+
+    _lock = threading.Lock()
+    _instance: ClassVar[_Watcher | None] = None
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        read_end, write_end = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from deskctl.providers.docker import _watch; _watch()"],
+                stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True, env=env,
+            )
+        finally:
+            os.close(read_end)
+        self._pipe = os.fdopen(write_end, "w", buffering=1)
+        self._write_lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> _Watcher:
+        with cls._lock:
+            current = cls._instance
+            if current is None or current.pid != os.getpid() or current.process.poll() is not None:
+                current = cls._instance = cls()
+            return current
+
+    def _send(self, line: str) -> None:
+        with self._write_lock, contextlib.suppress(OSError, ValueError):
+            self._pipe.write(line + "\n")
+
+    def add(self, name: str) -> None:
+        self._send(f"+{name}")
+
+    def forget(self, name: str) -> None:
+        self._send(f"-{name}")
+
+    @classmethod
+    def forget_if_running(cls, name: str) -> None:
+        with cls._lock:
+            current = cls._instance
+        if current is not None and current.pid == os.getpid():
+            current.forget(name)
+
+
+def _watch() -> None:
+    """Body of the watcher process: keep the set of registered names until stdin closes, then remove them."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_IGN)
+    names: dict[str, None] = {}
+    for raw in sys.stdin:
+        line = raw.strip()
+        if line.startswith("+"):
+            names[line[1:]] = None
+        elif line.startswith("-"):
+            names.pop(line[1:], None)
+    if not names:
+        return
+    provider = DockerProvider()
+    try:
+        for name in names:
+            with contextlib.suppress(DeskctlError):
+                provider._remove_by_name(name)
+    finally:
+        provider.close()
+
+
+# -- the provider ----------------------------------------------------------------------------------------------
+
+
+class DockerProvider(Provider):
+    """Desktops in containers on the local Docker engine; see the module docstring."""
+
+    name: ClassVar[str] = "docker"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        platforms=frozenset({Platform.UBUNTU}),
+        settable_geometry=True,
+        exec=True,
+        exec_streams_separate=True,
+        labels=True,
+        server_ttl=True,
+        isolation="container",
+        start_url=True,
+        local=True,
+        billing="free",
+    )
+    credential_vars: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self._client: docker.DockerClient | None = None
+        self._client_lock = threading.Lock()
+        self._drivers: dict[str, X11Driver] = {}
+        self._drivers_lock = threading.Lock()
+
+    # -- plumbing ------------------------------------------------------------------------------------------------
+    @property
+    def client(self) -> docker.DockerClient:
+        with self._client_lock:
+            if self._client is None:
+                from deskctl.images import connect
+
+                self._client = connect(timeout=float(self.options.get("api_timeout", 60)))
+            return self._client
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        from deskctl.images import docker_errors
+
+        with docker_errors(doing, provider=self.name):
+            yield
+
+    def _option(self, spec: DesktopSpec | None, key: str, default: Any = None) -> Any:
+        if spec is not None and key in spec.provider_options:
+            return spec.provider_options[key]
+        return self.options.get(key, default)
+
+    def _variant(self, spec: DesktopSpec) -> str:
+        variant = self._option(spec, "variant")
+        if variant is None:
+            variant = "browser" if spec.start_url else "minimal"
+        from deskctl.images import VARIANTS
+
+        if variant not in VARIANTS:
+            raise UsageError(f"unknown image variant {variant!r}; allowed: {', '.join(VARIANTS)}",
+                             code="usage.bad_option", provider=self.name)
+        return str(variant)
+
+    def _resolve_image(self, spec: DesktopSpec) -> str:
+        """The image tag to run; raises ``preflight.image_missing`` with the build command when there is none."""
+        image = self._option(spec, "image")
+        if image:
+            try:
+                with self._errors(f"inspect the image {image}"):
+                    self.client.api.inspect_image(image)  # type: ignore[no-untyped-call]
+            except (NotFound, PreflightError) as exc:
+                raise PreflightError(f"the image {image} is not on this Docker engine",
+                                     code="preflight.image_missing", provider=self.name,
+                                     remedy=f"docker pull {image}, or build one with `deskctl image build`") from exc
+            return str(image)
+        from deskctl.images import find_image
+
+        variant = self._variant(spec)
+        found = find_image(variant, self.client)
+        if found is None:
+            flag = "" if variant == "minimal" else f" --variant {variant}"
+            raise PreflightError(
+                f"no {variant} desktop image built from this version of deskctl is on this Docker engine",
+                code="preflight.image_missing", provider=self.name,
+                remedy=f"deskctl image build{flag}   (no registry? add --base deskctl-base:bookworm, see "
+                       "docs/docker.md)",
+            )
+        return found
+
+    def _memory(self, spec: DesktopSpec | None) -> int | None:
+        return parse_memory(self._option(spec, "memory", DEFAULT_MEMORY))
+
+    @staticmethod
+    def _needed_memory(spec: DesktopSpec, variant: str) -> int:
+        geometry = spec.geometry
+        width, height = (geometry.width, geometry.height) if geometry else (1024, 768)
+        framebuffer = width * height * 4
+        return BASELINE_MEMORY + framebuffer + (BROWSER_MEMORY if variant == "browser" else 0)
+
+    # -- preflight -----------------------------------------------------------------------------------------------
+    def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
+        from deskctl.preflight.checks import CheckResult
+
+        results: list[CheckResult] = []
+
+        def add(status: str, code: str, message: str, remedy: str | None = None, started: float = 0.0) -> None:
+            results.append(CheckResult(status, code, message, remedy, self.name,  # type: ignore[arg-type]
+                                       round((time.monotonic() - started) * 1000, 1) if started else 0.0))
+
+        if spec.platform is not Platform.UBUNTU:
+            add("fail", "compat.platform", f"docker desktops are Linux (ubuntu); {spec.platform.value} is not offered",
+                "use --platform ubuntu, or a provider that offers it (deskctl compat)")
+        reason = self.check_geometry(spec.geometry, spec.platform)
+        if reason:
+            add("fail", "geometry.unsupported", reason)
+        started = time.monotonic()
+        try:
+            self._client = None
+            with self._errors("ping the Docker daemon"):
+                from deskctl.images import connect
+
+                client = connect(timeout=5)
+                info = client.info()
+            self._client = client
+        except DeskctlError as exc:
+            add("fail", "docker.daemon", exc.message, exc.remedy, started)
+            return results
+        add("pass", "docker.daemon", f"Docker {info.get('ServerVersion', '?')} answers", None, started)
+
+        started = time.monotonic()
+        try:
+            variant = self._variant(spec)
+            image = self._resolve_image(spec)
+            add("pass", "docker.image", f"image {image}", None, started)
+        except DeskctlError as exc:
+            add("fail", "docker.image", exc.message, exc.remedy, started)
+            variant = "minimal"
+
+        started = time.monotonic()
+        try:
+            limit = self._memory(spec)
+            needed = self._needed_memory(spec, variant)
+            total = int(info.get("MemTotal") or 0)
+            if limit is not None and limit < needed:
+                add("fail", "docker.memory",
+                    f"memory limit {_mib(limit)} is below the {_mib(needed)} a {spec.geometry_label()} "
+                    f"{variant} desktop needs", f"set provider_options memory to at least {_mib(needed)}", started)
+            elif total and (limit or needed) > total:
+                add("fail", "docker.memory",
+                    f"the request ({_mib(limit or needed)}) is more than the Docker host has ({_mib(total)})",
+                    "ask for less memory (provider_options memory)", started)
+            else:
+                available = _host_available_memory()
+                if available is not None and needed > available:
+                    add("warn", "docker.memory",
+                        f"only {_mib(available)} free on this host; a desktop needs about {_mib(needed)}",
+                        "close other desktops or ask for a smaller geometry", started)
+                else:
+                    add("pass", "docker.memory", f"limit {_mib(limit) if limit else 'none'}, needs about "
+                        f"{_mib(needed)}", None, started)
+        except UsageError as exc:
+            add("fail", "docker.memory", exc.message, "use a size such as 512m or 2g", started)
+
+        network = str(self._option(spec, "network", "none"))
+        if network not in ("none", "bridge", "host"):
+            started = time.monotonic()
+            try:
+                with self._errors(f"inspect the network {network}"):
+                    self.client.api.inspect_network(network)
+                add("pass", "docker.network", f"network {network}", None, started)
+            except DeskctlError as exc:
+                add("fail", "docker.network", f"network {network!r}: {exc.message}",
+                    f"docker network create {network}", started)
+        return results
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+    def _session_dir(self, session_id: str) -> Path:
+        from deskctl.paths import runtime_dir
+
+        return runtime_dir() / "docker" / session_id
+
+    def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        from deskctl.providers._x11 import new_cookie, write_xauthority
+
+        if spec.platform is not Platform.UBUNTU:
+            raise PreflightError(f"docker desktops are Linux (ubuntu), not {spec.platform.value}",
+                                 code="compat.platform", provider=self.name)
+        if not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", session_id):
+            raise UsageError(f"session id {session_id!r} is not a valid container name", provider=self.name)
+        geometry = spec.geometry
+        if geometry is None:
+            from deskctl.spec import Geometry
+
+            geometry = Geometry(width=1024, height=768)
+        image = self._resolve_image(spec)
+        variant = self._variant(spec)
+        memory = self._memory(spec)
+        needed = self._needed_memory(spec, variant)
+        if memory is not None and memory < needed:
+            raise CapacityUnavailable(
+                f"memory limit {_mib(memory)} is below the {_mib(needed)} a {geometry} {variant} desktop needs",
+                provider=self.name, remedy=f"set provider_options memory to at least {_mib(needed)}")
+        cpus = self._option(spec, "cpus")
+        network = str(self._option(spec, "network", "none"))
+
+        session_dir = self._session_dir(session_id)
+        x11_dir, auth_dir = session_dir / "x11", session_dir / "xauth"
+        for path in (x11_dir, auth_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        # The container user (uid 1000) makes its socket in x11/ and reads the cookie; the parent runtime
+        # directory is 0700, so nobody else on the host can reach either. Not sticky: the host owner must be
+        # able to delete the socket the container made.
+        os.chmod(session_dir, 0o755)
+        os.chmod(x11_dir, 0o777)
+        os.chmod(auth_dir, 0o755)
+        cookie_file = write_xauthority(auth_dir / "Xauthority", 0, new_cookie())
+        os.chmod(cookie_file, 0o644)
+
+        all_labels = {str(k): str(v) for k, v in labels.items()}
+        all_labels.setdefault(LABEL_SESSION, session_id)
+        all_labels[LABEL_PROVIDER] = self.name
+        all_labels[LABEL_DIR] = str(session_dir)
+        environment = {"DESKCTL_GEOMETRY": f"{geometry.width}x{geometry.height}x{geometry.depth}"}
+        if spec.window_manager or spec.start_url:
+            environment["DESKCTL_WM"] = "1"
+        if spec.start_url:
+            environment["DESKCTL_START_URL"] = spec.start_url
+        if spec.window_geometry is not None:
+            environment["DESKCTL_WINDOW"] = str(spec.window_geometry)
+        if spec.ttl_seconds:
+            environment["DESKCTL_TTL"] = str(int(spec.ttl_seconds) + 60)
+        host_config: dict[str, Any] = {
+            "binds": {str(x11_dir): {"bind": "/tmp/.X11-unix", "mode": "rw"},
+                      str(auth_dir): {"bind": "/run/deskctl/xauth", "mode": "ro"}},
+            "network_mode": network,
+            "init": True,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "pids_limit": int(self._option(spec, "pids_limit", 512)),
+        }
+        if memory is not None:
+            host_config["mem_limit"] = memory
+            host_config["memswap_limit"] = memory
+        if cpus is not None:
+            try:
+                host_config["nano_cpus"] = int(float(cpus) * 1e9)
+            except (TypeError, ValueError):
+                raise UsageError(f"cpus {cpus!r} is not a number", code="usage.bad_option",
+                                 provider=self.name) from None
+        shm = self._option(spec, "shm_size", "256m" if variant == "browser" else None)
+        if shm:
+            host_config["shm_size"] = shm
+
+        watched = labels.get(LABEL_DETACHED) != "1" and bool(self._option(spec, "reaper", True))
+        if watched:
+            _Watcher.get().add(session_id)
+        try:
+            with self._errors(f"create the container {session_id}"):
+                api = self.client.api
+                created = api.create_container(
+                    image, name=session_id, labels=all_labels, environment=environment, user=DESKTOP_USER,
+                    host_config=api.create_host_config(**host_config), detach=True,
+                )
+                container_id = str(created["Id"])
+                api.start(container_id)
+        except BaseException as exc:
+            # Ambiguous or partial: whatever exists under this name is ours; remove it before raising.
+            with contextlib.suppress(Exception):
+                self._remove_by_name(session_id)
+            if watched:
+                _Watcher.forget_if_running(session_id)
+            shutil.rmtree(session_dir, ignore_errors=True)
+            if isinstance(exc, DeskctlError) and exc.code == "provider.api_error" and "409" in exc.message:
+                raise UsageError(f"a container named {session_id} already exists", code="usage.conflict",
+                                 provider=self.name) from exc
+            raise
+        return RemoteHandle(
+            provider=self.name, session_id=session_id, resource_id=container_id, labels=all_labels,
+            data={
+                "container": container_id,
+                "name": session_id,
+                "image": image,
+                "display": _DISPLAY,
+                "socket_path": str(x11_dir / "X0"),
+                "xauthority": str(cookie_file),
+                "session_dir": str(session_dir),
+                "network": network,
+                "memory": memory,
+                "watched": watched,
+            },
+        )
+
+    def _state(self, container: str) -> dict[str, Any] | None:
+        """The container's ``State`` from inspect, or None when it does not exist."""
+        try:
+            with self._errors(f"inspect the container {container}"):
+                attrs = self.client.api.inspect_container(container)
+        except NotFound:
+            return None
+        state: dict[str, Any] = attrs.get("State") or {}
+        return state
+
+    def _logs(self, container: str, lines: int = 15) -> str:
+        with contextlib.suppress(Exception):
+            raw = self.client.api.logs(container, tail=lines)
+            return raw.decode(errors="replace").strip() if isinstance(raw, bytes) else str(raw)
+        return ""
+
+    def _gone_error(self, handle: RemoteHandle, state: dict[str, Any] | None, doing: str) -> DeskctlError:
+        """The error for a desktop whose container stopped or vanished: OOM is said as such."""
+        name = handle.data.get("name", handle.session_id)
+        if state is None:
+            return SessionLost(f"the container {name} no longer exists (removed from outside) while we tried to "
+                               f"{doing}", provider=self.name, details={"container": name, "state": "gone"})
+        details = {"container": name, "state": state.get("Status"), "exit_code": state.get("ExitCode"),
+                   "oom_killed": bool(state.get("OOMKilled"))}
+        if state.get("OOMKilled"):
+            memory = handle.data.get("memory")
+            limit = _mib(int(memory)) if memory else "the host's memory"
+            return SessionLost(f"the desktop {name} ran out of memory (limit {limit}) and was killed",
+                               provider=self.name, details=details,
+                               remedy="raise provider_options memory, or ask for a smaller geometry")
+        logs = self._logs(str(handle.data.get("container", handle.resource_id)))
+        tail = f"; last log lines:\n{logs}" if logs else ""
+        return SessionLost(f"the container {name} is {state.get('Status')} (exit code {state.get('ExitCode')}) "
+                           f"while we tried to {doing}{tail}", provider=self.name, details=details)
+
+    def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        from deskctl.providers._x11 import X11Address, connect_display, read_cookie
+
+        address = X11Address(display=_DISPLAY, socket_path=str(handle.data["socket_path"]))
+        cookie = read_cookie(str(handle.data["xauthority"]), 0)
+        container = str(handle.data.get("container", handle.resource_id))
+        last = "the X socket does not exist yet"
+        delay = 0.005
+        while True:
+            if os.path.exists(address.socket_path or ""):
+                try:
+                    display = connect_display(address, cookie, timeout=max(0.2, deadline - time.monotonic()))
+                except ProviderUnreachable as err:
+                    last = err.message
+                else:
+                    display.close()
+                    return
+            state = self._state(container)
+            if state is None or not state.get("Running"):
+                gone = self._gone_error(handle, state, "wait for the display")
+                if state is not None and state.get("OOMKilled"):
+                    raise CapacityUnavailable(gone.message, provider=self.name, remedy=gone.remedy,
+                                              details=gone.details)
+                raise gone
+            if time.monotonic() >= deadline:
+                logs = self._logs(container)
+                raise ReadinessTimeout(
+                    f"the display of {handle.session_id} did not answer in time; last: {last}"
+                    + (f"; last log lines:\n{logs}" if logs else ""),
+                    provider=self.name, remedy="look at `docker logs " + handle.session_id + "`")
+            # Xvfb gives the host no event to wait on: back off between attempts, bounded by the deadline.
+            threading.Event().wait(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.1)
+
+    def destroy(self, handle: RemoteHandle) -> None:
+        self._drop_driver(handle.session_id)
+        name = str(handle.data.get("name") or handle.session_id)
+        container = str(handle.data.get("container") or handle.resource_id or name)
+        self._remove(container, name)
+        _Watcher.forget_if_running(name)
+        session_dir = handle.data.get("session_dir") or handle.labels.get(LABEL_DIR)
+        if session_dir:
+            shutil.rmtree(str(session_dir), ignore_errors=True)
+
+    def _remove(self, container: str, name: str) -> None:
+        """Force-remove and confirm (inspect answers 404); conflicts ("removal in progress") are retried."""
+        deadline = time.monotonic() + 30
+        last = ""
+        while True:
+            try:
+                with self._errors(f"remove the container {name}"):
+                    self.client.api.remove_container(container, force=True, v=True)
+            except NotFound:
+                pass
+            except InfrastructureError as exc:
+                if isinstance(exc, ProviderUnreachable):
+                    raise CleanupIncomplete(f"cannot remove {name}: {exc.message}", provider=self.name,
+                                            remedy=exc.remedy, details={"left": [name]}) from exc
+                last = exc.message
+            if self._state(container) is None:
+                return
+            if time.monotonic() >= deadline:
+                raise CleanupIncomplete(f"the container {name} is still there after removal ({last})",
+                                        provider=self.name, remedy=f"docker rm -f {name}",
+                                        details={"left": [name]})
+            # removal in progress on the daemon's side: wait for its destroy event instead of polling blindly
+            with contextlib.suppress(Exception):
+                events = self.client.api.events(
+                    filters={"container": container, "event": "destroy"}, decode=True,
+                    until=int(time.time()) + 2,
+                )
+                for _ in events:
+                    break
+
+    def _remove_by_name(self, name: str) -> None:
+        """Remove the container named ``name`` (and anything labelled with that session), with its directory."""
+        with self._errors("list containers"):
+            found = self.client.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={name}"})
+        ids = {str(c["Id"]): c for c in found}
+        if not ids:
+            state = self._state(name)
+            if state is not None:
+                ids[name] = {}
+        for container_id, raw in ids.items():
+            self._remove(container_id, name)
+            session_dir = (raw.get("Labels") or {}).get(LABEL_DIR) if raw else None
+            if session_dir:
+                shutil.rmtree(session_dir, ignore_errors=True)
+
+    def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        filters = [LABEL_SESSION, f"{LABEL_PROVIDER}={self.name}"]
+        filters += [f"{k}={v}" for k, v in (selector or {}).items()]
+        with self._errors("list deskctl containers"):
+            found = self.client.api.containers(all=True, filters={"label": filters})
+        handles = []
+        for raw in found:
+            labels = dict(raw.get("Labels") or {})
+            session_id = labels.get(LABEL_SESSION, "")
+            session_dir = labels.get(LABEL_DIR, "")
+            names = [n.lstrip("/") for n in raw.get("Names") or []]
+            handles.append(RemoteHandle(
+                provider=self.name, session_id=session_id, resource_id=str(raw["Id"]), labels=labels,
+                data={
+                    "container": str(raw["Id"]),
+                    "name": names[0] if names else session_id,
+                    "image": raw.get("Image"),
+                    "display": _DISPLAY,
+                    "socket_path": str(Path(session_dir) / "x11" / "X0") if session_dir else "",
+                    "xauthority": str(Path(session_dir) / "xauth" / "Xauthority") if session_dir else "",
+                    "session_dir": session_dir,
+                    "state": raw.get("State"),
+                },
+                created_at=float(raw.get("Created") or time.time()),
+            ))
+        return handles
+
+    def is_alive(self, handle: RemoteHandle) -> bool:
+        state = self._state(str(handle.data.get("container") or handle.resource_id))
+        return bool(state and state.get("Running"))
+
+    def detach(self, handle: RemoteHandle) -> None:
+        _Watcher.forget_if_running(str(handle.data.get("name") or handle.session_id))
+
+    # -- while open ----------------------------------------------------------------------------------------------
+    def _driver(self, handle: RemoteHandle) -> X11Driver:
+        with self._drivers_lock:
+            driver = self._drivers.get(handle.session_id)
+            if driver is not None and not driver.closed:
+                return driver
+        from deskctl.providers._x11 import X11Driver, read_cookie
+
+        socket_path = str(handle.data.get("socket_path") or "")
+        try:
+            cookie = read_cookie(str(handle.data["xauthority"]), 0)
+            # MIT-SHM cannot cross the container's IPC namespace: plain GetImage over the socket.
+            driver = X11Driver.open(_DISPLAY, socket_path=socket_path, cookie=cookie, provider=self.name,
+                                    use_shm=False)
+        except (ProviderUnreachable, KeyError) as exc:
+            raise self._lost(handle, "connect to the display", exc) from exc
+        with self._drivers_lock:
+            self._drivers[handle.session_id] = driver
+        return driver
+
+    def _drop_driver(self, session_id: str) -> None:
+        with self._drivers_lock:
+            driver = self._drivers.pop(session_id, None)
+        if driver is not None:
+            driver.close()
+
+    def _lost(self, handle: RemoteHandle, doing: str, cause: BaseException) -> DeskctlError:
+        """After a failed X call: a precise error when the container is gone or stopped, else the cause."""
+        self._drop_driver(handle.session_id)
+        try:
+            state = self._state(str(handle.data.get("container") or handle.resource_id))
+        except DeskctlError:
+            state = {"Running": True}
+        if state is None or not state.get("Running"):
+            return self._gone_error(handle, state, doing)
+        if isinstance(cause, DeskctlError):
+            return cause
+        return SessionLost(f"lost the display of {handle.session_id}: {cause}", provider=self.name)
+
+    @contextlib.contextmanager
+    def _x11(self, handle: RemoteHandle, doing: str) -> Iterator[X11Driver]:
+        driver = self._driver(handle)
+        try:
+            yield driver
+        except SessionLost as exc:
+            raise self._lost(handle, doing, exc) from exc
+
+    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
+        with self._x11(handle, "read the screen size") as driver:
+            return driver.size()
+
+    def screenshot(self, handle: RemoteHandle) -> Screenshot:
+        with self._x11(handle, "take a screenshot") as driver:
+            return driver.screenshot()
+
+    def act(self, handle: RemoteHandle, action: Action) -> None:
+        with self._x11(handle, "send input") as driver:
+            driver.act(action)
+
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+        """Run ``command`` with ``sh -c`` as the desktop user (DISPLAY set) through the Engine API exec.
+
+        The command is killed after ``timeout`` seconds (exit code 124, as coreutils ``timeout`` says).
+        """
+        container = str(handle.data.get("container") or handle.resource_id)
+        seconds = max(1, round(timeout))
+        argv = ["timeout", "-k", "5", str(seconds), "sh", "-c", command]
+        from deskctl.images import connect
+
+        client = self.client if timeout + 10 <= 60 else connect(timeout=timeout + 15)
+        try:
+            with self._errors("run a command"):
+                exec_id = str(client.api.exec_create(container, argv, stdout=True, stderr=True,
+                                                     user=DESKTOP_USER)["Id"])
+                out, err = client.api.exec_start(exec_id, demux=True)
+                code = client.api.exec_inspect(exec_id).get("ExitCode")
+        except (NotFound, InfrastructureError) as exc:
+            if isinstance(exc, ProviderUnreachable):
+                raise
+            state = self._state(container)
+            if state is None or not state.get("Running"):
+                raise self._gone_error(handle, state, "run a command") from exc
+            raise
+        finally:
+            if client is not self._client:
+                with contextlib.suppress(Exception):
+                    client.close()
+        return ExecResult(exit_code=int(code if code is not None else -1),
+                          stdout=(out or b"").decode(errors="replace"),
+                          stderr=(err or b"").decode(errors="replace"))
+
+    def close(self) -> None:
+        with self._drivers_lock:
+            drivers = list(self._drivers.values())
+            self._drivers.clear()
+        for driver in drivers:
+            driver.close()
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+
+
+def _host_available_memory() -> int | None:
+    """MemAvailable of this host (where a local daemon runs its containers), or None when unknown."""
+    if os.environ.get("DOCKER_HOST", "unix://").startswith(("tcp://", "ssh://")):
+        return None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
