@@ -1,0 +1,333 @@
+"""HTTP plumbing shared by the cloud providers (Daytona, cua, use.computer).
+
+Three things, so that every cloud provider behaves the same way at its boundary:
+
+- :func:`make_client`: an ``httpx.Client`` with deskctl's timeouts and headers (a transport may be injected).
+- :class:`RetryPolicy`: exponential backoff (tenacity) that honours ``Retry-After`` and the throttler-named
+  ``Retry-After-{throttler}`` headers; every delay is scaled by ``DESKCTL_HTTP_RETRY_SCALE`` or the policy's
+  ``scale`` so tests never wait for real-world delays.
+- :func:`error_from_response` / :func:`error_from_transport`: an HTTP answer or an httpx exception turned into
+  the most specific :mod:`deskctl.errors` class, with secrets redacted from every message.
+
+:func:`send` ties them together. Retries follow one rule: a request the server cannot have acted on
+(a connection that was never made, a 429) may always be retried; anything else (a 5xx, a read timeout, a
+dropped connection) is retried only when the caller says the call is idempotent. A create is never retried
+blindly: the caller gets the error and must find out what exists.
+
+httpx and tenacity are imported inside the functions, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from deskctl.credentials import redact
+from deskctl.errors import (
+    CredentialsForbidden,
+    CredentialsInvalid,
+    DeskctlError,
+    ProviderApiError,
+    ProviderUnreachable,
+    QuotaExceeded,
+    RateLimited,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "RETRY_SCALE_ENV",
+    "HttpErrorContext",
+    "RetryPolicy",
+    "error_from_response",
+    "error_from_transport",
+    "make_client",
+    "parse_retry_after",
+    "response_message",
+    "send",
+]
+
+#: multiplies every backoff delay (0 in tests); read when a policy is built, never at import
+RETRY_SCALE_ENV = "DESKCTL_HTTP_RETRY_SCALE"
+
+_QUOTA_RE = re.compile(r"(?i)(limit exceeded|quota|exceeds maximum allowed|insufficient (credit|balance))")
+_RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry. Delays are ``initial * multiplier**n`` capped at ``maximum``; a
+    server-sent ``Retry-After`` replaces the computed delay (capped at ``max_retry_after``). Every delay is
+    multiplied by ``scale`` before sleeping; ``sleep`` is injectable so tests can record the delays asked for.
+    """
+
+    attempts: int = 5
+    initial: float = 0.5
+    maximum: float = 8.0
+    multiplier: float = 2.0
+    max_retry_after: float = 120.0
+    scale: float = 1.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None, **defaults: Any) -> RetryPolicy:
+        """Build from provider options ``retry_attempts``, ``retry_initial``, ``retry_maximum``,
+        ``retry_scale`` and the ``DESKCTL_HTTP_RETRY_SCALE`` environment variable (options win)."""
+        opts = dict(options or {})
+        policy = cls(**defaults)
+        env_scale = os.environ.get(RETRY_SCALE_ENV)
+        scale = policy.scale
+        if env_scale:
+            try:
+                scale = float(env_scale)
+            except ValueError:
+                from deskctl.errors import ConfigInvalid
+
+                raise ConfigInvalid(f"{RETRY_SCALE_ENV}={env_scale!r} is not a number") from None
+        try:
+            return replace(
+                policy,
+                attempts=max(1, int(opts.get("retry_attempts", policy.attempts))),
+                initial=float(opts.get("retry_initial", policy.initial)),
+                maximum=float(opts.get("retry_maximum", policy.maximum)),
+                scale=float(opts.get("retry_scale", scale)),
+            )
+        except (TypeError, ValueError) as exc:
+            from deskctl.errors import ConfigInvalid
+
+            raise ConfigInvalid(f"bad retry option: {exc}") from exc
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """The unscaled delay before retry number ``attempt`` (1-based)."""
+        if retry_after is not None:
+            return max(0.0, min(retry_after, self.max_retry_after))
+        return min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1))
+
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds * scale`` (the one place the plumbing waits)."""
+        self.sleep(max(0.0, seconds * self.scale))
+
+
+@dataclass(frozen=True)
+class HttpErrorContext:
+    """What the error mapper needs to word an error: the provider, what was being done, and remedies."""
+
+    provider: str
+    action: str
+    credentials_remedy: str | None = None
+    classify: Callable[[int, str, Mapping[str, Any]], DeskctlError | None] | None = None
+
+
+def make_client(
+    base_url: str = "",
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    connect_timeout: float = 10.0,
+    transport: httpx.BaseTransport | None = None,
+) -> httpx.Client:
+    """An ``httpx.Client`` for one provider instance. ``transport`` is injected per instance (tests)."""
+    import httpx
+
+    from deskctl import __version__
+
+    all_headers = {"User-Agent": f"deskctl/{__version__}", "Accept": "application/json"}
+    all_headers.update(headers or {})
+    return httpx.Client(
+        base_url=base_url,
+        headers=all_headers,
+        timeout=httpx.Timeout(timeout, connect=connect_timeout),
+        transport=transport,
+        follow_redirects=False,
+    )
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``Retry-After`` or any ``Retry-After-{throttler}`` header (the largest wins).
+
+    Values are delta-seconds or an HTTP date; unparsable values are ignored.
+    """
+    waits: list[float] = []
+    for name, value in headers.items():
+        low = name.lower()
+        if low != "retry-after" and not low.startswith("retry-after-"):
+            continue
+        value = value.strip()
+        try:
+            waits.append(max(0.0, float(value)))
+            continue
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            continue
+        waits.append(max(0.0, when.timestamp() - (time.time() if now is None else now)))
+    return max(waits) if waits else None
+
+
+def _body(response: httpx.Response) -> dict[str, Any]:
+    try:
+        raw = response.json()
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return raw if isinstance(raw, dict) else {"message": raw}
+
+
+def response_message(response: httpx.Response) -> str:
+    """The server's own words: ``message`` (joined when a list), else ``error``, plus ``details``; or the
+    body text; or ``HTTP <status>`` for an empty body. Redacted."""
+    body = _body(response)
+    parts: list[str] = []
+    for key in ("message", "error", "details"):
+        value = body.get(key)
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        if isinstance(value, dict):
+            value = json.dumps(value, sort_keys=True)
+        if value and str(value) not in parts:
+            parts.append(str(value))
+    text = ": ".join(parts)
+    if not text and not body:
+        try:
+            text = response.text.strip()[:300]
+        except UnicodeDecodeError:
+            text = ""
+    return redact(text) if text else f"HTTP {response.status_code} with an empty body"
+
+
+def error_from_response(response: httpx.Response, context: HttpErrorContext) -> DeskctlError:
+    """The deskctl error for a non-2xx answer. ``context.classify`` may claim it first (provider-specific
+    wording such as regions and classes); otherwise: 401 credentials.invalid, 403 credentials.forbidden,
+    400/403 quota wording quota.exceeded, 429 provider.rate_limited (with ``retry_after``), anything else
+    provider.api_error (with ``status``)."""
+    status = response.status_code
+    message = response_message(response)
+    body = _body(response)
+    where = f"{context.provider}: {context.action} failed"
+    details = {"status": status, "method": response.request.method, "path": redact(response.request.url.path)}
+    if context.classify is not None:
+        claimed = context.classify(status, message, body)
+        if claimed is not None:
+            claimed.details.update({k: v for k, v in details.items() if k not in claimed.details})
+            return claimed
+    if status == 401:
+        return CredentialsInvalid(
+            f"{where}: the credentials were refused (HTTP 401: {message})",
+            provider=context.provider, remedy=context.credentials_remedy, details=details,
+        )
+    if status in (400, 403) and _QUOTA_RE.search(message):
+        return QuotaExceeded(
+            f"{where}: quota exceeded ({message})", provider=context.provider,
+            remedy="free resources (deskctl ls / deskctl reap) or raise the account's limits", details=details,
+        )
+    if status == 403:
+        return CredentialsForbidden(
+            f"{where}: the credentials are valid but lack permission (HTTP 403: {message})",
+            provider=context.provider,
+            remedy="give the key the permission this call needs (see the provider's docs)", details=details,
+        )
+    if status == 429:
+        retry_after = parse_retry_after(response.headers)
+        hint = f"; retry after {retry_after:.0f}s" if retry_after is not None else ""
+        return RateLimited(
+            f"{where}: rate limited (HTTP 429: {message}){hint}", provider=context.provider,
+            retry_after=retry_after, details=details, remedy="wait and retry, or lower the request rate",
+        )
+    return ProviderApiError(
+        f"{where}: HTTP {status}: {message}", provider=context.provider, status=status, details=details,
+    )
+
+
+def error_from_transport(exc: Exception, context: HttpErrorContext) -> DeskctlError:
+    """An httpx transport exception as :class:`ProviderUnreachable` (``details["sent"]`` says whether the
+    request may have reached the server: False only for connection failures)."""
+    import httpx
+
+    sent = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+    kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "could not connect" if not sent else "failed"
+    url = ""
+    try:
+        url = str(exc.request.url.copy_with(query=None)) if isinstance(exc, httpx.RequestError) else ""
+    except RuntimeError:
+        url = ""
+    return ProviderUnreachable(
+        f"{context.provider}: {context.action} {kind}"
+        + (f" ({redact(url)})" if url else "") + f": {type(exc).__name__}: {redact(str(exc)) or 'no detail'}",
+        provider=context.provider, details={"sent": sent},
+        remedy="check the network and the provider's API URL",
+    )
+
+
+def _may_retry(error: DeskctlError, idempotent: bool) -> bool:
+    if isinstance(error, RateLimited):
+        return True  # refused before it was acted on
+    if isinstance(error, ProviderUnreachable):
+        return idempotent or not error.details.get("sent", True)
+    if isinstance(error, ProviderApiError):
+        return idempotent and error.status in _RETRYABLE_STATUS
+    return False
+
+
+def send(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    context: HttpErrorContext,
+    *,
+    policy: RetryPolicy,
+    idempotent: bool,
+    deadline: float | None = None,
+    ok_statuses: frozenset[int] = frozenset(),
+    **kwargs: Any,
+) -> httpx.Response:
+    """Send one request with the retry rule of this module and return a 2xx answer (or one whose status is in
+    ``ok_statuses``, such as 404 for a delete). Otherwise raise the mapped deskctl error (the last one, when
+    retries ran out), chained to the httpx exception when there was one. ``deadline`` (``time.monotonic``)
+    stops retrying early."""
+    import httpx
+    import tenacity
+
+    def attempt_once() -> httpx.Response:
+        try:
+            response = client.request(method, url, **kwargs)
+        except httpx.HTTPError as exc:
+            raise error_from_transport(exc, context) from exc
+        if response.is_success or response.status_code in ok_statuses:
+            return response
+        raise error_from_response(response, context)
+
+    def should_retry(state: tenacity.RetryCallState) -> bool:
+        outcome = state.outcome
+        if outcome is None or not outcome.failed:
+            return False
+        error = outcome.exception()
+        if not isinstance(error, DeskctlError) or not _may_retry(error, idempotent):
+            return False
+        if deadline is not None:
+            wait = _wait(state)
+            if time.monotonic() + wait * policy.scale >= deadline:
+                return False
+        return True
+
+    def _wait(state: tenacity.RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        retry_after = error.retry_after if isinstance(error, RateLimited) else None
+        return policy.delay(state.attempt_number, retry_after)
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(policy.attempts),
+        retry=should_retry,
+        wait=_wait,
+        sleep=policy.pause,
+        reraise=True,
+    )
+    result: httpx.Response = retrying(attempt_once)
+    return result
