@@ -21,11 +21,15 @@ Errors: a connection that cannot be made is :class:`~deskctl.errors.ProviderUnre
 drops while in use is :class:`~deskctl.errors.SessionLost`; a request the server refuses is
 :class:`~deskctl.errors.ProviderApiError`. No Xlib exception leaves this module.
 
-Typing non-ASCII text binds the keysym to a spare keycode, as xdotool does. Unlike xdotool, the keycode is not
-reverted right after the key event (a client that has not yet translated the event would then read the wrong
-symbol); borrowed keycodes are recorded on the root window (``_DESKCTL_BORROWED_KEYCODES``) and reused,
-least recently used first, by every driver of that display; :meth:`X11Driver.restore_keymap` gives them back
-(call it before leaving a long-lived display such as a user's own; a throwaway Xvfb needs nothing).
+Typing a symbol the keymap lacks (non-ASCII text) binds it to a spare keycode, as xdotool does: an unbound
+keycode, else one bound only to vendor XF86 keysyms (Xvfb has about 110 such keycodes in all). Unlike
+xdotool, the keycode is not reverted right after the key event, because a client that has not yet translated
+the event would then read the wrong symbol. Borrowed keycodes and their original keysyms are recorded on the
+root window (``_DESKCTL_BORROWED_KEYCODES``) and reused, least recently bound first, by every driver of that
+display; :meth:`X11Driver.restore_keymap` gives them back (call it before leaving a long-lived display such as
+a user's own; a throwaway Xvfb needs nothing). Limit: one text with more distinct missing symbols than there
+are spare keycodes reuses keycodes within the text, and a client that lags behind may then read a later
+symbol for an earlier key.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ __all__ = [
 
 COOKIE_PROTOCOL = "MIT-MAGIC-COOKIE-1"
 _FAMILY_WILD = 0xFFFF
+_FAMILY_LOCAL = 256
 
 _BUTTONS = {"left": 1, "middle": 2, "right": 3}
 _SCROLL_UP, _SCROLL_DOWN, _SCROLL_LEFT, _SCROLL_RIGHT = 4, 5, 6, 7
@@ -179,14 +184,15 @@ def _counted(data: bytes) -> bytes:
 
 def write_xauthority(path: str | os.PathLike[str], display_number: int | None, cookie: bytes) -> Path:
     """Write an Xauthority file (the format ``xauth`` and libXau read) holding ``cookie`` for display
-    ``display_number`` (None: any display) on any host (FamilyWild), mode 0600, replaced atomically."""
+    ``display_number`` (None: any display), mode 0600, replaced atomically. It has two entries with the same
+    cookie: one for this host name (FamilyLocal, which python-xlib needs) and one for any host (FamilyWild, for
+    clients whose host name differs, such as a container's)."""
     target = Path(path)
-    entry = (
-        struct.pack(">H", _FAMILY_WILD)
-        + _counted(b"")
-        + _counted(b"" if display_number is None else str(display_number).encode())
-        + _counted(COOKIE_PROTOCOL.encode())
+    number = b"" if display_number is None else str(display_number).encode()
+    entry = b"".join(
+        struct.pack(">H", family) + _counted(address) + _counted(number) + _counted(COOKIE_PROTOCOL.encode())
         + _counted(cookie)
+        for family, address in ((_FAMILY_LOCAL, socket.gethostname().encode()), (_FAMILY_WILD, b""))
     )
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -672,35 +678,71 @@ class X11Driver:
         keycode, index = found
         return keycode, index == 1
 
-    def _borrow_keycode(self, keysym: int) -> int:
-        from Xlib import X, Xatom
+    # The borrowed keycodes, least recently bound first, live on the root window as CARDINALs: for each one
+    # [keycode, n, original keysym 1..n], so that any driver of the display can reuse and restore them.
+    def _read_borrowed(self, atom: int) -> list[tuple[int, tuple[int, ...]]]:
+        from Xlib import Xatom
 
+        prop = self._root.get_property(atom, Xatom.CARDINAL, 0, 65536)
+        values = [int(v) for v in prop.value] if prop is not None and prop.format == 32 else []
+        records: list[tuple[int, tuple[int, ...]]] = []
+        i = 0
+        while i + 1 < len(values):
+            keycode, count = values[i], values[i + 1]
+            records.append((keycode, tuple(values[i + 2 : i + 2 + count])))
+            i += 2 + count
+        return [(k, o) for k, o in records if self._keymap_first <= k <= self._keymap_last]
+
+    def _write_borrowed(self, atom: int, records: list[tuple[int, tuple[int, ...]]]) -> None:
+        from Xlib import Xatom
+
+        if not records:
+            self._root.delete_property(atom)
+            return
+        flat: list[int] = []
+        for keycode, original in records:
+            flat += [keycode, len(original), *original]
+        self._root.change_property(atom, Xatom.CARDINAL, 32, flat)
+
+    def _spare_keycodes(self, taken: set[int]) -> list[int]:
+        """Keycodes deskctl may bind: unbound ones first, then those bound only to vendor (XF86) keysyms, which
+        no deskctl key name reaches; highest first, as low keycodes are the real keyboard's."""
+        empty: list[int] = []
+        vendor: list[int] = []
+        for offset, row in reversed(list(enumerate(self._keymap))):
+            keycode = self._keymap_first + offset
+            if keycode in taken:
+                continue
+            if all(sym == 0 for sym in row):
+                empty.append(keycode)
+            elif all(sym == 0 or sym & 0xFFFF0000 == 0x10080000 for sym in row):
+                vendor.append(keycode)
+        return empty + vendor
+
+    def _borrow_keycode(self, keysym: int) -> int:
+        """Bind ``keysym`` to a spare keycode (or the least recently bound borrowed one) under a server grab."""
         display = self._display
         atom = display.intern_atom(_BORROWED_PROPERTY)
         display.grab_server()
         try:
             self._load_keymap()
-            prop = self._root.get_property(atom, Xatom.CARDINAL, 0, 1024)
-            borrowed = [int(v) for v in prop.value] if prop is not None and prop.format == 32 else []
-            borrowed = [k for k in borrowed if self._keymap_first <= k <= self._keymap_last]
-            empty = [
-                self._keymap_first + i for i, row in enumerate(self._keymap)
-                if all(s == X.NoSymbol for s in row) and self._keymap_first + i not in borrowed
-            ]
-            if empty:
-                keycode = empty[-1]  # the highest free keycodes are the least likely to be real keys
-            elif borrowed:
-                keycode = borrowed[0]  # least recently bound
+            records = self._read_borrowed(atom)
+            spare = self._spare_keycodes({k for k, _ in records})
+            if spare:
+                keycode = spare[0]
+                original = self._keymap[keycode - self._keymap_first]
+            elif records:
+                keycode, original = records[0]
             else:
                 raise ProviderApiError(
                     f"no spare keycode on X display {self.address.display} to type keysym {keysym:#x}",
                     provider=self.provider,
                 )
             width = max(2, len(self._keymap[0]) if self._keymap else 2)
-            display.change_keyboard_mapping(keycode, [(keysym, keysym) + (X.NoSymbol,) * (width - 2)])
-            borrowed = [k for k in borrowed if k != keycode] + [keycode]
-            self._root.change_property(atom, Xatom.CARDINAL, 32, borrowed)
-            self._keymap[keycode - self._keymap_first] = (keysym, keysym) + (X.NoSymbol,) * (width - 2)
+            row = (keysym, keysym) + (0,) * (width - 2)
+            display.change_keyboard_mapping(keycode, [row])
+            self._write_borrowed(atom, [r for r in records if r[0] != keycode] + [(keycode, tuple(original))])
+            self._keymap[keycode - self._keymap_first] = row
             display.sync()
         finally:
             display.ungrab_server()
@@ -714,21 +756,17 @@ class X11Driver:
             self._display.next_event()
 
     def restore_keymap(self) -> None:
-        """Unbind every keycode deskctl borrowed on this display (see the module docstring)."""
-        from Xlib import X, Xatom
-
+        """Give back every keycode deskctl borrowed on this display, with its original keysyms."""
         with self._lock, self._errors("restore the keymap"):
             display = self._display
             atom = display.intern_atom(_BORROWED_PROPERTY)
             display.grab_server()
             try:
-                prop = self._root.get_property(atom, Xatom.CARDINAL, 0, 1024)
-                borrowed = [int(v) for v in prop.value] if prop is not None and prop.format == 32 else []
                 width = max(2, len(self._keymap[0]) if self._keymap else 2)
-                for keycode in borrowed:
-                    if self._keymap_first <= keycode <= self._keymap_last:
-                        display.change_keyboard_mapping(keycode, [(X.NoSymbol,) * width])
-                self._root.delete_property(atom)
+                for keycode, original in self._read_borrowed(atom):
+                    row = tuple(original[:width]) + (0,) * (width - len(original[:width]))
+                    display.change_keyboard_mapping(keycode, [row])
+                self._write_borrowed(atom, [])
                 display.sync()
             finally:
                 display.ungrab_server()
