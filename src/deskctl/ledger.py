@@ -153,6 +153,7 @@ class Reservation:
     settled_at: float | None = None
     cost_usd: float | None = None
     rate_usd_per_hour: float | None = None
+    owner: str | None = None  # host:pid of the process that made it
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -231,6 +232,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX reservations_budget ON reservations (budget, created_at)",
         "CREATE INDEX reservations_session ON reservations (session_id)",
     ),
+    # the owner (host:pid) of a reservation lets a hold whose process died be released before it expires
+    3: ("ALTER TABLE reservations ADD COLUMN owner TEXT",),
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -241,7 +244,7 @@ _SESSION_COLUMNS = (
 )  # fmt: skip
 _RESERVATION_COLUMNS = (
     "id", "budget", "session_id", "amount_usd", "unknown", "created_at", "expires_at", "status", "settled_at",
-    "cost_usd", "rate_usd_per_hour",
+    "cost_usd", "rate_usd_per_hour", "owner",
 )  # fmt: skip
 _BUDGET_COLUMNS = ("name", "max_usd", "window_seconds", "default_minutes", "unknown_cost", "created_at", "updated_at")
 
@@ -291,7 +294,7 @@ class Transaction:
             f"INSERT INTO reservations ({', '.join(_RESERVATION_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_RESERVATION_COLUMNS))})",
             (r.id, r.budget, r.session_id, r.amount_usd, int(r.unknown), r.created_at, r.expires_at, r.status,
-             r.settled_at, r.cost_usd, r.rate_usd_per_hour),
+             r.settled_at, r.cost_usd, r.rate_usd_per_hour, r.owner),
         )  # fmt: skip
 
     def session(self, session_id: str) -> SessionRecord | None:
@@ -305,11 +308,12 @@ def _budget_from_row(row: Sequence[Any]) -> Budget:
 
 
 def _reservation_from_row(row: Sequence[Any]) -> Reservation:
-    rid, budget, session_id, amount, unknown, created_at, expires_at, status, settled_at, cost, rate = row
+    rid, budget, session_id, amount, unknown, created_at, expires_at, status, settled_at, cost, rate, owner = row
     return Reservation(
         id=str(rid), budget=str(budget), session_id=str(session_id), amount_usd=float(amount),
         unknown=bool(unknown), created_at=float(created_at), expires_at=float(expires_at), status=str(status),
         settled_at=_float(settled_at), cost_usd=_float(cost), rate_usd_per_hour=_float(rate),
+        owner=None if owner is None else str(owner),
     )  # fmt: skip
 
 
