@@ -217,3 +217,20 @@ def test_deskctl_preflight_is_callable_even_after_the_package_was_imported() -> 
     assert report.considered == ["xvfb"]
     failure = report.first_failure()
     assert failure is not None and failure.code == "compat.platform_unsupported"
+
+
+def test_built_provider_instances_are_checked_together_and_all_must_be_ready() -> None:
+    barrier = threading.Barrier(2)
+    ready = StubProvider(barrier_behaviour(barrier))
+
+    class Broken(StubProvider):
+        name = "broken"
+
+    def missing_binary(spec: DesktopSpec) -> list[CheckResult]:
+        barrier.wait(timeout=30)  # both providers' checks are in flight together
+        return [CheckResult("fail", "broken.binary", "Xvfb missing", remedy="apt-get install xvfb")]
+
+    broken = Broken(missing_binary)
+    report = preflight(PreflightRequest(), instances=[ready, broken])
+    assert report.considered == ["stub", "broken"] and report.ready == ["stub"]
+    assert report.exit_code == 3 and report.verdict.startswith("not ready: broken")

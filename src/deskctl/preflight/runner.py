@@ -443,12 +443,15 @@ def preflight(
     agent: str | None = None,
     task_os: str | None = None,
     timeout: float | None = None,
+    instances: Sequence[Provider] | None = None,
 ) -> PreflightReport:
     """Check, without creating anything, which providers can serve a request.
 
     A :class:`~deskctl.spec.DesktopSpec` checks its own provider (unless ``providers`` names others); a
     :class:`PreflightRequest` without providers considers every installed provider that serves its platform.
-    Every check of every provider runs at once. Unknown names raise :class:`~deskctl.errors.UsageError`.
+    ``instances`` checks already built provider objects instead of looking names up in the registry (every
+    one must be ready). Every check of every provider runs at once. Unknown names raise
+    :class:`~deskctl.errors.UsageError`.
     """
     from deskctl.preflight import compat
     from deskctl.providers import get_provider
@@ -458,26 +461,32 @@ def preflight(
         request = dataclasses.replace(request, agent=compat.normalize_agent(request.agent))
     if request.task_os:
         request = dataclasses.replace(request, task_os=compat.normalize_task_os(request.task_os))
-    named = request.providers is not None and len(request.providers) > 0
-    names = ([_normalise_provider(n) for n in request.providers or ()] if named
-             else compat.providers_for(request.platform))
+    base = DesktopSpec.build(platform=request.platform, geometry=request.geometry or "native",
+                             max_minutes=request.max_minutes, max_usd=request.max_usd)
+    setup_failures: list[CheckResult] = []
+    built: list[tuple[DesktopSpec, Provider]] = []
+    if instances is not None:
+        named = True
+        names = [p.name for p in instances]
+        built = [(base.model_copy(update={"provider": p.name, "provider_options": dict(p.options)}), p)
+                 for p in instances]
+    else:
+        named = request.providers is not None and len(request.providers) > 0
+        names = ([_normalise_provider(n) for n in request.providers or ()] if named
+                 else compat.providers_for(request.platform))
+        for name in names:
+            options = dict(request.provider_options.get(name) or {})
+            spec = base.model_copy(update={"provider": name, "provider_options": options})
+            try:
+                built.append((spec, get_provider(name, options)))
+            except DeskctlError as exc:
+                setup_failures.append(CheckResult("fail", exc.code, exc.message, remedy=exc.remedy, provider=name))
     started = time.monotonic()
     checks: list[Check] = [Check(
         "compat.request", lambda: compat.request_checks(request.platform, request.agent, request.task_os),
         None, request.timeout,
     )]
-    setup_failures: list[CheckResult] = []
-    for name in names:
-        try:
-            spec = DesktopSpec.build(
-                provider=name, platform=request.platform, geometry=request.geometry or "native",
-                max_minutes=request.max_minutes, max_usd=request.max_usd,
-                provider_options=request.provider_options.get(name) or None,
-            )
-            provider = get_provider(name, spec.provider_options)
-        except DeskctlError as exc:
-            setup_failures.append(CheckResult("fail", exc.code, exc.message, remedy=exc.remedy, provider=name))
-            continue
+    for spec, provider in built:
         checks += _provider_check_list(spec, provider, request.timeout, agent=request.agent,
                                        task_os=request.task_os, include_request=False)
     groups = run_concurrently(checks)
