@@ -1,0 +1,146 @@
+"""The conformance suite's provider targets: ONE contract, run against every provider listed in :data:`TARGETS`.
+
+Adding a provider is a few lines here: append a :class:`Target` to :data:`TARGETS`::
+
+    TARGETS.append(Target(
+        name="docker",
+        open_kwargs={"provider": "docker", "provider_options": {"image": "deskctl/desktop:test"}},
+        probe_address=docker_probe_address,      # Desktop -> (X11Address, cookie) the probe window connects to
+        leftovers=docker_leftovers,              # RemoteHandle -> what still exists (containers, volumes ...)
+        marks=(pytest.mark.docker,),             # skip-able groups: docker, ssh, postgres, slow
+        environment=docker_environment,          # optional: a context manager yielding env vars (a fake server)
+    ))
+
+* ``open_kwargs`` are the keyword arguments of :func:`deskctl.open_desktop` (and, for the subprocess tests, of
+  the same call in a child process). ``geometry`` is set by the suite.
+* ``probe_address(desk)`` says how a test reaches the desktop's X display with python-xlib: an
+  :class:`~deskctl.providers._x11.X11Address` (local display, unix socket at any path, or a forwarded TCP
+  port) and the MIT-MAGIC-COOKIE-1 bytes (or None).
+* ``leftovers(handle)`` lists, in words, whatever of that desktop still exists after it was destroyed (processes,
+  sockets, lock files, containers, sandboxes on a fake server). The suite asserts it is empty.
+* ``environment()`` (optional) is entered once per test that needs it and yields extra environment variables
+  (for example the URL of a loopback fake server); they are set in this process and passed to child processes.
+
+Each test gets a fresh ``DESKCTL_HOME`` (tests/conftest.py), so ledgers and markers never mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests/probe
+
+from deskctl.providers._x11 import X11Address, read_cookie
+from deskctl.providers.base import RemoteHandle
+
+if TYPE_CHECKING:
+    from deskctl.session import Desktop
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    open_kwargs: Mapping[str, Any]
+    probe_address: Callable[[Desktop], tuple[X11Address, bytes | None]]
+    leftovers: Callable[[RemoteHandle], list[str]]
+    marks: tuple[Any, ...] = ()
+    environment: Callable[[], contextlib.AbstractContextManager[Mapping[str, str]]] | None = None
+    #: geometry the suite pins (a provider with fixed sizes names one it offers)
+    geometry: str = "1024x768"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- xvfb ---------------------------------------------------------------------------------------------------------
+def _process_alive(pid: int, ticks: int | None) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and (ticks is None or int(fields[19]) == ticks)
+
+
+def xvfb_probe_address(desk: Desktop) -> tuple[X11Address, bytes | None]:
+    data = desk.handle.data if desk.handle else {}
+    return X11Address(display=str(data["display"])), read_cookie(data["cookie_file"])
+
+
+def xvfb_leftovers(handle: RemoteHandle) -> list[str]:
+    left: list[str] = []
+    for proc in handle.data.get("procs", []):
+        if _process_alive(int(proc["pid"]), proc.get("ticks")):
+            left.append(f"{proc['role']} process {proc['pid']}")
+    number = handle.data.get("display_number")
+    if number is not None:
+        xvfb_pids = {str(p["pid"]) for p in handle.data.get("procs", []) if p["role"] == "xvfb"}
+        lock = Path(f"/tmp/.X{number}-lock")
+        with contextlib.suppress(OSError):
+            if lock.read_text().strip() in xvfb_pids:
+                left.append(str(lock))
+        sock = Path(f"/tmp/.X11-unix/X{number}")
+        if sock.exists() and not lock.exists():
+            left.append(str(sock))
+    for key in ("dir", "cookie_file", "marker"):
+        path = handle.data.get(key)
+        if path and os.path.exists(path):
+            left.append(str(path))
+    return left
+
+
+TARGETS: list[Target] = [
+    Target(
+        name="xvfb",
+        open_kwargs={"provider": "xvfb"},
+        probe_address=xvfb_probe_address,
+        leftovers=xvfb_leftovers,
+    ),
+]
+
+
+def _params() -> list[Any]:
+    return [pytest.param(t, id=t.name, marks=list(t.marks)) for t in TARGETS]
+
+
+@pytest.fixture(params=_params())
+def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
+    """The provider target of this test, with its environment (if any) entered and exported."""
+    chosen: Target = request.param
+    with contextlib.ExitStack() as stack:
+        if chosen.environment is not None:
+            env = stack.enter_context(chosen.environment())
+            for key, value in env.items():
+                monkeypatch.setenv(key, value)
+        yield chosen
+
+
+@pytest.fixture
+def desk(target: Target) -> Iterator[Desktop]:
+    """An open desktop of the target at its pinned geometry, destroyed after the test (and checked gone)."""
+    import deskctl
+
+    desktop = deskctl.open_desktop(**{**target.open_kwargs, "geometry": target.geometry})
+    handle = desktop.handle
+    try:
+        yield desktop
+    finally:
+        desktop.close()
+        if handle is not None:
+            assert target.leftovers(handle) == []
+
+
+@pytest.fixture
+def probe(desk: Desktop, target: Target) -> Iterator[Any]:
+    """A probe window covering ``desk``, with the input focus."""
+    from probe import Probe
+
+    address, cookie = target.probe_address(desk)
+    with Probe.open(address, cookie) as window:
+        yield window
