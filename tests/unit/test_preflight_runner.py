@@ -234,3 +234,24 @@ def test_built_provider_instances_are_checked_together_and_all_must_be_ready() -
     report = preflight(PreflightRequest(), instances=[ready, broken])
     assert report.considered == ["stub", "broken"] and report.ready == ["stub"]
     assert report.exit_code == 3 and report.verdict.startswith("not ready: broken")
+
+
+def test_the_providers_own_credential_check_supersedes_the_presence_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    import keyring.core
+
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+    keyring.core.init_backend()  # never the developer's own keyring
+    monkeypatch.delenv("USE_COMPUTER_API_KEY", raising=False)
+
+    class UseComputerLike(StubProvider):
+        name = "use-computer"
+
+    presence_only = run_checks(_spec(), UseComputerLike())
+    assert "credentials.missing" in [r.code for r in presence_only]
+
+    def rejected(spec: DesktopSpec) -> list[CheckResult]:
+        return [CheckResult("fail", "credentials.invalid", "401 from GET /v1/sandboxes", remedy="new key")]
+
+    results = run_checks(_spec(), UseComputerLike(rejected))
+    codes = [r.code for r in results]
+    assert "credentials.invalid" in codes and "credentials.missing" not in codes

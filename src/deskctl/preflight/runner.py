@@ -229,23 +229,28 @@ def _provider_check_list(
                             None, timeout))
     checks += [
         Check("compat.provider", lambda: compat.provider_checks(spec, provider), name, timeout),
-        Check("credentials", lambda: _credential_check(name), name, timeout),
+        Check(_ENGINE_CREDENTIALS, lambda: _credential_check(name), name, timeout),
         Check(f"{name}.preflight", lambda: list(provider.preflight(spec)), name, timeout),
         Check("budget", lambda: _budget_check(spec, name), name, timeout),
     ]
     return checks
 
 
-def _merge(groups: list[list[CheckResult]]) -> list[CheckResult]:
-    flat = [r for group in groups for r in group]
-    # the provider's own credential check supersedes the engine's presence check
+_ENGINE_CREDENTIALS = "credentials"
+
+
+def _merge(pairs: list[tuple[Check, list[CheckResult]]]) -> list[CheckResult]:
+    """Flatten one provider's check groups, most decisive first. When the provider's own preflight reports
+    on credentials (a real authenticated read), the engine's presence-only check is dropped."""
     own_credentials = any(
-        r.code.startswith("credentials.") and r.code not in ("credentials.present", "credentials.missing",
-                                                              "credentials.keyring")
-        for r in flat
+        r.code.startswith("credentials.")
+        for check, group in pairs if check.code != _ENGINE_CREDENTIALS
+        for r in group
     )
-    if own_credentials:
-        flat = [r for r in flat if r.code not in ("credentials.present", "credentials.missing")]
+    flat = [
+        r for check, group in pairs for r in group
+        if not (own_credentials and check.code == _ENGINE_CREDENTIALS and r.code != "credentials.keyring")
+    ]
     return _sorted(flat)
 
 
@@ -257,7 +262,7 @@ def run_checks(
     credentials presence, the provider's own :meth:`~deskctl.providers.base.Provider.preflight`, and the
     budget projection; concurrently, each with ``timeout`` seconds. Never creates anything."""
     checks = _provider_check_list(spec, provider, timeout, agent=agent, task_os=task_os, include_request=True)
-    return _merge(run_concurrently(checks))
+    return _merge(list(zip(checks, run_concurrently(checks), strict=True)))
 
 
 def error_for(result: CheckResult, provider_name: str | None = None) -> DeskctlError:
@@ -512,10 +517,10 @@ def _data_providers(platform: Platform) -> list[str]:
 
 def _merge_report(request_results: list[CheckResult], provider_groups: list[tuple[Check, list[CheckResult]]],
                   setup_failures: list[CheckResult]) -> list[CheckResult]:
-    by_provider: dict[str | None, list[list[CheckResult]]] = {}
+    by_provider: dict[str | None, list[tuple[Check, list[CheckResult]]]] = {}
     for check, group in provider_groups:
-        by_provider.setdefault(check.provider, []).append(group)
+        by_provider.setdefault(check.provider, []).append((check, group))
     merged = list(request_results)
-    for groups in by_provider.values():
-        merged += _merge(groups)
+    for pairs in by_provider.values():
+        merged += _merge(pairs)
     return merged + setup_failures
