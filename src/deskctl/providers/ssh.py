@@ -1,0 +1,1447 @@
+"""Provider ``ssh``: a desktop on any Linux host you can reach over SSH (paramiko, imported only when used).
+
+Target: ``provider_options["host"]`` (``--host user@host[:port]``, or ``DESKCTL_SSH_HOST``); ``[v6addr]:port``
+works too. The user defaults to the local user name, the port to 22.
+
+Host keys (checked *before* any credential is sent):
+
+* the key the host presents must be in ``known_hosts`` (``provider_options["known_hosts"]``, else
+  ``~/.ssh/known_hosts``; ``/etc/ssh/ssh_known_hosts`` is also read). Names are written and looked up the way
+  OpenSSH does (``host`` on port 22, ``[host]:port`` otherwise; hashed entries are understood);
+* an unknown host is refused (``credentials.host_key_unknown``) unless ``accept_new_host_key`` is set
+  (``--accept-new-host-key``); then its key is appended to the known_hosts file named above (trust on first
+  use, like OpenSSH's ``StrictHostKeyChecking=accept-new``). Preflight never writes the file;
+* a key that differs from the recorded one (or a host that now offers only key types other than the recorded
+  ones) is always refused (``credentials.host_key_changed``) with both fingerprints and the known_hosts line;
+  no option overrides it.
+
+Authentication sources, tried in this order until one is accepted: the key file
+(``provider_options["key_file"]`` or ``DESKCTL_SSH_KEY_FILE``; its passphrase from ``DESKCTL_SSH_KEY_PASSPHRASE``),
+a private key held as a secret (``DESKCTL_SSH_PRIVATE_KEY``, the key text), the SSH agent (``SSH_AUTH_SOCK``;
+``provider_options["agent"] = False`` turns it off), the default identities ``~/.ssh/id_ed25519``,
+``id_ecdsa`` and ``id_rsa`` (only when no key was named), and a password (``DESKCTL_SSH_PASSWORD``). Secrets come
+from the environment, else the OS keyring (``deskctl login ssh --var DESKCTL_SSH_PASSWORD``), through
+:func:`deskctl.credentials.resolve`; they are registered for redaction and never enter ``handle.data``, the
+ledger or a message. Provider options never carry secrets (they are stored in the ledger with the spec).
+
+On the host, per desktop, in ``<remote_dir>/<session id>/`` (default ``~/.cache/deskctl/ssh``, mode 0700):
+``Xauthority`` (the MIT cookie, made on the client and sent over the channel, never on a command line),
+``meta.json`` (the deskctl labels: the marker :meth:`SSHProvider.list_owned` finds), ``state`` (display and pids),
+``mode``, ``lock`` and ``xvfb.log``. ``Xvfb -displayfd`` picks a free display itself (race-free) and says so when
+it accepts connections: that line is readiness. TCP stays off; the cookie guards the unix socket.
+
+Who owns the remote Xvfb:
+
+* attached session: a small ``sh`` watcher started on the session's exec channel. It reads that channel's
+  stdin; when the SSH connection ends for any reason (close, crash, SIGKILL of the client, dropped network),
+  sshd closes the pipe, the watcher kills Xvfb and removes the directory. Nothing stays on the host;
+* detached session (``deskctl.detached`` label, ``deskctl up``): the same watcher, told not to read the
+  channel, so it outlives the connection; Xvfb runs under ``timeout(1)`` set to the ``deskctl.expires`` label,
+  which ends it at its expiry. ``deskctl down`` (any process) reconnects with ``handle.data`` and kills the
+  processes whose command line carries the session directory; :meth:`SSHProvider.detach` switches an attached
+  watcher to this mode on the fly.
+
+Every process of a desktop holds ``lock`` (``flock``) until it exits, so destroy *waits* for the last one to
+go, then confirms nothing with the session's marker in its command line is left (else ``cleanup.incomplete``).
+
+Fast path: one SSH connection per session. The X11 driver (:mod:`deskctl.providers._x11`) talks X11 to the
+remote Xvfb's unix socket through a ``direct-streamlocal@openssh.com`` channel (OpenSSH's unix-socket
+forwarding) on that connection, bridged to a local socketpair; each action is one X round trip, never a new
+ssh command. ``exec`` opens a session channel on the same connection (exit code, stdout and stderr apart).
+
+Errors: a host that does not answer is ``provider.unreachable``; wrong or missing credentials are
+``credentials.invalid`` / ``credentials.missing``; a connection that drops while a desktop is open is
+``provider.session_lost`` (its desktop is gone with it, by design); a host without Xvfb is ``ssh.xvfb_missing``
+(exit 3). No paramiko exception leaves this module.
+
+Provider options: ``host``, ``port``, ``user``, ``key_file``, ``known_hosts``, ``accept_new_host_key``,
+``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir``, ``connect_timeout``
+(seconds, default 15), ``compression`` (bool, SSH zlib; default False).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import getpass
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from deskctl.errors import (
+    CleanupIncomplete,
+    CredentialsInvalid,
+    CredentialsMissing,
+    DeskctlError,
+    PreflightError,
+    ProviderApiError,
+    ProviderUnreachable,
+    ReadinessTimeout,
+    SessionLost,
+    UsageError,
+)
+from deskctl.providers.base import (
+    LABEL_CREATED,
+    LABEL_DETACHED,
+    LABEL_EXPIRES,
+    LABEL_OWNER,
+    LABEL_SESSION,
+    Capabilities,
+    ExecResult,
+    Provider,
+    RemoteHandle,
+    Screenshot,
+)
+from deskctl.spec import Geometry, Platform
+
+if TYPE_CHECKING:
+    from deskctl.actions import Action
+    from deskctl.preflight.checks import CheckResult
+    from deskctl.providers._x11 import X11Driver
+    from deskctl.spec import DesktopSpec
+
+__all__ = ["SSHProvider", "SshTarget", "host_key_fingerprint"]
+
+ENV_HOST = "DESKCTL_SSH_HOST"
+ENV_KEY_FILE = "DESKCTL_SSH_KEY_FILE"
+ENV_KEY_PASSPHRASE = "DESKCTL_SSH_KEY_PASSPHRASE"
+ENV_PRIVATE_KEY = "DESKCTL_SSH_PRIVATE_KEY"
+ENV_PASSWORD = "DESKCTL_SSH_PASSWORD"
+
+PROVIDER = "ssh"
+_DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
+_DEFAULT_IDENTITIES = ("id_ed25519", "id_ecdsa", "id_rsa")
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: flow-control window of the X channel: a whole 1920x1080 frame fits, so a capture streams without stalls
+_X_WINDOW = 16 * 1024 * 1024
+_X_PACKET = 32768
+_KEEPALIVE_SECONDS = 15
+_EXEC_GRACE = 10.0
+
+T = TypeVar("T")
+
+# -- the scripts run on the host (POSIX sh; arguments always passed as quoted positional parameters) ----------
+
+#: $1 base dir ("" = default), $2 session id, $3 WxHxD, $4 Xvfb, $5 lifetime seconds (0 = none), $6 mode.
+#: stdin: line 1 the Xauthority bytes as printf octal escapes, line 2 meta.json; then (attached) the control
+#: stream: EOF = the connection ended = stop; "detach" = outlive the connection.
+_OWNER_SCRIPT = r"""
+set -u
+trap '' PIPE HUP
+base=${1:-$HOME/.cache/deskctl/ssh}; sid=$2; geom=$3; xvfb=$4; ttl=$5; mode=$6
+umask 077
+fail() { echo "error $*"; exit 1; }
+command -v "$xvfb" >/dev/null 2>&1 || fail "xvfb-missing $xvfb"
+command -v mkfifo >/dev/null 2>&1 || fail "tool-missing mkfifo"
+mkdir -p "$base" || fail "cannot create $base"
+dir=$(cd "$base" && pwd -P)/$sid || fail "cannot enter $base"
+mkdir "$dir" || fail "cannot create $dir"
+bail() { rm -rf "$dir"; fail "$@"; }
+IFS= read -r auth || bail "no cookie on stdin"
+printf "$auth" > "$dir/Xauthority" || bail "cannot write $dir/Xauthority"
+IFS= read -r meta || bail "no meta on stdin"
+printf '%s\n' "$meta" > "$dir/meta.json"
+echo "$mode" > "$dir/mode"
+mkfifo "$dir/displayfd" || bail "cannot make a fifo in $dir"
+if command -v flock >/dev/null 2>&1; then exec 9>"$dir/lock"; flock -n 9 || bail "lock busy"; fi
+if [ "$ttl" -gt 0 ] && command -v timeout >/dev/null 2>&1; then
+  set -- timeout -k 5 "$ttl" "$xvfb"
+else
+  set -- "$xvfb"
+fi
+"$@" -displayfd 3 -screen 0 "$geom" -auth "$dir/Xauthority" -nolisten tcp -noreset \
+  3>"$dir/displayfd" </dev/null >"$dir/xvfb.log" 2>&1 &
+xpid=$!
+IFS= read -r display < "$dir/displayfd" || display=
+rm -f "$dir/displayfd"
+case $display in
+  ''|*[!0-9]*)
+    wait "$xpid"; st=$?
+    sed -n '1,20s/^/log /p' "$dir/xvfb.log"
+    bail "xvfb-failed $st";;
+esac
+printf 'display=%s\nxvfb_pid=%s\nwatcher_pid=%s\n' "$display" "$xpid" "$$" > "$dir/state"
+echo "ready $display $xpid $$ $dir"
+rpid=
+if [ "$mode" = detached ]; then
+  exec </dev/null >>"$dir/watcher.log" 2>&1
+else
+  exec 4<&0
+  (
+    while IFS= read -r line; do
+      case $line in detach) echo detached > "$dir/mode"; echo "ack detach"; exit 0;; esac
+    done
+    kill -TERM "$xpid" 2>/dev/null
+  ) <&4 9>&- &
+  rpid=$!
+fi
+trap 'kill -TERM "$xpid" 2>/dev/null' TERM INT
+while :; do wait "$xpid"; st=$?; kill -0 "$xpid" 2>/dev/null || break; done
+[ -n "$rpid" ] && kill "$rpid" 2>/dev/null
+rm -rf "$dir"
+echo "exited $st"
+"""
+
+#: prints the pids whose command line holds "$1/Xauthority" (Xvfb and its timeout(1)); grep's own argv holds
+#: the pattern "...Xauthorit[y]", which does not match itself
+_OURS = r"""
+ours() {
+  pat=$(printf '%s' "$1/Xauthorit" | sed 's/[][\.*^$]/\\&/g')'[y]'
+  grep -la -- "$pat" /proc/[0-9]*/cmdline 2>/dev/null | sed -n 's,^/proc/\([0-9]*\)/cmdline$,\1,p'
+}
+"""
+
+_DESTROY_BODY = r"""
+pids=$(ours "$dir")
+[ -n "$pids" ] && kill -TERM $pids 2>/dev/null
+if command -v flock >/dev/null 2>&1 && [ -e "$dir/lock" ]; then
+  flock -w 10 "$dir/lock" true 2>/dev/null
+else
+  n=0; while [ -n "$(ours "$dir")" ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n+1)); done
+fi
+pids=$(ours "$dir")
+if [ -n "$pids" ]; then
+  kill -KILL $pids 2>/dev/null
+  n=0; while [ -n "$(ours "$dir")" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n+1)); done
+fi
+rm -rf "$dir"
+left=$(ours "$dir" | tr '\n' ' ')
+if [ -n "$left" ] || [ -e "$dir" ]; then echo "left $left"; else echo gone; fi
+"""
+
+#: $1 session dir. Kills the desktop's processes, waits for the last holder of the lock, confirms.
+_DESTROY_SCRIPT = _OURS + 'set -u\ndir=$1\n' + _DESTROY_BODY
+
+#: $1 base dir ("" = default), $2 session id: the same, for a create that failed before it knew the directory.
+_DESTROY_BY_ID_SCRIPT = _OURS + r"""
+set -u
+base=${1:-$HOME/.cache/deskctl/ssh}
+[ -d "$base" ] || { echo gone; exit 0; }
+dir=$(cd "$base" && pwd -P)/$2
+""" + _DESTROY_BODY
+
+#: $1 base dir ("" = default). One block per desktop directory.
+_LIST_SCRIPT = _OURS + r"""
+base=${1:-$HOME/.cache/deskctl/ssh}
+[ -d "$base" ] || exit 0
+base=$(cd "$base" && pwd -P)
+for d in "$base"/*; do
+  [ -f "$d/meta.json" ] || continue
+  echo "dir $d"
+  echo "meta $(head -n 1 "$d/meta.json")"
+  sed 's/^/state /' "$d/state" 2>/dev/null
+  echo "mode $(cat "$d/mode" 2>/dev/null)"
+  if [ -n "$(ours "$d")" ]; then echo "alive yes"; else echo "alive no"; fi
+  echo end
+done
+"""
+
+#: $1 session dir. What a process needs to reach a desktop again: state, mode, cookie (hex), liveness.
+_STATE_SCRIPT = _OURS + r"""
+dir=$1
+[ -f "$dir/state" ] || { echo missing; exit 0; }
+sed 's/^/state /' "$dir/state"
+echo "mode $(cat "$dir/mode" 2>/dev/null)"
+echo "auth $(od -An -v -tx1 "$dir/Xauthority" | tr -d ' \n')"
+if [ -n "$(ours "$dir")" ]; then echo "alive yes"; else echo "alive no"; fi
+"""
+
+#: $1 Xvfb. What preflight needs to know about the host.
+_PROBE_SCRIPT = r"""
+if p=$(command -v "$1" 2>/dev/null); then echo "xvfb $p"; else echo "xvfb-missing"; fi
+for t in mkfifo flock timeout grep sed od; do command -v "$t" >/dev/null 2>&1 || echo "tool-missing $t"; done
+n=0; for s in /tmp/.X11-unix/X*; do [ -e "$s" ] && n=$((n+1)); done; echo "displays-in-use $n"
+if [ -d /tmp/.X11-unix ]; then
+  if [ -w /tmp/.X11-unix ]; then echo "socket-dir ok"; else echo "socket-dir not-writable"; fi
+elif [ -w /tmp ]; then echo "socket-dir creatable"; else echo "socket-dir missing"; fi
+echo "os $(uname -s)"
+"""
+
+
+def _sh(script: str, *args: str, name: str = "deskctl-ssh") -> str:
+    """A command line for the login shell that runs ``script`` with ``sh`` and positional ``args``."""
+    return " ".join(["exec", "/bin/sh", "-c", shlex.quote(script), shlex.quote(name), *map(shlex.quote, args)])
+
+
+# -- target and settings --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """``user@host:port``. Parse with :meth:`parse`."""
+
+    user: str
+    host: str
+    port: int = 22
+
+    @classmethod
+    def parse(cls, text: str, *, user: str | None = None, port: int | None = None) -> SshTarget:
+        raw = text.strip()
+        if raw.startswith("ssh://"):
+            raw = raw[len("ssh://"):].rstrip("/")
+        who, _, where = raw.rpartition("@")
+        host, parsed_port = where, None
+        if where.startswith("["):
+            close = where.find("]")
+            if close < 0:
+                raise UsageError(f"ssh host {text!r}: unclosed '['", code="usage.bad_host")
+            host, rest = where[1:close], where[close + 1:]
+            if rest:
+                if not rest.startswith(":"):
+                    raise UsageError(f"ssh host {text!r} is not of the form user@host[:port]", code="usage.bad_host")
+                parsed_port = rest[1:]
+        elif where.count(":") == 1:
+            host, parsed_port = where.split(":")
+        if not host or any(c.isspace() for c in host) or "/" in host:
+            raise UsageError(f"ssh host {text!r} is not of the form user@host[:port]", code="usage.bad_host",
+                             remedy="for example --host alice@lab-box:2222")
+        number = port if port is not None else 22
+        if parsed_port is not None:
+            if not parsed_port.isdigit():
+                raise UsageError(f"ssh host {text!r}: port {parsed_port!r} is not a number", code="usage.bad_host")
+            number = int(parsed_port)
+        if not 0 < number < 65536:
+            raise UsageError(f"ssh port {number} is outside 1..65535", code="usage.bad_host")
+        name = who or user or getpass.getuser()
+        return cls(user=name, host=host, port=number)
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The name OpenSSH writes in known_hosts for this host and port."""
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user}@{host}:{self.port}"
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """Everything needed to connect, from provider options (and, for a handle, from ``handle.data``).
+    Holds no secret: those are resolved when connecting."""
+
+    target: SshTarget
+    key_file: str | None = None
+    known_hosts: str | None = None
+    accept_new_host_key: bool = False
+    agent: bool = True
+    xvfb_path: str = "Xvfb"
+    remote_dir: str = ""
+    connect_timeout: float = 15.0
+    compression: bool = False
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> _Settings:
+        host = options.get("host") or os.environ.get(ENV_HOST)
+        if not host:
+            raise UsageError(
+                "the ssh provider needs a host", code="usage.missing_host", provider=PROVIDER,
+                remedy=f"--host user@host[:port], or export {ENV_HOST}=user@host",
+            )
+        port = options.get("port")
+        target = SshTarget.parse(str(host), user=options.get("user"), port=int(port) if port else None)
+        key_file = options.get("key_file") or os.environ.get(ENV_KEY_FILE) or None
+        return cls(
+            target=target,
+            key_file=str(Path(str(key_file)).expanduser()) if key_file else None,
+            known_hosts=str(Path(str(options["known_hosts"])).expanduser()) if options.get("known_hosts") else None,
+            accept_new_host_key=_bool(options.get("accept_new_host_key", False)),
+            agent=_bool(options.get("agent", True)),
+            xvfb_path=str(options.get("xvfb_path") or "Xvfb"),
+            remote_dir=str(options.get("remote_dir") or ""),
+            connect_timeout=float(options.get("connect_timeout") or 15.0),
+            compression=_bool(options.get("compression", False)),
+        )
+
+    @classmethod
+    def from_handle(cls, handle: RemoteHandle, options: Mapping[str, Any]) -> _Settings:
+        data = handle.data
+        if not data.get("host"):
+            return cls.from_options(options)
+        return cls(
+            target=SshTarget(user=str(data["user"]), host=str(data["host"]), port=int(data.get("port", 22))),
+            key_file=data.get("key_file") or options.get("key_file") or os.environ.get(ENV_KEY_FILE) or None,
+            known_hosts=data.get("known_hosts"),
+            accept_new_host_key=False,  # the key was recorded when the desktop was made
+            agent=_bool(data.get("agent", True)),
+            xvfb_path=str(data.get("xvfb_path") or "Xvfb"),
+            remote_dir=str(data.get("remote_dir") or ""),
+            connect_timeout=float(options.get("connect_timeout") or data.get("connect_timeout") or 15.0),
+            compression=_bool(data.get("compression", False)),
+        )
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "host": self.target.host, "port": self.target.port, "user": self.target.user,
+            "key_file": self.key_file, "known_hosts": self.known_hosts, "agent": self.agent,
+            "xvfb_path": self.xvfb_path, "remote_dir": self.remote_dir, "compression": self.compression,
+        }
+
+    @property
+    def known_hosts_path(self) -> Path:
+        return Path(self.known_hosts) if self.known_hosts else Path.home() / ".ssh" / "known_hosts"
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.target, self.key_file, self.known_hosts, self.agent)
+
+
+def host_key_fingerprint(key: Any) -> str:
+    """OpenSSH's fingerprint of a paramiko public key: ``SHA256:`` and unpadded base64."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+# -- paramiko glue --------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _transport_class() -> type[Any]:
+    """paramiko's Transport with ``open_streamlocal``: a ``direct-streamlocal@openssh.com`` channel (OpenSSH
+    PROTOCOL section 2.4) to a unix socket on the server. paramiko has no public call for it; this mirrors its
+    own ``open_channel`` with the streamlocal payload."""
+    import paramiko
+    from paramiko.channel import Channel
+    from paramiko.common import cMSG_CHANNEL_OPEN
+    from paramiko.message import Message
+
+    class StreamLocalTransport(paramiko.Transport):  # type: ignore[misc]
+        def open_streamlocal(self, path: str, *, window_size: int, max_packet_size: int, timeout: float) -> Any:
+            this: Any = self  # paramiko's private members are not in its stubs
+            if not this.active:
+                raise paramiko.SSHException("SSH session not active")
+            with this.lock:
+                window_size = this._sanitize_window_size(window_size)
+                max_packet_size = this._sanitize_packet_size(max_packet_size)
+                chanid = this._next_channel()
+                message = Message()
+                message.add_byte(cMSG_CHANNEL_OPEN)
+                message.add_string("direct-streamlocal@openssh.com")
+                message.add_int(chanid)
+                message.add_int(window_size)
+                message.add_int(max_packet_size)
+                message.add_string(path)
+                message.add_string("")  # reserved
+                message.add_int(0)  # reserved
+                chan: Any = Channel(chanid)
+                this._channels.put(chanid, chan)
+                this.channel_events[chanid] = event = threading.Event()
+                this.channels_seen[chanid] = True
+                chan._set_transport(this)
+                chan._set_window(window_size, max_packet_size)
+            this._send_user_message(message)
+            deadline = time.monotonic() + timeout
+            while not event.wait(0.1):
+                if not this.active:
+                    raise this.get_exception() or paramiko.SSHException("Unable to open channel.")
+                if time.monotonic() > deadline:
+                    raise paramiko.SSHException("Timeout opening channel.")
+            opened = this._channels.get(chanid)
+            if opened is not None:
+                return opened
+            raise this.get_exception() or paramiko.SSHException("Unable to open channel.")
+
+    return StreamLocalTransport
+
+
+def _load_known_hosts(settings: _Settings) -> Any:
+    import paramiko
+
+    keys = paramiko.HostKeys()
+    for path in (Path("/etc/ssh/ssh_known_hosts"), settings.known_hosts_path):
+        if path.is_file():
+            try:
+                keys.load(str(path))
+            except (OSError, paramiko.SSHException) as exc:
+                raise PreflightError(f"cannot read known_hosts {path}: {exc}", code="credentials.known_hosts",
+                                     provider=PROVIDER) from exc
+    return keys
+
+
+def _record_host_key(settings: _Settings, key: Any) -> None:
+    path = settings.known_hosts_path
+    line = f"{settings.target.known_hosts_name} {key.get_name()} {key.get_base64()}\n"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            with open(path, "rb") as existing:
+                content = existing.read()
+            if content and not content.endswith(b"\n"):
+                line = "\n" + line
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise PreflightError(f"cannot record the host key in {path}: {exc.strerror}",
+                             code="credentials.known_hosts", provider=PROVIDER) from exc
+
+
+class _Connection:
+    """One authenticated SSH connection (paramiko Transport) to one host. Thread-safe for channels."""
+
+    def __init__(self, settings: _Settings, *, record_new_host_key: bool = True) -> None:
+        self.settings = settings
+        self.transport: Any = None
+        self.auth_method = ""
+        self._connect(record_new_host_key)
+
+    # -- connecting -----------------------------------------------------------------------------------------
+    def _connect(self, record_new_host_key: bool) -> None:
+        import paramiko
+
+        settings, target = self.settings, self.settings.target
+        timeout = settings.connect_timeout
+        try:
+            sock = socket.create_connection((target.host, target.port), timeout=timeout)
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise ProviderUnreachable(
+                f"cannot reach {target.host} port {target.port}: {reason}", provider=PROVIDER,
+                remedy="check the host name and port, that sshd runs there, and the network path",
+            ) from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport = _transport_class()(sock)
+        self.transport = transport
+        try:
+            transport.use_compression(settings.compression)
+            known = _load_known_hosts(settings)
+            recorded = known.lookup(target.known_hosts_name)
+            if recorded:
+                self._prefer_key_types(transport, list(recorded.keys()))
+            try:
+                transport.start_client(timeout=timeout)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise ProviderUnreachable(
+                    f"SSH handshake with {target.host} port {target.port} failed: {exc or type(exc).__name__}",
+                    provider=PROVIDER, remedy="check that an SSH server (not another service) listens there",
+                ) from exc
+            self._check_host_key(transport.get_remote_server_key(), recorded, record_new_host_key)
+            self._authenticate(transport)
+            transport.set_keepalive(_KEEPALIVE_SECONDS)
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _prefer_key_types(transport: Any, known_types: list[str]) -> None:
+        # Ask first for a key type we have on record, as OpenSSH does, so a host with several keys is not
+        # reported as unknown because it offered another type.
+        options = transport.get_security_options()
+        offered = list(options.key_types)
+        wanted: list[str] = []
+        for kind in known_types:
+            if kind == "ssh-rsa":
+                wanted += [k for k in ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa") if k in offered]
+            elif kind in offered:
+                wanted.append(kind)
+        if wanted:
+            options.key_types = wanted + [k for k in offered if k not in wanted]
+
+    def _check_host_key(self, key: Any, recorded: Any, record_new: bool) -> None:
+        settings, target = self.settings, self.settings.target
+        name, kind, fingerprint = target.known_hosts_name, key.get_name(), host_key_fingerprint(key)
+        path = settings.known_hosts_path
+        if recorded:
+            known = recorded.get(kind)
+            if known is not None and known.asbytes() == key.asbytes():
+                return
+            expected = ", ".join(f"{k} {host_key_fingerprint(v)}" for k, v in recorded.items())
+            raise CredentialsInvalid(
+                f"HOST KEY CHANGED for {name}: it presented {kind} {fingerprint}, but known_hosts ({path}) "
+                f"records {expected}. Someone may be intercepting the connection, or the host was reinstalled; "
+                "deskctl refuses to connect",
+                code="credentials.host_key_changed", provider=PROVIDER,
+                remedy=(f"confirm the new fingerprint {fingerprint} with the host's administrator (on the host: "
+                        "ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub), then remove the old entry with "
+                        f"ssh-keygen -R '{name}' -f {path} and connect again with --accept-new-host-key"),
+                details={"host": name, "presented": f"{kind} {fingerprint}", "known_hosts": str(path)},
+            )
+        if not settings.accept_new_host_key:
+            raise CredentialsInvalid(
+                f"unknown host {name}: its {kind} key {fingerprint} is not in known_hosts ({path})",
+                code="credentials.host_key_unknown", provider=PROVIDER,
+                remedy=(f"check the fingerprint {fingerprint} with the host's administrator, then pass "
+                        f"--accept-new-host-key to record it (or: ssh-keyscan -p {target.port} {target.host} "
+                        f">> {path})"),
+                details={"host": name, "presented": f"{kind} {fingerprint}", "known_hosts": str(path)},
+            )
+        if record_new:
+            _record_host_key(settings, key)
+
+    def _authenticate(self, transport: Any) -> None:
+        import paramiko
+
+        from deskctl.credentials import resolve
+
+        settings, user = self.settings, self.settings.target.user
+        tried: list[str] = []
+        allowed: list[str] | None = None
+
+        def attempt(label: str, call: Callable[[], list[str]]) -> bool:
+            nonlocal allowed
+            if not transport.is_active():
+                return False
+            tried.append(label)
+            try:
+                remaining = call()
+            except paramiko.BadAuthenticationType as exc:
+                allowed = list(exc.allowed_types)
+                return False
+            except paramiko.AuthenticationException:
+                return False
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise ProviderUnreachable(f"SSH connection to {settings.target.host} failed while "
+                                          f"authenticating: {exc}", provider=PROVIDER) from exc
+            return not remaining
+
+        def publickey_allowed() -> bool:
+            return allowed is None or "publickey" in allowed
+
+        named_key = False
+        passphrase = resolve(PROVIDER, ENV_KEY_PASSPHRASE)
+        if settings.key_file:
+            named_key = True
+            key = self._load_key_file(settings.key_file, passphrase.value if passphrase else None)
+            if attempt(f"key file {settings.key_file}", lambda: transport.auth_publickey(user, key)):
+                self.auth_method = "key_file"
+                return
+        secret_key = resolve(PROVIDER, ENV_PRIVATE_KEY)
+        if secret_key is not None and publickey_allowed():
+            named_key = True
+            key = self._load_key_text(secret_key.value, passphrase.value if passphrase else None)
+            if attempt(f"{ENV_PRIVATE_KEY} ({secret_key.source})", lambda: transport.auth_publickey(user, key)):
+                self.auth_method = "private_key"
+                return
+        if settings.agent and os.environ.get("SSH_AUTH_SOCK") and publickey_allowed():
+            try:
+                agent_keys = paramiko.Agent().get_keys()
+            except (paramiko.SSHException, OSError):
+                agent_keys = ()
+            for index, agent_key in enumerate(agent_keys):
+                if not publickey_allowed():
+                    break
+                if attempt(f"agent key {index + 1}", functools.partial(transport.auth_publickey, user, agent_key)):
+                    self.auth_method = "agent"
+                    return
+        if not named_key and publickey_allowed():
+            for name in _DEFAULT_IDENTITIES:
+                path = Path.home() / ".ssh" / name
+                if not path.is_file():
+                    continue
+                try:
+                    key = paramiko.PKey.from_path(str(path), passphrase.value if passphrase else None)
+                except (paramiko.SSHException, OSError, ValueError):
+                    continue  # an encrypted default key without its passphrase is skipped, as ssh does in batch
+                if attempt(f"key file {path}", functools.partial(transport.auth_publickey, user, key)):
+                    self.auth_method = "default_key"
+                    return
+        password = resolve(PROVIDER, ENV_PASSWORD)
+        if (password is not None and (allowed is None or "password" in allowed)
+                and attempt(f"password ({password.source})", lambda: transport.auth_password(user, password.value))):
+            self.auth_method = "password"
+            return
+        where = f"{user}@{settings.target.host} port {settings.target.port}"
+        if not tried:
+            raise CredentialsMissing(
+                f"no SSH credentials to log in as {where}: no key file, no {ENV_PRIVATE_KEY}, no agent key, no "
+                f"default identity (~/.ssh/id_*), no {ENV_PASSWORD}", provider=PROVIDER,
+                remedy=(f"pass --key-file (or export {ENV_KEY_FILE}), start ssh-agent and ssh-add a key, or run "
+                        f"deskctl login ssh --var {ENV_PASSWORD}"),
+            )
+        accepted = f"; the server accepts: {', '.join(allowed)}" if allowed is not None else ""
+        raise CredentialsInvalid(
+            f"{where} refused every credential offered (tried: {', '.join(tried)}){accepted}", provider=PROVIDER,
+            remedy=f"authorise the key on the host (ssh-copy-id -p {settings.target.port} {user}@"
+                   f"{settings.target.host}) or name the right one with --key-file",
+        )
+
+    @staticmethod
+    def _load_key_file(path: str, passphrase: str | None) -> Any:
+        import paramiko
+
+        if not Path(path).is_file():
+            raise CredentialsMissing(f"SSH key file {path} does not exist", provider=PROVIDER,
+                                     remedy=f"pass an existing private key with --key-file or {ENV_KEY_FILE}")
+        try:
+            return paramiko.PKey.from_path(path, passphrase)
+        except paramiko.PasswordRequiredException as exc:
+            raise CredentialsMissing(f"SSH key file {path} is encrypted and no passphrase was given",
+                                     provider=PROVIDER, remedy=f"export {ENV_KEY_PASSPHRASE}=... or run deskctl "
+                                     f"login ssh --var {ENV_KEY_PASSPHRASE}") from exc
+        except (paramiko.SSHException, ValueError, OSError) as exc:
+            raise CredentialsInvalid(f"cannot load SSH key file {path}: {exc}", provider=PROVIDER,
+                                     remedy=f"check the key and {ENV_KEY_PASSPHRASE}") from exc
+
+    @staticmethod
+    def _load_key_text(text: str, passphrase: str | None) -> Any:
+        import paramiko
+
+        last: Exception | None = None
+        for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+            try:
+                return cls.from_private_key(io.StringIO(text), password=passphrase)
+            except paramiko.PasswordRequiredException as exc:
+                raise CredentialsMissing(f"{ENV_PRIVATE_KEY} is encrypted and no passphrase was given",
+                                         provider=PROVIDER, remedy=f"set {ENV_KEY_PASSPHRASE}") from exc
+            except (paramiko.SSHException, ValueError) as exc:
+                last = exc
+        raise CredentialsInvalid(f"{ENV_PRIVATE_KEY} is not a private key paramiko can read "
+                                 f"({type(last).__name__})", provider=PROVIDER)
+
+    # -- using ----------------------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self.transport is not None and bool(self.transport.is_active())
+
+    def lost(self, doing: str) -> SessionLost:
+        return SessionLost(
+            f"the SSH connection to {self.settings.target.host} was lost while we tried to {doing} "
+            "(provider unreachable); the desktop ended with it", provider=PROVIDER,
+            details={"cause": "provider.unreachable"},
+        )
+
+    def session(self, command: str) -> Any:
+        """A session channel running ``command`` (not waited for)."""
+        import paramiko
+
+        try:
+            chan = self.transport.open_session(timeout=self.settings.connect_timeout)
+            chan.exec_command(command)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            if not self.alive:
+                raise self.lost("run a command") from exc
+            raise ProviderApiError(f"{self.settings.target.host} refused a command channel: {exc}",
+                                   provider=PROVIDER) from exc
+        return chan
+
+    def run(self, command: str, *, stdin: bytes = b"", timeout: float = 60.0) -> tuple[int, bytes, bytes]:
+        """Run ``command``; (exit status, stdout, stderr). Raises ProviderApiError when it outlives ``timeout``."""
+        import paramiko
+
+        chan = self.session(command)
+        try:
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+            return _collect(chan, timeout, self)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            if not self.alive:
+                raise self.lost("run a command") from exc
+            raise ProviderApiError(f"a command on {self.settings.target.host} failed: {exc}",
+                                   provider=PROVIDER) from exc
+        finally:
+            chan.close()
+
+    def streamlocal(self, path: str) -> Any:
+        import paramiko
+
+        try:
+            return self.transport.open_streamlocal(path, window_size=_X_WINDOW, max_packet_size=_X_PACKET,
+                                                   timeout=self.settings.connect_timeout)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            if not self.alive:
+                raise self.lost("reach the display") from exc
+            raise ProviderUnreachable(
+                f"{self.settings.target.host} refused to forward {path}: {exc}", provider=PROVIDER,
+                remedy="the host's sshd must allow unix-socket forwarding (AllowStreamLocalForwarding yes, "
+                       "DisableForwarding no)",
+            ) from exc
+
+    def close(self) -> None:
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                self.transport.close()
+
+
+def _collect(chan: Any, timeout: float, conn: _Connection) -> tuple[int, bytes, bytes]:
+    """Read stdout and stderr of a channel apart (stderr in a helper thread so neither can stall the window)
+    until it exits. Raises TimeoutError when ``timeout`` passes first."""
+    err_chunks: list[bytes] = []
+
+    def read_stderr() -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                data = chan.recv_stderr(65536)
+                if not data:
+                    return
+                err_chunks.append(data)
+
+    reader = threading.Thread(target=read_stderr, name="deskctl-ssh-stderr", daemon=True)
+    reader.start()
+    out_chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    chan.settimeout(max(0.01, timeout))
+    while True:
+        try:
+            data = chan.recv(65536)
+        except TimeoutError:
+            raise TimeoutError(f"no exit after {timeout:g}s") from None
+        if not data:
+            break
+        out_chunks.append(data)
+        chan.settimeout(max(0.01, deadline - time.monotonic()))
+    if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
+        raise TimeoutError(f"no exit status after {timeout:g}s")
+    reader.join(max(0.01, deadline - time.monotonic()))
+    status = chan.exit_status
+    if status == -1 and not conn.alive:
+        raise conn.lost("run a command")
+    return int(status), b"".join(out_chunks), b"".join(err_chunks)
+
+
+def _lines(chan: Any, deadline: float) -> Iterator[str]:
+    """Lines a channel prints, until it closes or ``deadline`` (monotonic) passes (then TimeoutError)."""
+    buffer = b""
+    while True:
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield line.decode(errors="replace")
+        chan.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            data = chan.recv(4096)
+        except TimeoutError:
+            raise TimeoutError("no answer in time") from None
+        if not data:
+            if buffer:
+                yield buffer.decode(errors="replace")
+            return
+        buffer += data
+
+
+def _bridge(chan: Any, name: str) -> socket.socket:
+    """A local socket whose peer is ``chan``: two pump threads copy bytes both ways (python-xlib needs a real
+    socket to select on). Closing either side closes both."""
+    ours, theirs = socket.socketpair()
+    closed = threading.Event()
+
+    def shut() -> None:
+        if closed.is_set():
+            return
+        closed.set()
+        with contextlib.suppress(Exception):
+            chan.close()
+        with contextlib.suppress(OSError):
+            theirs.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            theirs.close()
+
+    def down() -> None:  # channel -> local
+        with contextlib.suppress(Exception):
+            while True:
+                data = chan.recv(1 << 20)
+                if not data:
+                    break
+                theirs.sendall(data)
+        shut()
+
+    def up() -> None:  # local -> channel
+        with contextlib.suppress(Exception):
+            while True:
+                data = theirs.recv(1 << 16)
+                if not data:
+                    break
+                chan.sendall(data)
+        shut()
+
+    threading.Thread(target=down, name=f"{name}-down", daemon=True).start()
+    threading.Thread(target=up, name=f"{name}-up", daemon=True).start()
+    return ours
+
+
+def _xauthority_bytes(cookie: bytes) -> bytes:
+    """One Xauthority entry: FamilyWild, any display number, MIT-MAGIC-COOKIE-1 (the format libXau reads)."""
+    def counted(data: bytes) -> bytes:
+        return struct.pack(">H", len(data)) + data
+
+    return struct.pack(">H", 0xFFFF) + counted(b"") + counted(b"") + counted(b"MIT-MAGIC-COOKIE-1") + counted(cookie)
+
+
+def _cookie_from_xauthority(raw: bytes) -> bytes | None:
+    offset = 0
+    try:
+        while offset < len(raw):
+            offset += 2
+            fields: list[bytes] = []
+            for _ in range(4):
+                (length,) = struct.unpack_from(">H", raw, offset)
+                offset += 2
+                fields.append(raw[offset:offset + length])
+                offset += length
+            if fields[2] == b"MIT-MAGIC-COOKIE-1":
+                return fields[3]
+    except struct.error:
+        return None
+    return None
+
+
+def _printf_escaped(data: bytes) -> str:
+    return "".join(f"\\{byte:03o}" for byte in data)
+
+
+# -- one desktop as seen from this process --------------------------------------------------------------------
+
+
+@dataclass
+class _Desktop:
+    conn: _Connection
+    display: int
+    dir: str
+    cookie: bytes
+    owner: Any = None  # the watcher's channel (attached desktops made by this process)
+    driver: X11Driver | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def close(self, *, keep_owner: bool = False) -> None:
+        if self.driver is not None:
+            self.driver.close()
+            self.driver = None
+        if self.owner is not None and not keep_owner:
+            with contextlib.suppress(Exception):
+                self.owner.close()
+            self.owner = None
+
+
+class SSHProvider(Provider):
+    """Desktops on a Linux host over SSH. ``handle.data``: ``host``, ``port``, ``user``, ``key_file``,
+    ``known_hosts``, ``agent``, ``xvfb_path``, ``remote_dir``, ``dir`` (the session directory on the host),
+    ``display`` (int), ``xvfb_pid``, ``watcher_pid``, ``detached``, ``geometry``. No secret: the cookie stays in
+    the host's 0600 file and is read over SSH by a process that reattaches."""
+
+    name = PROVIDER
+    capabilities = Capabilities(
+        platforms=frozenset({Platform.UBUNTU}),
+        settable_geometry=True,
+        min_size=(64, 64),
+        max_size=(8192, 8192),
+        exec=True,
+        exec_streams_separate=True,
+        files=False,
+        labels=True,
+        server_ttl=False,
+        isolation="host",
+        start_url=False,
+        local=False,
+        billing="free",
+    )
+    credential_vars = (ENV_HOST, ENV_KEY_FILE, ENV_KEY_PASSPHRASE, ENV_PRIVATE_KEY, ENV_PASSWORD)
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self._lock = threading.RLock()
+        self._desktops: dict[str, _Desktop] = {}
+        self._spare: _Connection | None = None  # the preflight's connection, handed to the next create
+
+    # -- connections ------------------------------------------------------------------------------------------
+    def _settings(self) -> _Settings:
+        return _Settings.from_options(self.options)
+
+    def _connect(self, settings: _Settings, *, record_new_host_key: bool = True) -> _Connection:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            if spare.alive and spare.settings.key == settings.key:
+                return spare
+            spare.close()
+        return _Connection(settings, record_new_host_key=record_new_host_key)
+
+    # -- preflight --------------------------------------------------------------------------------------------
+    def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
+        from deskctl.preflight.checks import CheckResult
+
+        results: list[CheckResult] = []
+
+        def check(status: str, code: str, message: str, remedy: str | None = None, started: float = 0.0) -> None:
+            elapsed = (time.monotonic() - started) * 1000 if started else 0.0
+            results.append(CheckResult(status, code, message, remedy, PROVIDER, elapsed))  # type: ignore[arg-type]
+
+        if spec.platform is not Platform.UBUNTU:
+            check("fail", "compat.platform", f"ssh gives Linux desktops, not {spec.platform.value}",
+                  "use --platform ubuntu, or a provider that offers that platform")
+        reason = self.check_geometry(spec.geometry, spec.platform)
+        if reason:
+            check("fail", "geometry.unsupported", reason)
+        try:
+            settings = self._settings()
+        except UsageError as err:
+            check("fail", "ssh.no_target", err.message, err.remedy)
+            return results
+        started = time.monotonic()
+        try:
+            conn = _Connection(settings, record_new_host_key=False)
+        except DeskctlError as err:
+            check("fail", err.code, err.message, err.remedy, started)
+            return results
+        unknown = not _load_known_hosts(settings).lookup(settings.target.known_hosts_name)
+        if unknown:
+            check("warn", "credentials.host_key_unknown",
+                  f"{settings.target.known_hosts_name} is not in known_hosts yet; --accept-new-host-key will record "
+                  "it when the desktop is made", None, started)
+        check("pass", "ssh.connect",
+              f"logged in to {settings.target} ({conn.auth_method.replace('_', ' ')})", None, started)
+        started = time.monotonic()
+        try:
+            status, out, _err = conn.run(_sh(_PROBE_SCRIPT, settings.xvfb_path), timeout=settings.connect_timeout)
+        except DeskctlError as err:
+            conn.close()
+            check("fail", err.code, err.message, err.remedy, started)
+            return results
+        facts: dict[str, str] = {}
+        for line in out.decode(errors="replace").splitlines():
+            word, _, rest = line.partition(" ")
+            facts[word] = rest if word not in facts else facts[word] + " " + rest
+        host = settings.target.host
+        if status != 0 or "os" not in facts:
+            check("fail", "ssh.shell", f"{host}: the probe did not run under /bin/sh (exit {status})",
+                  "the host needs a POSIX /bin/sh", started)
+        elif facts["os"] != "Linux":
+            check("fail", "compat.platform", f"{host} runs {facts['os']}, not Linux", None, started)
+        if "xvfb-missing" in facts:
+            check("fail", "ssh.xvfb_missing", f"{host} has no {settings.xvfb_path} (searched the login PATH)",
+                  "on the host: apt-get install xvfb (or dnf install xorg-x11-server-Xvfb), or set the "
+                  "xvfb_path provider option", started)
+        elif "xvfb" in facts:
+            check("pass", "ssh.xvfb", f"{host} has Xvfb at {facts['xvfb']}", None, started)
+        missing = facts.get("tool-missing", "").split()
+        hard = [t for t in missing if t in ("mkfifo", "grep", "sed", "od")]
+        if hard:
+            check("fail", "ssh.tools", f"{host} lacks {', '.join(hard)}", "install coreutils, grep and sed", started)
+        soft = [t for t in missing if t not in hard]
+        if soft:
+            check("warn", "ssh.tools", f"{host} lacks {', '.join(soft)}: "
+                  + ("no expiry backstop for detached desktops; " if "timeout" in soft else "")
+                  + ("destroy polls instead of waiting on a lock" if "flock" in soft else ""),
+                  "install coreutils and util-linux on the host", started)
+        socket_dir = facts.get("socket-dir", "")
+        in_use = facts.get("displays-in-use", "?")
+        if socket_dir in ("ok", "creatable"):
+            check("pass", "ssh.displays", f"{host}: {in_use} X displays in use; Xvfb -displayfd takes a free one",
+                  None, started)
+        else:
+            check("fail", "ssh.displays", f"{host}: /tmp/.X11-unix is {socket_dir or 'unknown'}: Xvfb cannot "
+                  "listen", "on the host: mkdir -p /tmp/.X11-unix && chmod 1777 /tmp/.X11-unix", started)
+        with self._lock:
+            if self._spare is not None:
+                self._spare.close()
+            self._spare = conn
+        return results
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        if not _SESSION_ID.match(session_id):
+            raise UsageError(f"session id {session_id!r} is not a plain name", code="usage.bad_session_id")
+        settings = self._settings()
+        geometry = spec.geometry or _DEFAULT_GEOMETRY
+        detached = labels.get(LABEL_DETACHED) == "1"
+        now = time.time()
+        expires = _int(labels.get(LABEL_EXPIRES))
+        lifetime = max(1, expires - int(now)) if expires else 0
+        conn = self._connect(settings)
+        try:
+            cookie = _new_cookie()
+            meta = {
+                "session_id": session_id, "labels": dict(labels), "created": _int(labels.get(LABEL_CREATED)) or now,
+                "expires": expires or None, "owner": labels.get(LABEL_OWNER), "geometry": str(geometry),
+                "detached": detached, "made_by": "deskctl",
+            }
+            stdin = f"{_printf_escaped(_xauthority_bytes(cookie))}\n{json.dumps(meta, sort_keys=True)}\n".encode()
+            command = _sh(_OWNER_SCRIPT, settings.remote_dir, session_id,
+                          f"{geometry.width}x{geometry.height}x{geometry.depth}", settings.xvfb_path, str(lifetime),
+                          "detached" if detached else "attached", name=f"deskctl-ssh:{session_id}")
+            owner = conn.session(command)
+            try:
+                owner.sendall(stdin)
+                ready = self._await_ready(owner, settings, time.monotonic() + settings.connect_timeout + 30)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    owner.close()
+                self._cleanup_failed_create(conn, settings, session_id)
+                raise
+            display, xvfb_pid, watcher_pid, remote_path = ready
+            if detached:
+                owner.close()  # the watcher no longer reads the channel
+                owner = None
+        except BaseException:
+            conn.close()
+            raise
+        data = settings.to_data() | {
+            "dir": remote_path, "display": display, "xvfb_pid": xvfb_pid, "watcher_pid": watcher_pid,
+            "detached": detached, "geometry": str(geometry),
+        }
+        handle = RemoteHandle(provider=PROVIDER, session_id=session_id,
+                              resource_id=f"ssh://{settings.target}{remote_path}", labels=dict(labels), data=data)
+        with self._lock:
+            self._desktops[session_id] = _Desktop(conn=conn, display=display, dir=remote_path, cookie=cookie,
+                                                  owner=owner)
+        return handle
+
+    def _await_ready(self, owner: Any, settings: _Settings, deadline: float) -> tuple[int, int, int, str]:
+        import paramiko
+
+        host = settings.target.host
+        logs: list[str] = []
+        try:
+            for line in _lines(owner, deadline):
+                word, _, rest = line.partition(" ")
+                if word == "ready":
+                    display, xvfb_pid, watcher_pid, remote_path = rest.split(" ", 3)
+                    return int(display), int(xvfb_pid), int(watcher_pid), remote_path
+                if word == "log":
+                    logs.append(rest)
+                elif word == "error":
+                    self._raise_start_error(rest, logs, settings)
+        except TimeoutError as exc:
+            raise ReadinessTimeout(f"Xvfb on {host} did not start in time", provider=PROVIDER) from exc
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ProviderUnreachable(f"lost {host} while Xvfb started: {exc}", provider=PROVIDER) from exc
+        raise ProviderApiError(f"the desktop watcher on {host} ended before Xvfb was ready "
+                               f"(exit {owner.exit_status if owner.exit_status_ready() else 'unknown'})",
+                               provider=PROVIDER, remedy="the host needs a POSIX /bin/sh")
+
+    @staticmethod
+    def _raise_start_error(rest: str, logs: list[str], settings: _Settings) -> None:
+        host = settings.target.host
+        if rest.startswith("xvfb-missing"):
+            raise PreflightError(
+                f"{host} has no {settings.xvfb_path} on the login PATH", code="ssh.xvfb_missing",
+                provider=PROVIDER, remedy="on the host: apt-get install xvfb, or set the xvfb_path provider option",
+            )
+        tail = "; ".join(logs[-5:])
+        raise ProviderApiError(f"Xvfb did not start on {host}: {rest}" + (f" ({tail})" if tail else ""),
+                               provider=PROVIDER)
+
+    def _cleanup_failed_create(self, conn: _Connection, settings: _Settings, session_id: str) -> None:
+        # The directory is named after the session: whatever the half-started watcher made is found by name.
+        if not conn.alive:
+            return
+        with contextlib.suppress(DeskctlError):
+            conn.run(_sh(_DESTROY_BY_ID_SCRIPT, settings.remote_dir, session_id), timeout=30)
+
+    def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        from deskctl.providers import _x11
+
+        desk = self._desktop(handle)
+        address = self._address(desk)
+        try:
+            _x11.wait_for_display(address, desk.cookie, deadline)
+        except DeskctlError as err:
+            err.provider = PROVIDER
+            raise
+        self._driver(handle)
+
+    def destroy(self, handle: RemoteHandle) -> None:
+        with self._lock:
+            desk = self._desktops.pop(handle.session_id, None)
+        remote_path = str(handle.data.get("dir") or "")
+        if not remote_path:
+            return  # create never got as far as a directory
+        conn: _Connection | None = None
+        try:
+            if desk is not None:
+                owner = desk.owner
+                desk.close(keep_owner=True)
+                if owner is not None:  # EOF on the watcher's stdin: it stops Xvfb itself
+                    with contextlib.suppress(Exception):
+                        owner.shutdown_write()
+                conn = desk.conn if desk.conn.alive else None
+            if conn is None:
+                try:
+                    conn = _Connection(_Settings.from_handle(handle, self.options), record_new_host_key=False)
+                except DeskctlError as err:
+                    raise CleanupIncomplete(
+                        f"cannot confirm that {handle.session_id} is gone from {handle.data.get('host')}: "
+                        f"{err.message}", provider=PROVIDER, remedy=f"deskctl reap once the host is reachable "
+                        f"(on the host: rm -rf {remote_path} and kill its Xvfb)",
+                        details={"left": [handle.resource_id], "cause": err.code},
+                    ) from err
+            try:
+                status, out, err_out = conn.run(_sh(_DESTROY_SCRIPT, remote_path), timeout=60)
+            except DeskctlError as err:
+                raise CleanupIncomplete(f"destroy of {handle.session_id} on {handle.data.get('host')} could not "
+                                        f"be confirmed: {err.message}", provider=PROVIDER,
+                                        details={"left": [handle.resource_id], "cause": err.code}) from err
+            text = out.decode(errors="replace").strip()
+            if status != 0 or not text.endswith("gone"):
+                raise CleanupIncomplete(
+                    f"{handle.session_id} on {handle.data.get('host')} is not confirmed gone: "
+                    f"{text or err_out.decode(errors='replace').strip()}", provider=PROVIDER,
+                    remedy=f"on the host: kill the Xvfb whose command line holds {remote_path}; then deskctl reap",
+                    details={"left": [handle.resource_id]},
+                )
+        finally:
+            if desk is not None:
+                desk.close()
+            if conn is not None:
+                conn.close()
+
+    def detach(self, handle: RemoteHandle) -> None:
+        """Let the desktop outlive this process: an attached watcher is told to stop reading the connection
+        (it keeps the expiry backstop). Nothing to do for desktops made detached."""
+        with self._lock:
+            desk = self._desktops.get(handle.session_id)
+        if desk is None or desk.owner is None:
+            return
+        owner = desk.owner
+        try:
+            owner.sendall(b"detach\n")
+            for line in _lines(owner, time.monotonic() + desk.conn.settings.connect_timeout):
+                if line == "ack detach":
+                    break
+            else:
+                raise SessionLost(f"the watcher of {handle.session_id} ended before it detached", provider=PROVIDER)
+        except TimeoutError as exc:
+            raise ProviderApiError(f"the watcher of {handle.session_id} did not acknowledge detach",
+                                   provider=PROVIDER) from exc
+        except OSError as exc:
+            raise desk.conn.lost("detach") from exc
+        desk.owner = None
+        owner.close()
+        handle.data["detached"] = True
+
+    def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        try:
+            settings = self._settings()
+        except UsageError:
+            return []  # no host configured: nothing this provider could own
+        conn = _Connection(settings, record_new_host_key=False)
+        try:
+            status, out, err = conn.run(_sh(_LIST_SCRIPT, settings.remote_dir), timeout=60)
+        finally:
+            conn.close()
+        if status != 0:
+            raise ProviderApiError(f"listing desktops on {settings.target.host} failed: "
+                                   f"{err.decode(errors='replace').strip()}", provider=PROVIDER)
+        handles: list[RemoteHandle] = []
+        for block in _blocks(out.decode(errors="replace")):
+            try:
+                meta = json.loads(block.get("meta", "{}"))
+            except ValueError:
+                continue
+            labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            session_id = str(meta.get("session_id") or labels.get(LABEL_SESSION) or "")
+            if not session_id or labels.get(LABEL_SESSION, session_id) != session_id:
+                continue
+            if selector and any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            remote_path = block["dir"]
+            data = settings.to_data() | {
+                "dir": remote_path, "display": _int(block.get("display")), "xvfb_pid": _int(block.get("xvfb_pid")),
+                "watcher_pid": _int(block.get("watcher_pid")), "detached": block.get("mode") == "detached",
+                "geometry": meta.get("geometry"), "alive": block.get("alive") == "yes",
+            }
+            handles.append(RemoteHandle(provider=PROVIDER, session_id=session_id,
+                                        resource_id=f"ssh://{settings.target}{remote_path}", labels=labels,
+                                        data=data, created_at=float(meta.get("created") or time.time())))
+        return handles
+
+    def is_alive(self, handle: RemoteHandle) -> bool:
+        try:
+            state = self._remote_state(handle, self._conn_for(handle))
+        except DeskctlError:
+            return False
+        return state.get("alive") == "yes"
+
+    # -- while open -------------------------------------------------------------------------------------------
+    def _conn_for(self, handle: RemoteHandle) -> _Connection:
+        with self._lock:
+            desk = self._desktops.get(handle.session_id)
+        if desk is not None:
+            if desk.conn.alive:
+                return desk.conn
+            raise desk.conn.lost("reach the desktop")
+        return self._connect(_Settings.from_handle(handle, self.options), record_new_host_key=False)
+
+    def _remote_state(self, handle: RemoteHandle, conn: _Connection) -> dict[str, str]:
+        remote_path = str(handle.data.get("dir") or "")
+        status, out, _err = conn.run(_sh(_STATE_SCRIPT, remote_path), timeout=conn.settings.connect_timeout)
+        text = out.decode(errors="replace")
+        if status != 0 or text.strip() == "missing":
+            return {"alive": "no"}
+        return next(iter(_blocks("dir " + remote_path + "\n" + text + "end\n")), {"alive": "no"})
+
+    def _desktop(self, handle: RemoteHandle) -> _Desktop:
+        """This process's view of the desktop: the one create made, or one rebuilt from ``handle.data``
+        (another process: ``deskctl do``, ``attach``) by reading the host's state and cookie over SSH."""
+        with self._lock:
+            desk = self._desktops.get(handle.session_id)
+            if desk is not None:
+                return desk
+        conn = self._conn_for(handle)
+        try:
+            state = self._remote_state(handle, conn)
+            cookie = _cookie_from_xauthority(bytes.fromhex(state.get("auth", "")))
+            if state.get("alive") != "yes" or cookie is None:
+                raise SessionLost(f"desktop {handle.session_id} is no longer running on {conn.settings.target.host}",
+                                  provider=PROVIDER, remedy="deskctl reap removes what is left of it")
+            from deskctl.credentials import register_secret
+
+            register_secret(cookie.hex())
+            desk = _Desktop(conn=conn, display=int(state.get("display", "0")), dir=str(handle.data["dir"]),
+                            cookie=cookie)
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            existing = self._desktops.setdefault(handle.session_id, desk)
+        if existing is not desk:
+            conn.close()
+        return existing
+
+    def _address(self, desk: _Desktop) -> Any:
+        from deskctl.providers._x11 import X11Address
+
+        socket_path = f"/tmp/.X11-unix/X{desk.display}"
+        conn = desk.conn
+
+        @dataclass(frozen=True)
+        class ChannelAddress(X11Address):
+            def describe(self) -> str:
+                return f"{conn.settings.target}{socket_path}"
+
+            def connect_socket(self, timeout: float) -> socket.socket:
+                try:
+                    chan = conn.streamlocal(socket_path)
+                except DeskctlError as err:
+                    raise OSError(err.message) from err
+                return _bridge(chan, f"deskctl-ssh-x{desk.display}")
+
+        return ChannelAddress(display=f":{desk.display}")
+
+    def _driver(self, handle: RemoteHandle) -> X11Driver:
+        desk = self._desktop(handle)
+        with desk.lock:
+            if desk.driver is not None and not desk.driver.closed:
+                return desk.driver
+            from deskctl.providers._x11 import X11Driver, connect_display
+
+            if not desk.conn.alive:
+                raise desk.conn.lost("reach the display")
+            address = self._address(desk)
+            try:
+                display = connect_display(address, desk.cookie, timeout=desk.conn.settings.connect_timeout)
+            except DeskctlError as err:
+                err.provider = PROVIDER
+                if not desk.conn.alive:
+                    raise desk.conn.lost("reach the display") from err
+                raise
+            try:
+                desk.driver = X11Driver(display, address, provider=PROVIDER, use_shm=False)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    display.close()
+                raise
+            return desk.driver
+
+    def _call(self, handle: RemoteHandle, what: str, fn: Callable[[X11Driver], T]) -> T:
+        driver = self._driver(handle)
+        try:
+            return fn(driver)
+        except SessionLost as err:
+            desk = self._desktops.get(handle.session_id)
+            if desk is not None:
+                with desk.lock:
+                    if desk.driver is driver:
+                        desk.driver = None
+                driver.close()
+                if not desk.conn.alive:
+                    raise desk.conn.lost(what) from err
+            raise
+
+    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
+        return self._call(handle, "read the screen size", lambda d: d.size())
+
+    def screenshot(self, handle: RemoteHandle) -> Screenshot:
+        return self._call(handle, "capture the screen", lambda d: d.screenshot())
+
+    def act(self, handle: RemoteHandle, action: Action) -> None:
+        self._call(handle, "act", lambda d: d.act(action))
+
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+        """Run ``command`` with ``/bin/sh -c`` on the host, in the home directory, with DISPLAY and XAUTHORITY of
+        the desktop, over the session's connection. On timeout the command's process group is ended by
+        ``timeout(1)`` on the host and the exit code is 124."""
+        desk = self._desktop(handle)
+        auth = f"{desk.dir}/Xauthority"
+        inner = f"DISPLAY=:{desk.display} XAUTHORITY={shlex.quote(auth)}; export DISPLAY XAUTHORITY; cd; "
+        seconds = max(1, int(timeout + 0.999))
+        inner += (f"if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 {seconds} /bin/sh -c "
+                  f"{shlex.quote(command)}; else exec /bin/sh -c {shlex.quote(command)}; fi")
+        try:
+            status, out, err = desk.conn.run(_sh(inner), timeout=timeout + _EXEC_GRACE)
+        except TimeoutError:
+            return ExecResult(124, "", f"deskctl: command timed out after {timeout:g}s\n")
+        stderr = err.decode(errors="replace")
+        if status == 124:
+            stderr += f"deskctl: command timed out after {timeout:g}s\n"
+        return ExecResult(status, out.decode(errors="replace"), stderr)
+
+    def keepalive(self, handle: RemoteHandle) -> None:
+        """One X round trip over the connection: proves the connection, sshd and Xvfb are all still there."""
+        self._call(handle, "reach the display", lambda d: d.ping())
+
+    def close(self) -> None:
+        """Close every connection. An attached desktop made by this provider ends with its connection (its
+        watcher sees EOF): call :meth:`destroy` first for a confirmed end, or :meth:`detach` to keep it."""
+        with self._lock:
+            desktops, self._desktops = list(self._desktops.values()), {}
+            spare, self._spare = self._spare, None
+        for desk in desktops:
+            desk.close()
+            desk.conn.close()
+        if spare is not None:
+            spare.close()
+
+
+def _new_cookie() -> bytes:
+    from deskctl.credentials import register_secret
+    from deskctl.providers._x11 import new_cookie
+
+    cookie = new_cookie()
+    register_secret(cookie.hex())
+    return cookie
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _blocks(text: str) -> list[dict[str, str]]:
+    """``dir``..``end`` blocks of ``key value`` lines (``state k=v`` lines become ``k``)."""
+    blocks: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    for line in text.splitlines():
+        word, _, rest = line.partition(" ")
+        if word == "dir":
+            current = {"dir": rest}
+        elif current is None:
+            continue
+        elif word == "end":
+            blocks.append(current)
+            current = None
+        elif word == "state":
+            key, _, value = rest.partition("=")
+            current[key] = value
+        else:
+            current[word] = rest
+    return blocks
