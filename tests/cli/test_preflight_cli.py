@@ -122,11 +122,15 @@ def test_compat_prints_every_table_with_sources(env: dict[str, str]) -> None:
     assert out.returncode == 0
     text = out.stdout
     for heading in ("Platforms by provider", "Agents by task OS", "Task OS by desktop platform",
-                    "Geometry by provider and platform", "HiDPI scale"):
+                    "Geometry and HiDPI scale by provider and platform"):
         assert heading in text
+    xvfb = next(line for line in text.splitlines() if line.split()[:2] == ["xvfb", "ubuntu"])
+    assert "settable 64x64..8192x8192" in xvfb and "[deskctl provider capabilities]" in xvfb
     assert "shared/specs/harbor_compat.md (2026-11-29)" in text
     document = json.loads(deskctl(env, "compat", "--json").stdout)
     assert "harbor" in document["sources"] and document["installed_providers"]["xvfb"] == ["ubuntu"]
+    macos = [r for r in document["geometry_effective"] if r["platform"] == "macos"]
+    assert macos and all(r["scale"] == 2.0 for r in macos if r["provider"] in ("use-computer", "cua-cloud"))
     windows = json.loads(deskctl(env, "compat", "--platform", "win", "--json").stdout)
     assert {r["provider"] for r in windows["platform_provider"]} == {"daytona", "cua-cloud", "use-computer"}
 

@@ -116,7 +116,7 @@ def _print_report(report: Any) -> None:
 @json_option
 def compat(platform_name: str | None, as_json: bool) -> None:
     """Print the compatibility matrix, every row with its source and date."""
-    from deskctl.preflight.compat import load_matrix, platforms_for
+    from deskctl.preflight.compat import geometry_table, load_matrix, platforms_for
     from deskctl.providers import known_provider_names
     from deskctl.spec import Platform
 
@@ -134,9 +134,10 @@ def compat(platform_name: str | None, as_json: bool) -> None:
     tables = {name: [r for r in matrix.rows(name) if keep(r)]
               for name in ("platform_provider", "agents", "task_os_platform", "geometry", "hidpi")}
     effective = {name: sorted(p.value for p in platforms_for(name)) for name in installed}
+    effective_geometry = [r for r in geometry_table() if only is None or r["platform"] == only]
     if as_json:
         echo_json({"sources": matrix.sources, **tables, "installed_providers": effective,
-                   "model_downscale": matrix.raw["model_downscale"]})
+                   "geometry_effective": effective_geometry, "model_downscale": matrix.raw["model_downscale"]})
         return
     click.echo("Platforms by provider (installed providers marked *)")
     for row in tables["platform_provider"]:
@@ -152,19 +153,16 @@ def compat(platform_name: str | None, as_json: bool) -> None:
     for row in tables["task_os_platform"]:
         click.echo(f"   {row['platform']:<13} {', '.join(row['task_os']):<24} {row['note']}"
                    f"  [{matrix.source_label(row)}]")
-    click.echo("\nGeometry by provider and platform")
-    for row in tables["geometry"]:
+    click.echo("\nGeometry and HiDPI scale by provider and platform (capabilities of installed providers, "
+               "else data)")
+    for row in effective_geometry:
         if row.get("settable"):
             sizes = f"settable {row['min']}..{row['max']}"
         else:
             sizes = "fixed " + (", ".join(row.get("fixed", [])) or "(native only)")
-        click.echo(f"   {row['provider']:<13} {row['platform']:<8} {sizes:<24} {row.get('note', '')}"
-                   f"  [{matrix.source_label(row)}]")
-    click.echo("\nHiDPI scale (screenshot pixels per click point; deskctl converts)")
-    for row in tables["hidpi"]:
-        click.echo(f"   {row['provider']:<13} {row['platform']:<8} {row['scale']:<24g} {row.get('note', '')}"
-                   f"  [{matrix.source_label(row)}]")
-    click.echo("   (every other provider/platform: 1)")
+        label = "deskctl provider capabilities" if row["origin"] == "capabilities" else matrix.source_label(row)
+        click.echo(f"   {row['provider']:<13} {row['platform']:<8} {sizes:<30} scale {row['scale']:g}"
+                   f"  {row.get('note', '')}  [{label}]")
 
 
 def _credential_providers() -> list[str]:

@@ -30,6 +30,7 @@ __all__ = [
     "TASK_OSES",
     "Matrix",
     "agent_task_oses",
+    "geometry_table",
     "known_agents",
     "load_matrix",
     "natural_task_os",
@@ -354,3 +355,46 @@ def _geometry_remedy(provider: Provider, platform: Platform, row: dict[str, Any]
         (min_w, min_h), (max_w, max_h) = caps.min_size, caps.max_size
         return f"--geometry WxH within {min_w}x{min_h}..{max_w}x{max_h}"
     return "--geometry native"
+
+
+# -- the effective tables (data merged with installed providers' Capabilities) ----------------------------------
+
+
+def geometry_table() -> list[dict[str, Any]]:
+    """One row per (provider, platform): screen sizes and HiDPI scale as deskctl will enforce them.
+
+    For an installed provider the row comes from its Capabilities (``origin: "capabilities"``) and keeps the
+    data file's note; for the others it is the data file's row (``origin: "data"``).
+    """
+    matrix = load_matrix()
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    hidpi = {(r["provider"], r["platform"]): float(r["scale"]) for r in matrix.rows("hidpi")}
+    data_rows = {(r["provider"], r["platform"]): r for r in matrix.rows("geometry")}
+    providers = [str(r["provider"]) for r in matrix.rows("platform_provider")]
+    from deskctl.providers import known_provider_names
+
+    providers += [n for n in known_provider_names() if n not in providers]
+    for name in providers:
+        cls = _provider_class(name)
+        caps = getattr(cls, "capabilities", None) if cls is not None else None
+        if caps is not None and cls is not None:
+            for platform in sorted(caps.platforms, key=lambda p: p.value):
+                data = data_rows.get((name, platform.value), {})
+                fixed = cls.supported_sizes(platform)
+                rows.append({
+                    "provider": name, "platform": platform.value, "origin": "capabilities",
+                    "settable": fixed is None and caps.settable_geometry,
+                    "min": "x".join(map(str, caps.min_size)), "max": "x".join(map(str, caps.max_size)),
+                    "fixed": ["x".join(map(str, s)) for s in fixed or ()],
+                    "scale": hidpi.get((name, platform.value), float(caps.hidpi_scale)),
+                    "note": data.get("note", ""),
+                    "source": "deskctl", "date": matrix.sources["deskctl"]["date"],
+                })
+                seen.add((name, platform.value))
+        for key, data in data_rows.items():
+            if key[0] == name and key not in seen:
+                rows.append({**data, "origin": "data", "fixed": list(data.get("fixed", [])),
+                             "scale": hidpi.get(key, 1.0)})
+                seen.add(key)
+    return rows
