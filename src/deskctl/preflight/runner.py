@@ -157,8 +157,8 @@ def _sorted(results: Iterable[CheckResult]) -> list[CheckResult]:
 def _credential_check(provider_name: str) -> list[CheckResult]:
     from deskctl.credentials import PROVIDER_CREDENTIALS, credential_set, keyring_status, presence_check
 
-    if provider_name not in PROVIDER_CREDENTIALS and not credential_set(provider_name).variables:
-        return []
+    if provider_name not in PROVIDER_CREDENTIALS and not credential_set(provider_name).required_any:
+        return []  # nothing is required: optional variables are the provider's own business
     ok, message, remedy = presence_check(provider_name)
     results = [CheckResult("pass" if ok else "fail", "credentials.present" if ok else "credentials.missing",
                            message, remedy=remedy, provider=provider_name)]
