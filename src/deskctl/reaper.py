@@ -82,7 +82,9 @@ def _why(labels: dict[str, str], record: SessionRecord | None, now: float, every
             if float(expires) < now:
                 return "expired"
     detached = labels.get(LABEL_DETACHED) == "1" or (record is not None and record.detached)
-    if not detached:
+    # a detached session whose `deskctl up` died before it was ready was never handed to anyone
+    never_ready = record is not None and record.status in ("intent", "creating")
+    if not detached or never_ready:
         owner = labels.get(LABEL_OWNER) or (record.owner if record else None)
         if owner_alive(owner) is False:
             return f"owner {owner} is gone"

@@ -286,17 +286,18 @@ class Desktop:
         except BaseException:
             budget.settle(self.ledger, self._reservation, cost_usd=None)
             raise
-        if not self.detached:
-            _open_desktops.add(self)
-            _install_signal_handlers()
+        # even a detached session is rolled back when it is interrupted before it is ready
+        _open_desktops.add(self)
+        _install_signal_handlers()
         try:
             self._create_and_verify()
         except BaseException as exc:
             reason = getattr(exc, "code", None) or type(exc).__name__
-            self._teardown(status="failed", reason=str(reason), error=exc)
+            self._teardown(status="failed", reason=str(reason))
             raise
         self._start_threads()
         if self.detached:
+            _open_desktops.discard(self)
             provider.detach(self._require_handle())
         return self
 
@@ -426,7 +427,7 @@ class Desktop:
                 self._ledger.close()
             self._ledger = None
 
-    def _teardown(self, *, status: str, reason: str, error: BaseException | None = None) -> None:
+    def _teardown(self, *, status: str, reason: str) -> None:
         if not self._teardown_lock.acquire(blocking=False):
             # another thread (watchdog, signal) is tearing down: wait for it
             with self._teardown_lock:

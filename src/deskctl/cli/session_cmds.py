@@ -163,9 +163,13 @@ def down(session_ids: tuple[str, ...], everything: bool, as_json: bool) -> None:
                 if isinstance(exc, CleanupIncomplete) or first_error is None:
                     first_error = exc
                 results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
-                note(f"{sid}: {exc.message} ({exc.code})")
+                if len(ids) > 1:  # a single failure is reported once, by the abort path
+                    note(f"{sid}: {exc.message} ({exc.code})")
     if as_json:
-        echo_json({"sessions": results})
+        doc: dict[str, Any] = {"sessions": results}
+        if first_error is not None:
+            doc.update(first_error.to_dict())
+        echo_json(doc)
     if first_error is not None:
         if as_json:
             sys.exit(first_error.exit_code)

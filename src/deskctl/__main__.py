@@ -1,0 +1,5 @@
+"""``python -m deskctl``: the same as the ``deskctl`` console script."""
+
+from deskctl.cli import main
+
+main()

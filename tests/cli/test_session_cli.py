@@ -1,0 +1,106 @@
+"""The session verbs through the real `deskctl` entry point: exit codes and exact output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def deskctl(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=120,
+                          env=os.environ.copy())
+    if check and proc.returncode != 0:
+        raise AssertionError(f"deskctl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def test_up_screenshot_do_exec_ls_down(tmp_path: Path) -> None:
+    up = deskctl("up", "--geometry", "800x600", "--ttl", "10m", check=True)
+    sid = up.stdout.strip()
+    assert sid.startswith("dk-") and up.stdout == sid + "\n"
+    assert f"{sid} is up on xvfb: 800x600, DISPLAY=:" in up.stderr
+    try:
+        shot = tmp_path / "shot.png"
+        deskctl("screenshot", sid, "-o", str(shot), check=True)
+        assert shot.read_bytes().startswith(b"\x89PNG")
+        from PIL import Image
+
+        with Image.open(shot) as img:
+            assert img.size == (800, 600)
+        assert deskctl("do", sid, "click", "400", "300", check=True).stdout == ""
+        done = deskctl("do", sid, "key", "ctrl+s", "--json", check=True)
+        assert json.loads(done.stdout) == {"id": sid, "action": "key", "ok": True, "chord": "ctrl+s"}
+        ran = deskctl("exec", sid, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+        assert (ran.returncode, ran.stdout, ran.stderr) == (3, "out\n", "err\n")
+        listing = json.loads(deskctl("ls", "--json", check=True).stdout)["sessions"]
+        (row,) = [r for r in listing if r["id"] == sid]
+        assert row["status"] == "ready" and row["geometry"] == "800x600" and row["detached"] is True
+        assert row["cost_usd"] == 0.0
+    finally:
+        down = deskctl("down", sid)
+    assert down.returncode == 0, down.stderr
+    assert down.stderr == f"{sid}: destroyed ($0.0000)\n"
+    assert deskctl("ls", "--json", check=True).stdout.count(sid) == 0
+    ended = json.loads(deskctl("ls", "--all", "--json", check=True).stdout)["sessions"]
+    assert [r["status"] for r in ended if r["id"] == sid] == ["ended"]
+
+
+def test_out_of_bounds_click_is_exit_2_and_leaves_the_desktop_up() -> None:
+    sid = deskctl("up", "--geometry", "320x240", check=True).stdout.strip()
+    try:
+        bad = deskctl("do", sid, "click", "320", "5")
+        assert bad.returncode == 2
+        assert bad.stderr == ("error [xvfb]: point (320, 5) is outside the 320x240 screen (geometry.out_of_bounds)\n"
+                              "  remedy: x must be in 0..319 and y in 0..239\n")
+        assert deskctl("do", sid, "click", "319", "239").returncode == 0
+    finally:
+        deskctl("down", sid, check=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (["up", "--geometry", "abc"], "usage.bad_geometry", "geometry 'abc' is not of the form WxH"),
+        (["up", "--geometry", "100000x10"], "usage.bad_geometry", "width 100000 is outside 64..8192"),
+        (["up", "--platform", "windws"], "usage.unknown_platform", "did you mean 'windows'"),
+        (["up", "--provider", "xvbf"], "usage.unknown_provider", "did you mean 'xvfb'"),
+        (["up", "--ttl", "-5m"], "usage.bad_duration", "is negative"),
+        (["down"], "usage.missing_argument", "name at least one session id"),
+        (["down", "dk-missing"], "usage.not_found", "no session 'dk-missing'"),
+        (["screenshot", "dk-missing", "-o", "x.png"], "usage.not_found", "no session 'dk-missing'"),
+    ],
+)
+def test_bad_input_is_exit_2_with_a_stable_code(args: list[str], code: str, fragment: str) -> None:
+    proc = deskctl(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error")
+    assert f"({code})" in proc.stderr and fragment in proc.stderr
+    as_json = deskctl(*args, "--json")
+    assert as_json.returncode == 2
+    doc = json.loads(as_json.stdout)
+    assert doc["error"]["code"] == code and fragment in doc["error"]["message"]
+    assert set(doc["error"]) >= {"code", "message", "provider", "remedy"}
+
+
+def test_unknown_command_and_flag_are_usage_errors() -> None:
+    assert deskctl("frobnicate").returncode == 2
+    assert deskctl("up", "--no-such-flag").returncode == 2
+
+
+def test_providers_lists_the_default() -> None:
+    proc = deskctl("providers", check=True)
+    assert proc.stdout.splitlines()[0].split() == ["NAME", "PLATFORMS", "GEOMETRY", "ISOLATION", "EXEC", "BILLING"]
+    assert any(line.startswith("xvfb ") and line.endswith("(default)") for line in proc.stdout.splitlines())
+    doc = json.loads(deskctl("providers", "--json", check=True).stdout)
+    xvfb = next(p for p in doc["providers"] if p["name"] == "xvfb")
+    assert xvfb["platforms"] == ["ubuntu"] and xvfb["settable_geometry"] is True
+
+
+def test_reap_with_nothing_to_do() -> None:
+    proc = deskctl("reap", "--provider", "xvfb", check=True)
+    assert proc.stdout == "" and proc.stderr == "nothing to reap\n"
