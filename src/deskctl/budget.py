@@ -175,8 +175,9 @@ def _owner() -> str:
 
 
 def _human_window(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
+    """``24h``, ``7d``, ``30d``, ``90m``: days from two days up, else hours, else minutes."""
+    for unit, size, least in (("d", 86400, 2 * 86400), ("h", 3600, 3600), ("m", 60, 60)):
+        if seconds >= least and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
 
@@ -252,8 +253,9 @@ def _add(status: BudgetStatus, *, session_id: str, running: bool, cost: float | 
 
 
 def _status(tx: Transaction, budget: Budget, *, now: float, max_usd: float, window_seconds: float,
-            alive: Any) -> BudgetStatus:  # fmt: skip
-    result = BudgetStatus(budget.name, max_usd, window_seconds, now, unknown_cost=unknown_cost_policy(budget=budget))
+            alive: Any, unknown_cost: str | None = None) -> BudgetStatus:  # fmt: skip
+    policy = _check_policy(unknown_cost, "--unknown-cost") if unknown_cost else unknown_cost_policy(budget=budget)
+    result = BudgetStatus(budget.name, max_usd, window_seconds, now, unknown_cost=policy)
     for r in tx.reservations(budget.name, since=now - window_seconds):
         record = tx.session(r.session_id)
         _count_reservation(result, r, record, now, alive)
@@ -288,8 +290,9 @@ def _count_reservation(result: BudgetStatus, r: Reservation, record: SessionReco
 
 
 def status(ledger: Ledger, name: str, *, now: float | None = None, max_usd: float | None = None,
-           window_seconds: float | None = None) -> BudgetStatus:  # fmt: skip
-    """Where the budget ``name`` stands (``max_usd``/``window_seconds`` override its own for a what-if)."""
+           window_seconds: float | None = None, unknown_cost: str | None = None) -> BudgetStatus:  # fmt: skip
+    """Where the budget ``name`` stands (``max_usd``, ``window_seconds`` and the ``unknown_cost`` policy
+    override its own, for a what-if or a stricter check)."""
     from deskctl.reaper import owner_alive
 
     now = time.time() if now is None else now
@@ -300,6 +303,7 @@ def status(ledger: Ledger, name: str, *, now: float | None = None, max_usd: floa
         return _status(
             tx, budget, now=now, max_usd=budget.max_usd if max_usd is None else max_usd,
             window_seconds=budget.window_seconds if window_seconds is None else window_seconds, alive=owner_alive,
+            unknown_cost=unknown_cost,
         )  # fmt: skip
 
 

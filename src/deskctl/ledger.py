@@ -548,16 +548,24 @@ class Ledger:
         cost_usd: float | None,
     ) -> None:
         """The session is over (``ended``, ``failed``) or known to be left behind (``leaked``); ``cost_usd``
-        None means the cost is unknown."""
+        None means the cost is unknown. A session that is over also settles its budget holds at ``cost_usd``
+        in the same transaction, whoever ends it (its owner, ``deskctl down`` or the reaper)."""
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
-        self._update(
-            session_id,
-            {"status": status, "reason": redact(reason), "ended_at": ended_at,
-             "billable_seconds": billable_seconds, "cost_usd": cost_usd},
-            ("ended", {"status": status, "reason": redact(reason), "billable_seconds": billable_seconds,
-                       "cost_usd": cost_usd}, ended_at),
-        )  # fmt: skip
+        with self.transaction() as tx:
+            self._update_in(
+                tx, session_id,
+                {"status": status, "reason": redact(reason), "ended_at": ended_at,
+                 "billable_seconds": billable_seconds, "cost_usd": cost_usd},
+            )  # fmt: skip
+            self._event(tx, session_id, "ended", {"status": status, "reason": redact(reason),
+                        "billable_seconds": billable_seconds, "cost_usd": cost_usd}, ended_at)  # fmt: skip
+            if status in TERMINAL_STATUSES:
+                tx.run(
+                    "UPDATE reservations SET status = 'settled', settled_at = ?, cost_usd = ? "
+                    "WHERE session_id = ? AND status = 'held'",
+                    (ended_at, cost_usd, session_id),
+                )
 
     def _get(self, tx: Transaction, session_id: str) -> SessionRecord | None:
         rows = tx.run(f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE session_id = ?", (session_id,))

@@ -144,6 +144,20 @@ def test_a_desktop_still_running_after_its_hold_keeps_counting(ledger: Ledger) -
     assert state.ended_sessions == 1
 
 
+def test_ending_a_session_settles_its_hold_whoever_ends_it(ledger: Ledger) -> None:
+    ledger.set_budget("ci", max_usd=1.0, window_seconds=86400)
+    spec = _spec(max_minutes=1, provider_options={"budget": "ci"})
+    reserve(ledger, session_id="dk-e", spec=spec, rate=SIX_PER_HOUR, now=1000.0)
+    _session(ledger, "dk-e", created_at=1000.0)
+    ledger.record_end("dk-e", status="leaked", reason="cleanup.incomplete", ended_at=1010.0, billable_seconds=10,
+                      cost_usd=0.0167)  # fmt: skip
+    assert [r.status for r in ledger.reservations(session_id="dk-e")] == ["held"]  # a leak still exists
+    ledger.record_end("dk-e", status="ended", reason="reaped", ended_at=1030.0, billable_seconds=30, cost_usd=0.05)
+    [settled] = ledger.reservations(session_id="dk-e")
+    assert (settled.status, settled.cost_usd, settled.settled_at) == ("settled", 0.05, 1030.0)
+    assert status(ledger, "ci", now=1040.0).spent_usd == pytest.approx(0.05)
+
+
 def test_a_killed_process_does_not_hold_its_reservation(ledger: Ledger, ledger_url: str) -> None:
     ledger.set_budget("ci", max_usd=0.1, window_seconds=86400)
     script = r"""
@@ -253,7 +267,7 @@ def test_markdown_summary_exact() -> None:
         "\n"
         "| | USD |\n"
         "|---|---:|\n"
-        "| cap (1d window) | $5.0000 |\n"
+        "| cap (24h window) | $5.0000 |\n"
         "| spent (ended sessions) | $1.2000 |\n"
         "| running (projected) | $0.4672 |\n"
         "| total | $1.6672 |\n"
