@@ -138,6 +138,8 @@ def reserve(ledger: Ledger, *, session_id: str, spec: DesktopSpec, rate: Rate | 
             amount = 0.0
         else:
             amount = cost_for(rate, minutes * 60.0) or 0.0
+            if spec.max_usd is not None:
+                amount = min(amount, spec.max_usd)  # the watchdog ends the session at its own cap
         current = _status(tx, budget, now=now, max_usd=budget.max_usd, window_seconds=budget.window_seconds,
                           alive=owner_alive)  # fmt: skip
         if current.total_usd + amount > budget.max_usd + _EPSILON:
@@ -232,10 +234,15 @@ def _projected(record: SessionRecord, now: float) -> float | None:
     so_far = session_cost(record, now)
     if so_far is None or record.rate_usd_per_hour is None:
         return so_far
-    max_minutes = (record.spec or {}).get("max_minutes")
+    spec = record.spec or {}
+    projected = so_far
+    max_minutes = spec.get("max_minutes")
     if isinstance(max_minutes, int | float):
-        return max(so_far, record.rate_usd_per_hour * float(max_minutes) / 60.0)
-    return so_far
+        projected = max(so_far, record.rate_usd_per_hour * float(max_minutes) / 60.0)
+    max_usd = spec.get("max_usd")
+    if isinstance(max_usd, int | float):
+        projected = max(so_far, min(projected, float(max_usd)))  # the watchdog ends it at its own cap
+    return projected
 
 
 def _add(status: BudgetStatus, *, session_id: str, running: bool, cost: float | None, how: str) -> None:

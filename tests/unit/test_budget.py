@@ -99,6 +99,15 @@ def test_budget_default_minutes_when_the_session_states_none(ledger: Ledger) -> 
         reserve(ledger, session_id="c", spec=spec, rate=SIX_PER_HOUR, now=1.0)
 
 
+def test_a_session_cap_bounds_its_projection(ledger: Ledger) -> None:
+    ledger.set_budget("ci", max_usd=1.0, window_seconds=86400)
+    capped = _spec(max_minutes=60, max_usd=0.25, provider_options={"budget": "ci"})  # 60 min would be $6
+    for sid in "abcd":
+        assert reserve(ledger, session_id=sid, spec=capped, rate=SIX_PER_HOUR, now=1.0)
+    with pytest.raises(BudgetExceeded):
+        reserve(ledger, session_id="e", spec=capped, rate=SIX_PER_HOUR, now=1.0)
+
+
 def test_budget_from_environment(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     ledger.set_budget("team", max_usd=0.05, window_seconds=3600)
     monkeypatch.setenv("DESKCTL_BUDGET", "team")
@@ -246,16 +255,17 @@ def test_overall_status_counts_ended_and_projects_running(ledger: Ledger) -> Non
     ledger.record_end("dk-done", status="ended", reason="closed", ended_at=now - 3600, billable_seconds=3600,
                       cost_usd=6.0)  # fmt: skip
     _session(ledger, "dk-run", created_at=now - 60, spec={"max_minutes": 30})  # projected: 30 min at $6/h
+    _session(ledger, "dk-capped", created_at=now - 60, spec={"max_minutes": 30, "max_usd": 0.5})  # so far $0.10
     _session(ledger, "dk-ssh", created_at=now - 60, rate=None)
     _session(ledger, "dk-intent", created_at=None)
     _session(ledger, "dk-ancient", created_at=1000.0)
     ledger.record_end("dk-ancient", status="ended", reason="closed", ended_at=2000.0, billable_seconds=1000,
                       cost_usd=50.0)  # fmt: skip
     state = overall_status(ledger, max_usd=10.0, window_seconds=86400, now=now, unknown_cost="allow")
-    assert (state.spent_usd, state.running_usd) == (pytest.approx(6.0), pytest.approx(3.0))
-    assert (state.ended_sessions, state.running_sessions, state.unknown_sessions) == (1, 2, 1)
+    assert (state.spent_usd, state.running_usd) == (pytest.approx(6.0), pytest.approx(3.5))
+    assert (state.ended_sessions, state.running_sessions, state.unknown_sessions) == (1, 3, 1)
     assert not state.over
-    assert overall_status(ledger, max_usd=8.0, window_seconds=86400, now=now, unknown_cost="allow").over
+    assert overall_status(ledger, max_usd=9.0, window_seconds=86400, now=now, unknown_cost="allow").over
     assert overall_status(ledger, max_usd=10.0, window_seconds=86400, now=now).over  # refuse: unknown present
 
 
