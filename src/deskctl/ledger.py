@@ -387,6 +387,7 @@ class Ledger:
         except DeskctlError:
             raise
         except self._driver_errors() as exc:
+            self._discard_broken_connection()
             raise InfrastructureError(
                 f"ledger ({self.backend}) failed while {doing}: {redact(str(exc)).strip()}",
                 code="ledger.unavailable",
@@ -406,6 +407,15 @@ class Ledger:
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.transaction(readonly=True) as tx:
             return tx.run(sql, params)
+
+    def _discard_broken_connection(self) -> None:
+        """Forget this thread's connection when the server dropped it, so the next call connects afresh."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and (getattr(conn, "closed", False) or getattr(conn, "broken", False)):
+            self._local.conn = None
+            with self._lock:
+                if conn in self._all_connections:
+                    self._all_connections.remove(conn)
 
     def close(self) -> None:
         """Close every connection this ledger opened (in this process). Idempotent."""

@@ -244,6 +244,24 @@ def test_threads_use_their_own_connections(ledger: Ledger) -> None:
     assert got is not None and got.action_counts == {"key": 100}
 
 
+@pytest.mark.postgres
+def test_postgres_reconnects_after_the_server_drops_the_connection(pg_url: str) -> None:
+    import psycopg
+
+    book = open_ledger(pg_url)
+    try:
+        book.record_intent(_record("dk-before"))
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")  # fmt: skip
+        with pytest.raises(InfrastructureError) as info:
+            book.get("dk-before")
+        assert info.value.code == "ledger.unavailable"
+        assert book.get("dk-before") is not None  # a fresh connection
+    finally:
+        book.close()
+
+
 # -- URLs ------------------------------------------------------------------------------------------------
 
 
