@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,17 @@ def _process_alive(pid: int, ticks: int | None) -> bool:
     return fields[0] != "Z" and (ticks is None or int(fields[19]) == ticks)
 
 
+def _listening(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
 def xvfb_probe_address(desk: Desktop) -> tuple[X11Address, bytes | None]:
     data = desk.handle.data if desk.handle else {}
     return X11Address(display=str(data["display"])), read_cookie(data["cookie_file"])
@@ -86,7 +98,7 @@ def xvfb_leftovers(handle: RemoteHandle) -> list[str]:
             if lock.read_text().strip() in xvfb_pids:
                 left.append(str(lock))
         sock = Path(f"/tmp/.X11-unix/X{number}")
-        if sock.exists() and not lock.exists():
+        if sock.exists() and not _listening(sock):  # a live listener is another server that took the number
             left.append(str(sock))
     for key in ("dir", "cookie_file", "marker"):
         path = handle.data.get(key)
@@ -103,6 +115,13 @@ TARGETS: list[Target] = [
         leftovers=xvfb_leftovers,
     ),
 ]
+
+
+# -- docker (its target and helpers live with the docker tests: tests/docker/_docker_target.py) ---------------------
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docker"))
+from _docker_target import DOCKER_TARGET_KWARGS  # noqa: E402
+
+TARGETS.append(Target(**DOCKER_TARGET_KWARGS))
 
 
 def _params() -> list[Any]:

@@ -2,9 +2,11 @@
 
 What a desktop is here:
 
-* ``Xvfb -displayfd`` picks a free display number itself (lock files made with O_EXCL, so two deskctl processes
-  never race for one; a lock whose Xvfb died is taken over by Xvfb) and writes it to a pipe when the server
-  accepts connections: that write *is* readiness, no sleep;
+* ``Xvfb -displayfd`` picks a free display number itself, by binding the abstract socket ``@/tmp/.X11-unix/XN``
+  (atomic, and gone with its process, so two deskctl processes never race for a number and nothing a dead
+  server left can block a new one), and writes the number to a pipe when it accepts connections: that write
+  *is* readiness, no sleep. deskctl then writes the classic lock file /tmp/.XN-lock (which -displayfd skips) so
+  that tools choosing a display by lock files steer clear; destroy removes it, and the socket file;
 * the server reads its MIT-MAGIC-COOKIE-1 from a 0600 Xauthority file in the session directory (``-auth``),
   so other local users cannot connect; TCP is off;
 * Xvfb, the optional window manager (openbox) and the optional browser each run in their own session and
@@ -77,8 +79,9 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 _DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
 _TERM_GRACE = 5.0
 
-# The owner-pid watch, run as ``python -c`` (no deskctl import: it starts in a few milliseconds and holds no
-# file of ours). argv: owner pid (0 = none), expiry (epoch, 0 = none), JSON [[pid, start_ticks], ...].
+# The owner-pid watch, written to the session directory and run by path (no deskctl import: it starts in a
+# few milliseconds and holds no file of ours open).
+# argv: owner pid (0 = none), expiry (epoch, 0 = none), JSON [[pid, start_ticks], ...].
 _WATCHER = r"""
 import json, os, select, signal, sys, time
 owner, expires, targets = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
@@ -158,6 +161,50 @@ def _wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int
         if _alive(pid, ticks):
             left.append(pid)
     return left
+
+
+def _lock_owner(lock: Path) -> int | None:
+    """The pid in an X lock file (None when there is no lock; -1 when it is unreadable)."""
+    try:
+        return int(lock.read_text().strip())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return -1
+
+
+def _listening(path: Path) -> bool:
+    """Whether a server accepts connections on the unix socket at ``path``."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def _claim_lock(number: int, pid: int) -> None:
+    """Write the classic X lock file /tmp/.XN-lock for a display Xvfb chose with -displayfd (which takes its
+    number by binding the abstract socket and writes no lock), so tools that pick a display by lock files
+    (xvfb-run) skip ours. A lock of a dead process is replaced; a live one is left alone. Best effort."""
+    lock = Path(f"/tmp/.X{number}-lock")
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        except FileExistsError:
+            owner = _lock_owner(lock)
+            if owner is not None and owner > 0 and _start_ticks(owner) is not None:
+                return
+            with contextlib.suppress(OSError):
+                lock.unlink()
+            continue
+        except OSError:
+            return
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{pid:>10}\n")
+        return
 
 
 class XvfbProvider(Provider):
@@ -284,6 +331,7 @@ class XvfbProvider(Provider):
                                       float(options.get("start_timeout", 30.0)))
             handle.data["display"] = f":{number}"
             handle.data["display_number"] = number
+            _claim_lock(number, int(handle.data["procs"][0]["pid"]))
             handle.resource_id = f"xvfb:{socket.gethostname()}:{number}:{handle.data['procs'][0]['pid']}"
             self._write_marker(handle)
             if self._wants_window_manager(spec):
@@ -345,9 +393,9 @@ class XvfbProvider(Provider):
             os.close(read_end)
 
     @staticmethod
-    def _log_tail(directory: Path) -> str:
+    def _log_tail(directory: Path, name: str = "xvfb.log") -> str:
         try:
-            text = (directory / "xvfb.log").read_text(errors="replace")
+            text = (directory / name).read_text(errors="replace")
         except OSError:
             return "(no log)"
         lines = [line for line in text.splitlines() if line.strip()]
@@ -404,8 +452,10 @@ class XvfbProvider(Provider):
         if owner == 0 and expires <= 0:
             return
         targets = [[p["pid"], p["ticks"]] for p in handle.data["procs"]]
+        script = Path(handle.data["dir"]) / "watch.py"
+        script.write_text(_WATCHER)
         try:
-            proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHER, str(owner), str(expires),
+            proc = subprocess.Popen([sys.executable, "-I", "-S", str(script), str(owner), str(expires),
                                      json.dumps(targets)],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True, close_fds=True)
@@ -437,6 +487,53 @@ class XvfbProvider(Provider):
         if "display" not in handle.data:
             raise ReadinessTimeout("the desktop has no display yet", provider=self.name)
         self._driver(handle).ping()
+        browser = [p for p in self._procs(handle) if p["role"] == "browser"]
+        if browser:
+            self._wait_for_window(handle, int(browser[0]["pid"]), deadline)
+
+    def _wait_for_window(self, handle: RemoteHandle, pid: int, deadline: float) -> None:
+        """Wait until a top-level window of useful size is viewable (the browser's), woken by MapNotify
+        events and by the browser's exit (its pidfd), never by a timer."""
+        import Xlib.error
+        from Xlib import X
+
+        from deskctl.providers._x11 import X11Address, connect_display
+
+        cookie = read_cookie(handle.data["cookie_file"])
+        display = connect_display(X11Address(str(handle.data["display"])), cookie)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = None
+        try:
+            root = display.screen().root
+            root.change_attributes(event_mask=X.SubstructureNotifyMask)
+            display.sync()
+            while True:
+                for child in root.query_tree().children:
+                    try:
+                        attrs, geom = child.get_attributes(), child.get_geometry()
+                    except Xlib.error.XError:
+                        continue  # gone meanwhile
+                    if attrs.map_state == X.IsViewable and geom.width >= 50 and geom.height >= 50:
+                        return
+                waiting = [display.fileno()] + ([pidfd] if pidfd is not None else [])
+                ready, _, _ = select.select(waiting, [], [], max(0.0, deadline - time.monotonic()))
+                if pidfd is not None and pidfd in ready:
+                    raise ProviderApiError(
+                        f"the browser exited before it showed a window; log: "
+                        f"{self._log_tail(Path(handle.data['dir']), 'browser.log')}", provider=self.name)
+                if not ready:
+                    raise ReadinessTimeout("the browser window did not appear in time", provider=self.name,
+                                           remedy="raise --ready-timeout, or check the browser log")
+                while display.pending_events():
+                    display.next_event()
+        except (OSError, Xlib.error.ConnectionClosedError, Xlib.error.XError) as exc:
+            raise SessionLost(f"lost the display while waiting for the browser: {exc}", provider=self.name) from exc
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+            display.close()
 
     # -- while open ----------------------------------------------------------------------------------------
     def _driver(self, handle: RemoteHandle) -> X11Driver:
@@ -574,26 +671,29 @@ class XvfbProvider(Provider):
 
     @staticmethod
     def _remove_display_files(number: int, xvfb_pids: set[int]) -> list[str]:
-        """Remove /tmp/.XN-lock and /tmp/.X11-unix/XN if our Xvfb left them (after SIGKILL); never another
-        server's. Returns what could not be removed."""
+        """Remove /tmp/.XN-lock and /tmp/.X11-unix/XN that our (dead) Xvfb left, e.g. after SIGKILL; never
+        another server's: a lock naming another pid, or a socket something listens on, is left alone.
+        Returns what could not be removed."""
         lock = Path(f"/tmp/.X{number}-lock")
         sock = Path(f"/tmp/.X11-unix/X{number}")
-        try:
-            owner = int(lock.read_text().strip())
-        except FileNotFoundError:
-            owner = None
-        except (OSError, ValueError):
-            owner = -1
+        owner = _lock_owner(lock)
         if owner is not None and owner not in xvfb_pids:
             return []  # the number was taken over by another server: its files are not ours
         left: list[str] = []
-        for path in (sock, lock):
+        if sock.exists() and not _listening(sock):
             try:
-                path.unlink()
+                sock.unlink()
             except FileNotFoundError:
                 pass
             except OSError:
-                left.append(str(path))
+                left.append(str(sock))
+        if owner is not None:
+            try:
+                lock.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(str(lock))
         return left
 
     # -- listing -------------------------------------------------------------------------------------------

@@ -1,0 +1,356 @@
+"""The xvfb provider on real Xvfb servers: preflight, privacy of the display, display numbers under
+concurrency, stale locks, the owner watch, expiry, reap of a live orphan, destroy from another process, exec,
+the start-URL browser window, and error translation."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deskctl.actions import Click
+from deskctl.errors import ProviderUnreachable, SessionLost
+from deskctl.providers._x11 import X11Driver, read_cookie
+from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, RemoteHandle
+from deskctl.providers.xvfb import XvfbProvider
+from deskctl.spec import DesktopSpec
+
+pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed")
+
+PROBE_DIR = Path(__file__).resolve().parent.parent / "probe"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_exit(pid: int, timeout: float = 20.0) -> None:
+    """Wait on the process's pidfd (no polling) until it has exited."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+    assert not _alive(pid), f"process {pid} is still alive"
+
+
+def _pids(handle: RemoteHandle, role: str | None = None) -> list[int]:
+    return [int(p["pid"]) for p in handle.data["procs"] if role is None or p["role"] == role]
+
+
+@pytest.fixture
+def provider() -> Iterator[XvfbProvider]:
+    prov = XvfbProvider()
+    made: list[RemoteHandle] = []
+    original = prov.create
+
+    def tracking_create(*args: Any, **kwargs: Any) -> RemoteHandle:
+        handle = original(*args, **kwargs)
+        made.append(handle)
+        return handle
+
+    prov.create = tracking_create  # type: ignore[method-assign]
+    try:
+        yield prov
+    finally:
+        for handle in made:
+            prov.destroy(handle)
+        prov.close()
+
+
+def _spec(**fields: Any) -> DesktopSpec:
+    return DesktopSpec.build(provider="xvfb", **{"geometry": "640x480", **fields})
+
+
+def _labels(session_id: str, **extra: str) -> dict[str, str]:
+    return {LABEL_SESSION: session_id, LABEL_OWNER: f"{socket.gethostname()}:{os.getpid()}", **extra}
+
+
+# -- preflight --------------------------------------------------------------------------------------------------
+
+
+def test_preflight_passes_here_and_names_remedies_when_binaries_are_missing(
+    provider: XvfbProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert all(r.status == "pass" for r in provider.preflight(_spec(window_manager=True)))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    results = {r.code: r for r in provider.preflight(_spec(window_manager=True, start_url="https://example.org"))}
+    assert results["xvfb.binary"].status == "fail" and results["xvfb.binary"].remedy == "apt-get install xvfb"
+    assert results["xvfb.xauth"].status == "warn"
+    assert results["xvfb.window_manager"].status == "fail"
+    assert results["xvfb.browser"].status == "fail" and "chromium" in (results["xvfb.browser"].remedy or "")
+
+
+def test_preflight_refuses_other_platforms_and_warns_about_a_window_that_does_not_fill(
+    provider: XvfbProvider, tmp_path: Path
+) -> None:
+    codes = {r.code: r.status for r in provider.preflight(_spec(platform="windows"))}
+    assert codes["compat.platform"] == "fail"
+    browser = _fake_browser(tmp_path)
+    prov = XvfbProvider({"browser": str(browser)})
+    warn = {r.code: r for r in prov.preflight(_spec(start_url="http://x", window_geometry="800x600"))}
+    assert warn["xvfb.window_geometry"].status == "warn"
+    assert "does not fill" in warn["xvfb.window_geometry"].message
+    fills = {r.code: r for r in prov.preflight(_spec(start_url="http://x", window_geometry="640x480+0+0"))}
+    assert fills["xvfb.window_geometry"].status == "pass"
+
+
+# -- the desktop --------------------------------------------------------------------------------------------------
+
+
+def test_desktop_is_private_and_pinned(provider: XvfbProvider) -> None:
+    handle = provider.create(_spec(geometry="800x600x24"), "dk-private", _labels("dk-private"))
+    provider.wait_ready(handle, time.monotonic() + 30)
+    assert provider.display_size(handle) == (800, 600)
+    cookie_file = Path(handle.data["cookie_file"])
+    assert stat.S_IMODE(cookie_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(Path(handle.data["dir"]).stat().st_mode) == 0o700
+    with pytest.raises(ProviderUnreachable):
+        X11Driver.open(handle.data["display"], cookie=None)
+    with pytest.raises(ProviderUnreachable):
+        X11Driver.open(handle.data["display"], host="127.0.0.1", cookie=read_cookie(cookie_file))
+    assert "cookie" not in json.dumps(handle.to_dict()).replace("cookie_file", "")
+    assert read_cookie(cookie_file).hex() not in json.dumps(handle.to_dict())
+
+
+def test_concurrent_creates_in_several_processes_get_distinct_displays(provider: XvfbProvider) -> None:
+    script = (
+        "import sys, json, time\n"
+        "from deskctl.providers.xvfb import XvfbProvider\n"
+        "from deskctl.spec import DesktopSpec\n"
+        "p = XvfbProvider({'owner_watch': False})\n"
+        "h = p.create(DesktopSpec.build(geometry='320x240'), sys.argv[1], {'deskctl.session': sys.argv[1]})\n"
+        "print(json.dumps(h.to_dict()), flush=True)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"dk-par{i}"], stdout=subprocess.PIPE, text=True)
+             for i in range(3)]
+    handles: list[RemoteHandle] = []
+    threads_out: list[RemoteHandle] = []
+
+    def in_thread(i: int) -> None:
+        threads_out.append(provider.create(_spec(geometry="320x240"), f"dk-thr{i}", _labels(f"dk-thr{i}")))
+
+    threads = [threading.Thread(target=in_thread, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=60)
+            handles.append(RemoteHandle.from_dict(json.loads(out)))
+        for t in threads:
+            t.join()
+        numbers = [h.data["display_number"] for h in handles + threads_out]
+        assert len(numbers) == 5 and len(set(numbers)) == 5
+        for handle in handles + threads_out:
+            assert provider.is_alive(handle)
+    finally:
+        for handle in handles:
+            provider.destroy(handle)
+
+
+def test_a_stale_lock_and_socket_never_block_a_new_desktop(provider: XvfbProvider) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    number = next(n for n in range(5, 200) if not Path(f"/tmp/.X{n}-lock").exists()
+                  and not Path(f"/tmp/.X11-unix/X{n}").exists())
+    lower_free = [n for n in range(number) if not Path(f"/tmp/.X{n}-lock").exists()]
+    lock = Path(f"/tmp/.X{number}-lock")
+    lock.write_text(f"{dead.pid:>10}\n")
+    try:
+        handle = provider.create(_spec(), "dk-stale", _labels("dk-stale"))
+        provider.wait_ready(handle, time.monotonic() + 30)
+        assert provider.display_size(handle) == (640, 480)
+        if not lower_free:  # Xvfb takes the lowest number it can: the stale one
+            assert handle.data["display_number"] == number
+    finally:
+        if lock.exists() and lock.read_text().strip() == str(dead.pid):
+            lock.unlink()
+
+
+def test_destroy_ends_every_process_and_removes_every_file_even_after_sigkill(provider: XvfbProvider) -> None:
+    handle = provider.create(_spec(window_manager=True), "dk-kill", _labels("dk-kill"))
+    provider.wait_ready(handle, time.monotonic() + 30)
+    roles = {p["role"] for p in handle.data["procs"]}
+    assert roles == {"xvfb", "window_manager", "watcher"}
+    number = handle.data["display_number"]
+    xvfb = _pids(handle, "xvfb")[0]
+    os.kill(xvfb, signal.SIGKILL)  # leaves its lock and socket behind
+    _wait_exit(xvfb)
+    assert Path(f"/tmp/.X{number}-lock").exists()
+    with pytest.raises(SessionLost):
+        provider.screenshot(handle)
+    provider.destroy(handle)
+    for pid in _pids(handle):
+        assert not _alive(pid)
+    assert not Path(f"/tmp/.X{number}-lock").exists()
+    assert not Path(f"/tmp/.X11-unix/X{number}").exists()
+    assert not Path(handle.data["dir"]).exists()
+    provider.destroy(handle)  # idempotent
+    assert provider.list_owned() == []
+
+
+def test_another_process_can_use_and_destroy_a_desktop_from_its_handle(provider: XvfbProvider) -> None:
+    handle = provider.create(_spec(), "dk-other", _labels("dk-other"))
+    provider.wait_ready(handle, time.monotonic() + 30)
+    saved = json.dumps(handle.to_dict())
+    script = (
+        "import sys, json\n"
+        "from deskctl.providers.xvfb import XvfbProvider\n"
+        "from deskctl.providers.base import RemoteHandle\n"
+        "from deskctl.actions import Click\n"
+        "p = XvfbProvider()\n"
+        "h = RemoteHandle.from_dict(json.loads(sys.argv[1]))\n"
+        "p.act(h, Click(1, 1))\n"
+        "print(p.screenshot(h).width)\n"
+        "p.destroy(h)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, saved], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "640"
+    for pid in _pids(handle):
+        _wait_exit(pid)
+    assert not provider.is_alive(handle)
+    assert provider.list_owned() == []
+
+
+def test_list_owned_finds_desktops_by_label(provider: XvfbProvider) -> None:
+    a = provider.create(_spec(), "dk-a", _labels("dk-a", team="x"))
+    provider.create(_spec(), "dk-b", _labels("dk-b", team="y"))
+    assert {h.session_id for h in provider.list_owned()} == {"dk-a", "dk-b"}
+    found = provider.list_owned({"team": "x"})
+    assert [h.session_id for h in found] == ["dk-a"]
+    assert found[0].data["display"] == a.data["display"]
+
+
+# -- owner watch, expiry and the reaper ---------------------------------------------------------------------------
+
+_HOLDER = (
+    "import sys, json, threading\n"
+    "from deskctl.providers.xvfb import XvfbProvider\n"
+    "from deskctl.spec import DesktopSpec\n"
+    "import os, socket\n"
+    "p = XvfbProvider(json.loads(sys.argv[2]))\n"
+    "labels = {'deskctl.session': sys.argv[1], 'deskctl.owner': f'{socket.gethostname()}:{os.getpid()}'}\n"
+    "h = p.create(DesktopSpec.build(geometry='320x240'), sys.argv[1], labels)\n"
+    "print(json.dumps(h.to_dict()), flush=True)\n"
+    "threading.Event().wait()\n"
+)
+
+
+def _killed_holder(session_id: str, options: dict[str, Any]) -> RemoteHandle:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, session_id, json.dumps(options)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        handle = RemoteHandle.from_dict(json.loads(proc.stdout.readline()))
+    finally:
+        proc.kill()
+        proc.communicate()
+    return handle
+
+
+def test_the_owner_watch_ends_the_desktop_when_its_owner_is_killed(provider: XvfbProvider) -> None:
+    handle = _killed_holder("dk-watched", {})
+    try:
+        for pid in _pids(handle):
+            _wait_exit(pid)
+        assert not Path(f"/tmp/.X11-unix/X{handle.data['display_number']}").exists()
+        assert [h.session_id for h in provider.list_owned()] == ["dk-watched"], "the marker waits for the reaper"
+    finally:
+        provider.destroy(handle)
+    assert provider.list_owned() == []
+
+
+def test_reap_removes_a_live_desktop_whose_owner_died(provider: XvfbProvider) -> None:
+    from deskctl.ledger import open_ledger
+    from deskctl.reaper import reap
+
+    handle = _killed_holder("dk-orphan", {"owner_watch": False})
+    try:
+        assert provider.is_alive(handle), "without the watch the orphan lives on"
+        with open_ledger() as book:
+            results = reap(book, providers=["xvfb"])
+        assert [(r.session_id, r.action) for r in results] == [("dk-orphan", "destroyed")]
+        assert "owner" in results[0].reason
+        for pid in _pids(handle):
+            assert not _alive(pid)
+        assert not Path(handle.data["dir"]).exists()
+    finally:
+        provider.destroy(handle)
+
+
+def test_a_detached_desktop_ends_at_its_expiry(provider: XvfbProvider) -> None:
+    expires = time.time() + 1.0
+    handle = provider.create(_spec(), "dk-ttl", _labels("dk-ttl", **{LABEL_DETACHED: "1",
+                                                                      LABEL_EXPIRES: f"{expires:.3f}"}))
+    assert "watcher" in {p["role"] for p in handle.data["procs"]}
+    xvfb = _pids(handle, "xvfb")[0]
+    _wait_exit(xvfb, timeout=30)
+    assert time.time() >= expires
+
+
+# -- exec -------------------------------------------------------------------------------------------------------
+
+
+def test_exec_has_the_display_separate_streams_and_a_timeout(provider: XvfbProvider) -> None:
+    handle = provider.create(_spec(), "dk-exec", _labels("dk-exec"))
+    result = provider.exec(handle, "echo $DISPLAY; echo oops >&2; exit 4")
+    assert (result.exit_code, result.stdout, result.stderr) == (4, f"{handle.data['display']}\n", "oops\n")
+    slow = provider.exec(handle, "echo started; exec sleep 30", timeout=0.5)
+    assert slow.exit_code == 124 and slow.stdout == "started\n" and "timed out" in slow.stderr
+    provider.destroy(handle)
+    with pytest.raises(SessionLost):
+        provider.exec(handle, "true")
+    with pytest.raises(SessionLost):
+        provider.act(handle, Click(1, 1))
+
+
+# -- start URL --------------------------------------------------------------------------------------------------
+
+
+def _fake_browser(tmp_path: Path) -> Path:
+    wrapper = tmp_path / "chromium"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {PROBE_DIR / 'fake_browser.py'} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_start_url_opens_a_browser_window_sized_to_the_window_geometry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "browser.json"
+    monkeypatch.setenv("FAKE_BROWSER_LOG", str(log))
+    prov = XvfbProvider({"browser": str(_fake_browser(tmp_path))})
+    spec = _spec(geometry="800x600", start_url="https://example.org/start", window_geometry="700x500+10+20")
+    handle = prov.create(spec, "dk-browser", _labels("dk-browser"))
+    try:
+        prov.wait_ready(handle, time.monotonic() + 60)  # returns once the window is viewable
+        opened = json.loads(log.read_text())
+        assert opened["url"] == "https://example.org/start"
+        assert opened["geometry"] == [10, 20, 700, 500]
+        assert "browser" in {p["role"] for p in handle.data["procs"]}
+    finally:
+        prov.destroy(handle)
+        prov.close()
+    for pid in _pids(handle):
+        assert not _alive(pid)
