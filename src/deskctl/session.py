@@ -32,7 +32,7 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -186,8 +186,10 @@ class Desktop:
         detached: bool = False,
         run_preflight: bool = True,
         session_id: str | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.spec = spec
+        self._progress = progress
         self.id = session_id or new_session_id()
         self.detached = detached
         self.ready_timeout = ready_timeout
@@ -273,6 +275,7 @@ class Desktop:
         if self.run_preflight:
             from deskctl.preflight.runner import raise_for_failures, run_checks
 
+            self._step("preflight")
             raise_for_failures(run_checks(self.spec, provider), provider.name)
 
         from deskctl import budget, metering
@@ -300,6 +303,10 @@ class Desktop:
             _open_desktops.discard(self)
             provider.detach(self._require_handle())
         return self
+
+    def _step(self, what: str) -> None:
+        if self._progress is not None:
+            self._progress(what)
 
     def _lifetime(self) -> float:
         limits = [x for x in (self.spec.ttl_seconds,) if x]
@@ -345,10 +352,13 @@ class Desktop:
         provider = self.provider
         self._create_sent_at = time.time()
         self.ledger.record_create_sent(self.id, self._create_sent_at)
+        self._step(f"creating {self.id}")
         handle = provider.create(self.spec, self.id, self.labels())
         self.handle = handle
         self.ledger.record_created(self.id, handle.to_dict())
+        self._step("waiting until the desktop answers")
         provider.wait_ready(handle, time.monotonic() + self.ready_timeout)
+        self._step("verifying the live geometry")
         width, height = provider.display_size(handle)
         wanted = self.spec.geometry
         if wanted is not None and (width, height) != (wanted.width, wanted.height):

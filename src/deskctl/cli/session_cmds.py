@@ -98,7 +98,10 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     )
     started = time.monotonic()
     note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
-    desk = Desktop(spec, ready_timeout=ready_timeout, detached=True)
+    def progress(step: str) -> None:
+        note(f"  {time.monotonic() - started:6.2f}s  {step}")
+
+    desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress)
     desk.open()
     try:
         info = _describe(desk)
