@@ -9,7 +9,7 @@ from _preflight_fakes import FixedSizeProvider, RetinaProvider, StubProvider
 
 from deskctl.errors import UsageError
 from deskctl.preflight import compat
-from deskctl.spec import DesktopSpec, Platform
+from deskctl.spec import DesktopSpec, Platform, WindowGeometry
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -130,3 +130,18 @@ def test_hidpi_scale_is_reported_and_large_screens_warn_about_model_downscaling(
 def test_platforms_of_a_provider_come_from_its_capabilities_or_the_data() -> None:
     assert compat.platforms_for("xvfb") == frozenset({Platform.UBUNTU})
     assert compat.platforms_for("no-such-provider") == frozenset()
+
+
+def test_a_browser_window_that_does_not_fill_the_desktop_warns_like_harbor() -> None:
+    base = _spec("ubuntu", "1024x900")
+    partial = base.model_copy(update={"window_geometry": WindowGeometry.parse("800x600")})
+    warning = next(r for r in compat.provider_checks(partial, StubProvider()) if r.code == "geometry.window_fill")
+    assert warning.status == "warn" and warning.message.startswith(
+        "browser window (800x600 at 0,0) does not fill the 1024x900 desktop; "
+        "screenshots will include exposed desktop background")
+    assert warning.remedy == "--window-geometry 1024x900+0+0"
+    outside = base.model_copy(update={"window_geometry": WindowGeometry.parse("1024x900+10+0")})
+    assert "geometry.window_outside" in {r.code for r in compat.provider_checks(outside, StubProvider())}
+    filled = base.model_copy(update={"window_geometry": WindowGeometry.parse("1024x900")})
+    assert not {r.code for r in compat.provider_checks(filled, StubProvider())} & {
+        "geometry.window_fill", "geometry.window_outside"}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import UsageError
 from deskctl.preflight.checks import CheckResult, Status
-from deskctl.spec import Geometry, Platform
+from deskctl.spec import Geometry, Platform, WindowGeometry
 
 if TYPE_CHECKING:
     from deskctl.providers.base import Provider
@@ -313,6 +313,9 @@ def _geometry_checks(spec: DesktopSpec, provider: Provider) -> list[CheckResult]
             + (f" ({note})" if note else ""),
             provider=name,
         ))
+    window = spec.window_geometry
+    if geometry is not None and window is not None:
+        results.extend(_window_checks(geometry, window, name))
     if geometry is not None:
         downscale = matrix.raw["model_downscale"]
         pixels = geometry.width * geometry.height
@@ -325,6 +328,26 @@ def _geometry_checks(spec: DesktopSpec, provider: Provider) -> list[CheckResult]
                 provider=name,
             ))
     return results
+
+
+def _window_checks(geometry: Geometry, window: WindowGeometry, provider: str) -> list[CheckResult]:
+    """Harbor's computer-1 rule: a browser window at (0,0) that does not fill the desktop exposes background."""
+    source = load_matrix().source_label({"source": "harbor", "date": load_matrix().sources["harbor"]["date"]})
+    if window.x + window.width > geometry.width or window.y + window.height > geometry.height:
+        return [CheckResult(
+            "warn", "geometry.window_outside",
+            f"browser window {window} reaches outside the {geometry} desktop; part of it cannot be seen or "
+            f"clicked [{source}]",
+            remedy=f"--window-geometry {geometry}+0+0", provider=provider,
+        )]
+    if (window.x, window.y) == (0, 0) and (window.width, window.height) != (geometry.width, geometry.height):
+        return [CheckResult(
+            "warn", "geometry.window_fill",
+            f"browser window ({window.width}x{window.height} at 0,0) does not fill the {geometry} desktop; "
+            f"screenshots will include exposed desktop background [{source}]",
+            remedy=f"--window-geometry {geometry}+0+0", provider=provider,
+        )]
+    return []
 
 
 def _data_geometry_reason(name: str, platform: Platform, geometry: Geometry, row: dict[str, Any]) -> str | None:
