@@ -148,6 +148,7 @@ def test_nothing_failing_raises_nothing() -> None:
     ("docker.daemon", ProviderUnreachable),
     ("ssh.connect", ProviderUnreachable),
     ("xvfb.binary", PreflightError),
+    ("usage.no_target", UsageError),
 ])
 def test_error_mapping_is_most_specific(code: str, cls: type[DeskctlError]) -> None:
     err = error_for(CheckResult("fail", code, "what went wrong", remedy="what to do", provider="p"))
@@ -255,3 +256,18 @@ def test_the_providers_own_credential_check_supersedes_the_presence_check(monkey
     results = run_checks(_spec(), UseComputerLike(rejected))
     codes = [r.code for r in results]
     assert "credentials.invalid" in codes and "credentials.missing" not in codes
+
+
+def test_a_bad_agent_name_given_to_run_checks_is_a_usage_error_not_a_failed_check() -> None:
+    with pytest.raises(UsageError) as info:
+        run_checks(_spec(), StubProvider(), agent="oracel")
+    assert info.value.exit_code == 2 and "did you mean 'oracle'" in info.value.message
+
+
+def test_a_check_that_exits_the_interpreter_is_contained() -> None:
+    def exits(spec: DesktopSpec) -> list[CheckResult]:
+        raise SystemExit(7)
+
+    results = run_checks(_spec(), StubProvider(exits))
+    failure = next(r for r in results if r.status == "fail")
+    assert failure.code == "stub.preflight" and "SystemExit" in failure.message

@@ -24,6 +24,7 @@ from deskctl.errors import (
     BudgetExceeded,
     CapacityUnavailable,
     CompatError,
+    ConfigInvalid,
     CredentialsForbidden,
     CredentialsInvalid,
     CredentialsMissing,
@@ -34,6 +35,7 @@ from deskctl.errors import (
     ProviderUnreachable,
     QuotaExceeded,
     RateLimited,
+    UsageError,
 )
 from deskctl.preflight.checks import CheckResult
 from deskctl.spec import DesktopSpec, Geometry, Platform
@@ -79,8 +81,8 @@ def _run_in_thread(check: Check) -> concurrent.futures.Future[tuple[list[CheckRe
         started = time.monotonic()
         try:
             results = check.run()
-        except BaseException as exc:  # reported as a failed check, never lost
-            future.set_exception(exc)
+        except BaseException as exc:  # reported as a failed check, never lost (nor re-raised as SystemExit)
+            future.set_exception(exc if isinstance(exc, Exception) else RuntimeError(f"{type(exc).__name__}"))
             return
         future.set_result((results, round((time.monotonic() - started) * 1000, 1)))
 
@@ -88,7 +90,7 @@ def _run_in_thread(check: Check) -> concurrent.futures.Future[tuple[list[CheckRe
     return future
 
 
-def _failure_from_exception(check: Check, exc: BaseException, elapsed_ms: float) -> CheckResult:
+def _failure_from_exception(check: Check, exc: Exception, elapsed_ms: float) -> CheckResult:
     from deskctl.credentials import redact
 
     if isinstance(exc, DeskctlError):
@@ -124,7 +126,7 @@ def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
                 provider=check.provider, elapsed_ms=round(check.timeout * 1000, 1),
             )])
             continue
-        except BaseException as exc:
+        except Exception as exc:  # the check's own exception; Ctrl-C while waiting still propagates
             out.append([_failure_from_exception(check, exc, (time.monotonic() - started) * 1000)])
             continue
         out.append([
@@ -261,6 +263,10 @@ def run_checks(
     """Every check for one provider: request compat (agent x task OS), platform x provider, geometry,
     credentials presence, the provider's own :meth:`~deskctl.providers.base.Provider.preflight`, and the
     budget projection; concurrently, each with ``timeout`` seconds. Never creates anything."""
+    from deskctl.preflight import compat
+
+    agent = compat.normalize_agent(agent) if agent else None  # a bad name is a usage error, raised here
+    task_os = compat.normalize_task_os(task_os) if task_os else None
     checks = _provider_check_list(spec, provider, timeout, agent=agent, task_os=task_os, include_request=True)
     return _merge(list(zip(checks, run_concurrently(checks), strict=True)))
 
@@ -276,6 +282,10 @@ def error_for(result: CheckResult, provider_name: str | None = None) -> DeskctlE
         return CredentialsForbidden(message, **kwargs)
     if code.startswith("credentials."):
         return CredentialsInvalid(message, code=code, **kwargs)
+    if code.startswith("usage."):
+        return UsageError(message, code=code, **kwargs)
+    if code == "config.invalid":
+        return ConfigInvalid(message, **kwargs)
     if code.startswith("quota."):
         return QuotaExceeded(message, code=code, **kwargs)
     if code.startswith("compat."):
@@ -422,7 +432,6 @@ def _request_from(spec_or_request: DesktopSpec | PreflightRequest | None,
 
 
 def _normalise_provider(name: str) -> str:
-    from deskctl.errors import UsageError
     from deskctl.preflight.compat import suggest
     from deskctl.providers import PROVIDERS, known_provider_names
 
