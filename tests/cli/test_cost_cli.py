@@ -245,3 +245,42 @@ def test_a_session_that_does_not_fit_is_refused_before_create(tmp_path: Path) ->
         record = book.get(sid)
     assert held.status == "settled" and held.session_id == sid
     assert record is not None and held.cost_usd == record.cost_usd and record.cost_usd is not None
+
+
+# -- the CI example uses only commands and options that exist --------------------------------------------
+
+
+def _parse_cli(args: list[str]) -> None:
+    import warnings
+
+    import click
+
+    from deskctl.cli import cli
+
+    command: click.Command = cli
+    ctx: click.Context | None = None
+    name = "deskctl"
+    while True:
+        ctx = command.make_context(name, list(args), parent=ctx)
+        if not isinstance(command, click.Group):
+            return
+        with warnings.catch_warnings():  # click 8.2 deprecates protected_args, which 8.1 still needs
+            warnings.simplefilter("ignore", DeprecationWarning)
+            rest = [*ctx.protected_args, *ctx.args]
+        name, sub, args = command.resolve_command(ctx, rest)  # type: ignore[assignment]
+        assert sub is not None, rest
+        command = sub
+
+
+def test_the_ci_example_workflow_uses_real_commands() -> None:
+    import re
+    import shlex
+
+    workflow = (Path(__file__).parents[2] / "examples" / "ci-budget-guard.yml").read_text()
+    calls = re.findall(r"run: (deskctl [^|\n]+)", workflow)
+    assert {c.split()[1] for c in calls} >= {"budget", "preflight", "cost", "reap"}
+    for call in calls:
+        args = shlex.split(re.sub(r'"?\$\{?\w+\}?"?', "x", call))[1:]
+        _parse_cli(args)
+    with pytest.raises(Exception, match="No such option"):
+        _parse_cli(["budget", "check", "--max-dollars", "5"])
