@@ -6,8 +6,9 @@ works too. The user defaults to the local user name, the port to 22.
 Host keys (checked *before* any credential is sent):
 
 * the key the host presents must be in ``known_hosts`` (``provider_options["known_hosts"]``, else
-  ``~/.ssh/known_hosts``; ``/etc/ssh/ssh_known_hosts`` is also read). Names are written and looked up the way
-  OpenSSH does (``host`` on port 22, ``[host]:port`` otherwise; hashed entries are understood);
+  ``DESKCTL_SSH_KNOWN_HOSTS``, else ``~/.ssh/known_hosts``; ``/etc/ssh/ssh_known_hosts`` is also read).
+  Names are written and looked up the way OpenSSH does (``host`` on port 22, ``[host]:port`` otherwise;
+  hashed entries are understood);
 * an unknown host is refused (``credentials.host_key_unknown``) unless ``accept_new_host_key`` is set
   (``--accept-new-host-key``); then its key is appended to the known_hosts file named above (trust on first
   use, like OpenSSH's ``StrictHostKeyChecking=accept-new``). Preflight never writes the file;
@@ -75,6 +76,7 @@ import socket
 import struct
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +121,7 @@ ENV_KEY_FILE = "DESKCTL_SSH_KEY_FILE"
 ENV_KEY_PASSPHRASE = "DESKCTL_SSH_KEY_PASSPHRASE"
 ENV_PRIVATE_KEY = "DESKCTL_SSH_PRIVATE_KEY"
 ENV_PASSWORD = "DESKCTL_SSH_PASSWORD"
+ENV_KNOWN_HOSTS = "DESKCTL_SSH_KNOWN_HOSTS"
 
 PROVIDER = "ssh"
 _DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
@@ -359,10 +362,11 @@ class _Settings:
         port = options.get("port")
         target = SshTarget.parse(str(host), user=options.get("user"), port=int(port) if port else None)
         key_file = options.get("key_file") or os.environ.get(ENV_KEY_FILE) or None
+        known_hosts = options.get("known_hosts") or os.environ.get(ENV_KNOWN_HOSTS) or None
         return cls(
             target=target,
             key_file=str(Path(str(key_file)).expanduser()) if key_file else None,
-            known_hosts=str(Path(str(options["known_hosts"])).expanduser()) if options.get("known_hosts") else None,
+            known_hosts=str(Path(str(known_hosts)).expanduser()) if known_hosts else None,
             accept_new_host_key=_bool(options.get("accept_new_host_key", False)),
             agent=_bool(options.get("agent", True)),
             xvfb_path=str(options.get("xvfb_path") or "Xvfb"),
@@ -648,8 +652,9 @@ class _Connection:
                 if not path.is_file():
                     continue
                 try:
-                    key = paramiko.PKey.from_path(str(path), passphrase.value if passphrase else None)
-                except (paramiko.SSHException, OSError, ValueError):
+                    secret: Any = passphrase.value.encode() if passphrase else None
+                    key = paramiko.PKey.from_path(str(path), secret)
+                except (paramiko.SSHException, OSError, ValueError, TypeError):
                     continue  # an encrypted default key without its passphrase is skipped, as ssh does in batch
                 if attempt(f"key file {path}", functools.partial(transport.auth_publickey, user, key)):
                     self.auth_method = "default_key"
@@ -682,8 +687,13 @@ class _Connection:
             raise CredentialsMissing(f"SSH key file {path} does not exist", provider=PROVIDER,
                                      remedy=f"pass an existing private key with --key-file or {ENV_KEY_FILE}")
         try:
-            return paramiko.PKey.from_path(path, passphrase)
-        except paramiko.PasswordRequiredException as exc:
+            # cryptography wants the passphrase as bytes
+            secret: Any = passphrase.encode() if passphrase else None
+            return paramiko.PKey.from_path(path, secret)
+        except (paramiko.PasswordRequiredException, TypeError) as exc:
+            # cryptography raises TypeError for an encrypted OpenSSH-format key without a passphrase
+            if isinstance(exc, TypeError) and "password" not in str(exc).lower():
+                raise CredentialsInvalid(f"cannot load SSH key file {path}: {exc}", provider=PROVIDER) from exc
             raise CredentialsMissing(f"SSH key file {path} is encrypted and no passphrase was given",
                                      provider=PROVIDER, remedy=f"export {ENV_KEY_PASSPHRASE}=... or run deskctl "
                                      f"login ssh --var {ENV_KEY_PASSPHRASE}") from exc
@@ -699,7 +709,7 @@ class _Connection:
         for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
             try:
                 return cls.from_private_key(io.StringIO(text), password=passphrase)
-            except paramiko.PasswordRequiredException as exc:
+            except (paramiko.PasswordRequiredException, TypeError) as exc:
                 raise CredentialsMissing(f"{ENV_PRIVATE_KEY} is encrypted and no passphrase was given",
                                          provider=PROVIDER, remedy=f"set {ENV_KEY_PASSPHRASE}") from exc
             except (paramiko.SSHException, ValueError) as exc:
@@ -942,13 +952,22 @@ class SSHProvider(Provider):
         local=False,
         billing="free",
     )
-    credential_vars = (ENV_HOST, ENV_KEY_FILE, ENV_KEY_PASSPHRASE, ENV_PRIVATE_KEY, ENV_PASSWORD)
+    credential_vars = (ENV_HOST, ENV_KEY_FILE, ENV_KNOWN_HOSTS, ENV_KEY_PASSPHRASE, ENV_PRIVATE_KEY, ENV_PASSWORD)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self._lock = threading.RLock()
         self._desktops: dict[str, _Desktop] = {}
         self._spare: _Connection | None = None  # the preflight's connection, handed to the next create
+        # a provider dropped without close() must not keep its connections (and their threads) alive
+        self._connections: list[_Connection] = []
+        weakref.finalize(self, _close_connections, self._connections)
+
+    def _track(self, conn: _Connection) -> _Connection:
+        with self._lock:
+            self._connections[:] = [c for c in self._connections if c.alive]
+            self._connections.append(conn)
+        return conn
 
     # -- connections ------------------------------------------------------------------------------------------
     def _settings(self) -> _Settings:
@@ -961,7 +980,7 @@ class SSHProvider(Provider):
             if spare.alive and spare.settings.key == settings.key:
                 return spare
             spare.close()
-        return _Connection(settings, record_new_host_key=record_new_host_key)
+        return self._track(_Connection(settings, record_new_host_key=record_new_host_key))
 
     # -- preflight --------------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
@@ -986,7 +1005,7 @@ class SSHProvider(Provider):
             return results
         started = time.monotonic()
         try:
-            conn = _Connection(settings, record_new_host_key=False)
+            conn = self._track(_Connection(settings, record_new_host_key=False))
         except DeskctlError as err:
             check("fail", err.code, err.message, err.remedy, started)
             return results
@@ -1408,6 +1427,13 @@ class SSHProvider(Provider):
             desk.conn.close()
         if spare is not None:
             spare.close()
+        _close_connections(self._connections)
+
+
+def _close_connections(connections: list[_Connection]) -> None:
+    for conn in list(connections):
+        conn.close()
+    connections.clear()
 
 
 def _new_cookie() -> bytes:

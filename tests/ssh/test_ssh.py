@@ -1,0 +1,496 @@
+"""The ssh provider against a REAL OpenSSH server on a loopback port (``_sshd.py``), logging in as the unprivileged
+test user; the "remote" host is this machine, so the tests look at its processes and files directly.
+
+Covers what the conformance suite does not: target parsing, host-key policy (unknown, accepted and recorded,
+changed), every authentication source (key file, encrypted key with passphrase from env and keyring, key text,
+a real ssh-agent, none, wrong), a host without Xvfb, the connection dropped mid-session, a killed client,
+detached desktops that outlive their creator, one SSH connection per session, exec timeout, list_owned.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import keyring
+import keyring.core
+import pytest
+from _ssh_target import wait_until_released
+from _sshd import SshServer, keygen, processes_with
+
+import deskctl
+from deskctl.actions import Click
+from deskctl.credentials import redact, store_secret
+from deskctl.errors import (
+    CleanupIncomplete,
+    CredentialsInvalid,
+    CredentialsMissing,
+    DeskctlError,
+    PreflightError,
+    ProviderUnreachable,
+    SessionLost,
+    UsageError,
+)
+from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_SESSION, RemoteHandle
+from deskctl.providers.ssh import SSHProvider, SshTarget
+from deskctl.spec import DesktopSpec
+
+pytestmark = pytest.mark.ssh
+
+SPEC = DesktopSpec(provider="ssh", geometry="640x480")
+
+
+def labels(session_id: str, **extra: str) -> dict[str, str]:
+    return {LABEL_SESSION: session_id, LABEL_EXPIRES: str(int(time.time()) + 600), **extra}
+
+
+def new_id() -> str:
+    return "dk-t" + os.urandom(4).hex()
+
+
+def fingerprint(public_key_file: Path) -> str:
+    blob = base64.b64decode(public_key_file.read_text().split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def assert_nothing_left(handle: RemoteHandle) -> None:
+    remote_dir = str(handle.data["dir"])
+    wait_until_released(remote_dir)
+    assert processes_with(remote_dir + "/Xauthority") == []
+    assert processes_with(f"deskctl-ssh:{handle.session_id} ") == []
+    assert not os.path.exists(remote_dir)
+
+
+@pytest.fixture
+def provider(ssh_env: dict[str, str]) -> Iterator[SSHProvider]:
+    made = SSHProvider({})
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+# -- target ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("alice@box", SshTarget("alice", "box", 22)),
+        ("alice@box:2222", SshTarget("alice", "box", 2222)),
+        ("bob@[::1]:2200", SshTarget("bob", "::1", 2200)),
+        ("ssh://carol@10.0.0.5:23/", SshTarget("carol", "10.0.0.5", 23)),
+        ("box", SshTarget("zed", "box", 22)),
+    ],
+)
+def test_target_parsing(text: str, expected: SshTarget) -> None:
+    assert SshTarget.parse(text, user="zed") == expected
+
+
+@pytest.mark.parametrize("text", ["alice@", "alice@box:port", "alice@box:0", "alice@[::1", "a@b c"])
+def test_bad_targets_are_usage_errors(text: str) -> None:
+    with pytest.raises(UsageError):
+        SshTarget.parse(text)
+
+
+def test_known_hosts_name_follows_openssh() -> None:
+    assert SshTarget("a", "box", 22).known_hosts_name == "box"
+    assert SshTarget("a", "127.0.0.1", 2222).known_hosts_name == "[127.0.0.1]:2222"
+
+
+def test_no_host_is_a_preflight_failure_with_a_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DESKCTL_SSH_HOST", raising=False)
+    results = SSHProvider({}).preflight(SPEC)
+    assert [(r.status, r.code) for r in results] == [("fail", "ssh.no_target")]
+    assert results[0].remedy and "DESKCTL_SSH_HOST" in results[0].remedy
+    assert SSHProvider({}).list_owned() == []
+
+
+# -- preflight and host keys -------------------------------------------------------------------------------------
+
+
+def test_preflight_passes_and_reports_xvfb_and_displays(provider: SSHProvider) -> None:
+    results = {r.code: r for r in provider.preflight(SPEC)}
+    assert results["ssh.connect"].status == "pass"
+    assert results["ssh.xvfb"].status == "pass" and "Xvfb" in results["ssh.xvfb"].message
+    assert results["ssh.displays"].status == "pass"
+    assert not [r for r in results.values() if r.status == "fail"]
+
+
+def test_unreachable_host(ssh_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from _sshd import free_port
+
+    monkeypatch.setenv("DESKCTL_SSH_HOST", f"deskctl-ssh@127.0.0.1:{free_port()}")
+    results = SSHProvider({}).preflight(SPEC)
+    assert [(r.status, r.code) for r in results] == [("fail", "provider.unreachable")]
+    with pytest.raises(ProviderUnreachable):
+        SSHProvider({}).create(SPEC, new_id(), labels("x"))
+
+
+def test_unknown_host_key_is_refused_then_accepted_and_recorded(sshd: SshServer, ssh_env: dict[str, str],
+                                                                tmp_path: Path) -> None:
+    known_hosts = tmp_path / "fresh" / "known_hosts"  # neither the file nor its directory exists yet
+    options = {"known_hosts": str(known_hosts)}
+    with pytest.raises(CredentialsInvalid) as caught:
+        SSHProvider(options).create(SPEC, new_id(), labels("x"))
+    assert caught.value.code == "credentials.host_key_unknown"
+    assert fingerprint(sshd.host_key.with_suffix(".pub")) in caught.value.message
+    assert "--accept-new-host-key" in (caught.value.remedy or "")
+    assert not known_hosts.exists()
+    # preflight says how to proceed, and does not write either
+    results = {r.code: r for r in SSHProvider({**options, "accept_new_host_key": True}).preflight(SPEC)}
+    assert results["credentials.host_key_unknown"].status == "warn"
+    assert not known_hosts.exists()
+
+    accepting = SSHProvider({**options, "accept_new_host_key": True})
+    session_id = new_id()
+    handle = accepting.create(SPEC, session_id, labels(session_id))
+    try:
+        assert known_hosts.read_text() == sshd.known_hosts_line
+        assert oct(known_hosts.stat().st_mode & 0o777) == "0o600"
+    finally:
+        accepting.destroy(handle)
+        accepting.close()
+    # recorded: the next connection needs no flag
+    again = SSHProvider(options)
+    try:
+        assert [r.status for r in again.preflight(SPEC)].count("fail") == 0
+    finally:
+        again.close()
+
+
+def test_changed_host_key_is_always_refused(sshd: SshServer, ssh_env: dict[str, str], tmp_path: Path) -> None:
+    impostor = keygen(tmp_path / "other_host_key")
+    kind, blob = impostor.with_suffix(".pub").read_text().split()[:2]
+    known_hosts = tmp_path / "known_hosts_changed"
+    known_hosts.write_text(f"[127.0.0.1]:{sshd.port} {kind} {blob}\n")
+    for accept in (False, True):
+        provider = SSHProvider({"known_hosts": str(known_hosts), "accept_new_host_key": accept})
+        with pytest.raises(CredentialsInvalid) as caught:
+            provider.create(SPEC, new_id(), labels("x"))
+        err = caught.value
+        assert err.code == "credentials.host_key_changed"
+        assert fingerprint(sshd.host_key.with_suffix(".pub")) in err.message  # what it presented
+        assert fingerprint(impostor.with_suffix(".pub")) in err.message  # what was on record
+        assert err.remedy is not None and "ssh-keygen -R" in err.remedy
+        assert err.exit_code == 3
+    assert known_hosts.read_text() == f"[127.0.0.1]:{sshd.port} {kind} {blob}\n"  # untouched
+    # through the session API it is a preflight failure (exit 3), and nothing was created
+    with pytest.raises(CredentialsInvalid) as caught:
+        deskctl.open_desktop("ssh", provider_options={"known_hosts": str(known_hosts)})
+    assert caught.value.code == "credentials.host_key_changed"
+
+
+# -- authentication ----------------------------------------------------------------------------------------------
+
+
+def test_wrong_key_is_credentials_invalid(ssh_env: dict[str, str], tmp_path: Path) -> None:
+    stranger = keygen(tmp_path / "stranger")
+    with pytest.raises(CredentialsInvalid) as caught:
+        SSHProvider({"key_file": str(stranger)}).create(SPEC, new_id(), labels("x"))
+    assert caught.value.code == "credentials.invalid"
+    assert str(stranger) in caught.value.message
+    results = SSHProvider({"key_file": str(stranger)}).preflight(SPEC)
+    assert [(r.status, r.code) for r in results] == [("fail", "credentials.invalid")]
+
+
+def test_no_credentials_at_all_is_credentials_missing(ssh_env: dict[str, str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DESKCTL_SSH_KEY_FILE")
+    with pytest.raises(CredentialsMissing) as caught:
+        SSHProvider({}).create(SPEC, new_id(), labels("x"))
+    assert "DESKCTL_SSH_PASSWORD" in (caught.value.remedy or "")
+
+
+def test_encrypted_key_with_passphrase_from_env(sshd: SshServer, ssh_env: dict[str, str], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    passphrase = "correct horse battery 4711"
+    key = keygen(tmp_path / "locked", passphrase=passphrase)
+    sshd.authorize(key.with_suffix(".pub"))
+    results = SSHProvider({"key_file": str(key)}).preflight(SPEC)
+    assert [(r.status, r.code) for r in results] == [("fail", "credentials.missing")]
+    assert "DESKCTL_SSH_KEY_PASSPHRASE" in (results[0].remedy or "")
+    with pytest.raises(CredentialsMissing):
+        SSHProvider({"key_file": str(key)}).create(SPEC, new_id(), labels("x"))
+    monkeypatch.setenv("DESKCTL_SSH_KEY_PASSPHRASE", "wrong passphrase 0000")
+    with pytest.raises(CredentialsInvalid) as caught:
+        SSHProvider({"key_file": str(key)}).create(SPEC, new_id(), labels("x"))
+    assert "wrong passphrase 0000" not in caught.value.message
+    monkeypatch.setenv("DESKCTL_SSH_KEY_PASSPHRASE", passphrase)
+    results = SSHProvider({"key_file": str(key)}).preflight(SPEC)
+    assert {r.code: r.status for r in results}["ssh.connect"] == "pass"
+    assert passphrase not in json.dumps([r.to_dict() for r in results])
+
+
+@pytest.fixture
+def file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A real file keyring (keyrings.alt) in a temp XDG_DATA_HOME, chosen by keyring's own configuration."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    keyring.core.init_backend()
+    try:
+        yield
+    finally:
+        monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+        keyring.core.init_backend()
+
+
+def test_private_key_text_and_passphrase_from_the_keyring(sshd: SshServer, ssh_env: dict[str, str], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          file_keyring: None) -> None:
+    passphrase = "keyring-held passphrase 31337"
+    key = keygen(tmp_path / "vaulted", passphrase=passphrase)
+    sshd.authorize(key.with_suffix(".pub"))
+    monkeypatch.delenv("DESKCTL_SSH_KEY_FILE")
+    store_secret("ssh", "DESKCTL_SSH_PRIVATE_KEY", key.read_text())
+    store_secret("ssh", "DESKCTL_SSH_KEY_PASSPHRASE", passphrase)
+    provider = SSHProvider({})
+    try:
+        results = {r.code: r for r in provider.preflight(SPEC)}
+        assert results["ssh.connect"].status == "pass"
+        assert "private key" in results["ssh.connect"].message
+    finally:
+        provider.close()
+    assert redact(f"pass {passphrase}") == "pass ***"
+
+
+def test_ssh_agent(sshd: SshServer, ssh_env: dict[str, str], tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert agent.stdout is not None
+        agent.stdout.readline()  # it prints SSH_AUTH_SOCK=... once it listens
+        env = {**os.environ, "SSH_AUTH_SOCK": str(socket_path)}
+        subprocess.run(["ssh-add", "-q", str(sshd.client_key)], env=env, check=True, capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        monkeypatch.delenv("DESKCTL_SSH_KEY_FILE")
+        provider = SSHProvider({})
+        try:
+            results = {r.code: r for r in provider.preflight(SPEC)}
+            assert results["ssh.connect"].status == "pass" and "agent" in results["ssh.connect"].message
+        finally:
+            provider.close()
+        assert SSHProvider({"agent": False}).preflight(SPEC)[0].code == "credentials.missing"
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+# -- the host ----------------------------------------------------------------------------------------------------
+
+
+def test_host_without_xvfb(ssh_env: dict[str, str]) -> None:
+    options = {"xvfb_path": "/nonexistent/Xvfb"}
+    results = {r.code: r for r in SSHProvider(options).preflight(SPEC)}
+    assert results["ssh.xvfb_missing"].status == "fail"
+    assert "apt-get install xvfb" in (results["ssh.xvfb_missing"].remedy or "")
+    with pytest.raises(PreflightError) as caught:
+        deskctl.open_desktop("ssh", provider_options=options)
+    assert caught.value.code == "ssh.xvfb_missing" and caught.value.exit_code == 3
+    # without preflight, create refuses the same way and leaves no directory behind
+    session_id = new_id()
+    with pytest.raises(PreflightError) as caught:
+        SSHProvider(options).create(SPEC, session_id, labels(session_id))
+    assert caught.value.code == "ssh.xvfb_missing"
+    assert not os.path.exists(f"/home/deskctl-ssh/.cache/deskctl/ssh/{session_id}")
+
+
+def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: dict[str, str]) -> None:
+    def sessions() -> set[int]:
+        return {p for p in sshd.connection_pids()
+                if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"sshd: deskctl-ssh@notty")}
+
+    before = sum("Accepted publickey" in line for line in sshd.log_lines)
+    sessions_before = sessions()
+    with deskctl.open_desktop("ssh", geometry="800x600") as desk:
+        assert desk.size == (800, 600)
+        for i in range(20):
+            desk.click(10 + i, 20)
+        desk.type("hello")
+        desk.key("ctrl+a")
+        assert desk.screenshot().width == 800
+        result = desk.exec("echo $DISPLAY; echo oops >&2; exit 4")
+        assert (result.exit_code, result.stdout, result.stderr) == (4, f":{desk.handle.data['display']}\n",  # type: ignore[union-attr]
+                                                                    "oops\n")
+        logins = sum("Accepted publickey" in line for line in sshd.log_lines) - before
+        # preflight's connection is handed over to create: one login for the whole session
+        assert logins == 1
+        assert len(sessions() - sessions_before) == 1
+        handle = desk.handle
+    assert handle is not None
+    assert_nothing_left(handle)
+
+
+def test_exec_timeout_ends_the_command(provider: SSHProvider) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id))
+    try:
+        result = provider.exec(handle, "echo started; sleep 30 & wait", timeout=1)
+        assert result.exit_code == 124
+        assert result.stdout == "started\n"
+        assert "timed out" in result.stderr
+        assert processes_with("sleep 30") == []
+    finally:
+        provider.destroy(handle)
+
+
+def test_list_owned_finds_the_marker_by_label(provider: SSHProvider) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id, team="qa"))
+    try:
+        found = provider.list_owned({LABEL_SESSION: session_id})
+        assert [h.session_id for h in found] == [session_id]
+        assert found[0].labels["team"] == "qa"
+        assert found[0].data["dir"] == handle.data["dir"] and found[0].data["alive"] is True
+        assert provider.list_owned({LABEL_SESSION: session_id, "team": "dev"}) == []
+        assert provider.is_alive(handle)
+    finally:
+        provider.destroy(handle)
+    assert provider.list_owned({LABEL_SESSION: session_id}) == []
+    assert not provider.is_alive(handle)
+    provider.destroy(handle)  # idempotent
+
+
+def test_handle_data_holds_no_secret(provider: SSHProvider, monkeypatch: pytest.MonkeyPatch,
+                                     sshd: SshServer) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id))
+    try:
+        text = json.dumps(handle.to_dict())
+        cookie = Path(handle.data["dir"], "Xauthority").read_bytes()[-16:]
+        assert cookie.hex() not in text and base64.b64encode(cookie).decode() not in text
+        assert "PRIVATE KEY" not in text
+        assert oct(Path(handle.data["dir"]).stat().st_mode & 0o777) == "0o700"
+        assert oct(Path(handle.data["dir"], "Xauthority").stat().st_mode & 0o777) == "0o600"
+    finally:
+        provider.destroy(handle)
+
+
+# -- the connection ends --------------------------------------------------------------------------------------------
+
+
+def test_connection_dropped_mid_session_ends_it_and_leaves_nothing(sshd: SshServer,
+                                                                   ssh_env: dict[str, str]) -> None:
+    desk = deskctl.open_desktop("ssh", geometry="640x480")
+    handle = desk.handle
+    assert handle is not None
+    try:
+        desk.click(5, 5)
+        assert sshd.drop_connections()
+        with pytest.raises(SessionLost) as caught:
+            for _ in range(3):  # the first action after the drop fails, whichever notices it first
+                desk.click(6, 6)
+        assert caught.value.code == "provider.session_lost"
+        assert "SSH connection" in caught.value.message
+        assert caught.value.details.get("cause") == "provider.unreachable"
+        assert desk.state.value == "failed"
+        with pytest.raises(DeskctlError):
+            desk.screenshot()
+    finally:
+        if desk.state.value == "ready":  # only when the test failed before the drop
+            desk.close()
+    assert_nothing_left(handle)
+
+
+_HOLDER = r"""
+import json, sys, threading
+import deskctl
+desk = deskctl.open_desktop("ssh", geometry="640x480", detached=sys.argv[1] == "detached")
+print(json.dumps({"id": desk.id, "handle": desk.handle.to_dict()}), flush=True)
+if sys.argv[1] == "detached":
+    desk.release()
+    sys.exit(0)
+threading.Event().wait()
+"""
+
+
+def _child(mode: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], dict[str, object]]:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, **env})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.kill()
+        raise AssertionError(proc.communicate()[1][-2000:])
+    return proc, json.loads(line)
+
+
+def test_killed_client_leaves_nothing_on_the_host(ssh_env: dict[str, str]) -> None:
+    proc, opened = _child("attached", ssh_env)
+    handle = RemoteHandle.from_dict(opened["handle"])  # type: ignore[arg-type]
+    try:
+        assert processes_with(str(handle.data["dir"]) + "/Xauthority")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.communicate()
+    # no reaper, no destroy: the watcher saw the connection end and stopped the desktop by itself
+    assert_nothing_left(handle)
+    provider = SSHProvider({})
+    try:
+        provider.destroy(handle)  # and destroy from another process confirms it is gone
+    finally:
+        provider.close()
+
+
+def test_detached_desktop_outlives_its_creator_and_down_reaches_it(ssh_env: dict[str, str]) -> None:
+    proc, opened = _child("detached", ssh_env)
+    assert proc.wait(timeout=60) == 0
+    proc.communicate()
+    handle = RemoteHandle.from_dict(opened["handle"])  # type: ignore[arg-type]
+    assert handle.labels[LABEL_DETACHED] == "1" and handle.data["detached"] is True
+    assert processes_with(str(handle.data["dir"]) + "/Xauthority"), "the desktop ended with its creator"
+    desk = deskctl.attach(str(opened["id"]))
+    try:
+        assert desk.size == (640, 480)
+        assert desk.screenshot().width == 640
+        desk.click(1, 1)
+        assert desk.exec("xdpyinfo | grep dimensions").stdout.split()[1] == "640x480"
+    finally:
+        desk.close()
+    assert_nothing_left(handle)
+
+
+def test_detach_switches_an_attached_desktop_to_outlive_the_connection(provider: SSHProvider) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id))
+    provider.wait_ready(handle, time.monotonic() + 30)
+    provider.detach(handle)
+    provider.close()  # the connection ends; the desktop must not
+    other = SSHProvider({})
+    try:
+        assert other.is_alive(handle)
+        other.act(handle, Click(3, 3))
+        assert other.display_size(handle) == (640, 480)
+        other.destroy(handle)
+    finally:
+        other.close()
+    assert_nothing_left(handle)
+
+
+def test_destroy_of_an_unreachable_host_is_cleanup_incomplete(provider: SSHProvider, sshd: SshServer) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id, **{LABEL_DETACHED: "1"}))
+    provider.close()
+    moved = RemoteHandle.from_dict({**handle.to_dict(), "data": {**handle.data, "port": 1}})
+    with pytest.raises(CleanupIncomplete) as caught:
+        SSHProvider({}).destroy(moved)
+    assert caught.value.details["left"] == [handle.resource_id]
+    other = SSHProvider({})
+    try:
+        other.destroy(handle)
+    finally:
+        other.close()
+    assert_nothing_left(handle)
