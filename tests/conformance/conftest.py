@@ -123,6 +123,12 @@ from _docker_target import DOCKER_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**DOCKER_TARGET_KWARGS))
 
+# -- ssh (a real sshd on a loopback port per test: tests/ssh/_ssh_target.py) ----------------------------------------
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ssh"))
+from _ssh_target import SSH_TARGET_KWARGS  # noqa: E402
+
+TARGETS.append(Target(**SSH_TARGET_KWARGS))
+
 
 def _params() -> list[Any]:
     return [pytest.param(t, id=t.name, marks=list(t.marks)) for t in TARGETS]
