@@ -15,4 +15,6 @@ def deskctl_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.delenv("DESKCTL_LEDGER_URL", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "80")
+    # never the developer's own keyring; credential tests choose a file keyring themselves
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
     yield home
