@@ -1,0 +1,871 @@
+"""Daytona sandboxes as desktops: Windows (the ``windows`` snapshot) and Linux (the default snapshot with
+computer use), over Daytona's classic REST API and the toolbox computer-use API, with httpx and tenacity.
+
+The contract is ``shared/specs/daytona.md``. What the caller may rely on:
+
+- **Auth**: ``DAYTONA_API_KEY`` as Bearer, or ``DAYTONA_JWT_TOKEN`` plus ``X-Daytona-Organization-ID`` from
+  ``DAYTONA_ORGANIZATION_ID``; each from the environment, then the keyring (:func:`deskctl.credentials.resolve`).
+  ``DAYTONA_API_URL`` (default ``https://app.daytona.io/api``) and ``DAYTONA_TARGET`` (region) are read too.
+  Secrets are registered for redaction and never stored in a handle.
+- **Create**: the session id is the sandbox name; the deskctl labels plus ``deskctl.managed=1``; backstops
+  ``autoStopInterval`` (idle minutes, from the session's limits), ``autoDeleteInterval=0`` (delete on stop) and
+  ``ttlMinutes`` (wall-clock). Never cpu, memory or disk (the service rejects them with a snapshot). A create
+  is never retried blindly: after a timeout, a 5xx or 400 "Sandbox failed to start", what was made is found by
+  name and by label and destroyed before the error is raised.
+- **Readiness**: state ``started`` (``error``/``build_failed`` fail at once with ``errorReason``), computer use
+  started and ``active`` (503 while the plugin loads is retried until the deadline), then a test screenshot
+  whose size must equal ``display/info``.
+- **Destroy**: DELETE, retried on 409 while a transition runs, then GET until 404 or ``destroyed``; a 404 is
+  success. Unconfirmed is :class:`~deskctl.errors.CleanupIncomplete` naming the sandbox.
+- **Exec**: ``process/execute`` merges stdout and stderr: the result has ``merged=True``. A command that
+  outlives its timeout is killed by the service and reported as exit code 124 (as GNU ``timeout`` does).
+
+Provider options (``provider_options``): ``api_url``, ``target``, ``snapshot``, ``auto_stop_minutes``
+(default 15), ``ttl_minutes`` (default from the session's limits, else 1440; 0 disables), ``poll_interval``,
+``poll_max_interval``, ``destroy_timeout``, ``create_timeout``, ``request_timeout``, and the retry options of
+:class:`deskctl.providers._http.RetryPolicy` (``retry_attempts``, ``retry_initial``, ``retry_maximum``,
+``retry_scale``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from deskctl.actions import (
+    Action,
+    Click,
+    Drag,
+    KeyDown,
+    KeyPress,
+    KeyUp,
+    MouseDown,
+    MouseUp,
+    Move,
+    Scroll,
+    TypeText,
+)
+from deskctl.credentials import redact, register_secret
+from deskctl.errors import (
+    CapacityUnavailable,
+    CleanupIncomplete,
+    CompatError,
+    CredentialsMissing,
+    DeskctlError,
+    InfrastructureError,
+    PreflightError,
+    ProviderApiError,
+    ProviderUnreachable,
+    RateLimited,
+    ReadinessTimeout,
+    SessionLost,
+    UsageError,
+)
+from deskctl.providers._http import HttpErrorContext, RetryPolicy, make_client, send
+from deskctl.providers.base import (
+    LABEL_EXPIRES,
+    LABEL_SESSION,
+    Capabilities,
+    ExecResult,
+    Provider,
+    RemoteHandle,
+    Screenshot,
+)
+from deskctl.spec import DesktopSpec, Platform
+
+if TYPE_CHECKING:
+    import httpx
+
+    from deskctl.preflight.checks import CheckResult, Status
+
+__all__ = ["DEFAULT_API_URL", "LABEL_MANAGED", "WINDOWS_RESOURCES", "DaytonaProvider", "toolbox_key_name"]
+
+DEFAULT_API_URL = "https://app.daytona.io/api"
+#: marks every sandbox deskctl made, so one label query finds them all
+LABEL_MANAGED = "deskctl.managed"
+#: the prebuilt ``windows`` snapshot: 2 vCPU, 8 GiB memory, 30 GiB disk, in region ``us`` (spec section 3)
+WINDOWS_RESOURCES = {"cpu": 2.0, "memory": 8.0, "disk": 30.0}
+WINDOWS_SNAPSHOT = "windows"
+WINDOWS_TARGET = "us"
+#: the size the ``windows`` desktop is modelled with; UNVERIFIED against the live service (docs/daytona.md)
+WINDOWS_SIZE = (1024, 768)
+
+_GONE_STATES = frozenset({"destroyed"})
+_FAILED_STATES = frozenset({"error", "build_failed"})
+_WAITING_STATES = frozenset({
+    "creating", "restoring", "starting", "pending_build", "building_snapshot", "pulling_snapshot", "unknown",
+    "resuming", "resizing", "snapshotting", "forking",
+})
+_STOPPED_STATES = frozenset({"stopped", "stopping", "archived", "archiving", "paused", "pausing", "destroying"})
+
+#: deskctl canonical key names (deskctl.actions) -> toolbox names (spec section 4 "Keys")
+_KEY_NAMES: dict[str, str] = {
+    "ctrl": "ctrl", "alt": "alt", "shift": "shift", "super": "cmd",
+    "enter": "enter", "escape": "escape", "tab": "tab", "backspace": "backspace", "delete": "delete",
+    "space": "space", "home": "home", "end": "end", "pageup": "pageup", "pagedown": "pagedown",
+    "insert": "insert", "up": "up", "down": "down", "left": "left", "right": "right",
+    "capslock": "capslock", "menu": "menu",
+    **{f"f{i}": f"f{i}" for i in range(1, 25)},
+}
+_MODIFIERS = frozenset({"ctrl", "alt", "shift", "super"})
+
+
+def toolbox_key_name(canonical: str) -> str:
+    """The toolbox's name for a canonical deskctl key; a single character passes through unchanged."""
+    if len(canonical) == 1:
+        return canonical
+    name = _KEY_NAMES.get(canonical)
+    if name is None:
+        raise UsageError(
+            f"the Daytona toolbox has no key {canonical!r} (it offers: {', '.join(sorted(_KEY_NAMES))} "
+            "and single characters)", code="usage.unknown_key", provider="daytona",
+        )
+    return name
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    if len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        raise ProviderApiError("daytona: the screenshot is not a PNG image", provider="daytona")
+    width, height = struct.unpack(">II", png[16:24])
+    return int(width), int(height)
+
+
+def _ceil_minutes(seconds: float) -> int:
+    return max(1, math.ceil(seconds / 60.0))
+
+
+class DaytonaProvider(Provider):
+    """Daytona sandboxes (``windows`` and ``ubuntu``) reached through the REST and toolbox APIs."""
+
+    name = "daytona"
+    capabilities = Capabilities(
+        platforms=frozenset({Platform.UBUNTU, Platform.WINDOWS}),
+        settable_geometry=True,
+        min_size=(640, 480),
+        max_size=(3840, 2160),
+        fixed_sizes={Platform.WINDOWS: (WINDOWS_SIZE,)},
+        exec=True,
+        exec_streams_separate=False,
+        files=False,
+        labels=True,
+        server_ttl=True,
+        isolation="vm",
+        start_url=False,
+        local=False,
+        billing="per_second",
+    )
+    credential_vars = ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
+                       "DAYTONA_TARGET")
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
+        self._auth_headers: dict[str, str] | None = None
+        self.retry = RetryPolicy.from_options(self.options)
+        self.poll_interval = float(self.options.get("poll_interval", 0.2))
+        self.poll_max_interval = float(self.options.get("poll_max_interval", 2.0))
+        self.destroy_timeout = float(self.options.get("destroy_timeout", 300.0))
+        self.create_timeout = float(self.options.get("create_timeout", 120.0))
+        self.request_timeout = float(self.options.get("request_timeout", 60.0))
+        self._sleep: Callable[[float], None] = time.sleep
+
+    # -- configuration -----------------------------------------------------------------------------------
+    def _var(self, var: str) -> str | None:
+        from deskctl.credentials import resolve
+
+        cred = resolve(self.name, var)
+        return cred.value if cred is not None else None
+
+    @property
+    def api_url(self) -> str:
+        url = self.options.get("api_url") or self._var("DAYTONA_API_URL") or DEFAULT_API_URL
+        return str(url).rstrip("/")
+
+    def _target(self, platform: Platform) -> str | None:
+        target = self.options.get("target") or self._var("DAYTONA_TARGET")
+        if target:
+            return str(target)
+        return WINDOWS_TARGET if platform is Platform.WINDOWS else None
+
+    def _snapshot(self, platform: Platform) -> str | None:
+        snapshot = self.options.get("snapshot")
+        if snapshot:
+            return str(snapshot)
+        return WINDOWS_SNAPSHOT if platform is Platform.WINDOWS else None
+
+    def _credentials_remedy(self) -> str:
+        return ("export DAYTONA_API_KEY=... (a key from the Daytona dashboard) or run: "
+                "deskctl login daytona --var DAYTONA_API_KEY")
+
+    def _auth(self) -> dict[str, str]:
+        """The auth headers; raises :class:`CredentialsMissing` when no credential is configured."""
+        if self._auth_headers is not None:
+            return self._auth_headers
+        api_key = self._var("DAYTONA_API_KEY")
+        if api_key:
+            register_secret(api_key)
+            self._auth_headers = {"Authorization": f"Bearer {api_key}"}
+            return self._auth_headers
+        jwt = self._var("DAYTONA_JWT_TOKEN")
+        if jwt:
+            register_secret(jwt)
+            org = self._var("DAYTONA_ORGANIZATION_ID")
+            if not org:
+                raise CredentialsMissing(
+                    "DAYTONA_ORGANIZATION_ID is required when authenticating with DAYTONA_JWT_TOKEN",
+                    provider=self.name, remedy="export DAYTONA_ORGANIZATION_ID=<your organization id>",
+                )
+            self._auth_headers = {"Authorization": f"Bearer {jwt}", "X-Daytona-Organization-ID": org}
+            return self._auth_headers
+        raise CredentialsMissing(
+            "daytona needs DAYTONA_API_KEY, or DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID "
+            "(environment or keyring)", provider=self.name, remedy=self._credentials_remedy(),
+        )
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._client_lock:
+            if self._client is None:
+                self._client = make_client(timeout=self.request_timeout, headers={"X-Daytona-Source": "deskctl"})
+            return self._client
+
+    def close(self) -> None:
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # -- HTTP ----------------------------------------------------------------------------------------------
+    def _classify(self, status: int, message: str, body: Mapping[str, Any]) -> DeskctlError | None:
+        low = message.lower()
+        if status == 403 and ("not available" in low or "region" in low or "class" in low):
+            return CompatError(
+                f"daytona: {message}", code="compat.region_unavailable", provider=self.name,
+                remedy="ask Daytona for a quota in this region and class, or set DAYTONA_TARGET to one you have",
+            )
+        if status == 400 and "no available runners" in low:
+            return CapacityUnavailable(f"daytona: {message}", provider=self.name,
+                                       remedy="retry later or choose another DAYTONA_TARGET")
+        return None
+
+    def _context(self, action: str) -> HttpErrorContext:
+        return HttpErrorContext(self.name, action, credentials_remedy=self._credentials_remedy(),
+                                classify=self._classify)
+
+    def _api(
+        self, method: str, path: str, action: str, *, idempotent: bool, ok: frozenset[int] = frozenset(),
+        api_url: str | None = None, deadline: float | None = None, **kwargs: Any,
+    ) -> httpx.Response:
+        headers = dict(kwargs.pop("headers", {}) or {})
+        headers.update(self._auth())
+        url = f"{(api_url or self.api_url).rstrip('/')}{path}"
+        return send(self.client, method, url, self._context(action), policy=self.retry, idempotent=idempotent,
+                    ok_statuses=ok, deadline=deadline, headers=headers, **kwargs)
+
+    def _toolbox(
+        self, handle: RemoteHandle, method: str, path: str, action: str, *, idempotent: bool,
+        deadline: float | None = None, **kwargs: Any,
+    ) -> httpx.Response:
+        base = str(handle.data.get("toolbox_url") or "").rstrip("/")
+        if not base:
+            raise ProviderApiError(f"daytona: the handle of {handle.session_id} has no toolbox URL",
+                                   provider=self.name)
+        headers = dict(kwargs.pop("headers", {}) or {})
+        headers.update(self._auth())
+        url = f"{base}/{handle.resource_id}{path}"
+        try:
+            return send(self.client, method, url, self._context(action), policy=self.retry,
+                        idempotent=idempotent, deadline=deadline, headers=headers, **kwargs)
+        except ProviderApiError as err:
+            raise self._toolbox_lost(handle, err) from err
+
+    def _toolbox_lost(self, handle: RemoteHandle, err: ProviderApiError) -> DeskctlError:
+        """A toolbox answer that means the sandbox is no longer running becomes :class:`SessionLost`."""
+        low = err.message.lower()
+        if (err.status == 400 and "is the sandbox started" in low) or (
+            err.status == 404 and "not found" in low
+        ):
+            return SessionLost(
+                f"daytona: sandbox {handle.resource_id} is not running any more ({err.message})",
+                provider=self.name, details={"status": err.status},
+                remedy="it may have been auto-stopped; see deskctl ls, and deskctl reap to remove it",
+            )
+        return err
+
+    @staticmethod
+    def _json(response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ProviderApiError(
+                f"daytona: {response.request.method} {response.request.url.path} answered non-JSON "
+                f"(HTTP {response.status_code})", provider="daytona", status=response.status_code,
+            ) from exc
+
+    # -- preflight -----------------------------------------------------------------------------------------
+    def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
+        """Read-only checks: ``GET /config`` (reachable, maintenance), one authenticated read
+        (``GET /sandbox?limit=1``), room in the region quota where the API shows it, and leftovers."""
+        from deskctl.preflight.checks import CheckResult
+
+        results: list[CheckResult] = []
+
+        def add(status: Status, code: str, message: str, remedy: str | None, started: float) -> None:
+            results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
+                                       self.name, (time.monotonic() - started) * 1000.0))
+
+        started = time.monotonic()
+        reason = self.check_geometry(spec.geometry, spec.platform)
+        if spec.platform not in self.capabilities.platforms:
+            add("fail", "compat.platform_unsupported",
+                f"daytona offers {', '.join(sorted(p.value for p in self.capabilities.platforms))}, "
+                f"not {spec.platform.value}", "choose --platform windows or ubuntu", started)
+        elif reason is not None:
+            add("fail", "geometry.unsupported", reason, "use --geometry native or a size listed above", started)
+        else:
+            add("pass", "daytona.geometry", f"{spec.platform.value} at {spec.geometry_label()} is offered", None,
+                started)
+
+        started = time.monotonic()
+        try:
+            config = self._json(send(self.client, "GET", f"{self.api_url}/config", self._context("GET /config"),
+                                     policy=replace_attempts(self.retry, 2), idempotent=True))
+        except DeskctlError as err:
+            add("fail", "provider.unreachable", f"{self.api_url}/config: {err.message}",
+                "check the network and DAYTONA_API_URL", started)
+            return results
+        if isinstance(config, dict) and (config.get("maintananceMode") or config.get("maintenanceMode")):
+            add("fail", "provider.maintenance", "Daytona reports maintenance mode", "retry later", started)
+        else:
+            version = config.get("version") if isinstance(config, dict) else None
+            add("pass", "daytona.reachable", f"{self.api_url} answers (version {version or 'unknown'})", None,
+                started)
+
+        started = time.monotonic()
+        try:
+            self._auth()
+        except CredentialsMissing as err:
+            add("fail", err.code, err.message, err.remedy, started)
+            return results
+        try:
+            first = self._json(self._api("GET", "/sandbox", "list sandboxes", idempotent=True,
+                                         params={"limit": 1}))
+        except DeskctlError as err:
+            code = err.code if isinstance(err, PreflightError) else "provider.unreachable"
+            add("fail", code, err.message, err.remedy, started)
+            return results
+        add("pass", "daytona.credentials", "the Daytona credentials are accepted", None, started)
+
+        started = time.monotonic()
+        self._quota_check(spec, first, add, started)
+
+        started = time.monotonic()
+        try:
+            owned = self.list_owned()
+        except DeskctlError as err:
+            add("warn", "daytona.leftovers", f"could not list deskctl sandboxes: {err.message}", None, started)
+        else:
+            if owned:
+                now = time.time()
+                expired = [h for h in owned if _expired(h, now)]
+                ids = ", ".join(h.session_id for h in owned[:5]) + (" ..." if len(owned) > 5 else "")
+                add("warn", "daytona.leftovers",
+                    f"{len(owned)} deskctl sandbox(es) exist ({ids}), {len(expired)} past their expiry; "
+                    "they count against the quota and may bill", "deskctl reap --provider daytona", started)
+            else:
+                add("pass", "daytona.leftovers", "no deskctl sandboxes are left over", None, started)
+        return results
+
+    def _quota_check(self, spec: DesktopSpec, first_page: Any, add: Callable[..., None], started: float) -> None:
+        org = self._var("DAYTONA_ORGANIZATION_ID")
+        if not org:
+            items = _items(first_page)[0]
+            org = next((str(i["organizationId"]) for i in items if isinstance(i, dict) and i.get("organizationId")),
+                       None)
+        if not org:
+            add("skip", "daytona.quota", "the organization id is unknown (set DAYTONA_ORGANIZATION_ID to check "
+                "the quota before creating)", None, started)
+            return
+        try:
+            usage = self._json(self._api("GET", f"/organizations/{org}/usage", "read the quota",
+                                         idempotent=True))
+        except DeskctlError as err:
+            add("skip", "daytona.quota", f"the quota is not readable with these credentials ({err.code})", None,
+                started)
+            return
+        need = WINDOWS_RESOURCES if spec.platform is Platform.WINDOWS else {"cpu": 1.0, "memory": 1.0, "disk": 3.0}
+        wanted_class = "windows" if spec.platform is Platform.WINDOWS else "container"
+        target = self._target(spec.platform)
+        rows = [r for r in (usage.get("regionUsage") or []) if isinstance(r, dict)] if isinstance(usage, dict) else []
+        rows = [r for r in rows if target is None or r.get("regionId") in (None, target)]
+        classed = [r for r in rows if r.get("sandboxClass") in (None, wanted_class)]
+        if rows and not classed and spec.platform is Platform.WINDOWS:
+            add("fail", "compat.region_unavailable",
+                f"the organization has no {wanted_class} quota in region {target}",
+                "ask Daytona for Windows access in this region, or set DAYTONA_TARGET", started)
+            return
+        if not classed:
+            add("skip", "daytona.quota", "the usage answer has no row for this region and class", None, started)
+            return
+        row = classed[0]
+        short: list[str] = []
+        for resource, quota_key, used_key in (("cpu", "totalCpuQuota", "currentCpuUsage"),
+                                              ("memory", "totalMemoryQuota", "currentMemoryUsage"),
+                                              ("disk", "totalDiskQuota", "currentDiskUsage")):
+            total, used = row.get(quota_key), row.get(used_key)
+            if isinstance(total, int | float) and isinstance(used, int | float) and total - used < need[resource]:
+                short.append(f"{resource} {total - used:g} free of {total:g}, needs {need[resource]:g}")
+        if short:
+            add("fail", "quota.exceeded", "no room for this sandbox: " + "; ".join(short),
+                "destroy sandboxes you do not need (deskctl reap, the Daytona dashboard) or raise the tier", started)
+        else:
+            add("pass", "daytona.quota",
+                f"room for {need['cpu']:g} vCPU / {need['memory']:g} GiB / {need['disk']:g} GiB in "
+                f"{row.get('regionId') or 'the default region'}", None, started)
+
+    # -- create ------------------------------------------------------------------------------------------
+    def create_body(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> dict[str, Any]:
+        """The ``POST /sandbox`` body for a session (never cpu, memory, disk or gpu)."""
+        if spec.platform not in self.capabilities.platforms:
+            raise CompatError(f"daytona offers windows and ubuntu, not {spec.platform.value}",
+                              code="compat.platform_unsupported", provider=self.name)
+        all_labels = {str(k): str(v) for k, v in labels.items()}
+        all_labels[LABEL_SESSION] = session_id
+        all_labels[LABEL_MANAGED] = "1"
+        limits = [x for x in (spec.ttl_seconds, spec.max_minutes * 60 if spec.max_minutes else None) if x]
+        auto_stop = int(self.options.get("auto_stop_minutes", 15))
+        if limits:
+            auto_stop = min(auto_stop, _ceil_minutes(min(limits)))
+        auto_stop = max(1, auto_stop)  # 0 would mean "never stop": a cost leak
+        ttl_option = self.options.get("ttl_minutes")
+        if ttl_option is not None:
+            ttl = int(ttl_option)
+        elif limits:
+            # the server-side backstop fires a little after the session's own limit, never before
+            ttl = _ceil_minutes(min(limits)) + 5
+        else:
+            ttl = 1440
+        body: dict[str, Any] = {
+            "name": session_id,
+            "labels": all_labels,
+            "autoStopInterval": auto_stop,
+            "autoDeleteInterval": 0,
+            "ttlMinutes": ttl,
+        }
+        snapshot = self._snapshot(spec.platform)
+        if snapshot:
+            body["snapshot"] = snapshot
+        target = self._target(spec.platform)
+        if target:
+            body["target"] = target
+        if spec.platform is Platform.UBUNTU and spec.geometry is not None:
+            body["env"] = {"VNC_RESOLUTION": f"{spec.geometry.width}x{spec.geometry.height}"}
+        return body
+
+    def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        body = self.create_body(spec, session_id, labels)
+        try:
+            response = self._api("POST", "/sandbox", "create the sandbox", idempotent=False, json=body,
+                                 timeout=self.create_timeout)
+            sandbox = self._json(response)
+            if not isinstance(sandbox, dict) or not sandbox.get("id"):
+                raise ProviderApiError("daytona: create answered without a sandbox id", provider=self.name)
+        except DeskctlError as err:
+            if self._create_may_have_made_something(err):
+                self._sweep(session_id, err)
+            raise
+        handle = self._handle_from(sandbox, session_id, spec.platform)
+        state = str(sandbox.get("state") or "")
+        if state in _FAILED_STATES:
+            failure = ProviderApiError(
+                f"daytona: sandbox {handle.resource_id} failed to start: {sandbox.get('errorReason') or state}",
+                provider=self.name,
+            )
+            self._sweep(session_id, failure)
+            raise failure
+        return handle
+
+    @staticmethod
+    def _create_may_have_made_something(err: DeskctlError) -> bool:
+        if isinstance(err, RateLimited | PreflightError):
+            return False  # refused before anything was made (429, 401, 403, quota)
+        if isinstance(err, ProviderUnreachable):
+            return bool(err.details.get("sent", True))
+        if isinstance(err, ProviderApiError) and err.status == 400:
+            return "failed to start" in err.message.lower()
+        return isinstance(err, InfrastructureError)
+
+    def _sweep(self, session_id: str, cause: DeskctlError) -> None:
+        """Destroy whatever a failed create made, found by name (authoritative) and by label."""
+        found: dict[str, RemoteHandle] = {}
+        try:
+            response = self._api("GET", f"/sandbox/{session_id}", "find the sandbox by name", idempotent=True,
+                                 ok=frozenset({404}))
+            if response.status_code != 404:
+                sandbox = self._json(response)
+                if isinstance(sandbox, dict) and sandbox.get("id"):
+                    found[str(sandbox["id"])] = self._handle_from(sandbox, session_id, None)
+            for handle in self.list_owned({LABEL_SESSION: session_id}):
+                found.setdefault(handle.resource_id, handle)
+        except DeskctlError as err:
+            raise CleanupIncomplete(
+                f"daytona: create of {session_id} failed ({cause.message}) and what it made could not be "
+                f"looked up: {err.message}", provider=self.name, details={"left": [session_id]},
+                remedy=f"deskctl reap --provider daytona (or delete the sandbox named {session_id})",
+            ) from cause
+        for handle in found.values():
+            try:
+                self.destroy(handle)
+            except CleanupIncomplete as err:
+                raise CleanupIncomplete(
+                    f"daytona: create of {session_id} failed ({cause.message}) and {err.message}",
+                    provider=self.name, details=err.details, remedy=err.remedy,
+                ) from cause
+
+    def _handle_from(self, sandbox: Mapping[str, Any], session_id: str, platform: Platform | None) -> RemoteHandle:
+        labels = sandbox.get("labels") if isinstance(sandbox.get("labels"), dict) else {}
+        assert isinstance(labels, dict)
+        sandbox_class = sandbox.get("sandboxClass")
+        if platform is None:
+            platform = Platform.WINDOWS if sandbox_class == "windows" or sandbox.get("snapshot") == WINDOWS_SNAPSHOT \
+                else Platform.UBUNTU
+        data: dict[str, Any] = {
+            "api_url": self.api_url,
+            "toolbox_url": str(sandbox.get("toolboxProxyUrl") or "").rstrip("/"),
+            "name": sandbox.get("name"),
+            "platform": platform.value,
+            "target": sandbox.get("target"),
+            "snapshot": sandbox.get("snapshot"),
+            "sandbox_class": sandbox_class,
+        }
+        for key in ("cpu", "memory", "disk", "gpu"):
+            value = sandbox.get(key)
+            if isinstance(value, int | float):
+                data[key] = value
+        return RemoteHandle(
+            provider=self.name,
+            session_id=str(labels.get(LABEL_SESSION) or session_id),
+            resource_id=str(sandbox["id"]),
+            labels={str(k): str(v) for k, v in labels.items()},
+            data=data,
+        )
+
+    # -- readiness -----------------------------------------------------------------------------------------
+    def _get_sandbox(self, handle: RemoteHandle, *, deadline: float | None = None) -> dict[str, Any] | None:
+        """The sandbox, or None when it is gone (404 or ``destroyed``)."""
+        response = self._api("GET", f"/sandbox/{handle.resource_id}", "read the sandbox", idempotent=True,
+                             ok=frozenset({404}), api_url=handle.data.get("api_url"), deadline=deadline)
+        if response.status_code == 404:
+            return None
+        sandbox = self._json(response)
+        if not isinstance(sandbox, dict) or str(sandbox.get("state")) in _GONE_STATES:
+            return None
+        return sandbox
+
+    def _polls(self, deadline: float) -> Iterator[None]:
+        """Yield until ``deadline``, sleeping between polls with a x1.5 backoff up to ``poll_max_interval``."""
+        interval = self.poll_interval
+        while True:
+            yield
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            self._sleep(min(interval, max(0.0, deadline - now)))
+            interval = min(self.poll_max_interval, interval * 1.5)
+
+    def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        last = "not polled"
+        for _ in self._polls(deadline):
+            sandbox = self._get_sandbox(handle, deadline=deadline)
+            if sandbox is None:
+                raise SessionLost(f"daytona: sandbox {handle.resource_id} disappeared while starting",
+                                  provider=self.name)
+            state = str(sandbox.get("state") or "unknown")
+            last = f"state {state}"
+            if state == "started":
+                if sandbox.get("toolboxProxyUrl"):
+                    handle.data["toolbox_url"] = str(sandbox["toolboxProxyUrl"]).rstrip("/")
+                break
+            if state in _FAILED_STATES:
+                raise ProviderApiError(
+                    f"daytona: sandbox {handle.resource_id} is in state {state}: "
+                    f"{sandbox.get('errorReason') or 'no reason given'}", provider=self.name,
+                    details={"state": state},
+                )
+            if state in _STOPPED_STATES:
+                raise SessionLost(f"daytona: sandbox {handle.resource_id} went to {state} while starting",
+                                  provider=self.name)
+        else:
+            raise self._timeout(handle, last)
+        if time.monotonic() >= deadline:
+            raise self._timeout(handle, last)
+
+        started = False
+        for _ in self._polls(deadline):
+            try:
+                if not started:
+                    self._toolbox(handle, "POST", "/computeruse/start", "start computer use", idempotent=True,
+                                  deadline=deadline)
+                    started = True
+                status = self._json(self._toolbox(handle, "GET", "/computeruse/status", "read computer use status",
+                                                  idempotent=True, deadline=deadline))
+            except ProviderApiError as err:
+                if err.status not in (502, 503, 504):
+                    raise
+                last = f"computer use not available yet (HTTP {err.status}: {err.message})"
+                continue
+            value = str(status.get("status") if isinstance(status, dict) else status)
+            last = f"computer use status {value}"
+            if value == "active":
+                break
+            if value == "error":
+                raise ProviderApiError(f"daytona: computer use of {handle.resource_id} reports status error",
+                                       provider=self.name)
+        else:
+            raise self._timeout(handle, last)
+
+        shot = self.screenshot(handle)
+        size = self.display_size(handle)
+        if (shot.width, shot.height) != size:
+            from deskctl.errors import GeometryMismatch
+
+            raise GeometryMismatch(
+                f"daytona: the screenshot is {shot.width}x{shot.height} but the display is {size[0]}x{size[1]}",
+                provider=self.name, details={"screenshot": f"{shot.width}x{shot.height}",
+                                             "display": f"{size[0]}x{size[1]}"},
+            )
+
+    def _timeout(self, handle: RemoteHandle, last: str) -> ReadinessTimeout:
+        return ReadinessTimeout(
+            f"daytona: sandbox {handle.resource_id} was not ready in time (last: {last})", provider=self.name,
+            remedy="raise ready_timeout; Windows sandboxes can take minutes to boot", details={"last": last},
+        )
+
+    # -- destroy and listing -------------------------------------------------------------------------------
+    def destroy(self, handle: RemoteHandle) -> None:
+        deadline = time.monotonic() + self.destroy_timeout
+        api_url = handle.data.get("api_url")
+        left = {"left": [handle.resource_id], "session": handle.session_id}
+        remedy = f"deskctl down {handle.session_id} (or delete sandbox {handle.resource_id} in the Daytona dashboard)"
+        last = ""
+        try:
+            for _ in self._polls(deadline):
+                try:
+                    self._api("DELETE", f"/sandbox/{handle.resource_id}", "delete the sandbox", idempotent=True,
+                              ok=frozenset({404}), api_url=api_url, deadline=deadline)
+                    break
+                except ProviderApiError as err:
+                    if err.status != 409:
+                        raise
+                    last = err.message  # a state change in progress: wait for it and delete again
+            else:
+                raise CleanupIncomplete(
+                    f"daytona: sandbox {handle.resource_id} could not be deleted in time (last: {last})",
+                    provider=self.name, details=left, remedy=remedy)
+            for _ in self._polls(deadline):
+                sandbox = self._get_sandbox(handle, deadline=deadline)
+                if sandbox is None:
+                    return
+                last = f"state {sandbox.get('state')}"
+                if str(sandbox.get("desiredState")) != "destroyed" and str(sandbox.get("state")) != "destroying":
+                    # a delete that did not take (the list is eventually consistent; the GET is not): again
+                    self._api("DELETE", f"/sandbox/{handle.resource_id}", "delete the sandbox", idempotent=True,
+                              ok=frozenset({404, 409}), api_url=api_url, deadline=deadline)
+        except CleanupIncomplete:
+            raise
+        except DeskctlError as err:
+            raise CleanupIncomplete(
+                f"daytona: sandbox {handle.resource_id} ({handle.session_id}) may still exist: {err.message}",
+                provider=self.name, details={**left, "cause": err.code}, remedy=remedy,
+            ) from err
+        raise CleanupIncomplete(
+            f"daytona: sandbox {handle.resource_id} ({handle.session_id}) is still there after "
+            f"{self.destroy_timeout:g}s ({last})", provider=self.name, details=left, remedy=remedy,
+        )
+
+    def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        wanted = {LABEL_MANAGED: "1", **dict(selector or {})}
+        handles: list[RemoteHandle] = []
+        cursor: str | None = None
+        seen_cursors: set[str] = set()
+        while True:
+            params: dict[str, Any] = {"labels": json.dumps(wanted, sort_keys=True), "limit": 100}
+            if cursor:
+                params["cursor"] = cursor
+            page = self._json(self._api("GET", "/sandbox", "list sandboxes", idempotent=True, params=params))
+            items, cursor = _items(page)
+            for item in items:
+                if not isinstance(item, dict) or not item.get("id"):
+                    continue
+                labels = item.get("labels") if isinstance(item.get("labels"), dict) else {}
+                assert isinstance(labels, dict)
+                if any(labels.get(k) != v for k, v in wanted.items()):
+                    continue  # an old server that ignores the filter
+                if str(item.get("state")) in _GONE_STATES or str(item.get("desiredState")) == "destroyed":
+                    continue
+                session_id = str(labels.get(LABEL_SESSION) or item.get("name") or item["id"])
+                handles.append(self._handle_from(item, session_id, None))
+            if not cursor or cursor in seen_cursors:
+                break
+            seen_cursors.add(cursor)
+        return handles
+
+    def is_alive(self, handle: RemoteHandle) -> bool:
+        return self._get_sandbox(handle) is not None
+
+    def keepalive(self, handle: RemoteHandle) -> None:
+        response = self._api("POST", f"/sandbox/{handle.resource_id}/last-activity", "record activity",
+                             idempotent=True, ok=frozenset({404}), api_url=handle.data.get("api_url"))
+        if response.status_code == 404:
+            raise SessionLost(f"daytona: sandbox {handle.resource_id} is gone", provider=self.name)
+
+    # -- the desktop ---------------------------------------------------------------------------------------
+    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
+        info = self._json(self._toolbox(handle, "GET", "/computeruse/display/info", "read the display size",
+                                        idempotent=True))
+        displays = [d for d in (info.get("displays") or []) if isinstance(d, dict)] if isinstance(info, dict) else []
+        if not displays:
+            raise ProviderApiError(f"daytona: sandbox {handle.resource_id} reports no display", provider=self.name)
+        primary = next((d for d in displays if d.get("x", 0) == 0 and d.get("y", 0) == 0), displays[0])
+        try:
+            return int(primary["width"]), int(primary["height"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProviderApiError(f"daytona: display/info is malformed: {redact(str(info))[:200]}",
+                                   provider=self.name) from exc
+
+    def screenshot(self, handle: RemoteHandle) -> Screenshot:
+        body = self._json(self._toolbox(handle, "GET", "/computeruse/screenshot", "take a screenshot",
+                                        idempotent=True, params={"showCursor": "false"}))
+        raw = body.get("screenshot") if isinstance(body, dict) else None
+        if not isinstance(raw, str):
+            raise ProviderApiError("daytona: the screenshot answer has no image", provider=self.name)
+        try:
+            png = base64.b64decode(raw, validate=False)
+        except ValueError as exc:
+            raise ProviderApiError("daytona: the screenshot is not base64", provider=self.name) from exc
+        width, height = _png_size(png)
+        return Screenshot(png=png, width=width, height=height)
+
+    def act(self, handle: RemoteHandle, action: Action) -> None:
+        for path, body in self.action_requests(action):
+            self._toolbox(handle, "POST", path, f"send {path.rsplit('/', 2)[-2]} {path.rsplit('/', 1)[-1]}",
+                          idempotent=False, json=body)
+
+    @staticmethod
+    def action_requests(action: Action) -> list[tuple[str, dict[str, Any]]]:
+        """The toolbox requests (path, JSON body) that perform ``action``, in order."""
+        match action:
+            case Click(x=x, y=y, button=button, count=count):
+                body: dict[str, Any] = {"x": x, "y": y, "button": button, "double": count == 2}
+                if count > 2:
+                    body["clicks"] = count
+                return [("/computeruse/mouse/click", body)]
+            case Move(x=x, y=y):
+                return [("/computeruse/mouse/move", {"x": x, "y": y})]
+            case Drag(x1=x1, y1=y1, x2=x2, y2=y2, button=button):
+                return [("/computeruse/mouse/drag",
+                         {"startX": x1, "startY": y1, "endX": x2, "endY": y2, "button": button})]
+            case Scroll(x=x, y=y, dx=dx, dy=dy):
+                requests = []
+                if dy:
+                    requests.append(("/computeruse/mouse/scroll",
+                                     {"x": x, "y": y, "direction": "down" if dy > 0 else "up", "amount": abs(dy)}))
+                if dx:
+                    requests.append(("/computeruse/mouse/scroll",
+                                     {"x": x, "y": y, "direction": "right" if dx > 0 else "left",
+                                      "amount": abs(dx)}))
+                return requests
+            case MouseDown(x=x, y=y, button=button):
+                return [("/computeruse/mouse/down", {"x": x, "y": y, "button": button})]
+            case MouseUp(x=x, y=y, button=button):
+                return [("/computeruse/mouse/up", {"x": x, "y": y, "button": button})]
+            case TypeText(text=text):
+                return _type_requests(text)
+            case KeyPress(keys=keys):
+                modifiers = [toolbox_key_name(k) for k in keys[:-1]]
+                body = {"key": toolbox_key_name(keys[-1])}
+                if modifiers:
+                    body["modifiers"] = modifiers
+                return [("/computeruse/keyboard/key", body)]
+            case KeyDown(key=key):
+                return [("/computeruse/keyboard/down", {"key": toolbox_key_name(key)})]
+            case KeyUp(key=key):
+                return [("/computeruse/keyboard/up", {"key": toolbox_key_name(key)})]
+        raise UsageError(f"daytona cannot perform {action!r}", code="usage.unsupported")
+
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+        if not command.strip():
+            raise UsageError("empty command", code="usage.empty_command", provider=self.name)
+        seconds = max(1, math.ceil(timeout))
+        try:
+            response = self._toolbox(handle, "POST", "/process/execute", "run a command", idempotent=False,
+                                     json={"command": command, "timeout": seconds}, timeout=seconds + 5.0)
+        except ProviderApiError as err:
+            if err.status == 408:
+                return ExecResult(exit_code=124, stdout="", stderr="", merged=True)
+            raise
+        body = self._json(response)
+        if not isinstance(body, dict):
+            raise ProviderApiError("daytona: process/execute answered an unexpected shape", provider=self.name)
+        exit_code = body.get("exitCode", body.get("code"))
+        return ExecResult(exit_code=int(exit_code) if isinstance(exit_code, int | float) else -1,
+                          stdout=str(body.get("result") or ""), stderr="", merged=True)
+
+
+def _type_requests(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``keyboard/type`` rejects control characters: newlines and tabs become key presses."""
+    requests: list[tuple[str, dict[str, Any]]] = []
+    chunk: list[str] = []
+    specials = {"\n": "enter", "\r": "enter", "\t": "tab", "\b": "backspace", "\x1b": "escape"}
+
+    def flush() -> None:
+        if chunk:
+            requests.append(("/computeruse/keyboard/type", {"text": "".join(chunk), "delay": 0}))
+            chunk.clear()
+
+    previous = ""
+    for char in text:
+        if char in specials:
+            flush()
+            if not (char == "\n" and previous == "\r"):
+                requests.append(("/computeruse/keyboard/key", {"key": specials[char]}))
+        elif ord(char) < 32 or ord(char) == 127:
+            raise UsageError(f"cannot type the control character {char!r}; use key instead",
+                             code="usage.bad_text", provider="daytona")
+        else:
+            chunk.append(char)
+        previous = char
+    flush()
+    return requests
+
+
+def _items(page: Any) -> tuple[list[Any], str | None]:
+    """A list answer as (items, next cursor): both the bare array (before v0.180) and ``{items, nextCursor}``."""
+    if isinstance(page, list):
+        return page, None
+    if isinstance(page, dict):
+        items = page.get("items")
+        cursor = page.get("nextCursor")
+        return (list(items) if isinstance(items, list) else []), (str(cursor) if cursor else None)
+    return [], None
+
+
+def _expired(handle: RemoteHandle, now: float) -> bool:
+    try:
+        return float(handle.labels.get(LABEL_EXPIRES, "inf")) < now
+    except ValueError:
+        return False
+
+
+def replace_attempts(policy: RetryPolicy, attempts: int) -> RetryPolicy:
+    from dataclasses import replace
+
+    return replace(policy, attempts=min(policy.attempts, attempts))
+

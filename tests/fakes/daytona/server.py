@@ -1,0 +1,814 @@
+"""A loopback fake of Daytona's classic REST API and toolbox computer-use API, written from
+``shared/specs/daytona.md``, backed by one real Xvfb per sandbox.
+
+Strict where the service is strict: Bearer (API key, or JWT plus ``X-Daytona-Organization-ID``), API-key
+scopes, create-body validation (no cpu/memory/disk/gpu with a snapshot, no buildInfo with a snapshot, interval
+rules), region and class access, total quota, NestJS error shapes, the toolbox's own error shapes, capitalised
+``ProcessStatus`` keys, 503 before computer use starts. Every request is logged (:attr:`FakeDaytona.log`) with
+the time the server spent on it.
+
+Injectable failures: :meth:`FakeDaytona.inject` (any status, body and headers on a method and path pattern,
+e.g. 429 with ``Retry-After-sandbox-create``, a bare 502), :attr:`FakeDaytona.conflict_deletes` (409 "state
+change in progress"), :attr:`FakeDaytona.create_failure` (the sandbox is made, then the answer fails:
+``"failed_to_start"``, ``"bare_502"``, ``"hang"``, ``"drop"``), :attr:`FakeDaytona.cu_unavailable` (503s after
+``computeruse/start`` while the plugin loads), :meth:`FakeDaytona.revoke_key`, and a slow start
+(:attr:`FakeDaytona.start_polls`: GETs in ``creating`` before ``started``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from deskctl.providers._x11 import X11Driver
+
+__all__ = ["SNAPSHOTS", "FakeDaytona", "Injection", "LoggedRequest"]
+
+#: name -> (cpu, memory GiB, disk GiB, sandbox class)
+SNAPSHOTS: dict[str, tuple[float, float, float, str]] = {
+    "daytona-small": (1, 1, 3, "container"),
+    "daytona-medium": (2, 4, 8, "container"),
+    "daytona-large": (4, 8, 10, "container"),
+    "windows": (2, 8, 30, "windows"),
+}
+DEFAULT_SNAPSHOT = "daytona-small"
+_TOOLBOX_KEYS = {
+    "enter", "escape", "tab", "backspace", "delete", "space", "home", "end", "pageup", "pagedown", "insert",
+    "up", "down", "left", "right", "capslock", "menu", *(f"f{i}" for i in range(1, 25)),
+}
+_KEY_ALIASES = {"return": "enter", "esc": "escape", "del": "delete"}
+_MODIFIER_ALIASES = {
+    "ctrl": "ctrl", "control": "ctrl", "alt": "alt", "option": "alt", "shift": "shift", "cmd": "super",
+    "command": "super", "meta": "super", "super": "super", "win": "super", "windows": "super",
+}
+
+
+@dataclass
+class LoggedRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    status: int
+    server_seconds: float
+    body: Any = None
+    authorized: bool = False
+
+
+@dataclass
+class Injection:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    body: Any = None
+    raw: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    times: int = 1
+
+
+class _Desktop:
+    """One Xvfb and an X11 driver on it."""
+
+    def __init__(self, width: int, height: int) -> None:
+        read_fd, write_fd = os.pipe()
+        self.proc = subprocess.Popen(
+            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
+             "-noreset"],
+            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        os.close(write_fd)
+        try:
+            data = b""
+            with os.fdopen(read_fd, "rb") as pipe:
+                while not data.endswith(b"\n"):
+                    chunk = pipe.read(1)
+                    if not chunk:
+                        raise RuntimeError("Xvfb exited before it announced its display")
+                    data += chunk
+            self.display = f":{int(data.strip())}"
+            self.driver = X11Driver.open(self.display, provider="daytona-fake")
+        except BaseException:
+            self.stop()
+            raise
+        self.lock = threading.Lock()
+
+    def stop(self) -> None:
+        driver = getattr(self, "driver", None)
+        if driver is not None:
+            try:
+                driver.close()
+            except Exception:
+                pass
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
+                 raw: bytes | None = None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+        self.raw = raw
+
+
+class _Drop(Exception):
+    """Close the connection without an answer."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+class FakeDaytona:
+    """The fake service. Use as a context manager (or :meth:`start` / :meth:`stop` in ``finally``)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str = "dtn_fake_key_0123456789",
+        jwt: str | None = None,
+        org_id: str = "org-fake-1",
+        scopes: frozenset[str] = frozenset({"write:sandboxes", "delete:sandboxes"}),
+        list_shape: str = "items",
+        quota: tuple[float, float, float] = (10, 10, 30),
+        windows_size: tuple[int, int] = (1024, 768),
+        windows_regions: frozenset[str] = frozenset({"us"}),
+        default_region: str = "us",
+        start_polls: int = 0,
+        destroy_polls: int = 1,
+        page_size: int = 100,
+    ) -> None:
+        self.api_key = api_key
+        self.jwt = jwt
+        self.org_id = org_id
+        self.scopes = scopes
+        self.list_shape = list_shape
+        self.quota = quota
+        self.windows_size = windows_size
+        self.windows_regions = windows_regions
+        self.default_region = default_region
+        self.start_polls = start_polls
+        self.destroy_polls = destroy_polls
+        self.page_size = page_size
+        self.maintenance = False
+        self.revoked = False
+        self.conflict_deletes = 0
+        self.cu_unavailable = 0
+        self.create_failure: str | None = None
+        self.log: list[LoggedRequest] = []
+        self.sandboxes: dict[str, dict[str, Any]] = {}
+        self._desktops: dict[str, _Desktop] = {}
+        self._injections: list[Injection] = []
+        self._lock = threading.RLock()
+        self._release = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> FakeDaytona:
+        fake = self
+
+        class Handler(_Handler):
+            owner = fake
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-daytona", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        with self._lock:
+            desktops = list(self._desktops.values())
+            self._desktops.clear()
+        for desktop in desktops:
+            desktop.stop()
+
+    def __enter__(self) -> FakeDaytona:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_address[1])
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    @property
+    def toolbox_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/toolbox"
+
+    # -- test controls ---------------------------------------------------------------------------------
+    def inject(self, method: str, path_regex: str, status: int, body: Any = None, *, raw: bytes | None = None,
+               headers: dict[str, str] | None = None, times: int = 1) -> None:
+        """Answer the next ``times`` requests matching ``method`` and ``path_regex`` (searched in the path)
+        with ``status`` and ``body`` (JSON) or ``raw`` bytes, before they reach the service logic."""
+        with self._lock:
+            self._injections.append(Injection(method.upper(), re.compile(path_regex), status, body, raw,
+                                              dict(headers or {}), times))
+
+    def revoke_key(self) -> None:
+        self.revoked = True
+
+    def restore_key(self) -> None:
+        self.revoked = False
+
+    def live(self) -> list[dict[str, Any]]:
+        """Sandboxes that exist (not yet deleted), whatever their state."""
+        with self._lock:
+            return [dict(s) for s in self.sandboxes.values()]
+
+    def desktop(self, sandbox_id: str) -> X11Driver:
+        """The X driver of a sandbox's desktop (to observe what clicks and keys did)."""
+        return self._desktops[sandbox_id].driver
+
+    def display_of(self, sandbox_id: str) -> str:
+        return self._desktops[sandbox_id].display
+
+    def requests(self, prefix: str = "") -> list[LoggedRequest]:
+        with self._lock:
+            return [r for r in self.log if r.path.startswith(prefix)]
+
+    def auto_stop(self, sandbox_id: str) -> None:
+        """What the service does when the idle timer fires: stop, and delete at once with autoDelete 0."""
+        with self._lock:
+            sandbox = self.sandboxes[sandbox_id]
+            sandbox["state"] = "stopped"
+            if sandbox.get("autoDeleteInterval") == 0:
+                self._remove(sandbox_id)
+
+    # -- internals ---------------------------------------------------------------------------------------
+    def _error(self, status: int, message: str | list[str], path: str) -> _HttpError:
+        text = ", ".join(message) if isinstance(message, list) else message
+        return _HttpError(status, {"path": path, "timestamp": _now(), "statusCode": status,
+                                   "error": HTTPStatus(status).phrase, "message": text})
+
+    def _take_injection(self, method: str, path: str) -> Injection | None:
+        with self._lock:
+            for rule in self._injections:
+                if rule.method in (method, "*") and rule.pattern.search(path):
+                    rule.times -= 1
+                    if rule.times <= 0:
+                        self._injections.remove(rule)
+                    return rule
+        return None
+
+    def _authorize(self, headers: Any, path: str, *, toolbox: bool) -> None:
+        auth = headers.get("Authorization") or ""
+        token = auth[7:] if auth.startswith("Bearer ") else None
+        ok = False
+        if token is not None and not self.revoked:
+            if token == self.api_key:
+                ok = True
+            elif self.jwt is not None and token == self.jwt:
+                if headers.get("X-Daytona-Organization-ID") != self.org_id:
+                    raise self._error(403, "Organization ID header is missing or not a member", path)
+                ok = True
+        if ok:
+            return
+        if toolbox:
+            message = "missing authentication: no token" if token is None else "authentication failed: invalid token"
+            raise _HttpError(401, {"statusCode": 401, "message": message, "code": "UNAUTHORIZED",
+                                   "timestamp": _now(), "path": path, "method": "GET"})
+        raise self._error(401, "Invalid credentials" if token else "Unauthorized", path)
+
+    def _usage(self) -> tuple[float, float, float]:
+        cpu = mem = disk = 0.0
+        for sandbox in self.sandboxes.values():
+            cpu += sandbox["cpu"]
+            mem += sandbox["memory"]
+            disk += sandbox["disk"]
+        return cpu, mem, disk
+
+    def _find(self, id_or_name: str, path: str) -> dict[str, Any]:
+        sandbox = self.sandboxes.get(id_or_name)
+        if sandbox is None:
+            sandbox = next((s for s in self.sandboxes.values() if s["name"] == id_or_name), None)
+        if sandbox is None:
+            raise self._error(404, f"Sandbox with ID or name {id_or_name} not found", path)
+        return sandbox
+
+    def _remove(self, sandbox_id: str) -> None:
+        self.sandboxes.pop(sandbox_id, None)
+        desktop = self._desktops.pop(sandbox_id, None)
+        if desktop is not None:
+            desktop.stop()  # synchronously: a 404 means nothing of the sandbox is left
+
+    def _public(self, sandbox: dict[str, Any], *, list_item: bool = False) -> dict[str, Any]:
+        out = {k: v for k, v in sandbox.items() if not k.startswith("_")}
+        out["labels"] = dict(sandbox["labels"])
+        if list_item:
+            for key in ("env", "volumes", "buildInfo", "kvm"):
+                out.pop(key, None)
+        return out
+
+    # -- the API -----------------------------------------------------------------------------------------
+    def handle_api(self, method: str, path: str, query: dict[str, list[str]], headers: Any,
+                   body: Any) -> tuple[int, Any]:
+        rel = path[len("/api"):] or "/"
+        if method == "GET" and rel == "/config":
+            return 200, {"version": "0.190.0-fake", "proxyToolboxUrl": self.toolbox_url,
+                         "proxyTemplateUrl": "", "defaultSnapshot": DEFAULT_SNAPSHOT,
+                         "maintananceMode": self.maintenance, "sshGatewayCommand": "ssh -p 2222 {{TOKEN}}@localhost",
+                         "billingApiUrl": "", "maxAutoArchiveInterval": 43200}
+        self._authorize(headers, path, toolbox=False)
+        with self._lock:
+            if rel == "/sandbox" and method == "GET":
+                return 200, self._list(query, path)
+            if rel == "/sandbox" and method == "POST":
+                return self._create(body, path)
+            match = re.fullmatch(r"/organizations/([^/]+)/usage", rel)
+            if match and method == "GET":
+                if match.group(1) != self.org_id:
+                    raise self._error(403, "Forbidden resource", path)
+                cpu, mem, disk = self._usage()
+                return 200, {"regionUsage": [{
+                    "regionId": self.default_region, "sandboxClass": "container",
+                    "totalCpuQuota": self.quota[0], "currentCpuUsage": cpu,
+                    "totalMemoryQuota": self.quota[1], "currentMemoryUsage": mem,
+                    "totalDiskQuota": self.quota[2], "currentDiskUsage": disk,
+                    "totalGpuQuota": 0, "currentGpuUsage": 0, "maxCpuPerSandbox": 4,
+                }, {
+                    "regionId": self.default_region, "sandboxClass": "windows",
+                    "totalCpuQuota": self.quota[0], "currentCpuUsage": cpu,
+                    "totalMemoryQuota": self.quota[1], "currentMemoryUsage": mem,
+                    "totalDiskQuota": self.quota[2], "currentDiskUsage": disk,
+                    "totalGpuQuota": 0, "currentGpuUsage": 0, "maxCpuPerSandbox": 4,
+                }], "totalSnapshotQuota": 100, "currentSnapshotUsage": 0, "totalVolumeQuota": 100,
+                    "currentVolumeUsage": 0}
+            match = re.fullmatch(r"/sandbox/([^/]+)(/.*)?", rel)
+            if match is None:
+                raise self._error(404, f"Cannot {method} {path}", path)
+            sandbox = self._find(unquote(match.group(1)), path)
+            sub = match.group(2) or ""
+            return self._sandbox_route(method, sub, sandbox, body, path)
+
+    def _list(self, query: dict[str, list[str]], path: str) -> Any:
+        try:
+            limit = int(query.get("limit", ["100"])[0])
+        except ValueError:
+            raise self._error(400, ["limit must be an integer number"], path) from None
+        if not 1 <= limit <= 200:
+            bound = "not be greater than 200" if limit > 200 else "not be less than 1"
+            raise self._error(400, [f"limit must {bound}"], path)
+        wanted: dict[str, str] = {}
+        if "labels" in query:
+            try:
+                wanted = json.loads(query["labels"][0])
+            except ValueError:
+                raise self._error(400, "Invalid labels JSON", path) from None
+            if not isinstance(wanted, dict):
+                raise self._error(400, "labels must be a JSON object", path)
+        states = set(query.get("states", []))
+        items = [s for s in self.sandboxes.values()
+                 if all(s["labels"].get(k) == v for k, v in wanted.items())
+                 and (not states or s["state"] in states)
+                 and not (s["state"] == "error" and s.get("desiredState") == "destroyed")]
+        items.sort(key=lambda s: s["createdAt"])
+        start = int(query.get("cursor", ["0"])[0] or 0)
+        page = items[start:start + min(limit, self.page_size)]
+        next_index = start + len(page)
+        public = [self._public(s, list_item=True) for s in page]
+        if self.list_shape == "array":
+            return [self._public(s, list_item=True) for s in items]
+        return {"items": public, "nextCursor": str(next_index) if next_index < len(items) else None}
+
+    def _validate_create(self, body: Any, path: str) -> list[str]:
+        if not isinstance(body, dict):
+            raise self._error(400, "Request body must be a JSON object", path)
+        errors: list[str] = []
+        for key in ("name", "snapshot", "target", "user"):
+            if key in body and not isinstance(body[key], str):
+                errors.append(f"{key} must be a string")
+        for key in ("labels", "env"):
+            if key in body:
+                value = body[key]
+                if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                    errors.append(f"{key} must be an object of strings")
+        for key in ("autoStopInterval", "autoArchiveInterval", "autoDeleteInterval", "autoPauseInterval",
+                    "ttlMinutes", "cpu", "gpu", "memory", "disk"):
+            value = body.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                errors.append(f"{key} must be an integer number")
+        for key in ("autoStopInterval", "ttlMinutes", "autoPauseInterval"):
+            if isinstance(body.get(key), int) and body[key] < 0:
+                errors.append(f"{key} must not be less than 0")
+        return errors
+
+    def _create(self, body: Any, path: str) -> tuple[int, Any]:
+        errors = self._validate_create(body, path)
+        if errors:
+            raise self._error(400, errors, path)
+        assert isinstance(body, dict)
+        snapshot = body.get("snapshot")
+        if body.get("buildInfo") is not None and snapshot:
+            raise self._error(400, "Cannot specify a snapshot when using a build info entry", path)
+        if body.get("buildInfo") is None and any(body.get(k) is not None for k in ("cpu", "gpu", "memory", "disk")):
+            raise self._error(400, "Cannot specify Sandbox resources when using a snapshot", path)
+        if body.get("gpuType"):
+            raise self._error(400, "Cannot specify Sandbox resources when using a snapshot", path)
+        if body.get("buildInfo") is not None:
+            raise self._error(400, "the fake does not build images", path)
+        snapshot = snapshot or DEFAULT_SNAPSHOT
+        if snapshot not in SNAPSHOTS:
+            raise self._error(400, f"Snapshot {snapshot} not found. Did you add it through the Dashboard?", path)
+        cpu, memory, disk, sandbox_class = SNAPSHOTS[snapshot]
+        target = body.get("target") or self.default_region
+        if sandbox_class == "windows" and target not in self.windows_regions:
+            raise self._error(403, f"Region {target} is not available to the organization for class windows", path)
+        auto_stop = body.get("autoStopInterval", 15 if sandbox_class != "windows" else 0)
+        auto_pause = body.get("autoPauseInterval", 0)
+        auto_delete = body.get("autoDeleteInterval", -1)
+        if auto_pause and auto_stop:
+            raise self._error(400, "Cannot set both autoStopInterval and autoPauseInterval", path)
+        if auto_pause and auto_delete == 0:
+            raise self._error(400, "Auto-pause cannot be used with ephemeral sandboxes", path)
+        used = self._usage()
+        for (label, unit), have, add, total in zip(
+            (("CPU", ""), ("memory", "GiB"), ("disk", "GiB")), used, (cpu, memory, disk), self.quota, strict=True
+        ):
+            if have + add > total:
+                raise self._error(400, f"Total {label} limit exceeded. Maximum allowed: {total:g}{unit}.", path)
+        name = body.get("name") or str(uuid.uuid4())
+        if any(s["name"] == name for s in self.sandboxes.values()):
+            raise self._error(409, f"Sandbox with name {name} already exists", path)
+        sandbox_id = str(uuid.uuid4())
+        env = dict(body.get("env") or {})
+        now = _now()
+        sandbox: dict[str, Any] = {
+            "id": sandbox_id, "organizationId": self.org_id, "name": name, "user": "daytona", "env": env,
+            "labels": dict(body.get("labels") or {}), "public": False, "networkBlockAll": False, "target": target,
+            "cpu": cpu, "gpu": 0, "memory": memory, "disk": disk, "snapshot": snapshot,
+            "state": "creating" if self.start_polls else "started", "desiredState": "started",
+            "errorReason": None, "recoverable": False, "backupState": "None",
+            "autoStopInterval": auto_stop, "autoArchiveInterval": 10080, "autoDeleteInterval": auto_delete,
+            "autoPauseInterval": auto_pause, "ttlMinutes": body.get("ttlMinutes", 0),
+            "toolboxProxyUrl": self.toolbox_url, "sandboxClass": sandbox_class, "kvm": False,
+            "createdAt": now, "updatedAt": now, "lastActivityAt": now, "daemonVersion": "0.190.0-fake",
+            "_polls": self.start_polls, "_destroy_polls": 0, "_cu": sandbox_class == "windows",
+            "_cu_unavailable": 0,
+        }
+        failure = self.create_failure
+        if failure == "failed_to_start":
+            sandbox["state"] = "error"
+            sandbox["errorReason"] = "runner failed to start the sandbox"
+        self.sandboxes[sandbox_id] = sandbox
+        if failure != "failed_to_start":
+            if sandbox_class == "windows":
+                width, height = self.windows_size
+            else:
+                match = re.fullmatch(r"(\d+)x(\d+)", env.get("VNC_RESOLUTION", "1024x768"))
+                width, height = (int(match.group(1)), int(match.group(2))) if match else (1024, 768)
+            self._desktops[sandbox_id] = _Desktop(width, height)
+        if failure == "failed_to_start":
+            raise self._error(400, f"Sandbox failed to start: {sandbox['errorReason']}", path)
+        if failure == "bare_502":
+            raise _HttpError(502, raw=b"")
+        if failure == "drop":
+            raise _Drop()
+        if failure == "hang":
+            self._lock.release()
+            try:
+                self._release.wait(60)
+            finally:
+                self._lock.acquire()
+        return 200, self._public(sandbox)
+
+    def _sandbox_route(self, method: str, sub: str, sandbox: dict[str, Any], body: Any,
+                       path: str) -> tuple[int, Any]:
+        sandbox_id = sandbox["id"]
+        if sandbox["state"] == "creating":
+            # time passes in requests: every request about a creating sandbox brings it closer to started
+            sandbox["_polls"] -= 1
+            if sandbox["_polls"] < 0:
+                sandbox["state"] = "started"
+        if method == "GET" and sub == "":
+            if sandbox["state"] == "destroying":
+                sandbox["_destroy_polls"] -= 1
+                if sandbox["_destroy_polls"] < 0:
+                    self._remove(sandbox_id)
+                    raise self._error(404, f"Sandbox with ID or name {sandbox_id} not found", path)
+            if sandbox["state"] == "error" and sandbox.get("desiredState") == "destroyed":
+                self._remove(sandbox_id)
+                raise self._error(404, f"Sandbox with ID or name {sandbox_id} not found", path)
+            return 200, self._public(sandbox)
+        if method == "DELETE" and sub == "":
+            if "delete:sandboxes" not in self.scopes:
+                raise self._error(403, "Forbidden resource", path)
+            if self.conflict_deletes > 0 or sandbox["state"] in ("creating", "starting", "stopping"):
+                self.conflict_deletes = max(0, self.conflict_deletes - 1)
+                raise self._error(409, "Sandbox state change in progress", path)
+            sandbox["desiredState"] = "destroyed"
+            if sandbox["state"] == "error":
+                answer = self._public(sandbox)
+                self._remove(sandbox_id)
+                return 200, answer
+            if sandbox["state"] != "destroying":
+                sandbox["state"] = "destroying"
+                sandbox["_destroy_polls"] = self.destroy_polls
+            return 200, self._public(sandbox)
+        if sandbox["state"] == "destroying":
+            raise self._error(400, "Sandbox is being destroyed", path)
+        if method == "POST" and sub == "/last-activity":
+            sandbox["lastActivityAt"] = _now()
+            return 201, None
+        if method == "POST" and sub == "/stop":
+            sandbox["state"] = "stopped"
+            if sandbox.get("autoDeleteInterval") == 0:
+                self._remove(sandbox_id)
+            return 200, None
+        if method == "POST" and sub == "/start":
+            if sandbox["state"] == "stopped":
+                sandbox["state"] = "started"
+            return 200, self._public(sandbox)
+        if method == "PUT" and sub == "/labels":
+            if not isinstance(body, dict) or not isinstance(body.get("labels"), dict):
+                raise self._error(400, ["labels must be an object"], path)
+            sandbox["labels"] = dict(body["labels"])
+            return 200, {"labels": dict(sandbox["labels"])}
+        if method == "GET" and sub == "/toolbox-proxy-url":
+            return 200, {"url": self.toolbox_url}
+        match = re.fullmatch(r"/(autostop|autodelete|ttl)/(-?\d+)", sub)
+        if method == "POST" and match:
+            key = {"autostop": "autoStopInterval", "autodelete": "autoDeleteInterval", "ttl": "ttlMinutes"}
+            sandbox[key[match.group(1)]] = int(match.group(2))
+            return 200, None
+        raise self._error(404, f"Cannot {method} {path}", path)
+
+    # -- the toolbox ---------------------------------------------------------------------------------------
+    def handle_toolbox(self, method: str, path: str, query: dict[str, list[str]], headers: Any,
+                       body: Any) -> tuple[int, Any]:
+        match = re.fullmatch(r"/toolbox/([^/]+)(/.*)", path)
+        if match is None:
+            raise _HttpError(404, {"statusCode": 404, "message": "not found", "code": "NOT_FOUND"})
+        self._authorize(headers, path, toolbox=True)
+        sandbox_id, sub = match.group(1), match.group(2)
+        with self._lock:
+            sandbox = self.sandboxes.get(sandbox_id)
+            if sandbox is None:
+                raise _HttpError(404, {"statusCode": 404, "message": "sandbox container not found",
+                                       "code": "NOT_FOUND", "timestamp": _now(), "path": path, "method": method})
+            if sandbox["state"] != "started":
+                raise _HttpError(400, {"error": "failed to resolve container IP: no IP address found. "
+                                                "Is the Sandbox started?"})
+            if headers.get("X-Daytona-Skip-Last-Activity-Update") != "true":
+                sandbox["lastActivityAt"] = _now()
+            desktop = self._desktops.get(sandbox_id)
+            windows = sandbox["sandboxClass"] == "windows"
+            if sub.startswith("/computeruse/"):
+                if sub == "/computeruse/start" and method == "POST":
+                    if not sandbox["_cu"]:
+                        sandbox["_cu"] = True
+                        sandbox["_cu_unavailable"] = self.cu_unavailable
+                    return 200, {"message": "Computer use processes started successfully",
+                                 "status": self._process_status(windows)}
+                if not sandbox["_cu"] or sandbox["_cu_unavailable"] > 0:
+                    sandbox["_cu_unavailable"] = max(0, sandbox["_cu_unavailable"] - 1)
+                    raise _HttpError(503, {"message": "Computer-use functionality is not available",
+                                           "details": "computer-use plugin is not loaded",
+                                           "solution": "call POST /computeruse/start"})
+        if desktop is None:
+            raise _HttpError(502, raw=b"")
+        if sub.startswith("/computeruse/"):
+            return self._computer_use(method, sub[len("/computeruse"):], query, body, desktop, windows)
+        if sub == "/process/execute" and method == "POST":
+            return self._execute(body, desktop, path)
+        raise _HttpError(404, {"statusCode": 404, "message": f"Cannot {method} {sub}", "code": "NOT_FOUND"})
+
+    @staticmethod
+    def _process_status(windows: bool) -> dict[str, Any]:
+        names = ["computer-use-plugin"] if windows else ["xvfb", "xfce4", "x11vnc", "novnc"]
+        return {n: {"Running": True, "Priority": 100 * (i + 1), "AutoRestart": True, "Pid": 1000 + i}
+                for i, n in enumerate(names)}
+
+    def _computer_use(self, method: str, sub: str, query: dict[str, list[str]], body: Any, desktop: _Desktop,
+                      windows: bool) -> tuple[int, Any]:
+        driver = desktop.driver
+
+        def need(*keys: str) -> dict[str, Any]:
+            if not isinstance(body, dict):
+                raise _HttpError(400, {"error": "invalid request body"})
+            for key in keys:
+                if not isinstance(body.get(key), int) or isinstance(body.get(key), bool):
+                    raise _HttpError(400, {"error": f"invalid {key}"})
+            return body
+
+        def button() -> str:
+            raw = str((body or {}).get("button") or "left").lower()
+            if raw not in ("left", "right", "middle"):
+                raise _HttpError(400, {"error": f"unsupported mouse button: {raw}"})
+            return raw
+
+        with desktop.lock:
+            if method == "GET" and sub in ("/status", "/process-status"):
+                return 200, {"status": "active"}
+            if method == "POST" and sub == "/stop":
+                return 200, {"message": "Computer use processes stopped successfully",
+                             "status": self._process_status(windows)}
+            if method == "GET" and sub == "/display/info":
+                width, height = driver.size()
+                return 200, {"displays": [{"id": 0, "x": 0, "y": 0, "width": width, "height": height,
+                                           "isActive": True}]}
+            if method == "GET" and sub == "/screenshot":
+                shot = driver.screenshot()
+                return 200, {"screenshot": base64.b64encode(shot.png).decode("ascii"),
+                             "cursorPosition": {"x": 0, "y": 0}}
+            if method == "POST" and sub == "/mouse/move":
+                b = need("x", "y")
+                driver.move(b["x"], b["y"])
+                return 200, {"x": b["x"], "y": b["y"]}
+            if method == "POST" and sub == "/mouse/click":
+                b = need("x", "y")
+                clicks = b.get("clicks")
+                if clicks is not None and (not isinstance(clicks, int) or not 1 <= clicks <= 10):
+                    raise _HttpError(400, {"error": "clicks must be between 1 and 10"})
+                count = clicks if clicks is not None else (2 if b.get("double") else 1)
+                driver.click(b["x"], b["y"], button(), count)
+                return 200, {"x": b["x"], "y": b["y"]}
+            if method == "POST" and sub in ("/mouse/down", "/mouse/up"):
+                b = need("x", "y")
+                (driver.mouse_down if sub == "/mouse/down" else driver.mouse_up)(b["x"], b["y"], button())
+                return 200, {"x": b["x"], "y": b["y"]}
+            if method == "POST" and sub == "/mouse/drag":
+                b = need("startX", "startY", "endX", "endY")
+                driver.drag(b["startX"], b["startY"], b["endX"], b["endY"], button())
+                return 200, {"x": b["endX"], "y": b["endY"]}
+            if method == "POST" and sub == "/mouse/scroll":
+                b = need("x", "y")
+                direction = b.get("direction")
+                amount = max(1, int(b.get("amount") or 1))
+                deltas = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
+                if direction not in deltas:
+                    raise _HttpError(400, {"error": f"invalid scroll direction: {direction}"})
+                dx, dy = deltas[direction]
+                driver.scroll(b["x"], b["y"], dx * amount, dy * amount)
+                return 200, {"success": True}
+            if method == "POST" and sub == "/keyboard/type":
+                text = (body or {}).get("text")
+                if not isinstance(text, str) or any(ord(c) < 32 or ord(c) == 127 for c in text):
+                    raise _HttpError(400, {"error": "invalid text: control characters are not allowed"})
+                driver.type_text(text)
+                return 200, {}
+            if method == "POST" and sub == "/keyboard/key":
+                key = _key_name((body or {}).get("key"))
+                modifiers = (body or {}).get("modifiers") or []
+                if not isinstance(modifiers, list):
+                    raise _HttpError(400, {"error": "modifiers must be a list"})
+                mods = [_modifier(m) for m in modifiers]
+                driver.key(*mods, key)
+                return 200, {}
+            if method == "POST" and sub == "/keyboard/hotkey":
+                keys = str((body or {}).get("keys") or "")
+                parts = [p.strip() for p in keys.split("+") if p.strip()]
+                if not parts:
+                    raise _HttpError(400, {"error": "invalid hotkey"})
+                driver.key(*[_modifier(p) for p in parts[:-1]], _key_name(parts[-1]))
+                return 200, {}
+            if method == "POST" and sub in ("/keyboard/down", "/keyboard/up"):
+                raw = (body or {}).get("key")
+                key = _modifier(raw) if str(raw).lower() in _MODIFIER_ALIASES else _key_name(raw)
+                (driver.key_down if sub == "/keyboard/down" else driver.key_up)(key)
+                return 200, {}
+        raise _HttpError(404, {"statusCode": 404, "message": f"Cannot {method} /computeruse{sub}",
+                               "code": "NOT_FOUND"})
+
+    def _execute(self, body: Any, desktop: _Desktop, path: str) -> tuple[int, Any]:
+        if not isinstance(body, dict) or not isinstance(body.get("command"), str) or not body["command"].strip():
+            raise _HttpError(400, {"statusCode": 400, "message": "command is required", "code": "BAD_REQUEST"})
+        timeout = body.get("timeout")
+        env = dict(os.environ, DISPLAY=desktop.display, **{str(k): str(v) for k, v in (body.get("envs") or {}).items()})
+        proc = subprocess.Popen(["bash"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                cwd=body.get("cwd") or None, env=env, start_new_session=True)
+        try:
+            out, _ = proc.communicate(body["command"].encode(), timeout=timeout if timeout and timeout > 0 else None)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise _HttpError(408, {"statusCode": 408, "message": "request timeout: command execution timeout",
+                                   "code": "PROCESS_EXECUTION_TIMEOUT", "source": "DAYTONA_DAEMON",
+                                   "timestamp": _now(), "path": path, "method": "POST"}) from None
+        return 200, {"exitCode": proc.returncode, "result": out.decode("utf-8", "replace")}
+
+
+def _key_name(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise _HttpError(400, {"error": "invalid key"})
+    if len(raw) == 1:
+        return raw
+    low = _KEY_ALIASES.get(raw.lower(), raw.lower())
+    if low in _TOOLBOX_KEYS:
+        return low
+    if low in _MODIFIER_ALIASES:
+        return _MODIFIER_ALIASES[low]
+    raise _HttpError(400, {"error": f"invalid key: {raw}"})
+
+
+def _modifier(raw: Any) -> str:
+    low = str(raw).strip().lower()
+    if low not in _MODIFIER_ALIASES:
+        raise _HttpError(400, {"error": f"invalid modifier: {raw}"})
+    return _MODIFIER_ALIASES[low]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeDaytona
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _dispatch(self) -> None:
+        started = time.perf_counter()
+        owner = self.owner
+        split = urlsplit(self.path)
+        path, query = split.path, parse_qs(split.query)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: Any = None
+        status = 500
+        authorized = (self.headers.get("Authorization") or "").startswith("Bearer ")
+        answer: Any = None
+        answer_raw: bytes | None = None
+        extra: dict[str, str] = {}
+        try:
+            if raw:
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    raise owner._error(400, "Unexpected token in JSON", path) from None
+            rule = owner._take_injection(self.command, path)
+            if rule is not None:
+                raise _HttpError(rule.status, rule.body, rule.headers, rule.raw)
+            if path.startswith("/api/") or path == "/api":
+                status, answer = owner.handle_api(self.command, path, query, self.headers, body)
+            elif path.startswith("/toolbox/"):
+                status, answer = owner.handle_toolbox(self.command, path, query, self.headers, body)
+            else:
+                raise owner._error(404, f"Cannot {self.command} {path}", path)
+        except _Drop:
+            status = 0
+            self.close_connection = True
+            with owner._lock:
+                owner.log.append(LoggedRequest(self.command, path, query, status,
+                                               time.perf_counter() - started, body, authorized))
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        except _HttpError as err:
+            status, answer, answer_raw, extra = err.status, err.body, err.raw, err.headers
+        except Exception as exc:  # the fake's own bug: a 500 that names it
+            status, answer = 500, {"statusCode": 500, "message": f"fake error: {type(exc).__name__}: {exc}"}
+        payload = answer_raw if answer_raw is not None else (b"" if answer is None else json.dumps(answer).encode())
+        elapsed = time.perf_counter() - started
+        with owner._lock:
+            owner.log.append(LoggedRequest(self.command, path, query, status, elapsed, body, authorized))
+        self.send_response(status)
+        if payload:
+            self.send_header("Content-Type", "application/json")
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("X-Fake-Server-Seconds", f"{elapsed:.6f}")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _dispatch
+
