@@ -1,5 +1,5 @@
-"""The docker provider's conformance target (tests/conformance/conftest.py appends ``Target(**DOCKER_TARGET_KWARGS)`` to TARGETS) and the
-helpers the docker tests share. Not a test module: no ``test_`` prefix."""
+"""The docker provider's conformance target (tests/conformance/conftest.py appends
+``Target(**DOCKER_TARGET_KWARGS)`` to TARGETS) and the helpers the docker tests share."""
 
 from __future__ import annotations
 

@@ -656,8 +656,15 @@ class DockerProvider(Provider):
     def _lost(self, handle: RemoteHandle, doing: str, cause: BaseException) -> DeskctlError:
         """After a failed X call: a precise error when the container is gone or stopped, else the cause."""
         self._drop_driver(handle.session_id)
+        container = str(handle.data.get("container") or handle.resource_id)
         try:
-            state = self._state(str(handle.data.get("container") or handle.resource_id))
+            state = self._state(container)
+            if state is not None and state.get("Running"):
+                # The display went away a moment before the container stops (its init still reaps): wait for
+                # the stop, briefly, so that the reason (out of memory, exit code) can be told.
+                with contextlib.suppress(Exception):
+                    self.client.api.wait(container, timeout=5)
+                state = self._state(container)
         except DeskctlError:
             state = {"Running": True}
         if state is None or not state.get("Running"):

@@ -1,0 +1,423 @@
+"""The docker provider on a real Docker engine: isolation, exec, orphans, concurrency and faults.
+
+The images come from scripts/setup.d/20-docker.sh (an offline debootstrap base, then ``deskctl image build``).
+The contract itself (input, capture, geometry, cleanup) is covered by tests/conformance on the ``docker`` target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _docker_target import docker_leftovers, docker_probe_address
+
+import deskctl
+from deskctl.errors import (
+    CleanupIncomplete,
+    PreflightError,
+    ProviderUnreachable,
+    SessionLost,
+    UsageError,
+)
+from deskctl.providers.base import LABEL_SESSION, RemoteHandle
+from deskctl.providers.docker import DockerProvider, parse_memory
+from deskctl.spec import DesktopSpec
+
+pytestmark = pytest.mark.docker
+
+DESKCTL = [sys.executable, "-c", "from deskctl.cli import main; main()"]
+BASE = os.environ.get("DESKCTL_TEST_DOCKER_BASE", "deskctl-base:bookworm")
+
+
+def _container_gone(sdk: Any, container: str, since: float, timeout: float = 60.0) -> bool:
+    """Wait for the daemon's ``destroy`` event of ``container`` (an event stream, not a poll); True when gone."""
+    import docker.errors
+
+    try:
+        sdk.api.inspect_container(container)
+    except docker.errors.NotFound:
+        return True
+    for _ in sdk.api.events(filters={"container": container, "event": "destroy"}, decode=True,
+                            since=int(since) - 1, until=int(time.time() + timeout)):
+        break
+    try:
+        sdk.api.inspect_container(container)
+    except docker.errors.NotFound:
+        return True
+    return False
+
+
+def _child(code: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def desk() -> Iterator[deskctl.Desktop]:
+    with deskctl.open_desktop("docker", geometry="800x600") as desktop:
+        yield desktop
+
+
+# -- the image ---------------------------------------------------------------------------------------------------
+
+
+def test_image_build_is_a_no_op_when_its_inputs_are_unchanged() -> None:
+    from deskctl.images import build_image, find_image, image_tag
+
+    result = build_image("minimal", BASE)
+    assert result.built is False
+    assert result.tag == find_image("minimal")
+    assert result.tag.startswith("deskctl-desktop:minimal-")
+    # the tag is a hash of every input: another variant, base name or base id gives another tag
+    assert image_tag("browser", BASE, "sha256:x") != image_tag("minimal", BASE, "sha256:x")
+    assert image_tag("minimal", BASE, "sha256:y") != image_tag("minimal", BASE, "sha256:x")
+
+
+def test_image_cli_lists_the_current_image_and_rejects_an_unknown_variant() -> None:
+    from deskctl.images import find_image
+
+    out = subprocess.run([*DESKCTL, "image", "ls", "--json"], capture_output=True, text=True,
+                         check=True)
+    listed = {i["tag"]: i for i in json.loads(out.stdout)}
+    current = find_image("minimal")
+    assert current in listed and listed[current]["current"] is True and listed[current]["base"] == BASE
+    bad = subprocess.run([*DESKCTL, "image", "build", "--variant", "nope"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2, bad.stderr
+
+
+# -- isolation and exec -------------------------------------------------------------------------------------------
+
+
+def test_container_is_isolated_labelled_and_runs_x_as_a_non_root_user(desk: deskctl.Desktop, docker_sdk: Any) -> None:
+    handle = desk.handle
+    assert handle is not None
+    attrs = docker_sdk.api.inspect_container(handle.resource_id)
+    assert attrs["Name"] == f"/{desk.id}"
+    labels = attrs["Config"]["Labels"]
+    for key in ("deskctl.session", "deskctl.owner", "deskctl.created", "deskctl.expires"):
+        assert key in labels
+    assert labels["deskctl.session"] == desk.id
+    assert attrs["HostConfig"]["NetworkMode"] == "none"
+    assert attrs["HostConfig"]["Memory"] == parse_memory("1g")
+    assert not attrs["NetworkSettings"]["Ports"]
+    assert attrs["Config"]["User"] == "1000:1000"
+
+    xvfb_user = desk.exec("ps -o user= -C Xvfb")
+    assert xvfb_user.stdout.split() == ["desk"], xvfb_user
+    interfaces = desk.exec("ls /sys/class/net").stdout.split()
+    assert interfaces == ["lo"]
+    # no TCP listener at all, and no abstract X socket: the bind-mounted unix socket is the only way in
+    tcp = desk.exec("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == \"0A\"'")
+    assert tcp.stdout.strip() == ""
+    unix = desk.exec("cat /proc/net/unix").stdout
+    assert "@/tmp/.X11-unix" not in unix and "/tmp/.X11-unix/X0" in unix
+    # the socket is on the host under deskctl's runtime directory, not in /tmp/.X11-unix
+    assert Path(handle.data["socket_path"]).is_socket()
+    assert str(handle.data["socket_path"]).startswith(os.environ["DESKCTL_HOME"])
+
+
+def test_the_display_refuses_a_client_without_the_cookie(desk: deskctl.Desktop) -> None:
+    from deskctl.providers._x11 import connect_display
+
+    address, cookie = docker_probe_address(desk)
+    assert cookie is not None
+    with pytest.raises(ProviderUnreachable, match=r"MIT-MAGIC-COOKIE|refused|Authorization"):
+        connect_display(address, bytes(16), timeout=5)
+    connect_display(address, cookie, timeout=5).close()
+
+
+def test_exec_keeps_stdout_stderr_and_exit_code_apart(desk: deskctl.Desktop) -> None:
+    result = desk.exec("echo out; echo err >&2; id -u; exit 7")
+    assert (result.exit_code, result.stdout, result.stderr, result.merged) == (7, "out\n1000\n", "err\n", False)
+    on_display = desk.exec("xdpyinfo | grep dimensions")
+    assert "800x600 pixels" in on_display.stdout
+
+
+def test_exec_is_killed_at_its_timeout(desk: deskctl.Desktop) -> None:
+    result = desk.exec("sleep 30", timeout=1)
+    assert result.exit_code == 124
+
+
+def test_network_is_opt_in(docker_sdk: Any) -> None:
+    with deskctl.open_desktop("docker", geometry="640x480", provider_options={"network": "bridge"}) as desk:
+        assert desk.handle is not None
+        attrs = docker_sdk.api.inspect_container(desk.handle.resource_id)
+        assert attrs["HostConfig"]["NetworkMode"] == "bridge"
+        assert "eth0" in desk.exec("ls /sys/class/net").stdout.split()
+
+
+# -- orphans -------------------------------------------------------------------------------------------------------
+
+
+def test_owner_killed_by_sigkill_has_its_container_removed(docker_sdk: Any) -> None:
+    child = _child(
+        "import deskctl, sys\n"
+        "desk = deskctl.open_desktop('docker', geometry='640x480')\n"
+        "from deskctl.providers.docker import _Watcher\n"
+        "watcher = _Watcher._instance.process.pid\n"
+        "print(desk.id, desk.handle.resource_id, desk.handle.data['session_dir'], watcher, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    try:
+        line = child.stdout.readline() if child.stdout else ""
+        assert line, child.stderr.read() if child.stderr else ""
+        session_id, container, session_dir, watcher_pid = line.split()
+        assert docker_sdk.api.inspect_container(container)["State"]["Running"]
+        watcher = os.pidfd_open(int(watcher_pid))
+        killed_at = time.time()
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    try:  # the watcher exits once it has removed everything the dead owner left
+        assert select.select([watcher], [], [], 60)[0], "the watcher is still running a minute later"
+    finally:
+        os.close(watcher)
+    assert _container_gone(docker_sdk, container, killed_at), "the watcher did not remove the container"
+    assert docker_sdk.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={session_id}"}) == []
+    assert not os.path.exists(session_dir)
+
+
+def test_detached_desktop_outlives_its_process_and_is_reached_from_another(docker_sdk: Any) -> None:
+    child = _child(
+        "import deskctl\n"
+        "from deskctl.providers.docker import _Watcher\n"
+        "desk = deskctl.open_desktop('docker', geometry='640x480', detached=True)\n"
+        "print(desk.id, desk.handle.resource_id, _Watcher._instance is None, flush=True)\n"
+        "desk.release()\n"
+    )
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    session_id, container, no_watcher = out.split()
+    assert no_watcher == "True"  # a detached desktop is never registered with an owner watcher
+    assert docker_sdk.api.inspect_container(container)["State"]["Running"]
+    owned = DockerProvider().list_owned({LABEL_SESSION: session_id})
+    assert [h.resource_id for h in owned] == [container]
+    desk = deskctl.attach(session_id)
+    shot = desk.screenshot()
+    assert (shot.width, shot.height) == (640, 480)
+    handle = desk.handle
+    assert handle is not None
+    desk.close()
+    assert docker_leftovers(handle) == []
+
+
+def test_destroy_is_idempotent_and_confirmed(docker_sdk: Any) -> None:
+    provider = DockerProvider()
+    spec = DesktopSpec.build(provider="docker", geometry="640x480")
+    handle = provider.create(spec, "dk-idem0001", {LABEL_SESSION: "dk-idem0001"})
+    try:
+        provider.wait_ready(handle, time.monotonic() + 60)
+        provider.destroy(handle)
+        assert docker_leftovers(handle) == []
+        provider.destroy(handle)  # already gone: success
+        rebuilt = RemoteHandle.from_dict(json.loads(json.dumps(handle.to_dict())))
+        provider.destroy(rebuilt)
+    finally:
+        provider.destroy(handle)
+        provider.close()
+
+
+# -- concurrency ---------------------------------------------------------------------------------------------------
+
+
+def test_eight_desktops_at_once_each_on_its_own_display(docker_sdk: Any) -> None:
+    from deskctl.providers._x11 import connect_display
+
+    sizes = [(640 + 16 * i, 480 + 8 * i) for i in range(8)]
+    desks: list[deskctl.Desktop] = []
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            futures = [pool.submit(deskctl.open_desktop, "docker", geometry=f"{w}x{h}") for w, h in sizes]
+            errors: list[BaseException] = []
+            for future in futures:
+                try:
+                    desks.append(future.result())
+                except BaseException as exc:  # keep the others to close them
+                    errors.append(exc)
+            assert not errors, errors
+        assert len({d.handle.data["socket_path"] for d in desks if d.handle}) == 8
+        # each display is its own X server: a mark set on one is seen on that one only
+        displays = []
+        for index, desk in enumerate(desks):
+            address, cookie = docker_probe_address(desk)
+            display = connect_display(address, cookie, timeout=10)
+            displays.append(display)
+            atom = display.intern_atom("_DESKCTL_TEST_MARK")
+            display.screen().root.change_property(atom, display.intern_atom("STRING"), 8, f"desk{index}".encode())
+            display.sync()
+        for index, display in enumerate(displays):
+            atom = display.intern_atom("_DESKCTL_TEST_MARK")
+            prop = display.screen().root.get_full_property(atom, 0)
+            assert bytes(prop.value) == f"desk{index}".encode()
+            display.close()
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            shots = list(pool.map(lambda d: d.screenshot(), desks))
+        assert [(s.width, s.height) for s in shots] == sizes
+        assert [d.size for d in desks] == sizes
+    finally:
+        handles = [d.handle for d in desks if d.handle is not None]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda d: d.close(), desks))
+    assert len(handles) == 8
+    assert [left for h in handles for left in docker_leftovers(h)] == []
+
+
+# -- faults --------------------------------------------------------------------------------------------------------
+
+
+def test_daemon_down_is_provider_unreachable_with_the_remedy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = f"unix://{tmp_path}/no-daemon.sock"
+    monkeypatch.setenv("DOCKER_HOST", dead)
+    with pytest.raises(ProviderUnreachable) as caught:
+        deskctl.open_desktop("docker", geometry="640x480")
+    assert caught.value.exit_code == 20
+    assert caught.value.remedy and "DOCKER_HOST" in caught.value.remedy
+    # the provider's create itself says the same (nothing is sent, so nothing can be left)
+    provider = DockerProvider()
+    with pytest.raises(ProviderUnreachable) as direct:
+        provider.create(DesktopSpec.build(provider="docker"), "dk-nodaemon1", {})
+    assert direct.value.code == "provider.unreachable" and direct.value.exit_code == 20
+    provider.close()
+    monkeypatch.delenv("DOCKER_HOST")
+    cli = subprocess.run([*DESKCTL, "image", "ls", "--json"], capture_output=True, text=True,
+                         env={**os.environ, "DOCKER_HOST": dead})
+    assert cli.returncode == 20
+    error = json.loads(cli.stdout)["error"]
+    assert error["code"] == "provider.unreachable" and "DOCKER_HOST" in error["remedy"]
+
+
+def test_missing_image_fails_before_anything_is_created(docker_sdk: Any) -> None:
+    with pytest.raises(PreflightError) as caught:
+        deskctl.open_desktop("docker", geometry="640x480", provider_options={"image": "deskctl-desktop:absent"})
+    assert caught.value.exit_code == 3
+    assert "deskctl-desktop:absent" in caught.value.message and caught.value.remedy
+    with pytest.raises(PreflightError) as direct:
+        deskctl.open_desktop("docker", geometry="640x480", preflight=False,
+                             provider_options={"image": "deskctl-desktop:absent"})
+    assert direct.value.code == "preflight.image_missing"
+    ours = [c for c in docker_sdk.api.containers(all=True, filters={"label": LABEL_SESSION})
+            if str(c["Labels"].get("deskctl.docker.dir", "")).startswith(os.environ["DESKCTL_HOME"])]
+    assert ours == []
+
+
+def test_too_little_memory_for_the_geometry_fails_preflight() -> None:
+    with pytest.raises(PreflightError) as caught:
+        deskctl.open_desktop("docker", geometry="4096x4096", provider_options={"memory": "48m"})
+    assert caught.value.exit_code == 3 and "memory" in caught.value.message
+    with pytest.raises(PreflightError, match="'lots' is not a size"):
+        deskctl.open_desktop("docker", geometry="640x480", provider_options={"memory": "lots"})
+    with pytest.raises(UsageError):
+        parse_memory("lots")
+    assert (parse_memory("512m"), parse_memory("1.5g"), parse_memory("none")) == (512 * 2**20, 3 * 2**29, None)
+
+
+def test_container_killed_from_outside_ends_the_session_and_the_ledger_says_so(docker_sdk: Any) -> None:
+    from deskctl.ledger import open_ledger
+
+    desk = deskctl.open_desktop("docker", geometry="640x480")
+    handle = desk.handle
+    assert handle is not None
+    try:
+        docker_sdk.api.remove_container(handle.resource_id, force=True)
+        with pytest.raises(SessionLost) as caught:
+            desk.click(10, 10)
+        assert caught.value.exit_code == 20
+        assert "removed from outside" in caught.value.message
+    finally:
+        desk.close()
+    with open_ledger() as ledger:
+        record = ledger.get(desk.id)
+    assert record is not None and record.status == "failed"
+    assert record.reason is not None and "session_lost" in record.reason
+    assert docker_leftovers(handle) == []
+
+
+def test_a_command_over_the_memory_limit_is_killed_and_the_desktop_survives() -> None:
+    with deskctl.open_desktop("docker", geometry="640x480", provider_options={"memory": "96m"}) as desk:
+        hog = desk.exec("head -c 400m /dev/zero | tail > /dev/null")
+        assert hog.exit_code == 137
+        assert desk.screenshot().width == 640
+
+
+def test_display_killed_by_the_memory_limit_is_reported_as_out_of_memory() -> None:
+    """Xvfb itself outgrows the limit (pixmaps filled through X11): the session ends, saying why."""
+    from deskctl.providers._x11 import connect_display
+
+    desk = deskctl.open_desktop("docker", geometry="640x480", provider_options={"memory": "96m"})
+    try:
+        address, cookie = docker_probe_address(desk)
+        display = connect_display(address, cookie, timeout=10)
+        try:
+            root = display.screen().root
+            for index in range(64):  # 16 MiB each; the limit is 96 MiB
+                pixmap = root.create_pixmap(2048, 2048, display.screen().root_depth)
+                gc = pixmap.create_gc(foreground=index + 1)
+                pixmap.fill_rectangle(gc, 0, 0, 2048, 2048)
+                display.sync()
+        except Exception:  # the server died under us: that is the point
+            pass
+        finally:
+            try:
+                display.close()
+            except Exception:
+                pass
+        with pytest.raises(SessionLost) as caught:
+            desk.screenshot()
+        assert "out of memory" in caught.value.message
+        assert caught.value.details.get("oom_killed") is True
+    finally:
+        desk.close()
+
+
+def test_close_when_destroy_cannot_be_confirmed_is_cleanup_incomplete(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path, docker_sdk: Any) -> None:
+    provider = DockerProvider()
+    spec = DesktopSpec.build(provider="docker", geometry="640x480")
+    handle = provider.create(spec, "dk-unconf01", {LABEL_SESSION: "dk-unconf01"})
+    try:
+        provider.wait_ready(handle, time.monotonic() + 60)
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/gone.sock")
+        other = DockerProvider()
+        with pytest.raises(CleanupIncomplete) as caught:
+            other.destroy(handle)
+        assert caught.value.exit_code == 5 and caught.value.details["left"] == ["dk-unconf01"]
+        assert caught.value.remedy and "DOCKER_HOST" in caught.value.remedy
+    finally:
+        monkeypatch.delenv("DOCKER_HOST", raising=False)
+        provider.destroy(handle)
+        provider.close()
+    assert docker_leftovers(handle) == []
+
+
+# -- browser variant -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_start_url_opens_in_the_browser_variant() -> None:
+    page = "data:text/html,<body style='margin:0;background:rgb(255,0,0)'></body>"
+    with deskctl.open_desktop("docker", geometry="800x600", start_url=page, window_geometry="600x400+0+0") as desk:
+        import io
+
+        from PIL import Image
+
+        deadline = time.monotonic() + 60
+        while True:
+            image = Image.open(io.BytesIO(desk.screenshot().png)).convert("RGB")
+            if image.getpixel((300, 250)) == (255, 0, 0):
+                break
+            assert time.monotonic() < deadline, "the start page never showed"
+            desk.exec("true")  # a round trip to the container between captures instead of a sleep
