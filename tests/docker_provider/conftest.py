@@ -18,9 +18,8 @@ pytestmark = pytest.mark.docker
 @pytest.fixture(scope="session")
 def docker_sdk() -> Iterator[Any]:
     """A plain SDK client for inspecting what the provider did (never used to drive the provider)."""
-    import docker.errors
-
     import docker
+    import docker.errors
 
     try:
         client = docker.from_env(timeout=60)
