@@ -1,0 +1,202 @@
+"""Latency of the ``xvfb`` provider through deskctl next to the naive way, in one run on one desktop.
+
+* click and key: ``desk.click`` / ``desk.key`` (XTEST over one X connection) vs spawning ``xdotool`` per action;
+* screenshot of a 1024x900 desktop showing realistic content, as PNG: ``desk.screenshot()`` vs ``scrot`` and
+  ImageMagick ``import -window root`` per shot (each writes a file that is then read back);
+* up and down: ``deskctl.open_desktop`` (preflight, ledger, create, ready, geometry check) to ready, and
+  ``close`` (confirmed destroy, ledger end) vs starting ``Xvfb :N`` and polling ``xdpyinfo`` every 50 ms
+  until it answers, then kill and wait.
+
+Prints medians and ratios (naive / deskctl). Targets: click/key >= 20x faster than xdotool; screenshot < 20 ms
+median; up-to-ready < 0.5 s.
+
+    .venv/bin/python bench/bench_xvfb.py [--actions 200] [--naive-actions 40] [--shots 30] [--ups 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+GEOMETRY = (1024, 900)
+
+
+def timed(fn: Callable[[], object], rounds: int) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def row(name: str, ours: list[float], naive: dict[str, list[float]], target: str = "") -> None:
+    cells = [f"{name:<11} deskctl {ms(ours):8.2f} ms"]
+    for label, samples in naive.items():
+        cells.append(f"{label} {ms(samples):8.2f} ms (x{ms(samples) / ms(ours):6.1f})")
+    print("  ".join(cells) + (f"  [{target}]" if target else ""))
+
+
+def realistic_wallpaper(path: Path) -> None:
+    """A desktop-like picture: a title bar, lines of coloured text, buttons, and a noisy photo region."""
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(7)
+    width = GEOMETRY[0]
+    image = Image.new("RGB", GEOMETRY, (246, 246, 246))
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((0, 0, width, 28), fill=(45, 52, 64))
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "agents", "click",
+             "buttons", "and", "type", "text"]
+    for line in range(60):
+        y = 40 + line * 14
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
+        draw.text((16, y), text, fill=(rng.randint(0, 90), rng.randint(0, 90), rng.randint(0, 140)))
+    for i in range(8):
+        x = 620 + (i % 2) * 190
+        y = 60 + (i // 2) * 50
+        draw.rounded_rectangle((x, y, x + 170, y + 36), radius=6, fill=(60, 120, 220))
+        draw.text((x + 12, y + 12), f"Button {i}", fill=(255, 255, 255))
+    photo = Image.effect_noise((360, 240), 48).convert("RGB")
+    image.paste(photo, (620, 300))
+    image.save(path)
+
+
+def show_picture(data: dict[str, object], path: Path) -> object:
+    """Cover the desktop with a window showing ``path`` (kept while the returned connection is open)."""
+    from PIL import Image
+    from Xlib import X
+
+    from deskctl.providers._x11 import X11Address, connect_display, read_cookie
+
+    display = connect_display(X11Address(str(data["display"])), read_cookie(str(data["cookie_file"])))
+    screen = display.screen()
+    image = Image.open(path).convert("RGBX")
+    width, height = image.size
+    raw = image.tobytes("raw", "BGRX")
+    pixmap = screen.root.create_pixmap(width, height, screen.root_depth)
+    gc = pixmap.create_gc()
+    rows = max(1, 200_000 // (width * 4))
+    for top in range(0, height, rows):
+        chunk = raw[top * width * 4 : min(height, top + rows) * width * 4]
+        pixmap.put_image(gc, 0, top, width, len(chunk) // (width * 4), X.ZPixmap, screen.root_depth, 0, chunk)
+    window = screen.root.create_window(0, 0, width, height, 0, screen.root_depth, X.InputOutput,
+                                       X.CopyFromParent, background_pixmap=pixmap, override_redirect=True)
+    window.map()
+    display.sync()
+    return display
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--actions", type=int, default=200)
+    parser.add_argument("--naive-actions", type=int, default=40)
+    parser.add_argument("--shots", type=int, default=30)
+    parser.add_argument("--ups", type=int, default=10)
+    args = parser.parse_args()
+    for tool in ("xdotool", "scrot", "import", "xdpyinfo", "Xvfb"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed (scripts/setup --dev installs the naive tools)")
+
+    work = Path(tempfile.mkdtemp(prefix="deskctl-bench-"))
+    os.environ["DESKCTL_HOME"] = str(work / "home")
+    import deskctl
+
+    print(f"deskctl xvfb benchmark: {GEOMETRY[0]}x{GEOMETRY[1]}, medians; (xN) = naive / deskctl\n")
+    try:
+        with deskctl.open_desktop("xvfb", geometry=f"{GEOMETRY[0]}x{GEOMETRY[1]}") as desk:
+            env = dict(os.environ, DISPLAY=desk.handle.data["display"],  # type: ignore[union-attr]
+                       XAUTHORITY=desk.handle.data["cookie_file"])  # type: ignore[union-attr]
+            wallpaper = work / "wallpaper.png"
+            realistic_wallpaper(wallpaper)
+            shown = show_picture(desk.handle.data, wallpaper)  # type: ignore[union-attr]
+
+            def naive(argv: list[str]) -> Callable[[], object]:
+                return lambda: subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+
+            points = [(random.randrange(GEOMETRY[0]), random.randrange(GEOMETRY[1])) for _ in range(64)]
+            it = iter(points * (args.actions // len(points) + 2))
+            desk.click(1, 1)  # warm: connection open
+            ours_click = timed(lambda: desk.click(*next(it)), args.actions)
+            x, y = points[0]
+            xdo_click = timed(naive(["xdotool", "mousemove", str(x), str(y), "click", "1"]), args.naive_actions)
+            row("click", ours_click, {"xdotool": xdo_click}, ">= 20x")
+
+            ours_key = timed(lambda: desk.key("ctrl+shift+t"), args.actions)
+            xdo_key = timed(naive(["xdotool", "key", "ctrl+shift+t"]), args.naive_actions)
+            row("key chord", ours_key, {"xdotool": xdo_key}, ">= 20x")
+
+            ours_type = timed(lambda: desk.type("hello wörld"), args.actions // 4)
+            xdo_type = timed(naive(["xdotool", "type", "--delay", "0", "hello wörld"]), args.naive_actions // 2)
+            row("type 11ch", ours_type, {"xdotool": xdo_type})
+
+            shot_file = work / "naive.png"
+
+            def scrot() -> bytes:
+                subprocess.run(["scrot", "-o", str(shot_file)], env=env, check=True)
+                return shot_file.read_bytes()
+
+            def imagemagick() -> bytes:
+                subprocess.run(["import", "-window", "root", str(shot_file)], env=env, check=True)
+                return shot_file.read_bytes()
+
+            shot = desk.screenshot()
+            ours_shot = timed(desk.screenshot, args.shots)
+            row("screenshot", ours_shot, {"scrot": timed(scrot, max(5, args.shots // 3)),
+                                          "import": timed(imagemagick, max(5, args.shots // 3))}, "< 20 ms")
+            print(f"{'':<11} PNG {shot.width}x{shot.height}, {len(shot.png) // 1024} KiB "
+                  f"(scrot's: {len(scrot()) // 1024} KiB); capture via "
+                  f"{'MIT-SHM' if desk.provider._driver(desk.handle).uses_shm else 'GetImage'}")  # type: ignore
+            shown.close()
+    finally:
+        pass  # the with block destroyed the desktop
+
+    # -- up and down -------------------------------------------------------------------------------------------
+    ups: list[float] = []
+    downs: list[float] = []
+    for _ in range(args.ups):
+        start = time.perf_counter()
+        desk = deskctl.open_desktop("xvfb", geometry=f"{GEOMETRY[0]}x{GEOMETRY[1]}")
+        ups.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        desk.close()
+        downs.append(time.perf_counter() - start)
+
+    naive_ups: list[float] = []
+    naive_downs: list[float] = []
+    for i in range(args.ups):
+        number = next(n for n in range(300 + i, 1000) if not Path(f"/tmp/.X11-unix/X{n}").exists()
+                      and not Path(f"/tmp/.X{n}-lock").exists())
+        start = time.perf_counter()
+        server = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", f"{GEOMETRY[0]}x{GEOMETRY[1]}x24",
+                                   "-nolisten", "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while subprocess.run(["xdpyinfo", "-display", f":{number}"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL).returncode != 0:
+                time.sleep(0.05)  # the naive way: poll until it answers
+            naive_ups.append(time.perf_counter() - start)
+        finally:
+            start = time.perf_counter()
+            server.terminate()
+            server.wait()
+            naive_downs.append(time.perf_counter() - start)
+    row("up->ready", ups, {"Xvfb+poll": naive_ups}, "< 500 ms")
+    row("down", downs, {"kill+wait": naive_downs})
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
