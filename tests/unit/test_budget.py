@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import multiprocessing
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -289,58 +290,50 @@ def test_markdown_summary_exact() -> None:
 
 # -- the proof under concurrency -------------------------------------------------------------------------
 
-_RESERVER = r"""
-import json, sys
-from deskctl.budget import reserve, settle
-from deskctl.errors import BudgetExceeded
-from deskctl.ledger import open_ledger
-from deskctl.metering import Rate
-from deskctl.spec import DesktopSpec
-url, worker = sys.argv[1], int(sys.argv[2])
-book = open_ledger(url)
-spec = DesktopSpec.build(provider="xvfb", max_minutes=1, provider_options={"budget": "shared"})
-got, refused = [], 0
-for i in range(3):
-    try:
-        got.append(reserve(book, session_id=f"dk-{worker}-{i}", spec=spec, rate=Rate(6.0, 1, 0, "t", "d")))
-    except BudgetExceeded:
-        refused += 1
-print(json.dumps({"got": got, "refused": refused}), flush=True)
-sys.stdin.readline()  # every worker has reserved: now settle, each twice, at $0.05
-for rid in got:
-    settle(book, rid, cost_usd=0.05)
-    settle(book, rid, cost_usd=0.05)
-book.close()
-print("settled", flush=True)
-"""
+def _reserver(url: str, worker: int, results: Any, go: Any) -> None:
+    """One job: try three reservations, report them, wait for every job to report, then settle each twice."""
+    book = open_ledger(url)  # a forked child: its own connection (the parent's is never used here)
+    spec = DesktopSpec.build(provider="xvfb", max_minutes=1, provider_options={"budget": "shared"})
+    got, refused = [], 0
+    for i in range(3):
+        try:
+            got.append(reserve(book, session_id=f"dk-{worker}-{i}", spec=spec, rate=SIX_PER_HOUR))
+        except BudgetExceeded:
+            refused += 1
+    results.put({"got": got, "refused": refused})
+    if not go.wait(120):
+        raise SystemExit(3)
+    for rid in got:
+        settle(book, rid, cost_usd=0.05)
+        settle(book, rid, cost_usd=0.05)
+    book.close()
 
 
 @pytest.mark.slow
 def test_sixteen_processes_never_overspend_nor_double_count(ledger: Ledger, ledger_url: str) -> None:
     ledger.set_budget("shared", max_usd=1.0, window_seconds=86400)  # room for exactly ten $0.10 holds
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _RESERVER, ledger_url, str(w)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for w in range(16)
-    ]
+    mp = multiprocessing.get_context("fork")  # real processes, without paying 16 interpreter start-ups
+    results, go = mp.Queue(), mp.Event()
+    procs = [mp.Process(target=_reserver, args=(ledger_url, w, results, go)) for w in range(16)]
+    for p in procs:
+        p.start()
     try:
-        first = [json.loads(p.stdout.readline() or "null") for p in procs]  # type: ignore[union-attr]
-        assert None not in first, [p.stderr.read() for p in procs if p.poll() is not None]  # type: ignore[union-attr]
+        first = [results.get(timeout=120) for _ in procs]
         granted = [rid for doc in first for rid in doc["got"]]
         assert len(granted) == 10 and len(set(granted)) == 10
         assert sum(doc["refused"] for doc in first) == 16 * 3 - 10
         state = status(ledger, "shared")
         assert state.total_usd == pytest.approx(1.0) and state.total_usd <= 1.0 + 1e-9
+        go.set()
         for p in procs:
-            p.stdin.write("go\n")  # type: ignore[union-attr]
-            p.stdin.flush()  # type: ignore[union-attr]
-        outcomes = [p.communicate(timeout=240) for p in procs]
+            p.join(120)
     finally:
+        go.set()
         for p in procs:
-            if p.poll() is None:
+            if p.is_alive():
                 p.kill()
-                p.wait()
-    assert [p.returncode for p in procs] == [0] * 16, [err for _, err in outcomes]
+                p.join()
+    assert [p.exitcode for p in procs] == [0] * 16
     rows = ledger.reservations(budget="shared")
     assert len(rows) == 10 and all(r.status == "settled" and r.cost_usd == 0.05 for r in rows)
     state = status(ledger, "shared")
