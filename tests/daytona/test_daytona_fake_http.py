@@ -81,7 +81,7 @@ def test_preflight_passes_and_only_reads(provider: DaytonaProvider, fake: FakeDa
     results = provider.preflight(WINDOWS)
     by_code = {r.code: r for r in results}
     assert all(r.status in ("pass", "skip") for r in results), results
-    assert {"daytona.reachable", "daytona.credentials", "daytona.leftovers", "daytona.geometry"} <= set(by_code)
+    assert {"daytona.reachable", "daytona.credentials", "daytona.leftovers"} <= set(by_code)
     assert fake.log, "preflight sent nothing"
     assert {r.method for r in fake.log} == {"GET"}
     assert fake.live() == []
@@ -107,14 +107,19 @@ def test_preflight_checks_quota_when_the_organization_is_known(provider: Daytona
 
 
 def test_preflight_refuses_a_size_windows_does_not_offer(provider: DaytonaProvider, fake: FakeDaytona) -> None:
-    results = {r.code: r for r in provider.preflight(spec("windows", "1280x800"))}
+    from deskctl.preflight.runner import run_checks
+
+    results = {r.code: r for r in run_checks(spec("windows", "1280x800"), provider)}
     failure = results["geometry.unsupported"]
     assert failure.status == "fail"
     assert "1024x768" in failure.message and "native" in failure.message
-    native = {r.code: r.status for r in provider.preflight(spec("windows", None))}
-    assert native["daytona.geometry"] == "pass"
-    ubuntu = {r.code: r.status for r in provider.preflight(spec("ubuntu", "1280x800"))}
-    assert ubuntu["daytona.geometry"] == "pass"
+    native = {r.code: r.status for r in run_checks(spec("windows", None), provider)}
+    assert native["geometry.native"] == "pass"
+    assert "fail" not in native.values(), native
+    ubuntu = {r.code: r.status for r in run_checks(spec("ubuntu", "1280x800"), provider)}
+    assert ubuntu["geometry.pinned"] == "pass"
+    assert {r.method for r in fake.log} == {"GET"}
+    assert fake.live() == []
 
 
 def test_preflight_bad_key_is_credentials_invalid(provider: DaytonaProvider, monkeypatch: pytest.MonkeyPatch,

@@ -113,7 +113,6 @@ _KEY_NAMES: dict[str, str] = {
     "capslock": "capslock", "menu": "menu",
     **{f"f{i}": f"f{i}" for i in range(1, 25)},
 }
-_MODIFIERS = frozenset({"ctrl", "alt", "shift", "super"})
 
 
 def toolbox_key_name(canonical: str) -> str:
@@ -312,7 +311,8 @@ class DaytonaProvider(Provider):
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
         """Read-only checks: ``GET /config`` (reachable, maintenance), one authenticated read
-        (``GET /sandbox?limit=1``), room in the region quota where the API shows it, and leftovers."""
+        (``GET /sandbox?limit=1``), room in the region quota where the API shows it, and leftovers.
+        Platform and geometry (fixed Windows size) are checked by the engine from :attr:`capabilities`."""
         from deskctl.preflight.checks import CheckResult
 
         results: list[CheckResult] = []
@@ -320,18 +320,6 @@ class DaytonaProvider(Provider):
         def add(status: Status, code: str, message: str, remedy: str | None, started: float) -> None:
             results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
                                        self.name, (time.monotonic() - started) * 1000.0))
-
-        started = time.monotonic()
-        reason = self.check_geometry(spec.geometry, spec.platform)
-        if spec.platform not in self.capabilities.platforms:
-            add("fail", "compat.platform_unsupported",
-                f"daytona offers {', '.join(sorted(p.value for p in self.capabilities.platforms))}, "
-                f"not {spec.platform.value}", "choose --platform windows or ubuntu", started)
-        elif reason is not None:
-            add("fail", "geometry.unsupported", reason, "use --geometry native or a size listed above", started)
-        else:
-            add("pass", "daytona.geometry", f"{spec.platform.value} at {spec.geometry_label()} is offered", None,
-                started)
 
         started = time.monotonic()
         try:
