@@ -69,13 +69,23 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="deskctl")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """deskctl: desktops for computer-use agents, preflighted, pinned, cleaned up and metered.
 
     \b
     Exit codes: 0 ok, 1 internal, 2 usage, 3 preflight, 4 budget, 5 cleanup incomplete,
     20 infrastructure, 130/143 interrupted (after cleanup).
+
+    Option precedence: flags > environment > ./deskctl.toml > ~/.config/deskctl/config.toml > defaults.
     """
+    from deskctl.config import load_config
+
+    config = load_config()
+    if config.defaults:
+        # click looks option defaults up per command name: every command sees the [defaults] table
+        ctx.default_map = {name: dict(config.defaults) for name in COMMANDS}
+    ctx.obj = config
 
 
 def wants_json(argv: list[str]) -> bool:

@@ -83,10 +83,13 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
 
     It keeps running after this command returns, until `deskctl down ID`, its --ttl, or `deskctl reap`.
     """
+    from deskctl.config import Config, load_config
     from deskctl.session import Desktop
     from deskctl.spec import DesktopSpec
 
-    provider_options: dict[str, Any] = {k: _option_value(v) for k, v in _pairs(options, "option").items()}
+    config = click.get_current_context().find_object(Config) or load_config()
+    provider_options: dict[str, Any] = config.provider_options(provider.strip().lower())
+    provider_options.update({k: _option_value(v) for k, v in _pairs(options, "option").items()})
     if host:
         provider_options["host"] = host
     if accept_new_host_key:

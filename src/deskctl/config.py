@@ -1,0 +1,101 @@
+"""Configuration files for the CLI, in a documented precedence:
+
+    command-line flags > environment variables > project ``deskctl.toml`` > user config > built-in defaults
+
+The project file is the first ``deskctl.toml`` found in the current directory or its parents; the user file is
+``$XDG_CONFIG_HOME/deskctl/config.toml`` (``~/.config/deskctl/config.toml``), or ``$DESKCTL_CONFIG`` when set.
+Both are read when a command runs, never at import time. Format::
+
+    [defaults]            # defaults of any command's options, by option name
+    provider = "docker"
+    geometry = "1280x800"
+    ttl = "2h"
+
+    [providers.ssh]       # provider options (what `deskctl up -o KEY=VALUE` sets)
+    host = "me@lab-box"
+    key_file = "~/.ssh/id_ed25519"
+
+Secrets do not belong here: they come from the environment or the OS keyring (`deskctl login`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from deskctl.errors import ConfigInvalid
+
+__all__ = ["Config", "load_config", "project_file", "user_file"]
+
+_KNOWN_TABLES = {"defaults", "providers"}
+
+
+class Config:
+    """The merged configuration: ``defaults`` (option name -> value) and ``providers`` (name -> options)."""
+
+    def __init__(self, defaults: dict[str, Any], providers: dict[str, dict[str, Any]], sources: list[Path]):
+        self.defaults = defaults
+        self.providers = providers
+        self.sources = sources
+
+    def provider_options(self, name: str) -> dict[str, Any]:
+        return dict(self.providers.get(name, {}))
+
+
+def user_file() -> Path:
+    explicit = os.environ.get("DESKCTL_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "deskctl" / "config.toml"
+
+
+def project_file(start: Path | None = None) -> Path | None:
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "deskctl.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigInvalid(f"{path}: not valid TOML: {exc}", remedy=f"fix or remove {path}") from exc
+    except OSError as exc:
+        raise ConfigInvalid(f"{path}: cannot be read: {exc.strerror}", remedy=f"check {path}") from exc
+    unknown = set(data) - _KNOWN_TABLES
+    if unknown:
+        raise ConfigInvalid(
+            f"{path}: unknown table(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_KNOWN_TABLES))}",
+            remedy="see the Configuration section of the README",
+        )
+    for table in _KNOWN_TABLES & set(data):
+        if not isinstance(data[table], dict):
+            raise ConfigInvalid(f"{path}: [{table}] must be a table")
+    for name, options in data.get("providers", {}).items():
+        if not isinstance(options, dict):
+            raise ConfigInvalid(f"{path}: [providers.{name}] must be a table")
+    return data
+
+
+def load_config(cwd: Path | None = None) -> Config:
+    """User config, then the project file over it."""
+    defaults: dict[str, Any] = {}
+    providers: dict[str, dict[str, Any]] = {}
+    sources: list[Path] = []
+    project = project_file(cwd)
+    for path in (user_file(), project):
+        if path is None or not path.is_file():
+            continue
+        data = _read(path)
+        sources.append(path)
+        defaults.update({k.replace("-", "_"): v for k, v in data.get("defaults", {}).items()})
+        for name, options in data.get("providers", {}).items():
+            providers.setdefault(name, {}).update(options)
+    return Config(defaults, providers, sources)
