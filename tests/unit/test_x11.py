@@ -422,3 +422,27 @@ def test_encode_png_of_16_bit_and_grey_captures() -> None:
     rgb16 = bytes([0x1F, 0x00] * 8 * 8)  # pure blue in BGR;16 (5-6-5, little-endian)
     image = Image.open(io.BytesIO(encode_png(rgb16, 8, 8, "BGR;16"))).convert("RGB")
     assert image.getpixel((3, 3)) == Image.frombuffer("RGB", (8, 8), rgb16, "raw", "BGR;16", 0, 1).getpixel((3, 3))
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare as root")
+def test_capture_falls_back_to_getimage_when_the_server_cannot_share_memory(tmp_path: Path) -> None:
+    """A server in another IPC namespace (as in a container) cannot attach our segment: GetImage it is."""
+    cookie = new_cookie()
+    auth = write_xauthority(tmp_path / "auth", None, cookie)
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(["unshare", "--ipc", "Xvfb", "-displayfd", str(write_end), "-screen", "0",
+                             "320x200x24", "-auth", str(auth), "-nolisten", "tcp"], pass_fds=(write_end,),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.close(write_end)
+    try:
+        select.select([read_end], [], [], 30)
+        number = int(os.read(read_end, 32) or b"-1")
+        assert number >= 0, "Xvfb did not start under unshare"
+        with X11Driver.open(f":{number}", cookie=cookie) as drv:
+            image = Image.open(io.BytesIO(drv.screenshot().png))
+            assert image.size == (320, 200)
+            assert not drv.uses_shm
+    finally:
+        os.close(read_end)
+        proc.terminate()
+        proc.communicate(timeout=10)

@@ -412,12 +412,20 @@ class _Shm:
 
         self._detach_cls = ShmDetach
         self._get_image_cls = ShmGetImage
+        from Xlib.error import CatchError
+
+        caught = CatchError()
         try:
-            ShmAttach(display=display.display, opcode=opcode, shmseg=self.seg, shmid=self.shmid, read_only=False)
-            display.sync()  # an error here (BadAccess: another host or IPC namespace) raises
+            ShmAttach(display=display.display, onerror=caught, opcode=opcode, shmseg=self.seg, shmid=self.shmid,
+                      read_only=False)
+            display.sync()
         finally:
             # Marked for removal now: the kernel frees it when both we and the server have detached.
             libc.shmctl(self.shmid, 0, None)  # IPC_RMID
+        if caught.get_error() is not None:
+            # the server cannot see our segment (another host, container or IPC namespace, another user)
+            libc.shmdt(ctypes.c_void_p(self.address))
+            raise OSError(f"the X server cannot attach shared memory: {type(caught.get_error()).__name__}")
 
     def get_image(self, drawable: int, width: int, height: int) -> bytes:
         reply = self._get_image_cls(
