@@ -73,8 +73,8 @@ def redact(text: str | None) -> str:
 
 
 def mask(value: str) -> str:
-    """A display form that shows nothing of a secret but its length class: ``***`` or ``***(N chars)``."""
-    return f"{REDACTED}({len(value)} chars)" if value else ""
+    """The display form of a secret: ``***`` (nothing of the value, not even its length), ``""`` when empty."""
+    return REDACTED if value else ""
 
 
 # -- what each provider needs (vendors' own variable names) ---------------------------------------------------
@@ -299,24 +299,26 @@ class VarStatus:
     source: str  # env | keyring | missing
     secret: bool
     shown: str  # the value for non-secrets, a mask for secrets, "" when missing
+    required: bool = False  # part of one of the alternatives that configure the provider
 
     def to_dict(self) -> dict[str, Any]:
         return {"provider": self.provider, "var": self.var, "source": self.source, "secret": self.secret,
-                "value": self.shown}
+                "required": self.required, "value": self.shown}
 
 
 def describe(provider: str) -> list[VarStatus]:
     """Every variable of ``provider`` with where it resolves from; secret values are masked."""
     cset = credential_set(provider)
+    required = {var for alternative in cset.required_any for var in alternative}
     rows: list[VarStatus] = []
     for var in cset.variables:
         cred = resolve(provider, var)
         secret = cset.is_secret(var)
         if cred is None:
-            rows.append(VarStatus(provider, var, "missing", secret, ""))
+            rows.append(VarStatus(provider, var, "missing", secret, "", var in required))
         else:
             shown = mask(cred.value) if secret else redact(cred.value)
-            rows.append(VarStatus(provider, var, cred.source, secret, shown))
+            rows.append(VarStatus(provider, var, cred.source, secret, shown, var in required))
     return rows
 
 

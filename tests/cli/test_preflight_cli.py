@@ -203,3 +203,18 @@ def test_an_unusable_keyring_is_a_warning_with_a_remedy(env: dict[str, str]) -> 
     preflight = deskctl(env, "preflight", "--provider", "daytona", "--json")
     codes = {r["code"] for r in json.loads(preflight.stdout)["results"]}
     assert {"credentials.missing", "credentials.keyring"} <= codes
+
+
+def test_credentials_text_shows_sources_required_and_optional(env: dict[str, str]) -> None:
+    env = {**env, "DAYTONA_API_KEY": SECRET, "DAYTONA_API_URL": "http://127.0.0.1:9/api"}
+    out = deskctl(env, "credentials", "daytona")
+    assert out.returncode == 0
+    assert out.stdout.splitlines() == [
+        "daytona  (configured)",
+        "  DAYTONA_API_KEY            env  ***",
+        "  DAYTONA_JWT_TOKEN          missing",
+        "  DAYTONA_ORGANIZATION_ID    missing",
+        "  DAYTONA_API_URL            env  http://127.0.0.1:9/api",
+        "  DAYTONA_TARGET             not set",
+        "keyring: keyring backend keyrings.alt.file.PlaintextKeyring (stores secrets unencrypted on disk)",
+    ]

@@ -213,12 +213,14 @@ def credentials(providers: tuple[str, ...], as_json: bool) -> None:
         return
     for name in names:
         ok, _message, remedy = ready[name]
-        click.echo(f"{name}  ({'configured' if ok else 'not configured'})")
+        needs = any(row.required for row in rows[name])
+        click.echo(f"{name}  ({'configured' if ok and needs else 'nothing required' if ok else 'not configured'})")
         for row in rows[name]:
-            value = f"  {row.shown}" if row.shown else ""
-            click.echo(f"  {row.var:<26} {row.source:<8}{value}")
+            source = row.source if row.source != "missing" or row.required else "not set"
+            click.echo(f"  {row.var:<27}{source}{'  ' + row.shown if row.shown else ''}")
         if not ok and remedy:
             click.echo(f"  remedy: {remedy}")
+    click.echo(f"keyring: {status.message}")
     if not status.usable:
         note(f"warning: {status.message}; remedy: {status.remedy}")
 
