@@ -44,15 +44,10 @@ def _option_value(raw: str) -> Any:
     return raw
 
 
-@contextmanager
-def _ledger() -> Iterator[Ledger]:
+def _ledger() -> Ledger:
     from deskctl.ledger import open_ledger
 
-    book = open_ledger()
-    try:
-        yield book
-    finally:
-        book.close()
+    return open_ledger()  # a context manager: closed at the end of the `with`
 
 
 @click.command()
