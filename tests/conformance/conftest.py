@@ -117,11 +117,17 @@ TARGETS: list[Target] = [
 ]
 
 
-# -- docker (its target and helpers live with the docker tests: tests/docker/_docker_target.py) ---------------------
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docker"))
+# -- docker (its target and helpers: tests/docker_provider/_docker_target.py) ------------------------------------------
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docker_provider"))
 from _docker_target import DOCKER_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**DOCKER_TARGET_KWARGS))
+
+# -- daytona (windows and ubuntu against the loopback fake: tests/daytona/_daytona_target.py) -----------------------
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daytona"))
+from _daytona_target import DAYTONA_TARGETS_KWARGS  # noqa: E402
+
+TARGETS.extend(Target(**kwargs) for kwargs in DAYTONA_TARGETS_KWARGS)
 
 # -- ssh (a real sshd on a loopback port per test: tests/ssh/_ssh_target.py) ----------------------------------------
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ssh"))

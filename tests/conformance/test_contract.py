@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -295,3 +296,61 @@ def test_sigkill_leaves_a_desktop_that_reap_removes(target: Target) -> None:
     assert [r["action"] for r in results] == ["destroyed"], results
     assert target.leftovers(handle) == []
     _assert_ended_in_ledger(opened["id"], target)
+
+
+# -- the command line ---------------------------------------------------------------------------------------------
+
+
+def _cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=180,
+                          env=dict(os.environ))
+    if check:
+        assert done.returncode == 0, f"deskctl {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done
+
+
+def _up_args(target: Target) -> list[str]:
+    kwargs = dict(target.open_kwargs)
+    args = ["--provider", str(kwargs.pop("provider")), "--geometry", target.geometry]
+    if "platform" in kwargs:
+        args += ["--platform", str(kwargs.pop("platform"))]
+    for key, value in dict(kwargs.pop("provider_options", None) or {}).items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        args += ["--option", f"{key}={text}"]
+    return args
+
+
+def test_cli_detached_desktop_outlives_up_and_obeys_do_screenshot_exec_down(target: Target, tmp_path: Path) -> None:
+    import deskctl
+    from deskctl.providers.base import RemoteHandle
+    from probe import Probe
+
+    up = json.loads(_cli("up", "--json", *_up_args(target)).stdout)
+    session_id = up["id"]
+    width, height = (int(v) for v in target.geometry.split("x")[:2])
+    assert up["geometry"] == f"{width}x{height}"
+    handle: RemoteHandle | None = None
+    try:
+        desk = deskctl.attach(session_id)  # `up` has exited: the desktop lives on
+        handle = desk.handle
+        address, cookie = target.probe_address(desk)
+        desk.release()
+        with Probe.open(address, cookie) as probe:
+            _cli("do", session_id, "click", "33", "44")
+            _cli("do", session_id, "type", "dé")
+            _cli("do", session_id, "key", "ctrl+s")
+            probe.wait_for(lambda p: p.releases(1) and len(p.key_presses()) >= 3, "a click, two letters, ctrl+s")
+            assert probe.presses(1)[0].pos == (33, 44)
+            assert probe.text().startswith("dé")
+            shot_path = tmp_path / "shot.png"
+            _cli("screenshot", session_id, "-o", str(shot_path))
+            assert Image.open(shot_path).size == (width, height)
+        ran = _cli("exec", session_id, "--", "echo hi; exit 3", check=False)
+        assert (ran.returncode, ran.stdout) == (3, "hi\n")
+        listed = json.loads(_cli("ls", "--json").stdout)
+        assert session_id in json.dumps(listed)
+    finally:
+        down = _cli("down", session_id, check=False)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert handle is not None and target.leftovers(handle) == []
+    _assert_ended_in_ledger(session_id, target)

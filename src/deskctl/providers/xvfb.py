@@ -208,8 +208,9 @@ def _claim_lock(number: int, pid: int) -> None:
 
 
 class XvfbProvider(Provider):
-    """Desktops on the host's Xvfb. ``handle.data``: ``display`` (":N"), ``display_number``, ``cookie_file``,
-    ``dir``, ``marker``, ``geometry``, ``procs`` ([{"role", "pid", "ticks"}]). The cookie stays in its file."""
+    """Desktops on the host's Xvfb. ``handle.data``: ``display`` (":N"), ``display_number``, ``cookie_file`` (also
+    as ``xauthority``: the value for XAUTHORITY), ``dir``, ``marker``, ``geometry``, ``procs`` ([{"role", "pid",
+    "ticks"}]). The cookie itself stays in its 0600 file."""
 
     name = "xvfb"
     capabilities = Capabilities(
@@ -321,6 +322,7 @@ class XvfbProvider(Provider):
         handle = RemoteHandle(
             provider=self.name, session_id=session_id, resource_id=f"xvfb:{session_id}", labels=labels,
             data={"dir": str(directory), "marker": str(directory / "desktop.json"), "cookie_file": str(cookie_file),
+                  "xauthority": str(cookie_file),
                   "geometry": f"{geometry.width}x{geometry.height}x{geometry.depth}", "procs": []},
         )
         try:
