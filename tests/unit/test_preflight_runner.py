@@ -271,3 +271,17 @@ def test_a_check_that_exits_the_interpreter_is_contained() -> None:
     results = run_checks(_spec(), StubProvider(exits))
     failure = next(r for r in results if r.status == "fail")
     assert failure.code == "stub.preflight" and "SystemExit" in failure.message
+
+
+def test_the_text_table_and_the_json_document_say_the_same() -> None:
+    def own(spec: DesktopSpec) -> list[CheckResult]:
+        return [CheckResult("fail", "stub.binary", "Xvfb not found", remedy="apt-get install xvfb", elapsed_ms=3)]
+
+    report = preflight(PreflightRequest(agent="computer-1"), instances=[StubProvider(own)])
+    lines = report.to_text().splitlines()
+    assert lines[0] == "request" and "stub  (not ready)" in lines
+    assert "  FAIL  stub.binary                  Xvfb not found  [3 ms]" in lines
+    assert "        remedy: apt-get install xvfb" in lines
+    assert lines[-1] == "not ready: Xvfb not found" == report.to_dict()["verdict"]
+    text_codes = [line.split()[1] for line in lines if line[2:6] in ("ok  ", "WARN", "FAIL", "skip")]
+    assert text_codes == [r["code"] for r in report.to_dict()["results"]]

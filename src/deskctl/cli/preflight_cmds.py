@@ -16,9 +16,6 @@ from deskctl.errors import UsageError
 
 __all__ = ["compat", "credentials", "login", "logout", "preflight"]
 
-_STATUS = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
-
-
 def _geometry(value: str | None) -> Any:
     from deskctl.spec import Geometry
 
@@ -85,29 +82,9 @@ def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None,
             document["error"] = error_for(failure).to_dict()["error"]
         echo_json(document)
     else:
-        _print_report(report)
+        click.echo(report.to_text())
     if report.exit_code:
         raise click.exceptions.Exit(report.exit_code)
-
-
-def _print_report(report: Any) -> None:
-    from deskctl.credentials import redact
-
-    groups: list[str | None] = [None, *report.considered]
-    extra = sorted({r.provider for r in report.results if r.provider not in groups and r.provider is not None})
-    for group in [*groups, *extra]:
-        rows = report.for_provider(group)
-        if not rows:
-            continue
-        title = group if group is not None else "request"
-        if group is not None:
-            title += "  (ready)" if group in report.ready else "  (not ready)"
-        click.echo(title)
-        for r in rows:
-            click.echo(f"  {_STATUS[r.status]}  {r.code:<28} {redact(r.message)}  [{r.elapsed_ms:.0f} ms]")
-            if r.remedy and r.status in ("fail", "warn"):
-                click.echo(f"        remedy: {redact(r.remedy)}")
-    click.echo(redact(report.verdict))
 
 
 @click.command("compat")

@@ -335,6 +335,9 @@ class PreflightRequest:
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+_STATUS_LABEL = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
+
+
 @dataclass
 class PreflightReport:
     """Results grouped by provider (``None``: checks of the request itself), the providers that are ready,
@@ -381,6 +384,29 @@ class PreflightReport:
         if failure is None:
             raise CompatError("no provider serves this request", code="compat.no_provider")
         raise_for_failures(self.results, failure.provider or "")
+
+    def to_text(self) -> str:
+        """The table ``deskctl preflight`` prints: results grouped by provider (the request's own first),
+        a remedy under each failure or warning, and the verdict line last. Secrets are redacted."""
+        from deskctl.credentials import redact
+
+        lines: list[str] = []
+        groups: list[str | None] = [None, *self.considered]
+        groups += sorted({r.provider for r in self.results if r.provider is not None and r.provider not in groups})
+        for group in groups:
+            rows = self.for_provider(group)
+            if not rows:
+                continue
+            if group is None:
+                lines.append("request")
+            else:
+                lines.append(f"{group}  ({'ready' if group in self.ready else 'not ready'})")
+            for r in rows:
+                lines.append(f"  {_STATUS_LABEL[r.status]}  {r.code:<28} {redact(r.message)}  [{r.elapsed_ms:.0f} ms]")
+                if r.remedy and r.status in ("fail", "warn"):
+                    lines.append(f"        remedy: {redact(r.remedy)}")
+        lines.append(redact(self.verdict))
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         from deskctl.credentials import redact
