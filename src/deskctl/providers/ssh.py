@@ -669,14 +669,14 @@ class _Connection:
             raise CredentialsMissing(
                 f"no SSH credentials to log in as {where}: no key file, no {ENV_PRIVATE_KEY}, no agent key, no "
                 f"default identity (~/.ssh/id_*), no {ENV_PASSWORD}", provider=PROVIDER,
-                remedy=(f"pass --key-file (or export {ENV_KEY_FILE}), start ssh-agent and ssh-add a key, or run "
-                        f"deskctl login ssh --var {ENV_PASSWORD}"),
+                remedy=(f"name a key with -o key_file=PATH (or export {ENV_KEY_FILE}), start ssh-agent and ssh-add a "
+                        f"key, or run deskctl login ssh --var {ENV_PASSWORD}"),
             )
         accepted = f"; the server accepts: {', '.join(allowed)}" if allowed is not None else ""
         raise CredentialsInvalid(
             f"{where} refused every credential offered (tried: {', '.join(tried)}){accepted}", provider=PROVIDER,
             remedy=f"authorise the key on the host (ssh-copy-id -p {settings.target.port} {user}@"
-                   f"{settings.target.host}) or name the right one with --key-file",
+                   f"{settings.target.host}) or name the right one with -o key_file=PATH",
         )
 
     @staticmethod
@@ -685,7 +685,7 @@ class _Connection:
 
         if not Path(path).is_file():
             raise CredentialsMissing(f"SSH key file {path} does not exist", provider=PROVIDER,
-                                     remedy=f"pass an existing private key with --key-file or {ENV_KEY_FILE}")
+                                     remedy=f"name an existing private key with -o key_file=PATH or {ENV_KEY_FILE}")
         try:
             # cryptography wants the passphrase as bytes
             secret: Any = passphrase.encode() if passphrase else None
