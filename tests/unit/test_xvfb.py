@@ -354,3 +354,17 @@ def test_start_url_opens_a_browser_window_sized_to_the_window_geometry(
         prov.close()
     for pid in _pids(handle):
         assert not _alive(pid)
+
+
+def test_destroy_ends_what_exec_left_running_in_other_groups(provider: XvfbProvider) -> None:
+    from deskctl.providers.xvfb import SESSION_ENV, _tagged_processes
+
+    handle = provider.create(_spec(), "dk-daemon", _labels("dk-daemon"))
+    started = provider.exec(handle, "setsid -f sleep 1000 >/dev/null 2>&1; echo $" + SESSION_ENV)
+    assert started.stdout == "dk-daemon\n"
+    daemons = _tagged_processes("dk-daemon")
+    assert daemons, "the escaped sleep carries the session tag"
+    provider.destroy(handle)
+    for pid, _ in daemons:
+        assert not _alive(pid)
+    assert _tagged_processes("dk-daemon") == []

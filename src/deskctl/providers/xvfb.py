@@ -78,6 +78,8 @@ __all__ = ["XvfbProvider"]
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "firefox", "firefox-esr")
 _DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
 _TERM_GRACE = 5.0
+#: environment variable set for every program deskctl starts on a desktop (window manager, browser, exec)
+SESSION_ENV = "DESKCTL_SESSION"
 
 # The owner-pid watch, written to the session directory and run by path (no deskctl import: it starts in a
 # few milliseconds and holds no file of ours open).
@@ -161,6 +163,31 @@ def _wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int
         if _alive(pid, ticks):
             left.append(pid)
     return left
+
+
+def _tagged_processes(session_id: str) -> list[tuple[int, int | None]]:
+    """Processes whose environment carries ``DESKCTL_SESSION=<session_id>`` (everything the desktop's programs
+    and exec'd commands started, whatever group they moved to), except this process and its parent."""
+    needle = f"{SESSION_ENV}={session_id}\0".encode()
+    spared = {os.getpid(), os.getppid()}
+    found: list[tuple[int, int | None]] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in entries:
+        if not name.isdigit() or int(name) in spared:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                environ = fh.read()
+        except OSError:
+            continue
+        if environ.startswith(needle) or b"\0" + needle in environ:
+            ticks = _start_ticks(int(name))
+            if ticks is not None:
+                found.append((int(name), ticks))
+    return found
 
 
 def _lock_owner(lock: Path) -> int | None:
@@ -357,6 +384,7 @@ class XvfbProvider(Provider):
         env = dict(os.environ)
         env["DISPLAY"] = str(handle.data["display"])
         env["XAUTHORITY"] = str(handle.data["cookie_file"])
+        env[SESSION_ENV] = handle.session_id  # tags every descendant, for destroy
         return env
 
     def _start_xvfb(self, handle: RemoteHandle, xvfb: str, geometry: Geometry, options: Mapping[str, Any],
@@ -638,17 +666,9 @@ class XvfbProvider(Provider):
         procs = self._procs(handle)
         order = sorted(procs, key=lambda p: {"watcher": 0, "browser": 1, "window_manager": 2}.get(p["role"], 3))
         live = [(int(p["pid"]), p.get("ticks")) for p in order if _alive(int(p["pid"]), p.get("ticks"))]
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid, ticks in live:
-                if _alive(pid, ticks):
-                    with contextlib.suppress(OSError):
-                        os.killpg(pid, sig)
-            self._reap_children()
-            live = [(pid, ticks) for pid, ticks in live if pid in _wait_gone([(pid, ticks)],
-                                                                             time.monotonic() + _TERM_GRACE)]
-            self._reap_children()
-            if not live:
-                break
+        live = self._terminate(live, group=True)
+        # what the desktop's programs started outside their groups (exec'd daemons, setsid children)
+        live += self._terminate(_tagged_processes(handle.session_id), group=False)
         left: list[str] = [f"process {pid}" for pid, _ in live]
         number = handle.data.get("display_number")
         xvfb_pids = {int(p["pid"]) for p in procs if p["role"] == "xvfb"}
@@ -664,6 +684,23 @@ class XvfbProvider(Provider):
             raise CleanupIncomplete(f"xvfb desktop {handle.session_id} is not fully gone: {', '.join(left)}",
                                     provider=self.name, remedy="deskctl reap",
                                     details={"left": left, "session_id": handle.session_id})
+
+    def _terminate(self, procs: list[tuple[int, int | None]], *, group: bool) -> list[tuple[int, int | None]]:
+        """SIGTERM (to each process group, or process), a grace period awaited on pidfds, then SIGKILL; the
+        processes still alive after that."""
+        live = procs
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not live:
+                break
+            for pid, ticks in live:
+                if _alive(pid, ticks):
+                    with contextlib.suppress(OSError):
+                        (os.killpg if group else os.kill)(pid, sig)
+            self._reap_children()
+            deadline = time.monotonic() + _TERM_GRACE
+            live = [(pid, ticks) for pid, ticks in live if _wait_gone([(pid, ticks)], deadline)]
+            self._reap_children()
+        return live
 
     def _reap_children(self) -> None:
         with self._lock:
