@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from _preflight_fakes import FixedSizeProvider, RetinaProvider, StubProvider
 
-from deskctl.errors import UsageError
+from deskctl.errors import ConfigInvalid, UsageError
 from deskctl.preflight import compat
 from deskctl.spec import DesktopSpec, Platform, WindowGeometry
 
@@ -145,3 +147,35 @@ def test_a_browser_window_that_does_not_fill_the_desktop_warns_like_harbor() -> 
     filled = base.model_copy(update={"window_geometry": WindowGeometry.parse("1024x900")})
     assert not {r.code for r in compat.provider_checks(filled, StubProvider())} & {
         "geometry.window_fill", "geometry.window_outside"}
+
+
+def test_a_user_file_declares_an_in_house_agent_windows_capable(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "compat.json"
+    monkeypatch.setenv("DESKCTL_COMPAT", str(path))
+    assert any(r.code == "compat.agent_unsupported" for r in compat.request_checks(Platform.WINDOWS, "acme-agent",
+                                                                                  None))
+    path.write_text(json.dumps({"agents": [
+        {"agent": "acme-agent", "task_os": ["linux", "windows"], "source": "acme runbook", "date": "2026-11-01"},
+        {"agent": "oracle", "task_os": ["linux"], "source": "acme runbook", "date": "2026-11-01"},
+    ]}))
+    results = compat.request_checks(Platform.WINDOWS, "acme-agent", None)
+    agent = next(r for r in results if r.code == "compat.agent")
+    assert agent.status == "pass" and f"[{path} (2026-11-01)]" in agent.message
+    # a user row replaces the packaged row with the same key
+    assert any(r.code == "compat.agent_unsupported" for r in compat.request_checks(Platform.WINDOWS, "oracle", None))
+    assert "computer-1" in compat.known_agents()
+
+
+@pytest.mark.parametrize("content", [
+    "{not json",
+    json.dumps({"agents": {"agent": "x"}}),
+    json.dumps({"agents": [{"agent": "x", "task_os": ["linux"]}]}),
+])
+def test_a_broken_user_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str) -> None:
+    path = tmp_path / "compat.json"
+    path.write_text(content)
+    monkeypatch.setenv("DESKCTL_COMPAT", str(path))
+    with pytest.raises(ConfigInvalid) as info:
+        compat.load_matrix()
+    assert info.value.exit_code == 2 and str(path) in info.value.message

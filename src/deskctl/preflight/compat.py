@@ -2,9 +2,12 @@
 OS goes with which desktop platform, which screen sizes each provider offers, and HiDPI scales.
 
 The facts live in ``deskctl/data/compat.json``; every row names its source (a key of ``sources``) and the
-date of that source. Where a provider module exists, its :class:`~deskctl.providers.base.Capabilities` are the
-truth for what deskctl itself can do (platforms, settable or fixed sizes, scale); the data file covers
-providers whose module is absent and carries the vendors' facts and notes.
+date of that source. A user file of the same shape (``$DESKCTL_COMPAT``, else ``home_dir()/"compat.json"``)
+adds or replaces rows, e.g. to declare an in-house agent Windows-capable.
+
+Where a provider module exists, its :class:`~deskctl.providers.base.Capabilities` are the truth for what
+deskctl itself can do (platforms, settable or fixed sizes, scale); the data file covers providers whose
+module is absent and carries the vendors' facts and notes.
 
 Every check here is pure and local: nothing touches the network.
 """
@@ -13,12 +16,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deskctl.errors import UsageError
+from deskctl.errors import ConfigInvalid, UsageError
 from deskctl.preflight.checks import CheckResult, Status
 from deskctl.spec import Geometry, Platform, WindowGeometry
 
@@ -41,6 +46,7 @@ __all__ = [
     "providers_for",
     "request_checks",
     "suggest",
+    "user_compat_path",
 ]
 
 TASK_OSES = ("linux", "windows")
@@ -68,10 +74,75 @@ class Matrix:
         return f"{source.get('ref', row.get('source'))} ({row.get('date') or source.get('date')})"
 
 
-@cache
+#: table -> the fields that identify a row; a user row with the same key replaces the packaged one
+_ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "platform_provider": ("provider",),
+    "agents": ("agent",),
+    "task_os_platform": ("platform",),
+    "geometry": ("provider", "platform"),
+    "hidpi": ("provider", "platform"),
+}
+
+
+def user_compat_path() -> Path:
+    """``$DESKCTL_COMPAT``, else ``home_dir()/"compat.json"`` (which need not exist)."""
+    env = os.environ.get("DESKCTL_COMPAT", "").strip()
+    if env:
+        return Path(env).expanduser()
+    from deskctl.paths import home_dir
+
+    return home_dir() / "compat.json"
+
+
 def load_matrix() -> Matrix:
+    """The packaged matrix, with the user's file (same shape, every row with ``source`` and ``date``) merged
+    over it: a user row replaces the packaged row with the same key (an agent name, a provider, ...)."""
+    path = user_compat_path()
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        mtime = -1
+    return _load(str(path), mtime)
+
+
+@cache
+def _load(user_path: str, user_mtime_ns: int) -> Matrix:
     text = resources.files("deskctl.data").joinpath("compat.json").read_text(encoding="utf-8")
-    return Matrix(json.loads(text))
+    doc: dict[str, Any] = json.loads(text)
+    if user_mtime_ns < 0:
+        return Matrix(doc)
+    try:
+        user = json.loads(Path(user_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigInvalid(
+            f"compatibility file {user_path} cannot be read: {exc}",
+            remedy="fix the file, or unset DESKCTL_COMPAT / remove it to use the packaged matrix",
+        ) from exc
+    return Matrix(_merge_user(doc, user, user_path))
+
+
+def _merge_user(doc: dict[str, Any], user: Any, where: str) -> dict[str, Any]:
+    if not isinstance(user, dict):
+        raise ConfigInvalid(f"compatibility file {where}: the top level must be a JSON object")
+    sources = {**doc["sources"], **dict(user.get("sources") or {})}
+    merged = {**doc, "sources": sources}
+    for table, key_fields in _ROW_KEYS.items():
+        rows = user.get(table, [])
+        if not isinstance(rows, list):
+            raise ConfigInvalid(f"compatibility file {where}: {table!r} must be a list")
+        for index, row in enumerate(rows):
+            label = f"compatibility file {where}: {table}[{index}]"
+            if not isinstance(row, dict) or any(not isinstance(row.get(k), str) for k in key_fields):
+                raise ConfigInvalid(f"{label} must be an object naming {', '.join(key_fields)}")
+            for k in ("source", "date"):
+                if not isinstance(row.get(k), str) or not row[k].strip():
+                    raise ConfigInvalid(f"{label} needs a non-empty {k!r} (every row names its source and date)")
+            if row["source"] not in sources:
+                sources[row["source"]] = {"title": row["source"], "ref": where, "date": row["date"]}
+        keys = {tuple(r[k] for k in key_fields) for r in rows}
+        packaged = [r for r in doc[table] if tuple(r[k] for k in key_fields) not in keys]
+        merged[table] = [*rows, *packaged]
+    return merged
 
 
 def suggest(value: str, known: list[str] | tuple[str, ...]) -> str | None:
