@@ -92,7 +92,10 @@ def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None,
               help="Show only rows for this platform.")
 @json_option
 def compat(platform_name: str | None, as_json: bool) -> None:
-    """Print the compatibility matrix, every row with its source and date."""
+    """Print the compatibility matrix, every row with its source and date.
+
+    Extend or override it with a file of the same shape: $DESKCTL_COMPAT, else $DESKCTL_HOME/compat.json.
+    """
     from deskctl.preflight.compat import geometry_table, load_matrix, platforms_for
     from deskctl.providers import known_provider_names
     from deskctl.spec import Platform
