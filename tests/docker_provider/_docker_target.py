@@ -44,9 +44,10 @@ def docker_leftovers(handle: RemoteHandle) -> list[str]:
                 left.append(f"container {str(raw['Id'])[:12]} labelled {handle.session_id}")
     finally:
         client.close()
-    session_dir = handle.data.get("session_dir")
-    if session_dir and os.path.exists(session_dir):
-        left.append(str(session_dir))
+    for key in ("session_dir", "fb_dir"):
+        path = handle.data.get(key)
+        if path and os.path.exists(path):
+            left.append(str(path))
     return left
 
 

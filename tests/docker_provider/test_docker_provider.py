@@ -421,3 +421,31 @@ def test_start_url_opens_in_the_browser_variant() -> None:
                 break
             assert time.monotonic() < deadline, "the start page never showed"
             desk.exec("true")  # a round trip to the container between captures instead of a sleep
+
+
+def test_screenshot_from_the_framebuffer_file_equals_getimage(desk: deskctl.Desktop) -> None:
+    """The fast capture path (Xvfb's framebuffer file in the host's /dev/shm) shows what X shows, drawn just before."""
+    import io
+
+    from PIL import Image
+
+    from deskctl.providers._x11 import connect_display
+
+    assert desk.handle is not None
+    assert str(desk.handle.data["framebuffer"]).startswith("/dev/shm/")
+    address, cookie = docker_probe_address(desk)
+    display = connect_display(address, cookie, timeout=10)
+    try:
+        root = display.screen().root
+        gc = root.create_gc(foreground=0x3366CC)
+        root.fill_rectangle(gc, 100, 50, 200, 100)
+        display.sync()
+    finally:
+        display.close()
+    fast = Image.open(io.BytesIO(desk.screenshot().png)).convert("RGB")
+    assert fast.getpixel((150, 80)) == (0x33, 0x66, 0xCC)
+    assert fast.getpixel((10, 10)) != (0x33, 0x66, 0xCC)
+    provider = desk.provider
+    assert isinstance(provider, DockerProvider)
+    slow = Image.open(io.BytesIO(provider._driver(desk.handle).screenshot().png)).convert("RGB")
+    assert fast.tobytes() == slow.tobytes()

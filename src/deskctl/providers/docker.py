@@ -72,6 +72,7 @@ __all__ = ["DockerProvider", "parse_memory"]
 
 LABEL_PROVIDER = "deskctl.provider"
 LABEL_DIR = "deskctl.docker.dir"
+LABEL_FB_DIR = "deskctl.docker.fb"
 
 #: container uid of the desktop user (see data/docker/Dockerfile)
 DESKTOP_USER = "1000:1000"
@@ -205,6 +206,7 @@ class DockerProvider(Provider):
         self._client: docker.DockerClient | None = None
         self._client_lock = threading.Lock()
         self._drivers: dict[str, X11Driver] = {}
+        self._framebuffers: dict[str, _Framebuffer] = {}
         self._drivers_lock = threading.Lock()
 
     # -- plumbing ------------------------------------------------------------------------------------------------
@@ -394,12 +396,17 @@ class DockerProvider(Provider):
         os.chmod(auth_dir, 0o755)
         cookie_file = write_xauthority(auth_dir / "Xauthority", 0, new_cookie())
         os.chmod(cookie_file, 0o644)
+        fb_dir = _framebuffer_root(session_dir) / session_id
+        fb_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(fb_dir, 0o777)
 
         all_labels = {str(k): str(v) for k, v in labels.items()}
         all_labels.setdefault(LABEL_SESSION, session_id)
         all_labels[LABEL_PROVIDER] = self.name
         all_labels[LABEL_DIR] = str(session_dir)
-        environment = {"DESKCTL_GEOMETRY": f"{geometry.width}x{geometry.height}x{geometry.depth}"}
+        all_labels[LABEL_FB_DIR] = str(fb_dir)
+        environment = {"DESKCTL_GEOMETRY": f"{geometry.width}x{geometry.height}x{geometry.depth}",
+                       "DESKCTL_FBDIR": "/run/deskctl/fb"}
         if spec.window_manager or spec.start_url:
             environment["DESKCTL_WM"] = "1"
         if spec.start_url:
@@ -410,7 +417,8 @@ class DockerProvider(Provider):
             environment["DESKCTL_TTL"] = str(int(spec.ttl_seconds) + 60)
         host_config: dict[str, Any] = {
             "binds": {str(x11_dir): {"bind": "/tmp/.X11-unix", "mode": "rw"},
-                      str(auth_dir): {"bind": "/run/deskctl/xauth", "mode": "ro"}},
+                      str(auth_dir): {"bind": "/run/deskctl/xauth", "mode": "ro"},
+                      str(fb_dir): {"bind": "/run/deskctl/fb", "mode": "rw"}},
             "network_mode": network,
             "init": True,
             "cap_drop": ["ALL"],
@@ -449,6 +457,7 @@ class DockerProvider(Provider):
             if watched:
                 _Watcher.forget_if_running(session_id)
             shutil.rmtree(session_dir, ignore_errors=True)
+            shutil.rmtree(fb_dir, ignore_errors=True)
             if isinstance(exc, DeskctlError) and exc.code == "provider.api_error" and "409" in exc.message:
                 raise UsageError(f"a container named {session_id} already exists", code="usage.conflict",
                                  provider=self.name) from exc
@@ -463,6 +472,8 @@ class DockerProvider(Provider):
                 "socket_path": str(x11_dir / "X0"),
                 "xauthority": str(cookie_file),
                 "session_dir": str(session_dir),
+                "fb_dir": str(fb_dir),
+                "framebuffer": str(fb_dir / "Xvfb_screen0"),
                 "network": network,
                 "memory": memory,
                 "watched": watched,
@@ -544,9 +555,10 @@ class DockerProvider(Provider):
         container = str(handle.data.get("container") or handle.resource_id or name)
         self._remove(container, name)
         _Watcher.forget_if_running(name)
-        session_dir = handle.data.get("session_dir") or handle.labels.get(LABEL_DIR)
-        if session_dir:
-            shutil.rmtree(str(session_dir), ignore_errors=True)
+        for key, label in (("session_dir", LABEL_DIR), ("fb_dir", LABEL_FB_DIR)):
+            path = handle.data.get(key) or handle.labels.get(label)
+            if path:
+                shutil.rmtree(str(path), ignore_errors=True)
 
     def _remove(self, container: str, name: str) -> None:
         """Force-remove and confirm (inspect answers 404); conflicts ("removal in progress") are retried."""
@@ -589,9 +601,10 @@ class DockerProvider(Provider):
                 ids[name] = {}
         for container_id, raw in ids.items():
             self._remove(container_id, name)
-            session_dir = (raw.get("Labels") or {}).get(LABEL_DIR) if raw else None
-            if session_dir:
-                shutil.rmtree(session_dir, ignore_errors=True)
+            labels = (raw.get("Labels") or {}) if raw else {}
+            for label in (LABEL_DIR, LABEL_FB_DIR):
+                if labels.get(label):
+                    shutil.rmtree(labels[label], ignore_errors=True)
 
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
         filters = [LABEL_SESSION, f"{LABEL_PROVIDER}={self.name}"]
@@ -614,6 +627,9 @@ class DockerProvider(Provider):
                     "socket_path": str(Path(session_dir) / "x11" / "X0") if session_dir else "",
                     "xauthority": str(Path(session_dir) / "xauth" / "Xauthority") if session_dir else "",
                     "session_dir": session_dir,
+                    "fb_dir": labels.get(LABEL_FB_DIR, ""),
+                    "framebuffer": str(Path(labels[LABEL_FB_DIR]) / "Xvfb_screen0") if labels.get(LABEL_FB_DIR)
+                    else "",
                     "state": raw.get("State"),
                 },
                 created_at=float(raw.get("Created") or time.time()),
@@ -650,8 +666,11 @@ class DockerProvider(Provider):
     def _drop_driver(self, session_id: str) -> None:
         with self._drivers_lock:
             driver = self._drivers.pop(session_id, None)
+            framebuffer = self._framebuffers.pop(session_id, None)
         if driver is not None:
             driver.close()
+        if framebuffer is not None:
+            framebuffer.close()
 
     def _lost(self, handle: RemoteHandle, doing: str, cause: BaseException) -> DeskctlError:
         """After a failed X call: a precise error when the container is gone or stopped, else the cause."""
@@ -686,8 +705,30 @@ class DockerProvider(Provider):
             return driver.size()
 
     def screenshot(self, handle: RemoteHandle) -> Screenshot:
+        """Pixels read straight from the framebuffer file Xvfb keeps in a host tmpfs (after one X round trip,
+        so every request sent before is drawn), else by GetImage over the socket."""
         with self._x11(handle, "take a screenshot") as driver:
-            return driver.screenshot()
+            framebuffer = self._framebuffer(handle)
+            if framebuffer is None:
+                return driver.screenshot()
+            driver.ping()
+            return framebuffer.screenshot()
+
+    def _framebuffer(self, handle: RemoteHandle) -> _Framebuffer | None:
+        with self._drivers_lock:
+            cached = self._framebuffers.get(handle.session_id)
+        if cached is not None:
+            return cached
+        path = str(handle.data.get("framebuffer") or "")
+        if not path or not os.path.exists(path):
+            return None
+        try:
+            framebuffer = _Framebuffer(path)
+        except (OSError, ValueError):
+            return None
+        with self._drivers_lock:
+            self._framebuffers[handle.session_id] = framebuffer
+        return framebuffer
 
     def act(self, handle: RemoteHandle, action: Action) -> None:
         with self._x11(handle, "send input") as driver:
@@ -728,14 +769,72 @@ class DockerProvider(Provider):
     def close(self) -> None:
         with self._drivers_lock:
             drivers = list(self._drivers.values())
+            framebuffers = list(self._framebuffers.values())
             self._drivers.clear()
+            self._framebuffers.clear()
         for driver in drivers:
             driver.close()
+        for framebuffer in framebuffers:
+            framebuffer.close()
         with self._client_lock:
             client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
+
+
+def _framebuffer_root(session_dir: Path) -> Path:
+    """Where Xvfb keeps its framebuffer file: a per-user 0700 directory in the host's /dev/shm (memory, no disk
+    writes), or the session directory when /dev/shm is not usable or not ours."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        root = shm / f"deskctl-{os.getuid()}"
+        with contextlib.suppress(OSError):
+            root.mkdir(mode=0o700, exist_ok=True)
+            info = root.stat()
+            if info.st_uid == os.getuid() and (info.st_mode & 0o077) == 0 and not root.is_symlink():
+                return root
+    return session_dir
+
+
+class _Framebuffer:
+    """Xvfb's ``-fbdir`` file (an XWD image Xvfb draws into) mapped read-only: a capture is one copy."""
+
+    def __init__(self, path: str) -> None:
+        import mmap
+        import struct
+
+        with open(path, "rb") as fh:
+            self._map = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+        try:
+            fields = struct.unpack_from(">25I", self._map, 0)
+            header_size, depth, width, height = fields[0], fields[3], fields[4], fields[5]
+            byte_order, bits_per_pixel, bytes_per_line, ncolors = fields[7], fields[11], fields[12], fields[19]
+            self.offset = header_size + 12 * ncolors
+            if bits_per_pixel != 32 or depth not in (24, 32) or byte_order != 0:
+                raise ValueError(f"unsupported framebuffer layout {depth}/{bits_per_pixel}/{byte_order}")
+            if self.offset + bytes_per_line * height > len(self._map):
+                raise ValueError("framebuffer file shorter than its header says")
+        except BaseException:
+            self._map.close()
+            raise
+        self.width, self.height, self.stride = width, height, bytes_per_line
+
+    def screenshot(self, compress_level: int = 1) -> Screenshot:
+        import io
+
+        from PIL import Image
+
+        end = self.offset + self.stride * self.height
+        image = Image.frombuffer("RGB", (self.width, self.height), self._map[self.offset:end], "raw", "BGRX",
+                                 self.stride, 1)
+        out = io.BytesIO()
+        image.save(out, format="PNG", compress_level=compress_level)
+        return Screenshot(png=out.getvalue(), width=self.width, height=self.height)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._map.close()
 
 
 def _host_available_memory() -> int | None:

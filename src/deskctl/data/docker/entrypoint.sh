@@ -8,12 +8,13 @@
 #   DESKCTL_START_URL  open this URL in Chromium (browser variant)
 #   DESKCTL_WINDOW     WxH+X+Y of the browser window
 #   DESKCTL_TTL        seconds after which the desktop stops itself (a backstop; the host reaper removes it)
+#   DESKCTL_FBDIR      keep the framebuffer in DIR/Xvfb_screen0 (XWD), a host tmpfs the host captures from
 set -eu
 : "${DESKCTL_GEOMETRY:?DESKCTL_GEOMETRY is required}"
 ready=/tmp/deskctl-xready
 rm -f "$ready"; mkfifo "$ready"
 Xvfb :0 -screen 0 "$DESKCTL_GEOMETRY" -nolisten tcp -nolisten local -auth "$XAUTHORITY" \
-    -noreset -dpi 96 -displayfd 3 3>"$ready" &
+    -noreset -dpi 96 ${DESKCTL_FBDIR:+-fbdir "$DESKCTL_FBDIR"} -displayfd 3 3>"$ready" &
 xvfb=$!
 # -displayfd writes the display number once the server accepts connections: no polling.
 read -r _display <"$ready" || { wait "$xvfb"; exit $?; }
