@@ -168,6 +168,16 @@ def test_budget_projection_over_the_cap_fails_with_the_way_out(prices: Path) -> 
     assert info.value.exit_code == 4
 
 
+def test_budget_projection_uses_the_earlier_of_max_minutes_and_ttl(prices: Path) -> None:
+    _write_rate(prices, 6.0)
+    by_ttl = run_checks(_spec(ttl_seconds="5m", max_usd=0.25), StubProvider())
+    budget = next(r for r in by_ttl if r.code.startswith("budget."))
+    assert budget.status == "fail" and "projected $0.5000 for 5 min" in budget.message
+    both = run_checks(_spec(ttl_seconds="5m", max_minutes=2, max_usd=0.25), StubProvider())
+    budget = next(r for r in both if r.code.startswith("budget."))
+    assert budget.status == "pass" and "projected $0.2000 for 2 min" in budget.message
+
+
 def test_budget_within_the_cap_passes(prices: Path) -> None:
     _write_rate(prices, 6.0)
     results = run_checks(_spec(max_minutes=4, max_usd=0.5), StubProvider())

@@ -185,7 +185,9 @@ def _budget_check(spec: DesktopSpec, provider_name: str) -> list[CheckResult]:
                             provider=provider_name)]
     rate = rate_for(spec)
     cap = spec.max_usd
-    minutes = spec.max_minutes
+    # the session ends at the earlier of its max minutes and its ttl (its watchdog enforces both)
+    limits = [x for x in (spec.max_minutes * 60 if spec.max_minutes else None, spec.ttl_seconds) if x]
+    minutes = min(limits) / 60 if limits else None
     if rate is None:
         message = f"cost: unknown (no rate for {provider_name} {spec.platform.value} {spec.geometry_label()})"
         if cap is not None:
@@ -197,7 +199,7 @@ def _budget_check(spec: DesktopSpec, provider_name: str) -> list[CheckResult]:
     if minutes is None:
         if per_hour == 0:
             return [CheckResult("pass", "budget.projection", f"cost: $0/h [{source}]", provider=provider_name)]
-        message = f"rate ${per_hour:g}/h [{source}]; no --max-minutes, so the projected cost is open-ended"
+        message = f"rate ${per_hour:g}/h [{source}]; no --max-minutes or ttl, so the projected cost is open-ended"
         if cap is not None:
             affordable = cap / per_hour * 60
             return [CheckResult("warn", "budget.open_ended", message + f" (${cap:g} buys {affordable:.0f} min)",
