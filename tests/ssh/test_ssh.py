@@ -35,6 +35,7 @@ from deskctl.errors import (
     CredentialsMissing,
     DeskctlError,
     PreflightError,
+    ProviderApiError,
     ProviderUnreachable,
     SessionLost,
     UsageError,
@@ -304,6 +305,19 @@ def test_host_without_xvfb(ssh_env: dict[str, str]) -> None:
         SSHProvider(options).create(SPEC, session_id, labels(session_id))
     assert caught.value.code == "ssh.xvfb_missing"
     assert not os.path.exists(f"/home/deskctl-ssh/.cache/deskctl/ssh/{session_id}")
+
+
+def test_xvfb_that_dies_at_start_is_reported_and_leaves_nothing(ssh_env: dict[str, str]) -> None:
+    session_id = new_id()
+    provider = SSHProvider({"xvfb_path": "/bin/false"})
+    try:
+        with pytest.raises(ProviderApiError) as caught:
+            provider.create(SPEC, session_id, labels(session_id))
+        assert "Xvfb did not start" in caught.value.message
+    finally:
+        provider.close()
+    assert not os.path.exists(f"/home/deskctl-ssh/.cache/deskctl/ssh/{session_id}")
+    assert processes_with(f"deskctl-ssh:{session_id} ") == []
 
 
 def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: dict[str, str]) -> None:

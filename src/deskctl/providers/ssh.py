@@ -962,6 +962,8 @@ class SSHProvider(Provider):
         # a provider dropped without close() must not keep its connections (and their threads) alive
         self._connections: list[_Connection] = []
         weakref.finalize(self, _close_connections, self._connections)
+        # one connection per host for list_owned, is_alive and destroy of desktops this process did not open
+        self._controls: dict[tuple[Any, ...], _Connection] = {}
 
     def _track(self, conn: _Connection) -> _Connection:
         with self._lock:
@@ -981,6 +983,16 @@ class SSHProvider(Provider):
                 return spare
             spare.close()
         return self._track(_Connection(settings, record_new_host_key=record_new_host_key))
+
+    def _control(self, settings: _Settings) -> _Connection:
+        with self._lock:
+            conn = self._controls.get(settings.key)
+            if conn is not None and conn.alive:
+                return conn
+        conn = self._track(_Connection(settings, record_new_host_key=False))
+        with self._lock:
+            self._controls[settings.key] = conn
+        return conn
 
     # -- preflight --------------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
@@ -1173,6 +1185,7 @@ class SSHProvider(Provider):
         if not remote_path:
             return  # create never got as far as a directory
         conn: _Connection | None = None
+        own_conn = False
         try:
             if desk is not None:
                 owner = desk.owner
@@ -1180,10 +1193,11 @@ class SSHProvider(Provider):
                 if owner is not None:  # EOF on the watcher's stdin: it stops Xvfb itself
                     with contextlib.suppress(Exception):
                         owner.shutdown_write()
-                conn = desk.conn if desk.conn.alive else None
+                own_conn = desk.conn.alive
+                conn = desk.conn if own_conn else None
             if conn is None:
                 try:
-                    conn = _Connection(_Settings.from_handle(handle, self.options), record_new_host_key=False)
+                    conn = self._control(_Settings.from_handle(handle, self.options))
                 except DeskctlError as err:
                     raise CleanupIncomplete(
                         f"cannot confirm that {handle.session_id} is gone from {handle.data.get('host')}: "
@@ -1208,7 +1222,8 @@ class SSHProvider(Provider):
         finally:
             if desk is not None:
                 desk.close()
-            if conn is not None:
+                desk.conn.close()
+            if conn is not None and own_conn:
                 conn.close()
 
     def detach(self, handle: RemoteHandle) -> None:
@@ -1240,11 +1255,7 @@ class SSHProvider(Provider):
             settings = self._settings()
         except UsageError:
             return []  # no host configured: nothing this provider could own
-        conn = _Connection(settings, record_new_host_key=False)
-        try:
-            status, out, err = conn.run(_sh(_LIST_SCRIPT, settings.remote_dir), timeout=60)
-        finally:
-            conn.close()
+        status, out, err = self._control(settings).run(_sh(_LIST_SCRIPT, settings.remote_dir), timeout=60)
         if status != 0:
             raise ProviderApiError(f"listing desktops on {settings.target.host} failed: "
                                    f"{err.decode(errors='replace').strip()}", provider=PROVIDER)
@@ -1272,8 +1283,13 @@ class SSHProvider(Provider):
         return handles
 
     def is_alive(self, handle: RemoteHandle) -> bool:
+        with self._lock:
+            desk = self._desktops.get(handle.session_id)
         try:
-            state = self._remote_state(handle, self._conn_for(handle))
+            if desk is not None and not desk.conn.alive:
+                return False  # an attached desktop ends with its connection
+            conn = desk.conn if desk is not None else self._control(_Settings.from_handle(handle, self.options))
+            state = self._remote_state(handle, conn)
         except DeskctlError:
             return False
         return state.get("alive") == "yes"
