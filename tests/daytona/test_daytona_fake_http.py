@@ -191,6 +191,28 @@ def test_create_body_follows_the_rules(provider: DaytonaProvider, fake: FakeDayt
         provider.destroy(handle)
 
 
+def test_lifetime_backstops_follow_the_session() -> None:
+    from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES
+
+    prov = DaytonaProvider()
+    in_two_hours = {LABEL_EXPIRES: str(int(time.time()) + 7200)}
+    attached = prov.create_body(spec("windows"), "dk-a", in_two_hours)
+    assert (attached["autoStopInterval"], attached["autoDeleteInterval"]) == (15, 0)
+    assert 120 < attached["ttlMinutes"] <= 126  # a little after the session's own expiry, never before
+    detached = prov.create_body(spec("windows"), "dk-d", {**in_two_hours, LABEL_DETACHED: "1"})
+    assert 119 <= detached["autoStopInterval"] <= 121  # no keepalive: idle up to its lifetime is use
+    short = prov.create_body(spec("ubuntu", "800x600", max_minutes=5), "dk-s", in_two_hours)
+    assert (short["autoStopInterval"], short["ttlMinutes"]) == (5, 10)
+    assert short["env"] == {"VNC_RESOLUTION": "800x600"}
+    assert "snapshot" not in short and "target" not in short  # Daytona's defaults for Linux
+    bare = prov.create_body(spec("windows"), "dk-b", {})
+    assert (bare["autoStopInterval"], bare["ttlMinutes"]) == (15, 1440)
+    chosen = DaytonaProvider({"auto_stop_minutes": 3, "ttl_minutes": 0, "snapshot": "win-custom", "target": "eu"})
+    body = chosen.create_body(spec("windows"), "dk-c", in_two_hours)
+    assert (body["autoStopInterval"], body["ttlMinutes"], body["snapshot"], body["target"]) == (3, 0, "win-custom",
+                                                                                                "eu")
+
+
 def test_ubuntu_size_is_settable(provider: DaytonaProvider, fake: FakeDaytona) -> None:
     fake.cu_unavailable = 3  # the plugin answers 503 a few times after start
     wanted = spec("ubuntu", "800x600")

@@ -69,6 +69,7 @@ from deskctl.errors import (
 )
 from deskctl.providers._http import HttpErrorContext, RetryPolicy, make_client, send
 from deskctl.providers.base import (
+    LABEL_DETACHED,
     LABEL_EXPIRES,
     LABEL_SESSION,
     Capabilities,
@@ -427,17 +428,24 @@ class DaytonaProvider(Provider):
         all_labels = {str(k): str(v) for k, v in labels.items()}
         all_labels[LABEL_SESSION] = session_id
         all_labels[LABEL_MANAGED] = "1"
-        limits = [x for x in (spec.ttl_seconds, spec.max_minutes * 60 if spec.max_minutes else None) if x]
-        auto_stop = int(self.options.get("auto_stop_minutes", 15))
-        if limits:
-            auto_stop = min(auto_stop, _ceil_minutes(min(limits)))
+        lifetime = _lifetime_seconds(spec, labels)
+        detached = str(labels.get(LABEL_DETACHED, "")) == "1"
+        auto_stop_option = self.options.get("auto_stop_minutes")
+        if auto_stop_option is not None:
+            auto_stop = int(auto_stop_option)
+        elif detached and lifetime is not None:
+            # nobody sends keepalives to a detached desktop: idle time up to its lifetime is expected use
+            auto_stop = _ceil_minutes(lifetime)
+        else:
+            # an attached session sends keepalives: auto-stop fires only once its owner is gone
+            auto_stop = min(15, _ceil_minutes(lifetime)) if lifetime is not None else 15
         auto_stop = max(1, auto_stop)  # 0 would mean "never stop": a cost leak
         ttl_option = self.options.get("ttl_minutes")
         if ttl_option is not None:
             ttl = int(ttl_option)
-        elif limits:
-            # the server-side backstop fires a little after the session's own limit, never before
-            ttl = _ceil_minutes(min(limits)) + 5
+        elif lifetime is not None:
+            # the server-side backstop fires a little after the session's own expiry, never before
+            ttl = _ceil_minutes(lifetime) + 5
         else:
             ttl = 1440
         body: dict[str, Any] = {
@@ -843,6 +851,18 @@ def _items(page: Any) -> tuple[list[Any], str | None]:
         cursor = page.get("nextCursor")
         return (list(items) if isinstance(items, list) else []), (str(cursor) if cursor else None)
     return [], None
+
+
+def _lifetime_seconds(spec: DesktopSpec, labels: Mapping[str, str]) -> float | None:
+    """Seconds the session may live: its expiry label (set by the session), its ttl and max minutes."""
+    limits = [x for x in (spec.ttl_seconds, spec.max_minutes * 60 if spec.max_minutes else None) if x]
+    try:
+        expires = float(labels.get(LABEL_EXPIRES, ""))
+    except ValueError:
+        expires = None
+    if expires is not None:
+        limits.append(max(60.0, expires - time.time()))
+    return min(limits) if limits else None
 
 
 def _expired(handle: RemoteHandle, now: float) -> bool:
