@@ -327,6 +327,23 @@ def test_readiness_waits_for_started(provider: DaytonaProvider, fake: FakeDayton
         provider.destroy(handle)
 
 
+def test_windows_computer_use_start_is_advisory(provider: DaytonaProvider, fake: FakeDaytona) -> None:
+    fake.inject("POST", r"/computeruse/start$", 400, {"error": "not implemented on windows"})
+    handle = provider.create(WINDOWS, "dk-winstart", {})
+    try:
+        provider.wait_ready(handle, time.monotonic() + 30)  # status says active: ready
+        assert [r.status for r in fake.log if r.path.endswith("/computeruse/start")] == [400]
+    finally:
+        provider.destroy(handle)
+    ubuntu = provider.create(spec("ubuntu"), "dk-ubustart", {})
+    fake.inject("POST", r"/computeruse/start$", 400, {"error": "failed to start: [xvfb]"})
+    try:
+        with pytest.raises(ProviderApiError):
+            provider.wait_ready(ubuntu, time.monotonic() + 30)
+    finally:
+        provider.destroy(ubuntu)
+
+
 def test_readiness_fails_fast_on_error_state(provider: DaytonaProvider, fake: FakeDaytona) -> None:
     fake.start_polls = 1000
     handle = provider.create(WINDOWS, "dk-err1", {})

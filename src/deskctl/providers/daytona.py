@@ -607,8 +607,14 @@ class DaytonaProvider(Provider):
         for _ in self._polls(deadline):
             try:
                 if not started:
-                    self._toolbox(handle, "POST", "/computeruse/start", "start computer use", idempotent=True,
-                                  deadline=deadline)
+                    try:
+                        self._toolbox(handle, "POST", "/computeruse/start", "start computer use",
+                                      idempotent=True, deadline=deadline)
+                    except ProviderApiError as err:
+                        # on Windows the desktop is always there and start is a no-op: its answer is advisory
+                        if handle.data.get("platform") != Platform.WINDOWS.value or err.status in (502, 503, 504):
+                            raise
+                        last = f"computer use start answered HTTP {err.status} (advisory on windows)"
                     started = True
                 status = self._json(self._toolbox(handle, "GET", "/computeruse/status", "read computer use status",
                                                   idempotent=True, deadline=deadline))
