@@ -263,9 +263,17 @@ def _status(tx: Transaction, budget: Budget, *, now: float, max_usd: float, wind
             alive: Any, unknown_cost: str | None = None) -> BudgetStatus:  # fmt: skip
     policy = _check_policy(unknown_cost, "--unknown-cost") if unknown_cost else unknown_cost_policy(budget=budget)
     result = BudgetStatus(budget.name, max_usd, window_seconds, now, unknown_cost=policy)
-    for r in tx.reservations(budget.name, since=now - window_seconds):
-        record = tx.session(r.session_id)
-        _count_reservation(result, r, record, now, alive)
+    since = now - window_seconds
+    records = tx.reservation_sessions(budget.name, since=since)
+    known: dict[str | None, bool | None] = {}
+
+    def alive_once(owner: str | None) -> bool | None:  # one look per owner process, not per reservation
+        if owner not in known:
+            known[owner] = alive(owner)
+        return known[owner]
+
+    for r in tx.reservations(budget.name, since=since):
+        _count_reservation(result, r, records.get(r.session_id), now, alive_once)
     return result
 
 
@@ -274,8 +282,10 @@ def _count_reservation(result: BudgetStatus, r: Reservation, record: SessionReco
     so_far = session_cost(record, now) if record is not None else 0.0
     running = record is not None and record.active and record.created_at is not None
     detached = record is not None and record.detached
-    owner_dead = alive(r.owner) is False and not (running and detached)
-    if r.status == "held" and now < r.expires_at and not owner_dead:
+    held = r.status == "held" and now < r.expires_at
+    if held and not (running and detached) and alive(r.owner) is False:
+        held = False  # its owner died: release the hold (a desktop that exists still counts below)
+    if held:
         if r.unknown:
             _add(result, session_id=r.session_id, running=True, cost=None, how="held, unknown rate")
         else:
