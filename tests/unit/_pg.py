@@ -2,7 +2,8 @@
 
 ``PostgresCluster`` runs Debian's own binaries (``/usr/lib/postgresql/<v>/bin``): ``initdb`` into a temp
 directory (as the ``postgres`` user when we are root, since PostgreSQL refuses to run as root), trust
-authentication for loopback only, a free TCP port on 127.0.0.1 and the unix socket inside the temp directory.
+authentication, and no TCP at all: the server listens only on a unix socket inside that private directory, so
+no port can clash and no other user can connect.
 ``stop()`` shuts it down and removes every file. Each test gets its own database from :meth:`new_database`.
 
 ``DESKCTL_TEST_POSTGRES_URL`` points the tests at an existing server instead (its user must be allowed to
@@ -14,7 +15,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -37,12 +37,6 @@ def find_pg_bin() -> Path | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class PostgresCluster:
     def __init__(self) -> None:
         self.external = os.environ.get("DESKCTL_TEST_POSTGRES_URL") or None
@@ -55,7 +49,7 @@ class PostgresCluster:
     def admin_url(self) -> str:
         if self.external:
             return self.external
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres@/postgres?host={self.tmp}&port={self.port}"
 
     def start(self) -> None:
         if self.external:
@@ -69,11 +63,11 @@ class PostgresCluster:
         if os.geteuid() == 0:
             shutil.chown(self.tmp, user="postgres", group="postgres")
             self._as_user = ["runuser", "-u", "postgres", "--"]
-        self.port = _free_port()
+        self.port = 5432  # only names the socket file (.s.PGSQL.5432) in our private directory
         self._run([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
                    "--no-sync", "--no-instructions"])  # fmt: skip
         options = (
-            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.tmp} "
+            f"-c listen_addresses='' -c port={self.port} -c unix_socket_directories={self.tmp} "
             "-c fsync=off -c full_page_writes=off -c max_connections=100 -c shared_buffers=16MB"
         )
         self._run([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.tmp / "log"),
