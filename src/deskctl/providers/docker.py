@@ -288,12 +288,7 @@ class DockerProvider(Provider):
             results.append(CheckResult(status, code, message, remedy, self.name,  # type: ignore[arg-type]
                                        round((time.monotonic() - started) * 1000, 1) if started else 0.0))
 
-        if spec.platform is not Platform.UBUNTU:
-            add("fail", "compat.platform", f"docker desktops are Linux (ubuntu); {spec.platform.value} is not offered",
-                "use --platform ubuntu, or a provider that offers it (deskctl compat)")
-        reason = self.check_geometry(spec.geometry, spec.platform)
-        if reason:
-            add("fail", "geometry.unsupported", reason)
+        # platform and geometry are checked by the preflight runner from ``capabilities``
         started = time.monotonic()
         try:
             self._client = None
@@ -301,12 +296,12 @@ class DockerProvider(Provider):
                 from deskctl.images import connect
 
                 client = connect(timeout=5)
-                info = client.info()
+                version = client.api.version()
             self._client = client
         except DeskctlError as exc:
             add("fail", "docker.daemon", exc.message, exc.remedy, started)
             return results
-        add("pass", "docker.daemon", f"Docker {info.get('ServerVersion', '?')} answers", None, started)
+        add("pass", "docker.daemon", f"Docker {version.get('Version', '?')} answers", None, started)
 
         started = time.monotonic()
         try:
@@ -321,7 +316,7 @@ class DockerProvider(Provider):
         try:
             limit = self._memory(spec)
             needed = self._needed_memory(spec, variant)
-            total = int(info.get("MemTotal") or 0)
+            total = _host_memory("MemTotal") or 0
             if limit is not None and limit < needed:
                 add("fail", "docker.memory",
                     f"memory limit {_mib(limit)} is below the {_mib(needed)} a {spec.geometry_label()} "
@@ -331,7 +326,7 @@ class DockerProvider(Provider):
                     f"the request ({_mib(limit or needed)}) is more than the Docker host has ({_mib(total)})",
                     "ask for less memory (provider_options memory)", started)
             else:
-                available = _host_available_memory()
+                available = _host_memory("MemAvailable")
                 if available is not None and needed > available:
                     add("warn", "docker.memory",
                         f"only {_mib(available)} free on this host; a desktop needs about {_mib(needed)}",
@@ -837,14 +832,14 @@ class _Framebuffer:
             self._map.close()
 
 
-def _host_available_memory() -> int | None:
-    """MemAvailable of this host (where a local daemon runs its containers), or None when unknown."""
+def _host_memory(field: str) -> int | None:
+    """``MemTotal`` or ``MemAvailable`` of this host (where the local daemon runs its containers), or None."""
     if os.environ.get("DOCKER_HOST", "unix://").startswith(("tcp://", "ssh://")):
         return None
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None
