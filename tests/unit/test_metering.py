@@ -29,6 +29,15 @@ def test_every_packaged_row_names_its_source_and_date() -> None:
         assert table["source"] and table["date"] and table["third_party"] is True
 
 
+def test_every_packaged_row_names_a_registered_provider_and_a_real_platform() -> None:
+    from deskctl.providers import PROVIDERS
+    from deskctl.spec import Platform
+
+    for row in catalog_rows():
+        assert row["provider"] in PROVIDERS, row
+        assert row.get("platform", "*") in {"*", *(p.value for p in Platform)}, row
+
+
 def test_local_providers_are_known_free_not_unknown() -> None:
     for provider in ("xvfb", "docker"):
         rate = lookup_rate(provider, "ubuntu")
