@@ -449,3 +449,35 @@ def test_screenshot_from_the_framebuffer_file_equals_getimage(desk: deskctl.Desk
     assert isinstance(provider, DockerProvider)
     slow = Image.open(io.BytesIO(provider._driver(desk.handle).screenshot().png)).convert("RGB")
     assert fast.tobytes() == slow.tobytes()
+
+
+def test_reap_removes_desktops_whose_owner_is_gone_and_keeps_the_others(docker_sdk: Any) -> None:
+    import socket
+
+    from deskctl.ledger import open_ledger
+    from deskctl.providers.base import LABEL_EXPIRES, LABEL_OWNER
+    from deskctl.reaper import reap
+
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True)
+    host = socket.gethostname()
+    expires = str(int(time.time()) + 3600)
+    provider = DockerProvider({"reaper": False})  # as if the owner's watcher had died with it
+    spec = DesktopSpec.build(provider="docker", geometry="640x480")
+    orphan = provider.create(spec, "dk-orphan001", {LABEL_SESSION: "dk-orphan001", LABEL_EXPIRES: expires,
+                                                     LABEL_OWNER: f"{host}:{int(finished.stdout)}"})
+    kept = provider.create(spec, "dk-kept00001", {LABEL_SESSION: "dk-kept00001", LABEL_EXPIRES: expires,
+                                                   LABEL_OWNER: f"{host}:{os.getpid()}"})
+    try:
+        with open_ledger() as ledger:
+            results = reap(ledger, providers=["docker"])
+        reaped = {r.session_id: r for r in results}
+        assert reaped["dk-orphan001"].action == "destroyed" and "gone" in reaped["dk-orphan001"].reason
+        assert "dk-kept00001" not in reaped
+        assert docker_leftovers(orphan) == []
+        assert docker_sdk.api.inspect_container(kept.resource_id)["State"]["Running"]
+    finally:
+        provider.destroy(orphan)
+        provider.destroy(kept)
+        provider.close()
+    assert docker_leftovers(kept) == []
