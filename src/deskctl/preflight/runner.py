@@ -155,6 +155,9 @@ def _sorted(results: Iterable[CheckResult]) -> list[CheckResult]:
 
 # -- one provider (the session's engine) ----------------------------------------------------------------------
 
+#: the code of the engine's own presence-only credentials check
+_ENGINE_CREDENTIALS = "credentials"
+
 
 def _credential_check(provider_name: str) -> list[CheckResult]:
     from deskctl.credentials import PROVIDER_CREDENTIALS, credential_set, keyring_status, presence_check
@@ -173,16 +176,8 @@ def _credential_check(provider_name: str) -> list[CheckResult]:
 
 
 def _budget_check(spec: DesktopSpec, provider_name: str) -> list[CheckResult]:
-    try:
-        from deskctl import metering
-    except ImportError:
-        return [CheckResult("skip", "budget.projection", "cost: unknown (metering is not available)",
-                            provider=provider_name)]
-    rate_for: Callable[[DesktopSpec], Any] | None = getattr(metering, "rate_for", None)
-    cost_for: Callable[[Any, float], float | None] | None = getattr(metering, "cost_for", None)
-    if rate_for is None or cost_for is None:
-        return [CheckResult("skip", "budget.projection", "cost: unknown (metering has no rate catalog)",
-                            provider=provider_name)]
+    from deskctl.metering import cost_for, rate_for
+
     rate = rate_for(spec)
     cap = spec.max_usd
     # the session ends at the earlier of its max minutes and its ttl (its watchdog enforces both)
@@ -195,7 +190,7 @@ def _budget_check(spec: DesktopSpec, provider_name: str) -> list[CheckResult]:
                                 remedy="add the rate to your price catalog override", provider=provider_name)]
         return [CheckResult("pass", "budget.projection", message, provider=provider_name)]
     per_hour = float(rate.usd_per_hour)
-    source = f"{getattr(rate, 'source', '?')} ({getattr(rate, 'date', '?')})"
+    source = f"{rate.source} ({rate.date})"
     if minutes is None:
         if per_hour == 0:
             return [CheckResult("pass", "budget.projection", f"cost: $0/h [{source}]", provider=provider_name)]
@@ -238,9 +233,6 @@ def _provider_check_list(
         Check("budget", lambda: _budget_check(spec, name), name, timeout),
     ]
     return checks
-
-
-_ENGINE_CREDENTIALS = "credentials"
 
 
 def _merge(pairs: list[tuple[Check, list[CheckResult]]]) -> list[CheckResult]:
