@@ -295,3 +295,12 @@ def test_the_text_table_and_the_json_document_say_the_same() -> None:
     assert lines[-1] == "not ready: Xvfb not found" == report.to_dict()["verdict"]
     text_codes = [line.split()[1] for line in lines if line[2:6] in ("ok  ", "WARN", "FAIL", "skip")]
     assert text_codes == [r["code"] for r in report.to_dict()["results"]]
+
+
+def test_a_spec_keeps_its_ttl_and_window_for_the_checks(prices: Path) -> None:
+    _write_rate(prices, 6.0)
+    spec = _spec(geometry="1024x900", window_geometry="800x600", ttl_seconds="10m", max_usd=0.5)
+    report = preflight(spec)
+    codes = {r.code for r in report.results}
+    assert {"geometry.window_fill", "budget.exceeded"} <= codes
+    assert report.exit_code == 3

@@ -327,6 +327,8 @@ class PreflightRequest:
     max_usd: float | None = None
     timeout: float = 10.0
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the full spec when the request came from one (keeps ttl, window geometry, labels for the checks)
+    spec: DesktopSpec | None = None
 
 
 _STATUS_LABEL = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
@@ -442,6 +444,7 @@ def _request_from(spec_or_request: DesktopSpec | PreflightRequest | None,
             max_minutes=spec.max_minutes,
             max_usd=spec.max_usd,
             provider_options={spec.provider: dict(spec.provider_options)},
+            spec=spec,
         )
     else:
         request = spec_or_request
@@ -495,8 +498,11 @@ def preflight(
         request = dataclasses.replace(request, agent=compat.normalize_agent(request.agent))
     if request.task_os:
         request = dataclasses.replace(request, task_os=compat.normalize_task_os(request.task_os))
-    base = DesktopSpec.build(platform=request.platform, geometry=request.geometry or "native",
-                             max_minutes=request.max_minutes, max_usd=request.max_usd)
+    if request.spec is not None:
+        base = request.spec
+    else:
+        base = DesktopSpec.build(platform=request.platform, geometry=request.geometry or "native",
+                                 max_minutes=request.max_minutes, max_usd=request.max_usd)
     setup_failures: list[CheckResult] = []
     built: list[tuple[DesktopSpec, Provider]] = []
     if instances is not None:
