@@ -154,6 +154,17 @@ def test_preflight_maintenance_and_unreachable(provider: DaytonaProvider, fake: 
     assert results["provider.unreachable"].status == "fail"
 
 
+def test_preflight_retries_little_and_keeps_the_error_code(provider: DaytonaProvider, fake: FakeDaytona) -> None:
+    fake.inject("GET", r"^/api/config$", 502, raw=b"", times=2)
+    results = {r.code: r for r in provider.preflight(WINDOWS)}
+    assert results["provider.api_error"].status == "fail"
+    assert [r.status for r in fake.log] == [502, 502]  # two attempts, then a verdict
+    fake.inject("GET", r"^/api/sandbox$", 429, {"statusCode": 429, "message": "Rate limit exceeded"},
+                headers={"Retry-After-authenticated": "1"}, times=2)
+    results = {r.code: r for r in provider.preflight(WINDOWS)}
+    assert results["provider.rate_limited"].status == "fail"
+
+
 def test_jwt_needs_the_organization_header(fake: FakeDaytona, daytona_env: FakeDaytona,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     fake.jwt = "eyJfake.jwt.token"

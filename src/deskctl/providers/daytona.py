@@ -169,12 +169,25 @@ class DaytonaProvider(Provider):
         self._client_lock = threading.Lock()
         self._auth_headers: dict[str, str] | None = None
         self.retry = RetryPolicy.from_options(self.options)
-        self.poll_interval = float(self.options.get("poll_interval", 0.2))
-        self.poll_max_interval = float(self.options.get("poll_max_interval", 2.0))
-        self.destroy_timeout = float(self.options.get("destroy_timeout", 300.0))
-        self.create_timeout = float(self.options.get("create_timeout", 120.0))
-        self.request_timeout = float(self.options.get("request_timeout", 60.0))
+        self.poll_interval = self._number("poll_interval", 0.2)
+        self.poll_max_interval = self._number("poll_max_interval", 2.0)
+        self.destroy_timeout = self._number("destroy_timeout", 300.0)
+        self.create_timeout = self._number("create_timeout", 120.0)
+        self.request_timeout = self._number("request_timeout", 60.0)
         self._sleep: Callable[[float], None] = time.sleep
+        self._api_url: str | None = None
+
+    def _number(self, key: str, default: float) -> float:
+        raw = self.options.get(key, default)
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = -1.0
+        if value < 0:
+            from deskctl.errors import ConfigInvalid
+
+            raise ConfigInvalid(f"daytona option {key}={raw!r} is not a non-negative number", provider=self.name)
+        return value
 
     # -- configuration -----------------------------------------------------------------------------------
     def _var(self, var: str) -> str | None:
@@ -185,8 +198,11 @@ class DaytonaProvider(Provider):
 
     @property
     def api_url(self) -> str:
-        url = self.options.get("api_url") or self._var("DAYTONA_API_URL") or DEFAULT_API_URL
-        return str(url).rstrip("/")
+        """``api_url`` option, else ``DAYTONA_API_URL``, else the public service (resolved once)."""
+        if self._api_url is None:
+            url = self.options.get("api_url") or self._var("DAYTONA_API_URL") or DEFAULT_API_URL
+            self._api_url = str(url).rstrip("/")
+        return self._api_url
 
     def _target(self, platform: Platform) -> str | None:
         target = self.options.get("target") or self._var("DAYTONA_TARGET")
@@ -261,13 +277,14 @@ class DaytonaProvider(Provider):
 
     def _api(
         self, method: str, path: str, action: str, *, idempotent: bool, ok: frozenset[int] = frozenset(),
-        api_url: str | None = None, deadline: float | None = None, **kwargs: Any,
+        api_url: str | None = None, deadline: float | None = None, policy: RetryPolicy | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         headers = dict(kwargs.pop("headers", {}) or {})
         headers.update(self._auth())
         url = f"{(api_url or self.api_url).rstrip('/')}{path}"
-        return send(self.client, method, url, self._context(action), policy=self.retry, idempotent=idempotent,
-                    ok_statuses=ok, deadline=deadline, headers=headers, **kwargs)
+        return send(self.client, method, url, self._context(action), policy=policy or self.retry,
+                    idempotent=idempotent, ok_statuses=ok, deadline=deadline, headers=headers, **kwargs)
 
     def _toolbox(
         self, handle: RemoteHandle, method: str, path: str, action: str, *, idempotent: bool,
@@ -322,13 +339,14 @@ class DaytonaProvider(Provider):
             results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
                                        self.name, (time.monotonic() - started) * 1000.0))
 
+        quick = replace_attempts(self.retry, 2)  # preflight runs under a per-check timeout
         started = time.monotonic()
         try:
             config = self._json(send(self.client, "GET", f"{self.api_url}/config", self._context("GET /config"),
-                                     policy=replace_attempts(self.retry, 2), idempotent=True))
+                                     policy=quick, idempotent=True))
         except DeskctlError as err:
-            add("fail", "provider.unreachable", f"{self.api_url}/config: {err.message}",
-                "check the network and DAYTONA_API_URL", started)
+            add("fail", err.code if isinstance(err, InfrastructureError) else "provider.unreachable",
+                f"{self.api_url}/config: {err.message}", "check the network and DAYTONA_API_URL", started)
             return results
         if isinstance(config, dict) and (config.get("maintananceMode") or config.get("maintenanceMode")):
             add("fail", "provider.maintenance", "Daytona reports maintenance mode", "retry later", started)
@@ -345,19 +363,19 @@ class DaytonaProvider(Provider):
             return results
         try:
             first = self._json(self._api("GET", "/sandbox", "list sandboxes", idempotent=True,
-                                         params={"limit": 1}))
+                                         params={"limit": 1}, policy=quick))
         except DeskctlError as err:
-            code = err.code if isinstance(err, PreflightError) else "provider.unreachable"
+            code = err.code if isinstance(err, PreflightError | InfrastructureError) else "provider.unreachable"
             add("fail", code, err.message, err.remedy, started)
             return results
         add("pass", "daytona.credentials", "the Daytona credentials are accepted", None, started)
 
         started = time.monotonic()
-        self._quota_check(spec, first, add, started)
+        self._quota_check(spec, first, add, started, quick)
 
         started = time.monotonic()
         try:
-            owned = self.list_owned()
+            owned = self._list_owned(None, quick)
         except DeskctlError as err:
             add("warn", "daytona.leftovers", f"could not list deskctl sandboxes: {err.message}", None, started)
         else:
@@ -372,7 +390,8 @@ class DaytonaProvider(Provider):
                 add("pass", "daytona.leftovers", "no deskctl sandboxes are left over", None, started)
         return results
 
-    def _quota_check(self, spec: DesktopSpec, first_page: Any, add: Callable[..., None], started: float) -> None:
+    def _quota_check(self, spec: DesktopSpec, first_page: Any, add: Callable[..., None], started: float,
+                     policy: RetryPolicy) -> None:
         org = self._var("DAYTONA_ORGANIZATION_ID")
         if not org:
             items = _items(first_page)[0]
@@ -384,7 +403,7 @@ class DaytonaProvider(Provider):
             return
         try:
             usage = self._json(self._api("GET", f"/organizations/{org}/usage", "read the quota",
-                                         idempotent=True))
+                                         idempotent=True, policy=policy))
         except DeskctlError as err:
             add("skip", "daytona.quota", f"the quota is not readable with these credentials ({err.code})", None,
                 started)
@@ -693,6 +712,9 @@ class DaytonaProvider(Provider):
         )
 
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        return self._list_owned(selector, None)
+
+    def _list_owned(self, selector: Mapping[str, str] | None, policy: RetryPolicy | None) -> list[RemoteHandle]:
         wanted = {LABEL_MANAGED: "1", **dict(selector or {})}
         handles: list[RemoteHandle] = []
         cursor: str | None = None
@@ -701,7 +723,8 @@ class DaytonaProvider(Provider):
             params: dict[str, Any] = {"labels": json.dumps(wanted, sort_keys=True), "limit": 100}
             if cursor:
                 params["cursor"] = cursor
-            page = self._json(self._api("GET", "/sandbox", "list sandboxes", idempotent=True, params=params))
+            page = self._json(self._api("GET", "/sandbox", "list sandboxes", idempotent=True, params=params,
+                                        policy=policy))
             items, cursor = _items(page)
             for item in items:
                 if not isinstance(item, dict) or not item.get("id"):
