@@ -192,6 +192,9 @@ def test_destroy_ends_every_process_and_removes_every_file_even_after_sigkill(pr
     provider.wait_ready(handle, time.monotonic() + 30)
     roles = {p["role"] for p in handle.data["procs"]}
     assert roles == {"xvfb", "window_manager", "watcher"}
+    with X11Driver.open(handle.data["display"], cookie=read_cookie(handle.data["cookie_file"])) as drv:
+        atom = drv._display.intern_atom("_NET_SUPPORTING_WM_CHECK")
+        assert drv._root.get_full_property(atom, 0) is not None, "ready means the window manager runs"
     number = handle.data["display_number"]
     xvfb = _pids(handle, "xvfb")[0]
     os.kill(xvfb, signal.SIGKILL)  # leaves its lock and socket behind
@@ -368,3 +371,19 @@ def test_destroy_ends_what_exec_left_running_in_other_groups(provider: XvfbProvi
     for pid, _ in daemons:
         assert not _alive(pid)
     assert _tagged_processes("dk-daemon") == []
+
+
+def test_a_browser_that_exits_at_once_fails_readiness_with_its_log(tmp_path: Path) -> None:
+    from deskctl.errors import ProviderApiError
+
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\necho 'cannot open display: no GPU' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    prov = XvfbProvider({"browser": str(broken)})
+    handle = prov.create(_spec(start_url="https://example.org"), "dk-badbrowser", _labels("dk-badbrowser"))
+    try:
+        with pytest.raises(ProviderApiError, match="no GPU"):
+            prov.wait_ready(handle, time.monotonic() + 60)
+    finally:
+        prov.destroy(handle)
+        prov.close()

@@ -190,6 +190,29 @@ def _tagged_processes(session_id: str) -> list[tuple[int, int | None]]:
     return found
 
 
+def _has_window_manager(display: Any, root: Any) -> bool:
+    """An EWMH window manager (openbox) is running once it has set _NET_SUPPORTING_WM_CHECK on the root."""
+    from Xlib import X
+
+    atom = display.intern_atom("_NET_SUPPORTING_WM_CHECK")
+    return root.get_full_property(atom, X.AnyPropertyType) is not None
+
+
+def _has_big_window(display: Any, root: Any) -> bool:
+    """A viewable top-level window of useful size exists (a browser's, or its window manager frame)."""
+    import Xlib.error
+    from Xlib import X
+
+    for child in root.query_tree().children:
+        try:
+            attrs, geom = child.get_attributes(), child.get_geometry()
+        except Xlib.error.XError:
+            continue  # gone meanwhile
+        if attrs.map_state == X.IsViewable and geom.width >= 50 and geom.height >= 50:
+            return True
+    return False
+
+
 def _lock_owner(lock: Path) -> int | None:
     """The pid in an X lock file (None when there is no lock; -1 when it is unreadable)."""
     try:
@@ -517,13 +540,18 @@ class XvfbProvider(Provider):
         if "display" not in handle.data:
             raise ReadinessTimeout("the desktop has no display yet", provider=self.name)
         self._driver(handle).ping()
-        browser = [p for p in self._procs(handle) if p["role"] == "browser"]
-        if browser:
-            self._wait_for_window(handle, int(browser[0]["pid"]), deadline)
+        procs = {p["role"]: int(p["pid"]) for p in self._procs(handle)}
+        if "window_manager" in procs:
+            self._wait_on_display(handle, "window_manager", procs["window_manager"], deadline,
+                                  _has_window_manager, "the window manager to manage the screen")
+        if "browser" in procs:
+            self._wait_on_display(handle, "browser", procs["browser"], deadline, _has_big_window,
+                                  "the browser window to appear")
 
-    def _wait_for_window(self, handle: RemoteHandle, pid: int, deadline: float) -> None:
-        """Wait until a top-level window of useful size is viewable (the browser's), woken by MapNotify
-        events and by the browser's exit (its pidfd), never by a timer."""
+    def _wait_on_display(self, handle: RemoteHandle, role: str, pid: int, deadline: float,
+                         condition: Any, what: str) -> None:
+        """Wait until ``condition(display, root)`` holds, re-checked on each X event on the root (window maps,
+        property changes) and woken by the program's exit (its pidfd); never by a timer."""
         import Xlib.error
         from Xlib import X
 
@@ -532,34 +560,28 @@ class XvfbProvider(Provider):
         cookie = read_cookie(handle.data["cookie_file"])
         display = connect_display(X11Address(str(handle.data["display"])), cookie)
         try:
-            pidfd = os.pidfd_open(pid)
+            pidfd: int | None = os.pidfd_open(pid)
         except OSError:
             pidfd = None
         try:
             root = display.screen().root
-            root.change_attributes(event_mask=X.SubstructureNotifyMask)
+            root.change_attributes(event_mask=X.SubstructureNotifyMask | X.PropertyChangeMask)
             display.sync()
-            while True:
-                for child in root.query_tree().children:
-                    try:
-                        attrs, geom = child.get_attributes(), child.get_geometry()
-                    except Xlib.error.XError:
-                        continue  # gone meanwhile
-                    if attrs.map_state == X.IsViewable and geom.width >= 50 and geom.height >= 50:
-                        return
+            while not condition(display, root):
                 waiting = [display.fileno()] + ([pidfd] if pidfd is not None else [])
                 ready, _, _ = select.select(waiting, [], [], max(0.0, deadline - time.monotonic()))
                 if pidfd is not None and pidfd in ready:
                     raise ProviderApiError(
-                        f"the browser exited before it showed a window; log: "
-                        f"{self._log_tail(Path(handle.data['dir']), 'browser.log')}", provider=self.name)
+                        f"the {role.replace('_', ' ')} exited while deskctl waited for {what}; log: "
+                        f"{self._log_tail(Path(handle.data['dir']), f'{role}.log')}", provider=self.name)
                 if not ready:
-                    raise ReadinessTimeout("the browser window did not appear in time", provider=self.name,
-                                           remedy="raise --ready-timeout, or check the browser log")
+                    raise ReadinessTimeout(f"timed out waiting for {what}", provider=self.name,
+                                           remedy=f"raise --ready-timeout, or read {role}.log in "
+                                                  f"{handle.data['dir']}")
                 while display.pending_events():
                     display.next_event()
         except (OSError, Xlib.error.ConnectionClosedError, Xlib.error.XError) as exc:
-            raise SessionLost(f"lost the display while waiting for the browser: {exc}", provider=self.name) from exc
+            raise SessionLost(f"lost the display while waiting for {what}: {exc}", provider=self.name) from exc
         finally:
             if pidfd is not None:
                 os.close(pidfd)
