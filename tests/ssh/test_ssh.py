@@ -508,3 +508,84 @@ def test_destroy_of_an_unreachable_host_is_cleanup_incomplete(provider: SSHProvi
     finally:
         other.close()
     assert_nothing_left(handle)
+
+
+# -- screenshots by damage tracking ---------------------------------------------------------------------------
+
+
+def _local_truth(display: object, width: int, height: int) -> bytes:
+    """The whole screen straight from the X server (a local client: the host is this machine), as RGB."""
+    from PIL import Image
+    from Xlib import X
+
+    raw = display.screen().root.get_image(0, 0, width, height, X.ZPixmap, 0xFFFFFFFF).data  # type: ignore[attr-defined]
+    return Image.frombuffer("RGB", (width, height), raw, "raw", "BGRX", 0, 1).tobytes()
+
+
+def test_incremental_screenshots_equal_full_captures_and_fetch_only_changes(provider: SSHProvider) -> None:
+    import io
+    import random
+
+    from PIL import Image
+    from Xlib import X
+
+    from deskctl.providers._x11 import X11Address, connect_display, read_cookie
+
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id))
+    try:
+        provider.wait_ready(handle, time.monotonic() + 30)
+        width, height = 640, 480
+        local = connect_display(X11Address(f":{handle.data['display']}"),
+                                read_cookie(f"{handle.data['dir']}/Xauthority"))
+        try:
+            screen = local.screen()
+            root = screen.root
+            rng = random.Random(5)
+            windows = []
+
+            def pixel(rgb: tuple[int, int, int]) -> int:
+                return (rgb[0] << 16) | (rgb[1] << 8) | rgb[2]
+
+            def check() -> int:
+                local.sync()
+                before = provider._desktops[session_id].frames
+                fetched = before.fetched_pixels if before else 0
+                shot = provider.screenshot(handle)
+                frames = provider._desktops[session_id].frames
+                assert frames is not None, "Xvfb has DAMAGE: screenshots must be incremental"
+                got = Image.open(io.BytesIO(shot.png)).convert("RGB").tobytes()
+                assert got == _local_truth(local, width, height)
+                return frames.fetched_pixels - fetched
+
+            assert check() == width * height  # the first one fetches everything
+            assert check() == 0  # nothing changed: nothing crosses the wire
+            for round_ in range(24):
+                gc = root.create_gc(foreground=pixel((rng.randrange(256), rng.randrange(256), rng.randrange(256))))
+                kind = round_ % 4
+                if kind == 0:  # draw on the root window
+                    root.fill_rectangle(gc, rng.randrange(600), rng.randrange(440), 30, 20)
+                elif kind == 1:  # map a child window
+                    win = root.create_window(rng.randrange(500), rng.randrange(380), 90, 60, 0, screen.root_depth,
+                                             X.InputOutput, X.CopyFromParent,
+                                             background_pixel=pixel((rng.randrange(256), 0, 255)),
+                                             override_redirect=True)
+                    win.map()
+                    windows.append(win)
+                elif kind == 2 and windows:  # move one (exposes what was under it)
+                    windows[-1].configure(x=rng.randrange(500), y=rng.randrange(380))
+                elif windows:  # draw into one, and unmap another
+                    windows[-1].fill_rectangle(gc, 5, 5, 40, 30)
+                    if len(windows) > 1:
+                        windows.pop(0).unmap()
+                fetched = check()
+                assert 0 < fetched < width * height // 2, f"round {round_} fetched {fetched} pixels"
+            # a change over most of the screen fetches it whole
+            root.fill_rectangle(root.create_gc(foreground=pixel((1, 2, 3))), 0, 0, width, height - 10)
+            for win in windows:
+                win.unmap()
+            assert check() == width * height
+        finally:
+            local.close()
+    finally:
+        provider.destroy(handle)
