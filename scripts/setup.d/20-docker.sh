@@ -59,3 +59,4 @@ deskctl image build --base "$base" --variant minimal --quiet >/dev/null
 if [[ "${DESKCTL_SKIP_BROWSER:-0}" != "1" ]]; then
   deskctl image build --base "$base" --variant browser --quiet >/dev/null
 fi
+deskctl image prune >/dev/null 2>&1 || true  # superseded builds (an older deskctl's files) take disk for nothing

@@ -50,6 +50,7 @@ __all__ = [
     "find_image",
     "image_tag",
     "list_images",
+    "prune_images",
 ]
 
 #: the base image used when ``--base`` is not given (needs a registry the daemon can pull from)
@@ -315,3 +316,24 @@ def _tag_floating(client: docker.DockerClient, tag: str, variant: str) -> None:
     """Point ``deskctl-desktop:<variant>`` at the newest build, for people who type image names."""
     with docker_errors(f"tag {tag}"):
         client.api.tag(tag, REPOSITORY, variant)
+
+
+def prune_images(client: docker.DockerClient | None = None) -> list[str]:
+    """Remove the desktop images not built from this version of the packaged files (superseded builds);
+    an image a container still uses is kept. Returns the tags removed."""
+    client = client or connect()
+    removed: list[str] = []
+    for info in list_images(client):
+        if info.current:
+            continue
+        try:
+            with docker_errors(f"remove {info.tag}"):
+                client.api.remove_image(info.id, force=False)
+        except ProviderApiError as exc:
+            if exc.status == 409:  # in use by a container
+                continue
+            raise
+        except NotFound:
+            continue
+        removed.append(info.tag)
+    return removed

@@ -6,6 +6,7 @@ The contract itself (input, capture, geometry, cleanup) is covered by tests/conf
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -481,3 +482,27 @@ def test_reap_removes_desktops_whose_owner_is_gone_and_keeps_the_others(docker_s
         provider.destroy(kept)
         provider.close()
     assert docker_leftovers(kept) == []
+
+
+def test_prune_removes_superseded_images_only(docker_sdk: Any) -> None:
+    import io
+    import tarfile
+
+    from deskctl.images import LABEL_FILES, LABEL_VARIANT, find_image, prune_images
+
+    empty = io.BytesIO()
+    with tarfile.open(fileobj=empty, mode="w"):
+        pass
+    stale = f"deskctl-desktop:minimal-stale{os.getpid()}"
+    docker_sdk.api.import_image_from_data(
+        empty.getvalue(), repository=stale.split(":")[0], tag=stale.split(":")[1],
+        changes=[f"LABEL {LABEL_VARIANT}=minimal", f"LABEL {LABEL_FILES}=0000000000000000"],
+    )
+    current = find_image("minimal")
+    try:
+        removed = prune_images()
+        assert stale in removed and current not in removed
+        assert find_image("minimal") == current
+    finally:
+        with contextlib.suppress(Exception):
+            docker_sdk.api.remove_image(stale, force=True)

@@ -55,3 +55,18 @@ def ls(as_json: bool) -> None:
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+@image.command("prune")
+@json_option
+def prune(as_json: bool) -> None:
+    """Remove desktop images superseded by a newer deskctl (those not CURRENT); images in use are kept."""
+    from deskctl.images import prune_images
+
+    removed = prune_images()
+    if as_json:
+        echo_json({"removed": removed})
+        return
+    for tag in removed:
+        click.echo(tag)
+    note(f"removed {len(removed)} superseded image(s)")
