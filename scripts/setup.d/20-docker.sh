@@ -19,13 +19,26 @@ if ! docker info >/dev/null 2>&1; then
     log "DOCKER_HOST=$DOCKER_HOST does not answer; not starting a local daemon"; exit 1
   fi
   logfile="${DESKCTL_DOCKERD_LOG:-/var/log/deskctl-dockerd.log}"
-  log "starting dockerd (log: $logfile)"
-  # systemd when it runs, else dockerd in the background (containers, CI runners and this sandbox have no init).
-  if [[ -d /run/systemd/system ]] && $sudo systemctl start docker 2>/dev/null; then :; else
-    $sudo sh -c "nohup dockerd >>'$logfile' 2>&1 </dev/null &"
+  started=""
+  if [[ -d /run/systemd/system ]] && $sudo systemctl start docker 2>/dev/null; then
+    for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && { started=1; break; }; sleep 0.5; done
   fi
-  for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-  if ! docker info >/dev/null 2>&1; then
+  # No systemd (containers, CI runners, sandboxes): dockerd in the background. Where the kernel refuses what a
+  # default daemon needs, fall back to no iptables management, then to the vfs storage driver.
+  for flags in "" "--iptables=false --ip6tables=false" "--iptables=false --ip6tables=false --storage-driver=vfs"; do
+    [[ -n "$started" ]] && break
+    log "starting dockerd ${flags:-(default flags)}; log: $logfile"
+    # shellcheck disable=SC2086
+    $sudo sh -c "nohup dockerd $flags >>'$logfile' 2>&1 </dev/null & echo \$! >/run/deskctl-dockerd.pid"
+    pid=$($sudo cat /run/deskctl-dockerd.pid)
+    for _ in $(seq 1 60); do
+      docker info >/dev/null 2>&1 && { started=1; break; }
+      $sudo kill -0 "$pid" 2>/dev/null || break  # it gave up: try the next flags
+      sleep 0.5
+    done
+    if [[ -z "$started" ]]; then $sudo kill "$pid" 2>/dev/null || true; fi
+  done
+  if [[ -z "$started" ]]; then
     log "dockerd did not come up; last lines of $logfile:"; $sudo tail -n 20 "$logfile" >&2 || true; exit 1
   fi
 fi
@@ -55,8 +68,10 @@ fi
 
 export PATH="$PWD/.venv/bin:$PATH"
 log "desktop images (built only when their inputs changed)"
-deskctl image build --base "$base" --variant minimal --quiet >/dev/null
-if [[ "${DESKCTL_SKIP_BROWSER:-0}" != "1" ]]; then
-  deskctl image build --base "$base" --variant browser --quiet >/dev/null
-fi
+build() { # the default bridge network first; the host network when the bridge cannot reach the mirror
+  deskctl image build --base "$base" --variant "$1" --quiet >/dev/null \
+    || deskctl image build --base "$base" --variant "$1" --quiet --network host >/dev/null
+}
+build minimal
+if [[ "${DESKCTL_SKIP_BROWSER:-0}" != "1" ]]; then build browser; fi
 deskctl image prune >/dev/null 2>&1 || true  # superseded builds (an older deskctl's files) take disk for nothing
