@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["budget", "cost"]
 
-_LEDGER_HELP = "The ledger is $DESKCTL_LEDGER_URL, else the SQLite file under $DESKCTL_HOME."
 
 
 @contextmanager
