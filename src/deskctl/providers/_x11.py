@@ -492,7 +492,10 @@ def _encode_stripe(data: memoryview, width: int, rows: int, mode: str, level: in
     else:
         from PIL import Image
 
-        pixels = Image.frombuffer("RGB", (width, rows), data, "raw", mode, 0, 1).tobytes()  # type: ignore[arg-type]
+        # via RGBX: Pillow unpacks BGRX into its 4-byte pixels and packs RGB out about 3x faster than via RGB
+        inner = "RGBX" if mode == "BGRX" else "RGB"
+        image = Image.frombuffer(inner, (width, rows), data, "raw", mode, 0, 1)  # type: ignore[arg-type]
+        pixels = image.tobytes("raw", "RGB")
         stride = width * 3
     view = memoryview(pixels)
     filtered = b"".join(b"\x00" + view[i * stride : (i + 1) * stride] for i in range(rows))
