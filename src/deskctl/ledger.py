@@ -734,6 +734,8 @@ class _SQLiteLedger(Ledger):
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # private to its user (SQLite gives the -wal and -shm files the same mode)
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so every write is one explicit transaction.
         conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")

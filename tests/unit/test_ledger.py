@@ -278,6 +278,15 @@ def test_default_url_is_a_file_under_deskctl_home(tmp_path: Path, monkeypatch: p
     assert other.exists()
 
 
+def test_sqlite_file_is_private_to_its_user(tmp_path: Path) -> None:
+    import stat
+
+    with open_ledger(f"sqlite://{tmp_path / 'private.sqlite3'}") as book:
+        book.record_intent(_record("dk-p"))
+        for name in ("private.sqlite3", "private.sqlite3-wal"):
+            assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+
+
 def test_bare_path_and_bad_urls(tmp_path: Path) -> None:
     book = open_ledger(str(tmp_path / "bare.sqlite3"))
     assert book.backend == "sqlite"
