@@ -299,6 +299,10 @@ def test_daemon_down_is_provider_unreachable_with_the_remedy(tmp_path: Path, mon
     assert cli.returncode == 20
     error = json.loads(cli.stdout)["error"]
     assert error["code"] == "provider.unreachable" and "DOCKER_HOST" in error["remedy"]
+    up = subprocess.run([*DESKCTL, "up", "--provider", "docker", "--json"], capture_output=True, text=True,
+                        env={**os.environ, "DOCKER_HOST": dead})
+    assert up.returncode == 20, up.stdout + up.stderr
+    assert "DOCKER_HOST" in json.loads(up.stdout)["error"]["remedy"]
 
 
 def test_missing_image_fails_before_anything_is_created(docker_sdk: Any) -> None:
