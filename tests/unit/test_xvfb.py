@@ -387,3 +387,15 @@ def test_a_browser_that_exits_at_once_fails_readiness_with_its_log(tmp_path: Pat
     finally:
         prov.destroy(handle)
         prov.close()
+
+
+def test_a_depth_xvfb_cannot_give_is_refused_in_preflight_and_create(provider: XvfbProvider) -> None:
+    from deskctl.errors import GeometryUnsupported
+
+    results = {r.code: r for r in provider.preflight(_spec(geometry="640x480x32"))}
+    assert results["geometry.unsupported"].status == "fail"
+    with pytest.raises(GeometryUnsupported):
+        provider.create(_spec(geometry="640x480x32"), "dk-depth", _labels("dk-depth"))
+    assert provider.list_owned() == []
+    grey = provider.create(_spec(geometry="320x200x16"), "dk-16", _labels("dk-16"))
+    assert provider.screenshot(grey).width == 320

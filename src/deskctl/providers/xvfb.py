@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import (
     CleanupIncomplete,
+    GeometryUnsupported,
     NotFound,
     ProviderApiError,
     ProviderUnreachable,
@@ -77,6 +78,8 @@ __all__ = ["XvfbProvider"]
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "firefox", "firefox-esr")
 _DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
+#: colour depths Xvfb can give a screen (it refuses 32)
+XVFB_DEPTHS = (8, 16, 24)
 _TERM_GRACE = 5.0
 #: environment variable set for every program deskctl starts on a desktop (window manager, browser, exec)
 SESSION_ENV = "DESKCTL_SESSION"
@@ -213,6 +216,13 @@ def _has_big_window(display: Any, root: Any) -> bool:
     return False
 
 
+def _depth_problem(geometry: Geometry | None) -> str | None:
+    if geometry is not None and geometry.depth not in XVFB_DEPTHS:
+        allowed = ", ".join(map(str, XVFB_DEPTHS))
+        return f"Xvfb cannot make a {geometry.depth}-bit screen (depths {allowed}); 24 is the usual one"
+    return None
+
+
 def _lock_owner(lock: Path) -> int | None:
     """The pid in an X lock file (None when there is no lock; -1 when it is unreadable)."""
     try:
@@ -303,7 +313,7 @@ class XvfbProvider(Provider):
         if spec.platform is not Platform.UBUNTU:
             out.append(result("fail", "compat.platform", f"xvfb gives only ubuntu (Linux) desktops, not "
                               f"{spec.platform.value}", "use --provider daytona or cua-cloud"))
-        problem = self.check_geometry(spec.geometry, spec.platform)
+        problem = self.check_geometry(spec.geometry, spec.platform) or _depth_problem(spec.geometry)
         if problem:
             out.append(result("fail", "geometry.unsupported", problem))
         if self._wants_window_manager(spec):
@@ -351,6 +361,9 @@ class XvfbProvider(Provider):
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
         geometry = spec.geometry or _DEFAULT_GEOMETRY
         options = {**self.options, **spec.provider_options}
+        problem = _depth_problem(geometry)
+        if problem:
+            raise GeometryUnsupported(problem, provider=self.name, remedy=f"ask for {geometry}x24")
         xvfb = shutil.which("Xvfb")
         if xvfb is None:
             raise ProviderUnreachable("Xvfb is not installed", provider=self.name, remedy="apt-get install xvfb")
