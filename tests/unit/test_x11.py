@@ -446,3 +446,11 @@ def test_capture_falls_back_to_getimage_when_the_server_cannot_share_memory(tmp_
         os.close(read_end)
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def test_key_down_of_an_upper_case_letter_holds_shift_with_it(driver: X11Driver, probe: Probe) -> None:
+    driver.key_down("Q")
+    driver.key_up("Q")
+    driver.type_text("q")
+    probe.wait_for(lambda p: len(p.text()) >= 2, "two letters")
+    assert probe.text() == "Qq"

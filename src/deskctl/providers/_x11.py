@@ -914,13 +914,20 @@ class X11Driver:
             self._check_alive()
 
     def key_down(self, key: str) -> None:
+        """Hold a key down; a character that needs Shift (``"A"``) holds Shift with it until :meth:`key_up`."""
         with self._lock, self._errors("press a key"):
-            self._key_event(self._keycode_for(keysym_for_key(key))[0], True)
+            keycode, shift = self._keycode_for(keysym_for_key(key))
+            if shift:
+                self._key_event(self._keycode_for(_SHIFT)[0], True)
+            self._key_event(keycode, True)
             self._check_alive()
 
     def key_up(self, key: str) -> None:
         with self._lock, self._errors("release a key"):
-            self._key_event(self._keycode_for(keysym_for_key(key))[0], False)
+            keycode, shift = self._keycode_for(keysym_for_key(key))
+            self._key_event(keycode, False)
+            if shift:
+                self._key_event(self._keycode_for(_SHIFT)[0], False)
             self._check_alive()
 
     def type_text(self, text: str) -> None:
