@@ -510,3 +510,20 @@ def test_prune_removes_superseded_images_only(docker_sdk: Any) -> None:
     finally:
         with contextlib.suppress(Exception):
             docker_sdk.api.remove_image(stale, force=True)
+
+
+def test_a_taken_name_is_refused_and_the_other_container_is_left_alone(docker_sdk: Any) -> None:
+    provider = DockerProvider()
+    spec = DesktopSpec.build(provider="docker", geometry="640x480")
+    first = provider.create(spec, "dk-twice0001", {LABEL_SESSION: "dk-twice0001"})
+    try:
+        provider.wait_ready(first, time.monotonic() + 60)
+        with pytest.raises(UsageError) as caught:
+            provider.create(spec, "dk-twice0001", {LABEL_SESSION: "dk-twice0001"})
+        assert caught.value.code == "usage.conflict"
+        assert provider.is_alive(first)
+        assert provider.screenshot(first).width == 640  # its cookie and socket are untouched
+    finally:
+        provider.destroy(first)
+        provider.close()
+    assert docker_leftovers(first) == []

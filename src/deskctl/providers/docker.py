@@ -44,6 +44,7 @@ from deskctl.errors import (
     InfrastructureError,
     NotFound,
     PreflightError,
+    ProviderApiError,
     ProviderUnreachable,
     ReadinessTimeout,
     SessionLost,
@@ -193,7 +194,7 @@ class DockerProvider(Provider):
         exec=True,
         exec_streams_separate=True,
         labels=True,
-        server_ttl=True,
+        server_ttl=False,  # the container stops itself after its TTL, but removal is the reaper's job
         isolation="container",
         start_url=True,
         local=True,
@@ -379,6 +380,9 @@ class DockerProvider(Provider):
         cpus = self._option(spec, "cpus")
         network = str(self._option(spec, "network", "none"))
 
+        if self._state(session_id) is not None:  # never touch (or overwrite the cookie of) someone else's desktop
+            raise UsageError(f"a container named {session_id} already exists", code="usage.conflict",
+                             provider=self.name)
         session_dir = self._session_dir(session_id)
         x11_dir, auth_dir = session_dir / "x11", session_dir / "xauth"
         for path in (x11_dir, auth_dir):
@@ -418,7 +422,7 @@ class DockerProvider(Provider):
             "init": True,
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
-            "pids_limit": int(self._option(spec, "pids_limit", 512)),
+            "pids_limit": int(self._option(spec, "pids_limit", 4096 if variant == "browser" else 1024)),
         }
         if memory is not None:
             host_config["mem_limit"] = memory
@@ -436,6 +440,7 @@ class DockerProvider(Provider):
         watched = labels.get(LABEL_DETACHED) != "1" and bool(self._option(spec, "reaper", True))
         if watched:
             _Watcher.get().add(session_id)
+        container_id = ""
         try:
             with self._errors(f"create the container {session_id}"):
                 api = self.client.api
@@ -446,6 +451,12 @@ class DockerProvider(Provider):
                 container_id = str(created["Id"])
                 api.start(container_id)
         except BaseException as exc:
+            if isinstance(exc, ProviderApiError) and exc.status == 409 and not container_id:
+                # the name was taken between our check and the create: that container is not ours
+                if watched:
+                    _Watcher.forget_if_running(session_id)
+                raise UsageError(f"a container named {session_id} already exists", code="usage.conflict",
+                                 provider=self.name) from exc
             # Ambiguous or partial: whatever exists under this name is ours; remove it before raising.
             with contextlib.suppress(Exception):
                 self._remove_by_name(session_id)
@@ -453,9 +464,6 @@ class DockerProvider(Provider):
                 _Watcher.forget_if_running(session_id)
             shutil.rmtree(session_dir, ignore_errors=True)
             shutil.rmtree(fb_dir, ignore_errors=True)
-            if isinstance(exc, DeskctlError) and exc.code == "provider.api_error" and "409" in exc.message:
-                raise UsageError(f"a container named {session_id} already exists", code="usage.conflict",
-                                 provider=self.name) from exc
             raise
         return RemoteHandle(
             provider=self.name, session_id=session_id, resource_id=container_id, labels=all_labels,
