@@ -4,7 +4,7 @@
   :func:`reserve` refuses up front a session whose minimum charge alone passes ``max_usd``, or whose rate is
   unknown under the ``refuse`` policy.
 * **Shared budgets.** A budget (``deskctl budget set NAME --max-usd N --window 24h``) caps spend over a trailing
-  window. A session is charged to the budget named by ``provider_options["budget"]`` or ``$DESKCTL_BUDGET``.
+  window. A session is charged to the budget named by ``spec.budget`` (``--budget``) or ``$DESKCTL_BUDGET``.
   :func:`reserve` holds the session's projected cost (rate x ``max_minutes``, else the budget's
   ``default_minutes``) in the ledger, atomically with the check, so N parallel jobs together never pass the
   cap; :func:`settle` replaces the hold with the actual cost at the end.
@@ -12,7 +12,7 @@
   once when its owner process (on this host) is dead and its desktop is not a detached one. Released or not, a
   desktop that still exists keeps counting at its cost so far: releasing a hold never hides real spend.
 * **Unknown prices** (``rate`` None) follow the policy ``refuse`` (the default whenever a money cap applies) or
-  ``allow``: from ``provider_options["unknown_cost"]``, else ``$DESKCTL_UNKNOWN_COST``, else the budget's own
+  ``allow``: from ``spec.unknown_cost`` (``--unknown-cost``), else ``$DESKCTL_UNKNOWN_COST``, else the budget's own
   setting. Unknown never silently means free: it is counted, reported and, by default, refused.
 """
 
@@ -58,8 +58,8 @@ _EPSILON = 1e-9
 
 
 def budget_name_for(spec: DesktopSpec) -> str | None:
-    """The shared budget a session is charged to: ``provider_options["budget"]``, else ``$DESKCTL_BUDGET``."""
-    name = spec.provider_options.get("budget") or os.environ.get(BUDGET_ENV, "").strip()
+    """The shared budget a session is charged to: ``spec.budget``, else ``$DESKCTL_BUDGET``."""
+    name = spec.budget or os.environ.get(BUDGET_ENV, "").strip()
     return str(name) if name else None
 
 
@@ -74,10 +74,10 @@ def _check_policy(value: str, where: str) -> str:
 
 
 def unknown_cost_policy(spec: DesktopSpec | None = None, budget: Budget | None = None) -> str:
-    """``refuse`` or ``allow``: ``provider_options["unknown_cost"]`` > ``$DESKCTL_UNKNOWN_COST`` > the budget's
-    setting > ``refuse``."""
-    if spec is not None and spec.provider_options.get("unknown_cost"):
-        return _check_policy(str(spec.provider_options["unknown_cost"]), "provider_options.unknown_cost")
+    """``refuse`` or ``allow``: ``spec.unknown_cost`` (``--unknown-cost``) > ``$DESKCTL_UNKNOWN_COST`` > the
+    budget's setting > ``refuse``."""
+    if spec is not None and spec.unknown_cost:
+        return _check_policy(spec.unknown_cost, "--unknown-cost")
     env = os.environ.get(UNKNOWN_COST_ENV, "").strip()
     if env:
         return _check_policy(env, UNKNOWN_COST_ENV)
@@ -92,7 +92,7 @@ def _unknown_refused(what: str, provider: str) -> BudgetExceeded:
         code="budget.unknown_cost",
         provider=provider,
         remedy=f"add its rate to your prices.json ($DESKCTL_PRICES), or allow it: {UNKNOWN_COST_ENV}=allow "
-        "(or provider_options unknown_cost=allow, or --unknown-cost allow)",
+        "(or --unknown-cost allow)",
     )
 
 

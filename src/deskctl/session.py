@@ -627,6 +627,8 @@ def open_desktop(
     ttl: str | float | None = None,
     max_minutes: float | None = None,
     max_usd: float | None = None,
+    budget: str | None = None,
+    unknown_cost: str | None = None,
     labels: Mapping[str, str] | None = None,
     provider_options: Mapping[str, Any] | None = None,
     ready_timeout: float = 120.0,
@@ -647,7 +649,8 @@ def open_desktop(
         spec = DesktopSpec.build(
             provider=provider, platform=platform, geometry=geometry if geometry is not None else "native",
             window_geometry=window_geometry, start_url=start_url, window_manager=window_manager,
-            ttl_seconds=ttl, max_minutes=max_minutes, max_usd=max_usd, labels=dict(labels or {}),
+            ttl_seconds=ttl, max_minutes=max_minutes, max_usd=max_usd, budget=budget, unknown_cost=unknown_cost,
+            labels=dict(labels or {}),
             provider_options=dict(provider_options or {}),
         )
     desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight)

@@ -174,6 +174,17 @@ class DesktopSpec(BaseModel):
     max_usd: float | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     provider_options: dict[str, Any] = Field(default_factory=dict)
+    #: the shared budget this session is charged to (else $DESKCTL_BUDGET)
+    budget: str | None = None
+    #: what a money cap does with an unknown price: "refuse" (the default under a cap) or "allow"
+    unknown_cost: str | None = None
+
+    @field_validator("unknown_cost")
+    @classmethod
+    def _policy(cls, value: str | None) -> str | None:
+        if value is not None and value.strip().lower() not in ("refuse", "allow"):
+            raise UsageError(f"unknown-cost policy {value!r} is not one of refuse, allow", code="usage.bad_policy")
+        return value.strip().lower() if value else None
 
     @field_validator("platform", mode="before")
     @classmethod

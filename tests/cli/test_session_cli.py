@@ -104,3 +104,18 @@ def test_providers_lists_the_default() -> None:
 def test_reap_with_nothing_to_do() -> None:
     proc = deskctl("reap", "--provider", "xvfb", check=True)
     assert proc.stdout == "" and proc.stderr == "nothing to reap\n"
+
+
+def test_up_charges_the_named_budget_and_refuses_what_does_not_fit(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"rates": [{"provider": "xvfb", "platform": "*", "size": "*", "usd_per_hour": 6,
+                                             "source": "test: a priced xvfb", "date": "2026-11-29"}]}))
+    monkeypatch.setenv("DESKCTL_PRICES", str(prices))
+    missing = deskctl("up", "--budget", "ghost")
+    assert missing.returncode == 2 and "no budget 'ghost' in the ledger (usage.not_found)" in missing.stderr
+    deskctl("budget", "set", "tiny", "--max-usd", "0.05", "--window", "24h", check=True)
+    over = deskctl("up", "--budget", "tiny", "--max-minutes", "1")  # $0.10 projected
+    assert over.returncode == 4 and "(budget.exceeded)" in over.stderr
+    sid = deskctl("up", "--budget", "tiny", "--max-minutes", "0.25", check=True).stdout.strip()  # $0.025
+    deskctl("down", sid, check=True)

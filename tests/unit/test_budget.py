@@ -67,12 +67,12 @@ def test_no_budget_and_no_cap_reserves_nothing(ledger: Ledger) -> None:
 
 def test_a_named_budget_must_exist(ledger: Ledger) -> None:
     with pytest.raises(NotFound, match="no budget 'ghost'"):
-        reserve(ledger, session_id="dk-1", spec=_spec(provider_options={"budget": "ghost"}), rate=SIX_PER_HOUR)
+        reserve(ledger, session_id="dk-1", spec=_spec(budget="ghost"), rate=SIX_PER_HOUR)
 
 
 def test_reservations_stop_at_the_cap_and_settle_frees_room(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=1.0, window_seconds=86400)
-    spec = _spec(max_minutes=1, provider_options={"budget": "ci"})  # 1 min at $6/h = $0.10
+    spec = _spec(max_minutes=1, budget="ci")  # 1 min at $6/h = $0.10
     now = 10_000.0
     ids = [reserve(ledger, session_id=f"dk-{i}", spec=spec, rate=SIX_PER_HOUR, now=now) for i in range(10)]
     assert all(ids) and len(set(ids)) == 10
@@ -93,7 +93,7 @@ def test_reservations_stop_at_the_cap_and_settle_frees_room(ledger: Ledger) -> N
 
 def test_budget_default_minutes_when_the_session_states_none(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=1.0, window_seconds=86400, default_minutes=5)
-    spec = _spec(provider_options={"budget": "ci"})  # 5 min at $6/h = $0.50
+    spec = _spec(budget="ci")  # 5 min at $6/h = $0.50
     assert reserve(ledger, session_id="a", spec=spec, rate=SIX_PER_HOUR, now=1.0)
     assert reserve(ledger, session_id="b", spec=spec, rate=SIX_PER_HOUR, now=1.0)
     with pytest.raises(BudgetExceeded):
@@ -102,7 +102,7 @@ def test_budget_default_minutes_when_the_session_states_none(ledger: Ledger) -> 
 
 def test_a_session_cap_bounds_its_projection(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=1.0, window_seconds=86400)
-    capped = _spec(max_minutes=60, max_usd=0.25, provider_options={"budget": "ci"})  # 60 min would be $6
+    capped = _spec(max_minutes=60, max_usd=0.25, budget="ci")  # 60 min would be $6
     for sid in "abcd":
         assert reserve(ledger, session_id=sid, spec=capped, rate=SIX_PER_HOUR, now=1.0)
     with pytest.raises(BudgetExceeded):
@@ -118,7 +118,7 @@ def test_budget_from_environment(ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 
 def test_the_window_forgets_old_spend(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=0.1, window_seconds=3600)
-    spec = _spec(max_minutes=1, provider_options={"budget": "ci"})
+    spec = _spec(max_minutes=1, budget="ci")
     rid = reserve(ledger, session_id="a", spec=spec, rate=SIX_PER_HOUR, now=1000.0)
     ledger.settle_reservation(rid or "", cost_usd=0.1, at=1060.0)
     with pytest.raises(BudgetExceeded):
@@ -128,7 +128,7 @@ def test_the_window_forgets_old_spend(ledger: Ledger) -> None:
 
 def test_a_hold_expires(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=0.1, window_seconds=86400)
-    spec = _spec(max_minutes=1, provider_options={"budget": "ci"})
+    spec = _spec(max_minutes=1, budget="ci")
     assert reserve(ledger, session_id="a", spec=spec, rate=SIX_PER_HOUR, now=1000.0)
     with pytest.raises(BudgetExceeded):
         reserve(ledger, session_id="b", spec=spec, rate=SIX_PER_HOUR, now=1000.0 + 60 + RESERVATION_GRACE_SECONDS - 1)
@@ -140,7 +140,7 @@ def test_a_hold_expires(ledger: Ledger) -> None:
 
 def test_a_desktop_still_running_after_its_hold_keeps_counting(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=10.0, window_seconds=86400)
-    spec = _spec(max_minutes=1, provider_options={"budget": "ci"})
+    spec = _spec(max_minutes=1, budget="ci")
     rid = reserve(ledger, session_id="dk-long", spec=spec, rate=SIX_PER_HOUR, now=1000.0)
     _session(ledger, "dk-long", created_at=1000.0)
     state = status(ledger, "ci", now=1000.0 + 600)  # hold expired; 10 min at $6/h so far
@@ -156,7 +156,7 @@ def test_a_desktop_still_running_after_its_hold_keeps_counting(ledger: Ledger) -
 
 def test_ending_a_session_settles_its_hold_whoever_ends_it(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=1.0, window_seconds=86400)
-    spec = _spec(max_minutes=1, provider_options={"budget": "ci"})
+    spec = _spec(max_minutes=1, budget="ci")
     reserve(ledger, session_id="dk-e", spec=spec, rate=SIX_PER_HOUR, now=1000.0)
     _session(ledger, "dk-e", created_at=1000.0)
     ledger.record_end("dk-e", status="leaked", reason="cleanup.incomplete", ended_at=1010.0, billable_seconds=10,
@@ -177,7 +177,7 @@ from deskctl.ledger import open_ledger
 from deskctl.metering import Rate
 from deskctl.spec import DesktopSpec
 book = open_ledger(sys.argv[1])
-spec = DesktopSpec.build(provider="xvfb", max_minutes=1, provider_options={"budget": "ci"})
+spec = DesktopSpec.build(provider="xvfb", max_minutes=1, budget="ci")
 print(reserve(book, session_id="dk-doomed", spec=spec, rate=Rate(6.0, 1, 0, "t", "d")), flush=True)
 os.kill(os.getpid(), 9)
 """
@@ -188,14 +188,14 @@ os.kill(os.getpid(), 9)
     assert held.status == "held" and held.owner == f"{os.uname().nodename}:{held.owner.rpartition(':')[2]}"
     state = status(ledger, "ci")  # well before it would expire
     assert state.total_usd == 0.0
-    assert reserve(ledger, session_id="dk-next", spec=_spec(max_minutes=1, provider_options={"budget": "ci"}),
+    assert reserve(ledger, session_id="dk-next", spec=_spec(max_minutes=1, budget="ci"),
                    rate=SIX_PER_HOUR)  # fmt: skip
 
 
 def test_a_detached_desktop_keeps_its_hold_when_its_launcher_exits(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=0.1, window_seconds=86400)
     now = time.time()
-    spec = _spec(max_minutes=1, provider_options={"budget": "ci"})
+    spec = _spec(max_minutes=1, budget="ci")
     rid = reserve(ledger, session_id="dk-up", spec=spec, rate=SIX_PER_HOUR, now=now)
     _session(ledger, "dk-up", created_at=now, detached=True)
     with ledger.transaction() as tx:  # as if `deskctl up` (the reserving process) had exited
@@ -210,11 +210,11 @@ def test_a_detached_desktop_keeps_its_hold_when_its_launcher_exits(ledger: Ledge
 
 def test_unknown_price_is_refused_under_a_budget_by_default(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     ledger.set_budget("ci", max_usd=5.0, window_seconds=86400)
-    spec = _spec(provider_options={"budget": "ci"})
+    spec = _spec(budget="ci")
     with pytest.raises(BudgetExceeded) as info:
         reserve(ledger, session_id="a", spec=spec, rate=None)
     assert info.value.code == "budget.unknown_cost" and "unknown" in info.value.message
-    allowed = _spec(provider_options={"budget": "ci", "unknown_cost": "allow"})
+    allowed = _spec(budget="ci", unknown_cost="allow")
     rid = reserve(ledger, session_id="b", spec=allowed, rate=None)
     [held] = ledger.reservations(budget="ci")
     assert held.id == rid and held.unknown and held.amount_usd == 0.0
@@ -227,7 +227,7 @@ def test_unknown_price_is_refused_under_a_budget_by_default(ledger: Ledger, monk
 
 def test_budget_with_allow_policy(ledger: Ledger) -> None:
     ledger.set_budget("lab", max_usd=5.0, window_seconds=86400, unknown_cost="allow")
-    assert reserve(ledger, session_id="a", spec=_spec(provider_options={"budget": "lab"}), rate=None)
+    assert reserve(ledger, session_id="a", spec=_spec(budget="lab"), rate=None)
 
 
 def test_session_cap_and_unknown_price(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -293,7 +293,7 @@ def test_markdown_summary_exact() -> None:
 def _reserver(url: str, worker: int, results: Any, go: Any) -> None:
     """One job: try three reservations, report them, wait for every job to report, then settle each twice."""
     book = open_ledger(url)  # a forked child: its own connection (the parent's is never used here)
-    spec = DesktopSpec.build(provider="xvfb", max_minutes=1, provider_options={"budget": "shared"})
+    spec = DesktopSpec.build(provider="xvfb", max_minutes=1, budget="shared")
     got, refused = [], 0
     for i in range(3):
         try:

@@ -149,7 +149,7 @@ def cost(since: str | None, by: str, as_json: bool) -> None:
 def budget() -> None:
     """Set, show and check shared budgets (caps on spend over a trailing window).
 
-    A session is charged to the budget named by $DESKCTL_BUDGET (or provider_options budget=NAME); its projected
+    A session is charged to the budget named by --budget NAME on `deskctl up` (or $DESKCTL_BUDGET); its projected
     cost is held before create, and a session that does not fit is refused (exit 4). The ledger is
     $DESKCTL_LEDGER_URL, else the SQLite file under $DESKCTL_HOME.
     """

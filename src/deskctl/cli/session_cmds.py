@@ -64,6 +64,10 @@ def _ledger() -> Ledger:
               envvar="DESKCTL_TTL")
 @click.option("--max-minutes", type=float, help="End the session after this many minutes.")
 @click.option("--max-usd", type=float, help="Refuse or end the session past this cost.")
+@click.option("--budget", envvar="DESKCTL_BUDGET", help="Shared budget to charge (env DESKCTL_BUDGET).")
+@click.option("--unknown-cost", type=click.Choice(["refuse", "allow"]), envvar="DESKCTL_UNKNOWN_COST",
+              help="With a money cap, refuse (default) or allow a provider whose price is unknown "
+                   "(env DESKCTL_UNKNOWN_COST).")
 @click.option("--label", "labels", multiple=True, help="Label KEY=VALUE (repeatable).")
 @click.option("--option", "-o", "options", multiple=True, help="Provider option KEY=VALUE (repeatable).")
 @click.option("--host", envvar="DESKCTL_SSH_HOST", help="ssh: user@host[:port] (env DESKCTL_SSH_HOST).")
@@ -72,7 +76,8 @@ def _ledger() -> Ledger:
 @json_option
 def up(provider: str, platform: str, geometry: str, window_geometry: str | None, start_url: str | None,
        window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
-       labels: tuple[str, ...], options: tuple[str, ...], host: str | None, accept_new_host_key: bool,
+       budget: str | None, unknown_cost: str | None, labels: tuple[str, ...], options: tuple[str, ...],
+       host: str | None, accept_new_host_key: bool,
        ready_timeout: float, as_json: bool) -> None:
     """Bring a detached desktop up: preflight, create, wait, verify geometry; print its id.
 
@@ -92,7 +97,8 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     spec = DesktopSpec.build(
         provider=provider, platform=platform, geometry=geometry, window_geometry=window_geometry,
         start_url=start_url, window_manager=window_manager, ttl_seconds=ttl, max_minutes=max_minutes,
-        max_usd=max_usd, labels=_pairs(labels, "label"), provider_options=provider_options,
+        max_usd=max_usd, budget=budget, unknown_cost=unknown_cost, labels=_pairs(labels, "label"),
+        provider_options=provider_options,
     )
     started = time.monotonic()
     note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
