@@ -527,3 +527,22 @@ def test_a_taken_name_is_refused_and_the_other_container_is_left_alone(docker_sd
         provider.destroy(first)
         provider.close()
     assert docker_leftovers(first) == []
+
+
+def test_a_desktop_past_its_expiry_stops_itself(docker_sdk: Any) -> None:
+    from deskctl.providers.base import LABEL_EXPIRES
+
+    provider = DockerProvider({"expiry_grace": 0, "reaper": False})
+    spec = DesktopSpec.build(provider="docker", geometry="640x480")
+    handle = provider.create(spec, "dk-expire001", {LABEL_SESSION: "dk-expire001",
+                                                    LABEL_EXPIRES: str(int(time.time()) + 2)})
+    try:
+        provider.wait_ready(handle, time.monotonic() + 60)
+        docker_sdk.api.wait(handle.resource_id, timeout=60)  # blocks until the container stops
+        assert not provider.is_alive(handle)
+        with pytest.raises(SessionLost, match="exited"):
+            provider.screenshot(handle)
+    finally:
+        provider.destroy(handle)
+        provider.close()
+    assert docker_leftovers(handle) == []

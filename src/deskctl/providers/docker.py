@@ -20,7 +20,8 @@ finds the rest by label (:meth:`DockerProvider.list_owned`).
 Provider options (``provider_options``): ``image`` (a tag; default: the current ``deskctl-desktop`` image of
 the variant), ``variant`` (``minimal`` | ``browser``; ``browser`` is chosen for a start URL), ``memory``
 (``"1g"``, ``"512m"``, bytes, or ``"none"``; default 1g), ``cpus`` (float), ``network`` (default ``none``),
-``shm_size``, ``reaper`` (default true).
+``shm_size``, ``pids_limit``, ``reaper`` (default true), ``expiry_grace`` (seconds after its expiry at which a
+desktop stops itself; default 60).
 """
 
 from __future__ import annotations
@@ -412,8 +413,10 @@ class DockerProvider(Provider):
             environment["DESKCTL_START_URL"] = spec.start_url
         if spec.window_geometry is not None:
             environment["DESKCTL_WINDOW"] = str(spec.window_geometry)
-        if spec.ttl_seconds:
-            environment["DESKCTL_TTL"] = str(int(spec.ttl_seconds) + 60)
+        lifetime = _lifetime(spec, labels)
+        if lifetime is not None:  # a backstop: the desktop stops itself a little after its expiry
+            grace = float(self._option(spec, "expiry_grace", 60))
+            environment["DESKCTL_TTL"] = str(max(1, round(lifetime + grace)))
         host_config: dict[str, Any] = {
             "binds": {str(x11_dir): {"bind": "/tmp/.X11-unix", "mode": "rw"},
                       str(auth_dir): {"bind": "/run/deskctl/xauth", "mode": "ro"},
@@ -784,6 +787,17 @@ class DockerProvider(Provider):
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
+
+
+def _lifetime(spec: DesktopSpec, labels: Mapping[str, str]) -> float | None:
+    """Seconds until the session's expiry (its ``deskctl.expires`` label, else its TTL), or None."""
+    from deskctl.providers.base import LABEL_EXPIRES
+
+    expires = labels.get(LABEL_EXPIRES)
+    if expires:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(expires) - time.time())
+    return spec.ttl_seconds or None
 
 
 def _framebuffer_root(session_dir: Path) -> Path:
