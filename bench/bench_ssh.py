@@ -4,13 +4,16 @@ OpenSSH server on a loopback port (started here, as in the tests: run as root af
 * click: ``desk.click`` (XTEST over the session's one SSH connection, through a streamlocal channel to the
   remote X socket) vs ``ssh host 'xdotool mousemove X Y click 1'`` per action;
 * screenshot of a 1024x768 desktop showing realistic content, as PNG bytes on the client: ``desk.screenshot()``
-  vs ``ssh host 'scrot FILE && cat FILE'`` per shot;
+  vs ``ssh host 'scrot FILE && cat FILE'`` per shot, in three cases: nothing changed since the last shot, a
+  button-sized region (200x40) changed, the whole screen changed (deskctl fetches only what X DAMAGE reports
+  changed, so the cases differ for it; scrot always captures everything). Changes are drawn, untimed, before
+  every shot of either way by a local X client (the "host" is this machine);
 * both naive ways also with OpenSSH connection sharing (``ControlMaster``/``ControlPersist``), the best a
   shell script can do: it saves the handshake but still starts a remote process per action.
 
 Prints medians and ratios (naive / deskctl).
 
-    .venv/bin/python bench/bench_ssh.py [--clicks 100] [--naive-clicks 30] [--shots 20] [--naive-shots 15]
+    .venv/bin/python bench/bench_ssh.py [--clicks 100] [--naive-clicks 30] [--shots 15] [--naive-shots 10]
 """
 
 from __future__ import annotations
@@ -74,12 +77,57 @@ def wallpaper(path: Path) -> None:
     image.save(path)
 
 
+class Painter:
+    """Changes the desktop between shots, as a local X client (the host of the loopback sshd is this machine)."""
+
+    def __init__(self, data: dict[str, object], picture: Path) -> None:
+        from PIL import Image
+
+        from deskctl.providers._x11 import X11Address, connect_display, read_cookie
+
+        self.display = connect_display(X11Address(f":{data['display']}"), read_cookie(f"{data['dir']}/Xauthority"))
+        self.root = self.display.screen().root
+        self.depth = self.display.screen().root_depth
+        self.picture = Image.open(picture).convert("RGBX").tobytes("raw", "BGRX")
+        self.rng = random.Random(3)
+        self.shift = 0
+
+    def nothing(self) -> None:
+        return None
+
+    def small(self) -> None:
+        colour = self.rng.randrange(1 << 24)
+        gc = self.root.create_gc(foreground=colour)
+        self.root.fill_rectangle(gc, self.rng.randrange(GEOMETRY[0] - 200), self.rng.randrange(GEOMETRY[1] - 40),
+                                 200, 40)
+        gc.free()
+        self.display.sync()
+
+    def full(self) -> None:
+        from Xlib import X
+
+        self.shift = (self.shift + 4 * 37) % (GEOMETRY[0] * 4)
+        rolled = b"".join(row[self.shift:] + row[: self.shift] for row in
+                          (self.picture[y * GEOMETRY[0] * 4:(y + 1) * GEOMETRY[0] * 4] for y in range(GEOMETRY[1])))
+        gc = self.root.create_gc()
+        rows = 60
+        for top in range(0, GEOMETRY[1], rows):
+            chunk = rolled[top * GEOMETRY[0] * 4:(top + rows) * GEOMETRY[0] * 4]
+            self.root.put_image(gc, 0, top, GEOMETRY[0], len(chunk) // (GEOMETRY[0] * 4), X.ZPixmap, self.depth, 0,
+                                chunk)
+        gc.free()
+        self.display.sync()
+
+    def close(self) -> None:
+        self.display.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clicks", type=int, default=100)
     parser.add_argument("--naive-clicks", type=int, default=30)
-    parser.add_argument("--shots", type=int, default=20)
-    parser.add_argument("--naive-shots", type=int, default=15)
+    parser.add_argument("--shots", type=int, default=15)
+    parser.add_argument("--naive-shots", type=int, default=10)
     args = parser.parse_args()
     from _sshd import SshServer, unavailable_reason
 
@@ -118,6 +166,7 @@ def main() -> None:
             # ImageMagick sets the root window's background and exits (with status 1 on Xvfb, harmlessly);
             # the PNG size printed at the end shows the content is there
             desk.exec(f"display -window root {picture}", timeout=30)
+            desk.screenshot()  # the first one fetches the whole frame
             shot_file = f"{data['dir']}/bench-shot.png"
 
             rng = random.Random(1)
@@ -150,11 +199,25 @@ def main() -> None:
             def ours_shot() -> None:
                 sizes.append(len(desk.screenshot().png))
 
-            shots = timed(ours_shot, args.shots)
-            row("screenshot", shots, {"ssh+scrot": timed(naive_shot(ssh_base), args.naive_shots),
-                                      "shared-ssh+scrot": timed(naive_shot(ssh_shared), args.naive_shots)})
-            print(f"\n(deskctl PNG {statistics.median(sizes) // 1024} KiB; the raw frame crosses SSH and is encoded "
-                  "on the client)")
+            painter = Painter(data, picture)
+            for case, change in (("unchanged", painter.nothing), ("small", painter.small),
+                                 ("full", painter.full)):
+                def with_change(fn: Callable[[], None], rounds: int,
+                                change: Callable[[], None] = change) -> list[float]:
+                    samples = []
+                    for _ in range(rounds):
+                        change()
+                        start = time.perf_counter()
+                        fn()
+                        samples.append(time.perf_counter() - start)
+                    return samples
+
+                ours = with_change(ours_shot, args.shots)
+                plain = with_change(naive_shot(ssh_base), args.naive_shots)
+                shared = with_change(naive_shot(ssh_shared), args.naive_shots)
+                row(f"shot:{case}", ours, {"ssh+scrot": plain, "shared-ssh+scrot": shared})
+            painter.close()
+            print(f"\n(deskctl PNG median {statistics.median(sizes) // 1024} KiB)")
     finally:
         subprocess.run([*ssh_shared, "-O", "exit"], capture_output=True)
         server.stop()

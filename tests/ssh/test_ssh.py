@@ -547,19 +547,25 @@ def test_incremental_screenshots_equal_full_captures_and_fetch_only_changes(prov
             def pixel(rgb: tuple[int, int, int]) -> int:
                 return (rgb[0] << 16) | (rgb[1] << 8) | rgb[2]
 
+            encoded: list[int] = []
+
             def check() -> int:
+                """Screenshot through deskctl == the server's own full capture; returns the pixels fetched."""
                 local.sync()
                 before = provider._desktops[session_id].frames
                 fetched = before.fetched_pixels if before else 0
+                bands = before.encoder.bands_encoded if before and before.encoder else 0
                 shot = provider.screenshot(handle)
                 frames = provider._desktops[session_id].frames
-                assert frames is not None, "Xvfb has DAMAGE: screenshots must be incremental"
+                assert frames is not None and frames.encoder is not None, "Xvfb has DAMAGE: must be incremental"
                 got = Image.open(io.BytesIO(shot.png)).convert("RGB").tobytes()
                 assert got == _local_truth(local, width, height)
+                encoded.append(frames.encoder.bands_encoded - bands)
                 return frames.fetched_pixels - fetched
 
             assert check() == width * height  # the first one fetches everything
-            assert check() == 0  # nothing changed: nothing crosses the wire
+            assert check() == 0  # nothing changed: nothing crosses the wire, nothing is re-encoded
+            assert encoded == [480 // 16, 0]
             for round_ in range(24):
                 gc = root.create_gc(foreground=pixel((rng.randrange(256), rng.randrange(256), rng.randrange(256))))
                 kind = round_ % 4
@@ -580,6 +586,7 @@ def test_incremental_screenshots_equal_full_captures_and_fetch_only_changes(prov
                         windows.pop(0).unmap()
                 fetched = check()
                 assert 0 < fetched < width * height // 2, f"round {round_} fetched {fetched} pixels"
+                assert 0 < encoded[-1] < 480 // 16 // 2, f"round {round_} re-encoded {encoded[-1]} bands"
             # a change over most of the screen fetches it whole
             root.fill_rectangle(root.create_gc(foreground=pixel((1, 2, 3))), 0, 0, width, height - 10)
             for win in windows:

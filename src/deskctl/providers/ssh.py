@@ -48,7 +48,8 @@ go, then confirms nothing with the session's marker in its command line is left 
 Fast path: one SSH connection per session. The X11 driver (:mod:`deskctl.providers._x11`) talks X11 to the
 remote Xvfb's unix socket through a ``direct-streamlocal@openssh.com`` channel (OpenSSH's unix-socket
 forwarding) on that connection, bridged to a local socketpair; each action is one X round trip, never a new
-ssh command. ``exec`` opens a session channel on the same connection (exit code, stdout and stderr apart).
+ssh command. Screenshots fetch only what the X DAMAGE extension reports changed (:class:`_FrameCache`).
+``exec`` opens a session channel on the same connection (exit code, stdout and stderr apart).
 
 Errors: a host that does not answer is ``provider.unreachable``; wrong or missing credentials are
 ``credentials.invalid`` / ``credentials.missing``; a connection that drops while a desktop is open is
@@ -57,7 +58,8 @@ Errors: a host that does not answer is ``provider.unreachable``; wrong or missin
 
 Provider options: ``host``, ``port``, ``user``, ``key_file``, ``known_hosts``, ``accept_new_host_key``,
 ``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir``, ``connect_timeout``
-(seconds, default 15), ``compression`` (bool, SSH zlib; default False).
+(seconds, default 15), ``compression`` (bool, SSH zlib; default False), ``incremental_capture`` (bool,
+default True).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ import struct
 import threading
 import time
 import weakref
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -920,6 +923,9 @@ class _FrameCache:
     fetches only the damaged boxes with GetImage, patched into the frame. Correct by construction: drawing that
     happens after the reset is reported again and fetched at the latest next time; fetching it twice is harmless.
     The first capture, a size change, or damage over half the screen fetches the whole screen.
+
+    The PNG is encoded by bands of rows (:class:`_BandedPng`), so a small change re-compresses a few bands, not
+    the whole picture; with no change at all the last PNG is returned as it is.
     """
 
     MAX_BOXES = 8
@@ -943,6 +949,7 @@ class _FrameCache:
         self._frame: bytearray | None = None
         self._size = (0, 0)
         self._png: Screenshot | None = None  # the last PNG, valid while nothing changed
+        self._encoder: _BandedPng | None = None
         self.fetched_pixels = 0  # for tests and the benchmark: what crossed the wire
 
     @classmethod
@@ -954,8 +961,9 @@ class _FrameCache:
         with self._lock:
             changed = self._refresh()
             if changed or self._png is None:
-                assert self._frame is not None
-                self._png = _png(bytes(self._frame), *self._size)
+                assert self._frame is not None and self._encoder is not None
+                width, height = self._size
+                self._png = Screenshot(png=self._encoder.encode(self._frame), width=width, height=height)
             return self._png
 
     def capture(self) -> tuple[bytes, int, int]:
@@ -964,6 +972,10 @@ class _FrameCache:
             self._refresh()
             assert self._frame is not None
             return bytes(self._frame), self._size[0], self._size[1]
+
+    @property
+    def encoder(self) -> _BandedPng | None:
+        return self._encoder
 
     def _refresh(self) -> bool:
         """Bring the frame up to date; whether any pixel was fetched."""
@@ -983,11 +995,14 @@ class _FrameCache:
             boxes = [(0, 0, width, height)]
             self._frame = bytearray(width * height * 4)
             self._size = (width, height)
-        frame = self._frame
+            self._encoder = _BandedPng(width, height)
+        frame, encoder = self._frame, self._encoder
+        assert encoder is not None
         fetch = _merge_boxes(boxes, width, height, self.MAX_BOXES, self.FULL_FRACTION)
         for x, y, w, h in fetch:
             data = self._root.get_image(x, y, w, h, X.ZPixmap, 0xFFFFFFFF).data
             self.fetched_pixels += w * h
+            encoder.invalidate(y, y + h)
             if w == width:
                 frame[y * width * 4:(y + h) * width * 4] = data
                 continue
@@ -1035,13 +1050,57 @@ def _merge_boxes(boxes: list[tuple[int, int, int, int]], width: int, height: int
     return [(r[0], r[1], r[2] - r[0], r[3] - r[1]) for r in rects]
 
 
-def _png(data: bytes, width: int, height: int) -> Screenshot:
-    from PIL import Image
+class _BandedPng:
+    """A PNG encoder for a frame that changes in places: the picture is cut into bands of :attr:`BAND` rows,
+    each deflated on its own (filter None, zlib level 1) and ended with a full flush, so the bands' compressed
+    bytes concatenate into one valid zlib stream. Only bands marked by :meth:`invalidate` are re-compressed;
+    the stream is closed with an empty final block and the Adler-32 of all rows."""
 
-    image = Image.frombuffer("RGB", (width, height), data, "raw", "BGRX", 0, 1)
-    out = io.BytesIO()
-    image.save(out, format="PNG", compress_level=1)
-    return Screenshot(png=out.getvalue(), width=width, height=height)
+    BAND = 16
+    _SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+    def __init__(self, width: int, height: int) -> None:
+        self.width, self.height = width, height
+        count = (height + self.BAND - 1) // self.BAND
+        self._raw: list[bytes] = [b""] * count
+        self._deflated: list[bytes] = [b""] * count
+        self._dirty = set(range(count))
+        self.bands_encoded = 0  # for tests: how much work the last encodes did
+        header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
+        self._ihdr = self._chunk(b"IHDR", header)
+
+    @staticmethod
+    def _chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    def invalidate(self, top: int, bottom: int) -> None:
+        """Rows ``top`` (included) to ``bottom`` (excluded) changed."""
+        first, last = max(0, top) // self.BAND, (min(self.height, bottom) - 1) // self.BAND
+        self._dirty.update(range(first, last + 1))
+
+    def encode(self, frame: bytearray) -> bytes:
+        """The PNG of ``frame`` (BGRX rows of :attr:`width` pixels)."""
+        from PIL import Image
+
+        width = self.width
+        for index in sorted(self._dirty):
+            top = index * self.BAND
+            rows = min(self.height, top + self.BAND) - top
+            rgb = Image.frombuffer("RGB", (width, rows), bytes(frame[top * width * 4:(top + rows) * width * 4]),
+                                   "raw", "BGRX", 0, 1).tobytes()
+            stride = width * 3
+            raw = b"".join(b"\x00" + rgb[r * stride:(r + 1) * stride] for r in range(rows))
+            compressor = zlib.compressobj(1, zlib.DEFLATED, -15)
+            self._raw[index] = raw
+            self._deflated[index] = compressor.compress(raw) + compressor.flush(zlib.Z_FULL_FLUSH)
+            self.bands_encoded += 1
+        self._dirty.clear()
+        adler = 1
+        for raw in self._raw:
+            adler = zlib.adler32(raw, adler)
+        # zlib header (deflate, 32K window, fastest), the bands, an empty final fixed block, the checksum
+        stream = b"\x78\x01" + b"".join(self._deflated) + b"\x03\x00" + struct.pack(">I", adler)
+        return self._SIGNATURE + self._ihdr + self._chunk(b"IDAT", stream) + self._chunk(b"IEND", b"")
 
 
 # -- one desktop as seen from this process --------------------------------------------------------------------
