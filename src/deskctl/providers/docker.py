@@ -262,13 +262,28 @@ class DockerProvider(Provider):
         found = find_image(variant, self.client)
         if found is None:
             flag = "" if variant == "minimal" else f" --variant {variant}"
+            local_base = self._local_base()
+            if local_base is not None:
+                remedy = f"deskctl image build{flag} --base {local_base}   (the base is here: about a minute)"
+            else:
+                remedy = (f"deskctl image build{flag}   (pulls debian:bookworm-slim; no registry? make a local "
+                          "base first, see docs/docker.md 'Offline base')")
             raise PreflightError(
                 f"no {variant} desktop image built from this version of deskctl is on this Docker engine",
-                code="preflight.image_missing", provider=self.name,
-                remedy=f"deskctl image build{flag}   (no registry? add --base deskctl-base:bookworm, see "
-                       "docs/docker.md)",
+                code="preflight.image_missing", provider=self.name, remedy=remedy,
             )
         return found
+
+    def _local_base(self) -> str | None:
+        """A base image ``deskctl image build`` can use without a registry, when one is here."""
+        from deskctl.images import DEFAULT_BASE
+
+        for base in ("deskctl-base:bookworm", DEFAULT_BASE):
+            with contextlib.suppress(DeskctlError):
+                with self._errors(f"inspect the image {base}"):
+                    self.client.api.inspect_image(base)  # type: ignore[no-untyped-call]
+                return base
+        return None
 
     def _memory(self, spec: DesktopSpec | None) -> int | None:
         return parse_memory(self._option(spec, "memory", DEFAULT_MEMORY))
