@@ -142,14 +142,41 @@ def _params() -> list[Any]:
 
 @pytest.fixture(params=_params())
 def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
-    """The provider target of this test, with its environment (if any) entered and exported."""
+    """The provider target of this test, with its environment (if any) entered and exported. Afterwards,
+    whatever a failed test left behind (sessions this test's ledger still calls active) is destroyed, before the
+    environment (a fake server, say) goes away."""
     chosen: Target = request.param
     with contextlib.ExitStack() as stack:
         if chosen.environment is not None:
             env = stack.enter_context(chosen.environment())
             for key, value in env.items():
                 monkeypatch.setenv(key, value)
-        yield chosen
+        try:
+            yield chosen
+        finally:
+            _destroy_leftovers()
+
+
+def _destroy_leftovers() -> None:
+    """Destroy every session of this test's ledger (its own DESKCTL_HOME) that did not end; never anything of
+    another test or of another engineer's run sharing the machine."""
+    from deskctl.ledger import open_ledger
+    from deskctl.providers import get_provider
+    from deskctl.providers.base import LABEL_SESSION
+
+    with open_ledger() as book:
+        records = book.sessions(active=True)
+    for record in records:
+        with contextlib.suppress(Exception):
+            provider = get_provider(record.provider, dict(record.spec.get("provider_options") or {}))
+            try:
+                handles = ([RemoteHandle.from_dict(record.handle)] if record.handle
+                           else provider.list_owned({LABEL_SESSION: record.session_id}))
+                for handle in handles:
+                    with contextlib.suppress(Exception):
+                        provider.destroy(handle)
+            finally:
+                provider.close()
 
 
 @pytest.fixture
