@@ -320,6 +320,36 @@ def test_xvfb_that_dies_at_start_is_reported_and_leaves_nothing(ssh_env: dict[st
     assert processes_with(f"deskctl-ssh:{session_id} ") == []
 
 
+def test_window_manager_runs_until_the_desktop_ends(ssh_env: dict[str, str]) -> None:
+    from Xlib import X
+
+    from deskctl.providers._x11 import X11Address, connect_display, read_cookie
+
+    with deskctl.open_desktop("ssh", geometry="640x480", window_manager=True) as desk:
+        handle = desk.handle
+        assert handle is not None
+        state = dict(line.split("=", 1) for line in Path(handle.data["dir"], "state").read_text().split())
+        wm_pid = int(state["wm_pid"])
+        assert Path(f"/proc/{wm_pid}/comm").read_text().strip() == "openbox"
+        local = connect_display(X11Address(f":{handle.data['display']}"),
+                                read_cookie(f"{handle.data['dir']}/Xauthority"))
+        try:
+            atom = local.intern_atom("_NET_SUPPORTING_WM_CHECK")
+            # wait_ready returned only once openbox manages the screen
+            assert local.screen().root.get_full_property(atom, X.AnyPropertyType) is not None
+        finally:
+            local.close()
+    assert_nothing_left(handle)
+    assert not Path(f"/proc/{wm_pid}").exists()
+
+
+def test_window_manager_missing_and_start_url_are_refused_in_preflight(ssh_env: dict[str, str]) -> None:
+    spec = DesktopSpec(provider="ssh", geometry="640x480", window_manager=True, start_url="https://example.org/")
+    results = {r.code: r for r in SSHProvider({"window_manager_command": "no-such-wm"}).preflight(spec)}
+    assert results["ssh.window_manager"].status == "fail"
+    assert results["compat.start_url"].status == "fail"
+
+
 def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: dict[str, str]) -> None:
     def sessions() -> set[int]:
         return {p for p in sshd.connection_pids()

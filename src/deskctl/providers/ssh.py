@@ -140,16 +140,18 @@ T = TypeVar("T")
 
 # -- the scripts run on the host (POSIX sh; arguments always passed as quoted positional parameters) ----------
 
-#: $1 base dir ("" = default), $2 session id, $3 WxHxD, $4 Xvfb, $5 lifetime seconds (0 = none), $6 mode.
+#: $1 base dir ("" = default), $2 session id, $3 WxHxD, $4 Xvfb, $5 lifetime seconds (0 = none), $6 mode,
+#: $7 window manager command ("" = none).
 #: stdin: line 1 the Xauthority bytes as printf octal escapes, line 2 meta.json; then (attached) the control
 #: stream: EOF = the connection ended = stop; "detach" = outlive the connection.
 _OWNER_SCRIPT = r"""
 set -u
 trap '' PIPE HUP
-base=${1:-$HOME/.cache/deskctl/ssh}; sid=$2; geom=$3; xvfb=$4; ttl=$5; mode=$6
+base=${1:-$HOME/.cache/deskctl/ssh}; sid=$2; geom=$3; xvfb=$4; ttl=$5; mode=$6; wm=${7:-}
 umask 077
 fail() { echo "error $*"; exit 1; }
 command -v "$xvfb" >/dev/null 2>&1 || fail "xvfb-missing $xvfb"
+[ -z "$wm" ] || command -v "$wm" >/dev/null 2>&1 || fail "wm-missing $wm"
 command -v mkfifo >/dev/null 2>&1 || fail "tool-missing mkfifo"
 mkdir -p "$base" || fail "cannot create $base"
 dir=$(cd "$base" && pwd -P)/$sid || fail "cannot enter $base"
@@ -178,7 +180,12 @@ case $display in
     sed -n '1,20s/^/log /p' "$dir/xvfb.log"
     bail "xvfb-failed $st";;
 esac
-printf 'display=%s\nxvfb_pid=%s\nwatcher_pid=%s\n' "$display" "$xpid" "$$" > "$dir/state"
+wpid=
+if [ -n "$wm" ]; then
+  DISPLAY=":$display" XAUTHORITY="$dir/Xauthority" "$wm" </dev/null >"$dir/wm.log" 2>&1 &
+  wpid=$!
+fi
+printf 'display=%s\nxvfb_pid=%s\nwatcher_pid=%s\nwm_pid=%s\n' "$display" "$xpid" "$$" "$wpid" > "$dir/state"
 echo "ready $display $xpid $$ $dir"
 rpid=
 if [ "$mode" = detached ]; then
@@ -196,6 +203,7 @@ fi
 trap 'kill -TERM "$xpid" 2>/dev/null' TERM INT
 while :; do wait "$xpid"; st=$?; kill -0 "$xpid" 2>/dev/null || break; done
 [ -n "$rpid" ] && kill "$rpid" 2>/dev/null
+[ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid"
 rm -rf "$dir"
 echo "exited $st"
 """
@@ -264,9 +272,12 @@ echo "auth $(od -An -v -tx1 "$dir/Xauthority" | tr -d ' \n')"
 if [ -n "$(ours "$dir")" ]; then echo "alive yes"; else echo "alive no"; fi
 """
 
-#: $1 Xvfb. What preflight needs to know about the host.
+#: $1 Xvfb, $2 window manager ("" = none). What preflight needs to know about the host.
 _PROBE_SCRIPT = r"""
 if p=$(command -v "$1" 2>/dev/null); then echo "xvfb $p"; else echo "xvfb-missing"; fi
+if [ -n "$2" ]; then
+  if p=$(command -v "$2" 2>/dev/null); then echo "wm $p"; else echo "wm-missing $2"; fi
+fi
 for t in mkfifo flock timeout grep sed od; do command -v "$t" >/dev/null 2>&1 || echo "tool-missing $t"; done
 n=0; for s in /tmp/.X11-unix/X*; do [ -e "$s" ] && n=$((n+1)); done; echo "displays-in-use $n"
 if [ -d /tmp/.X11-unix ]; then
@@ -1232,7 +1243,8 @@ class SSHProvider(Provider):
               f"logged in to {settings.target} ({conn.auth_method.replace('_', ' ')})", None, started)
         started = time.monotonic()
         try:
-            status, out, _err = conn.run(_sh(_PROBE_SCRIPT, settings.xvfb_path), timeout=settings.connect_timeout)
+            status, out, _err = conn.run(_sh(_PROBE_SCRIPT, settings.xvfb_path, self._window_manager(spec)),
+                                         timeout=settings.connect_timeout)
         except DeskctlError as err:
             conn.close()
             check("fail", err.code, err.message, err.remedy, started)
@@ -1247,6 +1259,15 @@ class SSHProvider(Provider):
                   "the host needs a POSIX /bin/sh", started)
         elif facts["os"] != "Linux":
             check("fail", "compat.platform", f"{host} runs {facts['os']}, not Linux", None, started)
+        if "wm-missing" in facts:
+            check("fail", "ssh.window_manager", f"a window manager was asked for but {host} has no "
+                  f"{facts['wm-missing']}", "on the host: apt-get install openbox", started)
+        elif "wm" in facts:
+            check("pass", "ssh.window_manager", f"{host} has a window manager at {facts['wm']}", None, started)
+        if spec.start_url:
+            check("fail", "compat.start_url", "the ssh provider does not open a start URL",
+                  "start the browser yourself: desk.exec(\"firefox URL >/dev/null 2>&1 &\"), or use the xvfb or "
+                  "docker provider", started)
         if "xvfb-missing" in facts:
             check("fail", "ssh.xvfb_missing", f"{host} has no {settings.xvfb_path} (searched the login PATH)",
                   "on the host: apt-get install xvfb (or dnf install xorg-x11-server-Xvfb), or set the "
@@ -1298,7 +1319,8 @@ class SSHProvider(Provider):
             stdin = f"{_printf_escaped(_xauthority_bytes(cookie))}\n{json.dumps(meta, sort_keys=True)}\n".encode()
             command = _sh(_OWNER_SCRIPT, settings.remote_dir, session_id,
                           f"{geometry.width}x{geometry.height}x{geometry.depth}", settings.xvfb_path, str(lifetime),
-                          "detached" if detached else "attached", name=f"deskctl-ssh:{session_id}")
+                          "detached" if detached else "attached", self._window_manager(spec),
+                          name=f"deskctl-ssh:{session_id}")
             owner = conn.session(command)
             try:
                 owner.sendall(stdin)
@@ -1317,7 +1339,7 @@ class SSHProvider(Provider):
             raise
         data = settings.to_data() | {
             "dir": remote_path, "display": display, "xvfb_pid": xvfb_pid, "watcher_pid": watcher_pid,
-            "detached": detached, "geometry": str(geometry),
+            "detached": detached, "geometry": str(geometry), "window_manager": bool(self._window_manager(spec)),
         }
         handle = RemoteHandle(provider=PROVIDER, session_id=session_id,
                               resource_id=f"ssh://{settings.target}{remote_path}", labels=dict(labels), data=data)
@@ -1349,9 +1371,19 @@ class SSHProvider(Provider):
                                f"(exit {owner.exit_status if owner.exit_status_ready() else 'unknown'})",
                                provider=PROVIDER, remedy="the host needs a POSIX /bin/sh")
 
+    def _window_manager(self, spec: DesktopSpec) -> str:
+        """The window manager command to start ("" for none): openbox, when the spec or options ask for one."""
+        wanted = spec.window_manager or _bool(self.options.get("window_manager", False))
+        return str(self.options.get("window_manager_command") or "openbox") if wanted else ""
+
     @staticmethod
     def _raise_start_error(rest: str, logs: list[str], settings: _Settings) -> None:
         host = settings.target.host
+        if rest.startswith("wm-missing"):
+            raise PreflightError(
+                f"a window manager was asked for but {host} has no {rest.split(' ', 1)[-1]}",
+                code="ssh.window_manager", provider=PROVIDER, remedy="on the host: apt-get install openbox",
+            )
         if rest.startswith("xvfb-missing"):
             raise PreflightError(
                 f"{host} has no {settings.xvfb_path} on the login PATH", code="ssh.xvfb_missing",
@@ -1375,10 +1407,44 @@ class SSHProvider(Provider):
         address = self._address(desk)
         try:
             _x11.wait_for_display(address, desk.cookie, deadline)
+            if handle.data.get("window_manager"):
+                self._await_window_manager(desk, address, deadline)
         except DeskctlError as err:
             err.provider = PROVIDER
             raise
         self._driver(handle)
+
+    @staticmethod
+    def _await_window_manager(desk: _Desktop, address: Any, deadline: float) -> None:
+        """Until an EWMH window manager manages the screen (it sets _NET_SUPPORTING_WM_CHECK on the root):
+        PropertyNotify events on the root wake us, no polling."""
+        from deskctl.providers._x11 import connect_display
+
+        display = connect_display(address, desk.cookie, timeout=max(0.1, deadline - time.monotonic()))
+        try:
+            SSHProvider._x_errors(desk, "wait for the window manager",
+                                  functools.partial(SSHProvider._wm_loop, desk, display, deadline))
+        finally:
+            display.close()
+
+    @staticmethod
+    def _wm_loop(desk: _Desktop, display: Any, deadline: float) -> None:
+        import select
+
+        from Xlib import X
+
+        root = display.screen().root
+        root.change_attributes(event_mask=X.PropertyChangeMask)
+        atom = display.intern_atom("_NET_SUPPORTING_WM_CHECK")
+        while root.get_full_property(atom, X.AnyPropertyType) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ReadinessTimeout(f"the window manager on :{desk.display} did not start in time",
+                                       provider=PROVIDER, remedy=f"see {desk.dir}/wm.log on the host")
+            if not display.pending_events():
+                select.select([display.fileno()], [], [], remaining)
+            while display.pending_events():
+                display.next_event()
 
     def destroy(self, handle: RemoteHandle) -> None:
         with self._lock:
