@@ -413,6 +413,8 @@ def test_close_when_destroy_cannot_be_confirmed_is_cleanup_incomplete(monkeypatc
 
 @pytest.mark.slow
 def test_start_url_opens_in_the_browser_variant() -> None:
+    if os.environ.get("DESKCTL_SKIP_BROWSER") == "1":
+        pytest.skip("DESKCTL_SKIP_BROWSER=1: the browser image was not built")
     page = "data:text/html,<body style='margin:0;background:rgb(255,0,0)'></body>"
     with deskctl.open_desktop("docker", geometry="800x600", start_url=page, window_geometry="600x400+0+0") as desk:
         import io
