@@ -59,7 +59,8 @@ Errors: a host that does not answer is ``provider.unreachable``; wrong or missin
 Provider options: ``host``, ``port``, ``user``, ``key_file``, ``known_hosts``, ``accept_new_host_key``,
 ``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir``, ``connect_timeout``
 (seconds, default 15), ``compression`` (bool, SSH zlib; default False), ``incremental_capture`` (bool,
-default True).
+default True), ``window_manager`` (bool, also ``spec.window_manager``), ``window_manager_command`` (default
+``openbox``). A start URL is refused in preflight (``compat.start_url``).
 """
 
 from __future__ import annotations
@@ -537,6 +538,7 @@ class _Connection:
                 remedy="check the host name and port, that sshd runs there, and the network path",
             ) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _detect_dead_peers(sock)
         transport = _transport_class()(sock)
         self.transport = transport
         try:
@@ -794,6 +796,20 @@ class _Connection:
         if self.transport is not None:
             with contextlib.suppress(Exception):
                 self.transport.close()
+
+
+def _detect_dead_peers(sock: socket.socket) -> None:
+    """A host that vanishes without closing the connection (cable, VPN, suspended VM) must end the session in
+    seconds, not after minutes of TCP retransmission: data unacknowledged for 30 s drops the connection, and
+    TCP keepalives (plus paramiko's own, every 15 s) make sure there is data to acknowledge. Linux options,
+    set where the platform has them."""
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", 15), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", 30000)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, option, value in options:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(level, option, value)
 
 
 def _collect(chan: Any, timeout: float, conn: _Connection) -> tuple[int, bytes, bytes]:
