@@ -548,3 +548,16 @@ def test_a_desktop_past_its_expiry_stops_itself(docker_sdk: Any) -> None:
         provider.destroy(handle)
         provider.close()
     assert docker_leftovers(handle) == []
+
+
+def test_a_home_too_long_for_a_unix_socket_is_a_config_error(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from deskctl.errors import ConfigInvalid
+
+    monkeypatch.setenv("DESKCTL_HOME", str(tmp_path / ("h" * 100)))
+    provider = DockerProvider()
+    try:
+        with pytest.raises(ConfigInvalid, match="too long"):
+            provider.create(DesktopSpec.build(provider="docker"), "dk-longpath1", {})
+    finally:
+        provider.close()

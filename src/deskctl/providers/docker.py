@@ -401,6 +401,11 @@ class DockerProvider(Provider):
                              provider=self.name)
         session_dir = self._session_dir(session_id)
         x11_dir, auth_dir = session_dir / "x11", session_dir / "xauth"
+        if len(os.fsencode(x11_dir / "X0")) > 107:  # sun_path holds 108 bytes with its NUL
+            from deskctl.errors import ConfigInvalid
+
+            raise ConfigInvalid(f"the X socket path {x11_dir / 'X0'} is too long for a unix socket",
+                                provider=self.name, remedy="set DESKCTL_HOME to a shorter directory")
         for path in (x11_dir, auth_dir):
             path.mkdir(parents=True, exist_ok=True)
         # The container user (uid 1000) makes its socket in x11/ and reads the cookie; the parent runtime
