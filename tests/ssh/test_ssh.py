@@ -507,6 +507,17 @@ def test_detached_desktop_outlives_its_creator_and_down_reaches_it(ssh_env: dict
     assert_nothing_left(handle)
 
 
+def test_a_detached_desktop_ends_at_its_expiry_on_the_host_alone(provider: SSHProvider) -> None:
+    session_id = new_id()
+    expires = int(time.time()) + 2
+    handle = provider.create(SPEC, session_id, {LABEL_SESSION: session_id, LABEL_DETACHED: "1",
+                                                LABEL_EXPIRES: str(expires)})
+    provider.close()  # no deskctl process holds it any more
+    assert processes_with(str(handle.data["dir"]) + "/Xauthority")
+    assert_nothing_left(handle)  # blocks until the host's timeout(1) ended it
+    assert time.time() >= expires - 1
+
+
 def test_detach_switches_an_attached_desktop_to_outlive_the_connection(provider: SSHProvider) -> None:
     session_id = new_id()
     handle = provider.create(SPEC, session_id, labels(session_id))
