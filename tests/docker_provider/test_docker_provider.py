@@ -561,3 +561,13 @@ def test_a_home_too_long_for_a_unix_socket_is_a_config_error(tmp_path: Path,
             provider.create(DesktopSpec.build(provider="docker"), "dk-longpath1", {})
     finally:
         provider.close()
+
+
+def test_a_16_bit_desktop_is_captured_through_x_when_the_framebuffer_file_does_not_fit() -> None:
+    with deskctl.open_desktop("docker", geometry="640x480x16") as desk:
+        provider = desk.provider
+        assert isinstance(provider, DockerProvider) and desk.handle is not None
+        assert provider._framebuffer(desk.handle) is None  # 16 bits per pixel: not the fast path
+        shot = desk.screenshot()
+        assert (shot.width, shot.height) == (640, 480)
+        assert "depth of root window:    16 planes" in desk.exec("xdpyinfo").stdout
