@@ -454,3 +454,16 @@ def test_key_down_of_an_upper_case_letter_holds_shift_with_it(driver: X11Driver,
     driver.type_text("q")
     probe.wait_for(lambda p: len(p.text()) >= 2, "two letters")
     assert probe.text() == "Qq"
+
+
+def test_a_refused_request_is_an_error_not_a_message_on_stderr(
+    driver: X11Driver, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deskctl.errors import ProviderApiError
+
+    with pytest.raises(ProviderApiError, match="refused"):
+        driver.click(10, 10, "left")  # fine
+        driver._display.xtest_fake_input(2, 3)  # KeyPress of keycode 3, below min_keycode: BadValue
+        driver.ping()
+    assert "X protocol error" not in capsys.readouterr().err
+    driver.ping()  # the error was reported once; the connection is still good

@@ -357,7 +357,25 @@ def connect_display(address: X11Address, cookie: bytes | None, *, timeout: float
     finally:
         _pending.sock, _pending.cookie = None, None
     sock.settimeout(None)
+    _repair_error_table(display)
     return display
+
+
+def _repair_error_table(display: Display) -> None:
+    """python-xlib 0.33's RANDR and DAMAGE modules register their error classes at codes 0-2 instead of
+    first_error + n, in a table shared by every connection, so a core BadValue (2) is parsed as a RANDR error
+    and python-xlib crashes on it. Give this connection its own table with the core codes restored and the
+    misplaced ones dropped (extension errors are then plain XError)."""
+    import Xlib.error
+
+    table = dict(display.display.error_classes)
+    for code in [c for c in table if c < 128]:
+        core = Xlib.error.xerror_class.get(code)
+        if core is None:
+            del table[code]
+        else:
+            table[code] = core
+    display.display.error_classes = table
 
 
 # -- MIT-SHM ---------------------------------------------------------------------------------------------------
@@ -558,6 +576,10 @@ class X11Driver:
         self._closed = False
         self._shm: _Shm | None = None
         self._shm_tried = not use_shm
+        # Errors of requests without a reply arrive later; python-xlib would print them. Keep them, and raise
+        # the first at the next round trip (every action ends with one).
+        self._async_errors: list[Any] = []
+        display.set_error_handler(lambda err, request=None: self._async_errors.append(err))
         with self._errors("set up"):
             if not display.has_extension("XTEST"):
                 raise ProviderApiError(f"X display {address.display} has no XTEST extension", provider=provider)
@@ -631,8 +653,14 @@ class X11Driver:
             ) from exc
 
     def _check_alive(self) -> None:
-        # python-xlib notices a dropped socket only when it reads; a sync makes every action confirm delivery.
+        # python-xlib notices a dropped socket only when it reads; a sync makes every action confirm delivery,
+        # and brings back the errors of the requests it sent.
         self._display.sync()
+        if self._async_errors:
+            first = self._async_errors[0]
+            self._async_errors.clear()
+            raise ProviderApiError(f"X display {self.address.display} refused a request: {type(first).__name__}",
+                                   provider=self.provider)
 
     # -- geometry and capture ---------------------------------------------------------------------------------
     def size(self) -> tuple[int, int]:
@@ -968,7 +996,7 @@ class X11Driver:
     def ping(self) -> None:
         """One round trip; raises :class:`~deskctl.errors.SessionLost` when the server is gone."""
         with self._lock, self._errors("reach the display"):
-            self._display.sync()
+            self._check_alive()
 
     @property
     def closed(self) -> bool:
