@@ -190,6 +190,35 @@ def test_changed_host_key_is_always_refused(sshd: SshServer, ssh_env: dict[str, 
     assert caught.value.code == "credentials.host_key_changed"
 
 
+def test_hashed_entries_and_marker_or_malformed_lines_in_known_hosts(sshd: SshServer, ssh_env: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    known_hosts = tmp_path / "known_hosts_hashed"
+    known_hosts.write_text(sshd.known_hosts_line)
+    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known_hosts)], check=True, capture_output=True)
+    hashed = known_hosts.read_text()
+    assert hashed.startswith("|1|") and "127.0.0.1" not in hashed
+    ca_kind, ca_blob = keygen(tmp_path / "ca").with_suffix(".pub").read_text().split()[:2]
+    known_hosts.write_text(f"# a comment\n@cert-authority *.example.org {ca_kind} {ca_blob}\nnot a valid line\n"
+                           + hashed)
+    provider = SSHProvider({"known_hosts": str(known_hosts)})
+    try:
+        assert {r.code: r.status for r in provider.preflight(SPEC)}["ssh.connect"] == "pass"
+    finally:
+        provider.close()
+
+
+def test_a_revoked_host_key_is_refused_even_with_accept_new(sshd: SshServer, ssh_env: dict[str, str],
+                                                            tmp_path: Path) -> None:
+    kind, blob = sshd.host_key.with_suffix(".pub").read_text().split()[:2]
+    known_hosts = tmp_path / "known_hosts_revoked"
+    known_hosts.write_text(f"@revoked [127.0.0.1]:{sshd.port} {kind} {blob}\n")
+    with pytest.raises(CredentialsInvalid) as caught:
+        SSHProvider({"known_hosts": str(known_hosts), "accept_new_host_key": True}).create(SPEC, new_id(),
+                                                                                             labels("x"))
+    assert caught.value.code == "credentials.host_key_revoked"
+    assert known_hosts.read_text() == f"@revoked [127.0.0.1]:{sshd.port} {kind} {blob}\n"
+
+
 # -- authentication ----------------------------------------------------------------------------------------------
 
 

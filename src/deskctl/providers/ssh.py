@@ -482,17 +482,44 @@ def _transport_class() -> type[Any]:
 
 
 def _load_known_hosts(settings: _Settings) -> Any:
+    """The known_hosts entries as paramiko HostKeys. Read line by line, because paramiko's own loader raises on
+    marker lines (``@revoked``, ``@cert-authority``) and on any malformed line; like OpenSSH, those are skipped
+    here (``@revoked`` is honoured separately by :func:`_revoked_in`)."""
     import paramiko
+    from paramiko.hostkeys import HostKeyEntry
 
     keys = paramiko.HostKeys()
     for path in (Path("/etc/ssh/ssh_known_hosts"), settings.known_hosts_path):
-        if path.is_file():
+        try:
+            text = path.read_text(errors="replace") if path.is_file() else ""
+        except OSError as exc:
+            raise PreflightError(f"cannot read known_hosts {path}: {exc.strerror}", code="credentials.known_hosts",
+                                 provider=PROVIDER) from exc
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.strip()
+            if not line or line.startswith(("#", "@")):
+                continue
             try:
-                keys.load(str(path))
-            except (OSError, paramiko.SSHException) as exc:
-                raise PreflightError(f"cannot read known_hosts {path}: {exc}", code="credentials.known_hosts",
-                                     provider=PROVIDER) from exc
+                entry = HostKeyEntry.from_line(line, number)
+            except Exception:  # a malformed or unsupported line: skipped, as ssh does
+                continue
+            if entry is None or entry.key is None:
+                continue
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
     return keys
+
+
+def _revoked_in(settings: _Settings, key: Any) -> str | None:
+    """The known_hosts file that marks ``key`` ``@revoked`` (paramiko skips marker lines), or None."""
+    blob = key.get_base64()
+    for path in (Path("/etc/ssh/ssh_known_hosts"), settings.known_hosts_path):
+        with contextlib.suppress(OSError):
+            for line in path.read_text(errors="replace").splitlines():
+                fields = line.split()
+                if len(fields) >= 4 and fields[0] == "@revoked" and fields[3] == blob:
+                    return str(path)
+    return None
 
 
 def _record_host_key(settings: _Settings, key: Any) -> None:
@@ -580,6 +607,14 @@ class _Connection:
         settings, target = self.settings, self.settings.target
         name, kind, fingerprint = target.known_hosts_name, key.get_name(), host_key_fingerprint(key)
         path = settings.known_hosts_path
+        revoked = _revoked_in(settings, key)
+        if revoked:
+            raise CredentialsInvalid(
+                f"the {kind} key {fingerprint} presented by {name} is marked @revoked in {revoked}; deskctl refuses "
+                "to connect", code="credentials.host_key_revoked", provider=PROVIDER,
+                remedy="ask the host's administrator for its current key; never remove a @revoked line to get in",
+                details={"host": name, "presented": f"{kind} {fingerprint}", "known_hosts": revoked},
+            )
         if recorded:
             known = recorded.get(kind)
             if known is not None and known.asbytes() == key.asbytes():
