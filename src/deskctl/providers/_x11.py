@@ -536,7 +536,8 @@ def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "B
         raise ProviderApiError(f"capture holds {len(data)} bytes, a {width}x{height} {mode} image needs "
                                f"{width * height * bpp}")
     if stripes is None:
-        stripes = max(1, min(_POOL_WORKERS, height // 64))
+        # about 150 rows a stripe (a few hundred KiB, cache-sized) is faster than one stripe per core
+        stripes = max(1, min(16, height // 150))
     rows_per = -(-height // max(1, stripes))
     view = memoryview(data)
     jobs = []
