@@ -11,7 +11,8 @@ What a desktop is here:
   so other local users cannot connect; TCP is off;
 * Xvfb, the optional window manager (openbox) and the optional browser each run in their own session and
   process group (``start_new_session``), so a detached desktop outlives the CLI and destroy can end every
-  process a program spawned;
+  process a program spawned; everything started on the desktop (those programs and ``exec`` commands) carries
+  ``DESKCTL_SESSION=<id>`` in its environment, so destroy also ends what left its group (daemons);
 * a JSON marker per desktop in ``runtime_dir()/xvfb/<session>/desktop.json`` (session id, owner, created,
   expires, display, pids with their start times) lets :meth:`XvfbProvider.list_owned` and the reaper find it
   from any process. A recorded pid is trusted only while its ``/proc`` start time matches, so a recycled pid is
@@ -20,9 +21,10 @@ What a desktop is here:
 Backstop (the owner-pid watch): an attached session's desktop gets a tiny watcher process that waits on the
 owner's pidfd and ends the desktop's processes when the owner dies, even by SIGKILL; a detached one
 (``deskctl.detached`` label) gets a watcher that ends it at its expiry instead. The watcher only stops processes
-(Xvfb removes its own lock and socket on SIGTERM); the marker and session directory stay until
-``deskctl reap`` (or ``down``) destroys the desktop and records the end in the ledger, so the reaper always has
-something to find and to record. ``provider_options={"owner_watch": False}`` turns the watcher off.
+(Xvfb removes its socket on SIGTERM); the lock file, marker and session directory stay until ``deskctl reap``
+(or ``down``) destroys the desktop and records the end in the ledger, so the reaper always has something to
+find and to record, and the SIGKILL case stays observable. ``provider_options={"owner_watch": False}`` turns
+the watcher off (then the reaper alone removes the live orphan).
 
 Provider options: ``window_manager`` (bool, also ``spec.window_manager``), ``browser`` (a command name or path),
 ``owner_watch`` (bool, default True), ``xvfb_args`` (extra arguments), ``start_timeout`` (seconds, default 30).
