@@ -62,6 +62,20 @@ def fingerprint(public_key_file: Path) -> str:
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
+def started_by_exec(remote_dir: str) -> list[int]:
+    """Pids whose environment carries the desktop's marker (what its exec started, and their children)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"DESKCTL_SSH_DESKTOP={remote_dir}".encode() in environ:
+                found.append(int(entry.name))
+    return found
+
+
 def assert_nothing_left(handle: RemoteHandle) -> None:
     remote_dir = str(handle.data["dir"])
     wait_until_released(remote_dir)
@@ -418,6 +432,21 @@ def test_exec_timeout_ends_the_command(provider: SSHProvider) -> None:
         provider.destroy(handle)
 
 
+def test_destroy_ends_what_exec_left_running(provider: SSHProvider) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id))
+    remote_dir = str(handle.data["dir"])
+    try:
+        result = provider.exec(handle, "sleep 300 >/dev/null 2>&1 & sh -c 'trap \"\" TERM; sleep 301' "
+                                       ">/dev/null 2>&1 & echo started")
+        assert result.stdout == "started\n"
+        assert len(started_by_exec(remote_dir)) >= 2  # the two sleeps (and the shell that ignores TERM)
+    finally:
+        provider.destroy(handle)
+    assert started_by_exec(remote_dir) == []
+    assert_nothing_left(handle)
+
+
 def test_list_owned_finds_the_marker_by_label(provider: SSHProvider) -> None:
     session_id = new_id()
     handle = provider.create(SPEC, session_id, labels(session_id, team="qa"))
@@ -460,6 +489,8 @@ def test_connection_dropped_mid_session_ends_it_and_leaves_nothing(sshd: SshServ
     assert handle is not None
     try:
         desk.click(5, 5)
+        assert desk.exec("sleep 300 >/dev/null 2>&1 &").exit_code == 0
+        assert started_by_exec(str(handle.data["dir"]))
         assert sshd.drop_connections()
         with pytest.raises(SessionLost) as caught:
             for _ in range(3):  # the first action after the drop fails, whichever notices it first
@@ -470,6 +501,7 @@ def test_connection_dropped_mid_session_ends_it_and_leaves_nothing(sshd: SshServ
         assert desk.state.value == "failed"
         with pytest.raises(DeskctlError):
             desk.screenshot()
+        assert started_by_exec(str(handle.data["dir"])) == []
     finally:
         if desk.state.value == "ready":  # only when the test failed before the drop
             desk.close()
@@ -484,6 +516,8 @@ print(json.dumps({"id": desk.id, "handle": desk.handle.to_dict()}), flush=True)
 if sys.argv[1] == "detached":
     desk.release()
     sys.exit(0)
+desk.exec("sleep 300 >/dev/null 2>&1 &")
+print("exec", flush=True)
 threading.Event().wait()
 """
 
@@ -503,14 +537,18 @@ def test_killed_client_leaves_nothing_on_the_host(ssh_env: dict[str, str]) -> No
     proc, opened = _child("attached", ssh_env)
     handle = RemoteHandle.from_dict(opened["handle"])  # type: ignore[arg-type]
     try:
+        assert proc.stdout is not None and proc.stdout.readline() == "exec\n"
         assert processes_with(str(handle.data["dir"]) + "/Xauthority")
+        assert started_by_exec(str(handle.data["dir"]))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         proc.kill()
         proc.communicate()
-    # no reaper, no destroy: the watcher saw the connection end and stopped the desktop by itself
+    # no reaper, no destroy: the watcher saw the connection end and stopped the desktop by itself,
+    # with what exec had left running
     assert_nothing_left(handle)
+    assert started_by_exec(str(handle.data["dir"])) == []
     provider = SSHProvider({})
     try:
         provider.destroy(handle)  # and destroy from another process confirms it is gone

@@ -141,11 +141,18 @@ T = TypeVar("T")
 
 # -- the scripts run on the host (POSIX sh; arguments always passed as quoted positional parameters) ----------
 
+#: the pids of processes a desktop's exec started (their environment carries the desktop's directory)
+_MARKED = r"""
+marked() {
+  grep -lzxF -- "DESKCTL_SSH_DESKTOP=$1" /proc/[0-9]*/environ 2>/dev/null | sed -n 's,^/proc/\([0-9]*\)/environ$,\1,p'
+}
+"""
+
 #: $1 base dir ("" = default), $2 session id, $3 WxHxD, $4 Xvfb, $5 lifetime seconds (0 = none), $6 mode,
 #: $7 window manager command ("" = none).
 #: stdin: line 1 the Xauthority bytes as printf octal escapes, line 2 meta.json; then (attached) the control
 #: stream: EOF = the connection ended = stop; "detach" = outlive the connection.
-_OWNER_SCRIPT = r"""
+_OWNER_SCRIPT = _MARKED + r"""
 set -u
 trap '' PIPE HUP
 base=${1:-$HOME/.cache/deskctl/ssh}; sid=$2; geom=$3; xvfb=$4; ttl=$5; mode=$6; wm=${7:-}
@@ -205,34 +212,41 @@ trap 'kill -TERM "$xpid" 2>/dev/null' TERM INT
 while :; do wait "$xpid"; st=$?; kill -0 "$xpid" 2>/dev/null || break; done
 [ -n "$rpid" ] && kill "$rpid" 2>/dev/null
 [ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid"
+# what exec started for this desktop (marked in its environment) ends with it
+pids=$(marked "$dir")
+if [ -n "$pids" ]; then
+  kill -TERM $pids 2>/dev/null
+  n=0; while [ $n -lt 20 ] && [ -n "$(marked "$dir")" ]; do sleep 0.1; n=$((n+1)); done
+  pids=$(marked "$dir"); [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+fi
 rm -rf "$dir"
 echo "exited $st"
 """
 
 #: prints the pids whose command line holds "$1/Xauthority" (Xvfb and its timeout(1)); grep's own argv holds
 #: the pattern "...Xauthorit[y]", which does not match itself
-_OURS = r"""
+_OURS = _MARKED + r"""
 ours() {
   pat=$(printf '%s' "$1/Xauthorit" | sed 's/[][\.*^$]/\\&/g')'[y]'
   grep -la -- "$pat" /proc/[0-9]*/cmdline 2>/dev/null | sed -n 's,^/proc/\([0-9]*\)/cmdline$,\1,p'
 }
+everything() { ours "$1"; marked "$1"; }
 """
 
 _DESTROY_BODY = r"""
-pids=$(ours "$dir")
+pids=$(everything "$dir")
 [ -n "$pids" ] && kill -TERM $pids 2>/dev/null
 if command -v flock >/dev/null 2>&1 && [ -e "$dir/lock" ]; then
   flock -w 10 "$dir/lock" true 2>/dev/null
-else
-  n=0; while [ -n "$(ours "$dir")" ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n+1)); done
 fi
-pids=$(ours "$dir")
+n=0; while [ -n "$(everything "$dir")" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n+1)); done
+pids=$(everything "$dir")
 if [ -n "$pids" ]; then
   kill -KILL $pids 2>/dev/null
-  n=0; while [ -n "$(ours "$dir")" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n+1)); done
+  n=0; while [ -n "$(everything "$dir")" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n+1)); done
 fi
 rm -rf "$dir"
-left=$(ours "$dir" | tr '\n' ' ')
+left=$(everything "$dir" | tr '\n' ' ')
 if [ -n "$left" ] || [ -e "$dir" ]; then echo "left $left"; else echo gone; fi
 """
 
@@ -1789,7 +1803,9 @@ class SSHProvider(Provider):
         ``timeout(1)`` on the host and the exit code is 124."""
         desk = self._desktop(handle)
         auth = f"{desk.dir}/Xauthority"
-        inner = f"DISPLAY=:{desk.display} XAUTHORITY={shlex.quote(auth)}; export DISPLAY XAUTHORITY; cd; "
+        # DESKCTL_SSH_DESKTOP marks everything the command starts: destroy (or the watcher) ends it all
+        inner = (f"DISPLAY=:{desk.display} XAUTHORITY={shlex.quote(auth)} DESKCTL_SSH_DESKTOP={shlex.quote(desk.dir)};"
+                 " export DISPLAY XAUTHORITY DESKCTL_SSH_DESKTOP; cd; ")
         seconds = max(1, int(timeout + 0.999))
         inner += (f"if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 {seconds} /bin/sh -c "
                   f"{shlex.quote(command)}; else exec /bin/sh -c {shlex.quote(command)}; fi")
