@@ -182,6 +182,16 @@ def test_unknown_host_key_is_refused_then_accepted_and_recorded(sshd: SshServer,
         again.close()
 
 
+def test_accept_new_host_key_through_the_session_records_the_key(sshd: SshServer, ssh_env: dict[str, str],
+                                                                  tmp_path: Path) -> None:
+    known_hosts = tmp_path / "known_hosts_session"
+    # preflight runs first and hands its connection to create: the key must still be recorded
+    with deskctl.open_desktop("ssh", geometry="640x480",
+                              provider_options={"known_hosts": str(known_hosts), "accept_new_host_key": True}) as desk:
+        assert desk.size == (640, 480)
+    assert known_hosts.read_text() == sshd.known_hosts_line
+
+
 def test_changed_host_key_is_always_refused(sshd: SshServer, ssh_env: dict[str, str], tmp_path: Path) -> None:
     impostor = keygen(tmp_path / "other_host_key")
     kind, blob = impostor.with_suffix(".pub").read_text().split()[:2]

@@ -782,6 +782,14 @@ class _Connection:
         raise CredentialsInvalid(f"{ENV_PRIVATE_KEY} is not a private key paramiko can read "
                                  f"({type(last).__name__})", provider=PROVIDER)
 
+    def record_host_key(self) -> None:
+        """Record the host's key (accepted by ``accept_new_host_key``) if known_hosts does not have it yet."""
+        settings = self.settings
+        if not settings.accept_new_host_key:
+            return
+        if not _load_known_hosts(settings).lookup(settings.target.known_hosts_name):
+            _record_host_key(settings, self.transport.get_remote_server_key())
+
     # -- using ----------------------------------------------------------------------------------------------
     @property
     def alive(self) -> bool:
@@ -1258,6 +1266,8 @@ class SSHProvider(Provider):
             spare, self._spare = self._spare, None
         if spare is not None:
             if spare.alive and spare.settings.key == settings.key:
+                if record_new_host_key:
+                    spare.record_host_key()  # preflight never writes known_hosts; the desktop's create does
                 return spare
             spare.close()
         return self._track(_Connection(settings, record_new_host_key=record_new_host_key))
