@@ -467,3 +467,20 @@ def test_a_refused_request_is_an_error_not_a_message_on_stderr(
         driver.ping()
     assert "X protocol error" not in capsys.readouterr().err
     driver.ping()  # the error was reported once; the connection is still good
+
+
+def test_a_server_that_stops_answering_fails_the_call_instead_of_hanging_it(tmp_path: Path) -> None:
+    import signal
+
+    srv = start_xvfb(tmp_path)
+    drv = X11Driver.open(srv.display, cookie=srv.cookie, provider="xvfb", op_timeout=0.5)
+    try:
+        drv.ping()
+        drv.click(5, 5)  # an armed and disarmed watchdog does not fire between calls
+        srv.proc.send_signal(signal.SIGSTOP)
+        with pytest.raises(SessionLost, match="did not answer within 0.5s"):
+            drv.size()
+    finally:
+        srv.proc.send_signal(signal.SIGCONT)
+        drv.close()
+        stop_xvfb(srv)

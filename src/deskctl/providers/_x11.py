@@ -561,6 +561,60 @@ def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "B
 # -- the driver ------------------------------------------------------------------------------------------------
 
 
+class _Watchdog:
+    """Ends a blocked X call: python-xlib waits for replies in select() without a timeout, so a server that
+    stops answering (SIGSTOP, a dead network path) would hang the caller forever. Armed around each driver
+    operation; when one runs past ``timeout`` seconds, ``on_expire`` shuts the socket down, and the blocked
+    call fails as a lost connection. One sleeping thread per driver; arming costs a lock and a notify."""
+
+    def __init__(self, timeout: float, on_expire: Any) -> None:
+        self.timeout = timeout
+        self._on_expire = on_expire
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self._idle = False
+        self.fired = False
+
+    def arm(self) -> None:
+        with self._cond:
+            self._deadline = time.monotonic() + self.timeout
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="deskctl-x11-watchdog", daemon=True)
+                self._thread.start()
+            elif self._idle:
+                # only an idle watchdog needs waking: one in a timed wait wakes at an earlier deadline anyway
+                # and finds this one (so a busy driver does not switch threads on every call)
+                self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._deadline = None
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._stopped:
+                if self._deadline is None:
+                    self._idle = True
+                    self._cond.wait()
+                    self._idle = False
+                    continue
+                remaining = self._deadline - time.monotonic()
+                if remaining > 0:
+                    self._cond.wait(remaining)
+                    continue
+                self._deadline = None
+                self.fired = True
+                with contextlib.suppress(Exception):
+                    self._on_expire()
+
+
 class X11Driver:
     """One X connection to one desktop: XTEST input, screen capture, keymap handling. Thread-safe.
 
@@ -569,12 +623,14 @@ class X11Driver:
     """
 
     def __init__(self, display: Display, address: X11Address, *, provider: str | None = None,
-                 use_shm: bool = True) -> None:
+                 use_shm: bool = True, op_timeout: float = 60.0) -> None:
         self._display = display
         self.address = address
         self.provider = provider
         self._lock = threading.RLock()
         self._closed = False
+        self._nesting = 0
+        self._watchdog = _Watchdog(op_timeout, self._abort)
         self._shm: _Shm | None = None
         self._shm_tried = not use_shm
         # Errors of requests without a reply arrive later; python-xlib would print them. Keep them, and raise
@@ -606,8 +662,10 @@ class X11Driver:
         timeout: float = 10.0,
         provider: str | None = None,
         use_shm: bool = True,
+        op_timeout: float = 60.0,
     ) -> X11Driver:
-        """Connect to ``display`` (see the module docstring for the three ways); ``provider`` names errors."""
+        """Connect to ``display`` (see the module docstring for the three ways); ``provider`` names errors;
+        an operation the server does not answer within ``op_timeout`` seconds fails as a lost session."""
         address = X11Address(display=display, socket_path=socket_path, host=host, port=port)
         try:
             conn = connect_display(address, cookie, timeout=timeout)
@@ -615,7 +673,7 @@ class X11Driver:
             err.provider = err.provider or provider
             raise
         try:
-            return cls(conn, address, provider=provider, use_shm=use_shm and host is None)
+            return cls(conn, address, provider=provider, use_shm=use_shm and host is None, op_timeout=op_timeout)
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -634,11 +692,19 @@ class X11Driver:
 
         if self._closed:
             raise SessionLost(f"the X connection to {self.address.display} is closed", provider=self.provider)
+        if self._nesting == 0:
+            self._watchdog.arm()
+        self._nesting += 1
         try:
             yield
         except DeskctlError:
             raise
         except Xlib.error.ConnectionClosedError as exc:
+            if self._watchdog.fired:
+                raise SessionLost(
+                    f"X display {self.address.display} did not answer within {self._watchdog.timeout:g}s while we "
+                    f"tried to {doing}; the connection was dropped", provider=self.provider,
+                ) from exc
             raise SessionLost(
                 f"X display {self.address.display} closed the connection while we tried to {doing}",
                 provider=self.provider,
@@ -652,6 +718,14 @@ class X11Driver:
                 f"lost the X display {self.address.display} while we tried to {doing}: {exc.strerror or exc}",
                 provider=self.provider,
             ) from exc
+        finally:
+            self._nesting -= 1
+            if self._nesting == 0:
+                self._watchdog.disarm()
+
+    def _abort(self) -> None:
+        """Called by the watchdog: wake the blocked call by shutting the socket down under it."""
+        self._display.display.socket.shutdown(socket.SHUT_RDWR)
 
     def _check_alive(self) -> None:
         # python-xlib notices a dropped socket only when it reads; a sync makes every action confirm delivery,
@@ -1009,6 +1083,7 @@ class X11Driver:
             if self._closed:
                 return
             self._closed = True
+            self._watchdog.stop()
             if self._shm is not None:
                 self._shm.close()
                 self._shm = None
