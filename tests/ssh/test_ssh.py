@@ -264,6 +264,17 @@ def test_no_credentials_at_all_is_credentials_missing(ssh_env: dict[str, str],
     assert "DESKCTL_SSH_PASSWORD" in (caught.value.remedy or "")
 
 
+def test_a_password_the_server_does_not_take_is_credentials_invalid_naming_what_it_takes(
+        ssh_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # the test sshd has PasswordAuthentication no (and the test user no password): the refusal says so
+    monkeypatch.delenv("DESKCTL_SSH_KEY_FILE")
+    monkeypatch.setenv("DESKCTL_SSH_PASSWORD", "hunter2-not-a-real-one")
+    with pytest.raises(CredentialsInvalid) as caught:
+        SSHProvider({}).create(SPEC, new_id(), labels("x"))
+    assert "the server accepts: publickey" in caught.value.message
+    assert "hunter2-not-a-real-one" not in json.dumps(caught.value.to_dict())
+
+
 def test_encrypted_key_with_passphrase_from_env(sshd: SshServer, ssh_env: dict[str, str], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     passphrase = "correct horse battery 4711"
