@@ -120,11 +120,26 @@ def main() -> int:
         desk.exec("true")
         usage, rss = idle_memory_mib(client, container)
 
+    # -- eight at once -------------------------------------------------------------------------------------------
+    from concurrent.futures import ThreadPoolExecutor
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        many = list(pool.map(lambda _: deskctl.open_desktop("docker", geometry="1024x768"), range(8)))
+    all_ready = time.perf_counter() - started
+    many_memory = sum(idle_memory_mib(client, d.handle.resource_id)[0] for d in many if d.handle)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda d: d.close(), many))
+    all_down = time.perf_counter() - started
+
     print(f"{'measurement':58} {'deskctl ms':>11} {'naive ms':>10} {'naive/deskctl':>14}")
     for name, ours, naive in rows:
         ratio = f"{naive / ours:13.1f}x" if naive else ""
         print(f"{name:58} {ours:11.2f} {naive or 0:10.2f} {ratio}")
     print(f"idle desktop memory: {usage:.1f} MiB (docker stats: usage - page cache), rss {rss:.1f} MiB")
+    print(f"8 desktops at once: all ready in {all_ready:.2f} s, {many_memory:.0f} MiB together, "
+          f"all down in {all_down:.2f} s")
     targets = [
         ("click >= 100x", rows[2][2] / rows[2][1] >= 100),  # type: ignore[operator]
         ("key >= 100x", rows[3][2] / rows[3][1] >= 100),  # type: ignore[operator]

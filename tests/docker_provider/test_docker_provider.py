@@ -92,6 +92,10 @@ def test_image_cli_lists_the_current_image_and_rejects_an_unknown_variant() -> N
     listed = {i["tag"]: i for i in json.loads(out.stdout)}
     current = find_image("minimal")
     assert current in listed and listed[current]["current"] is True and listed[current]["base"] == BASE
+    again = subprocess.run([*DESKCTL, "image", "build", "--base", BASE, "--json"], capture_output=True, text=True,
+                           check=True)
+    assert json.loads(again.stdout) == {**json.loads(again.stdout), "tag": current, "built": False,
+                                        "variant": "minimal", "base": BASE}
     bad = subprocess.run([*DESKCTL, "image", "build", "--variant", "nope"],
                          capture_output=True, text=True)
     assert bad.returncode == 2, bad.stderr
