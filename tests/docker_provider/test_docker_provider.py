@@ -154,11 +154,14 @@ def test_exec_is_killed_at_its_timeout(desk: deskctl.Desktop) -> None:
     assert result.exit_code == 124
 
 
-def test_network_is_opt_in(docker_sdk: Any) -> None:
-    with deskctl.open_desktop("docker", geometry="640x480", provider_options={"network": "bridge"}) as desk:
+def test_network_is_opt_in_and_limits_come_from_provider_options(docker_sdk: Any) -> None:
+    options = {"network": "bridge", "cpus": 0.5, "memory": "256m"}
+    with deskctl.open_desktop("docker", geometry="640x480", provider_options=options) as desk:
         assert desk.handle is not None
         attrs = docker_sdk.api.inspect_container(desk.handle.resource_id)
         assert attrs["HostConfig"]["NetworkMode"] == "bridge"
+        assert attrs["HostConfig"]["NanoCpus"] == 500_000_000
+        assert attrs["HostConfig"]["Memory"] == attrs["HostConfig"]["MemorySwap"] == 256 * 2**20
         assert "eth0" in desk.exec("ls /sys/class/net").stdout.split()
 
 
