@@ -460,7 +460,7 @@ class DockerProvider(Provider):
         if shm:
             host_config["shm_size"] = shm
 
-        watched = labels.get(LABEL_DETACHED) != "1" and bool(self._option(spec, "reaper", True))
+        watched = labels.get(LABEL_DETACHED) != "1" and _truthy(self._option(spec, "reaper", True))
         if watched:
             _Watcher.get().add(session_id)
         container_id = ""
@@ -807,6 +807,13 @@ class DockerProvider(Provider):
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
+
+
+def _truthy(value: Any) -> bool:
+    """An option that may come from the command line as text (``-o reaper=false``)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "off")
+    return bool(value)
 
 
 def _lifetime(spec: DesktopSpec, labels: Mapping[str, str]) -> float | None:
