@@ -25,6 +25,7 @@ from _docker_target import docker_leftovers, docker_probe_address
 import deskctl
 from deskctl.errors import (
     CleanupIncomplete,
+    DeskctlError,
     PreflightError,
     ProviderUnreachable,
     SessionLost,
@@ -334,6 +335,8 @@ def test_too_little_memory_for_the_geometry_fails_preflight() -> None:
         deskctl.open_desktop("docker", geometry="640x480", provider_options={"memory": "lots"})
     with pytest.raises(UsageError):
         parse_memory("lots")
+    with pytest.raises(DeskctlError, match="needs the browser variant"):
+        deskctl.open_desktop("docker", start_url="data:text/html,x", provider_options={"variant": "minimal"})
     assert (parse_memory("512m"), parse_memory("1.5g"), parse_memory("none")) == (512 * 2**20, 3 * 2**29, None)
 
 

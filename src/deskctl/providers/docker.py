@@ -242,6 +242,9 @@ class DockerProvider(Provider):
         if variant not in VARIANTS:
             raise UsageError(f"unknown image variant {variant!r}; allowed: {', '.join(VARIANTS)}",
                              code="usage.bad_option", provider=self.name)
+        if spec.start_url and variant != "browser" and not self._option(spec, "image"):
+            raise UsageError(f"a start URL needs the browser variant, not {variant!r}", code="usage.bad_option",
+                             provider=self.name, remedy="drop the variant option, or use variant=browser")
         return str(variant)
 
     def _resolve_image(self, spec: DesktopSpec) -> str:
