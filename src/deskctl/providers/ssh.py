@@ -928,6 +928,10 @@ def _bridge(chan: Any, name: str) -> socket.socket:
     """A local socket whose peer is ``chan``: two pump threads copy bytes both ways (python-xlib needs a real
     socket to select on). Closing either side closes both."""
     ours, theirs = socket.socketpair()
+    for end in (ours, theirs):  # a whole frame in few reads: python-xlib re-joins its buffer on every read
+        for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+            with contextlib.suppress(OSError):
+                end.setsockopt(socket.SOL_SOCKET, option, 4 << 20)
     closed = threading.Event()
 
     def shut() -> None:
