@@ -604,8 +604,13 @@ class DockerProvider(Provider):
                     raise CleanupIncomplete(f"cannot remove {name}: {exc.message}", provider=self.name,
                                             remedy=exc.remedy, details={"left": [name]}) from exc
                 last = exc.message
-            if self._state(container) is None:
-                return
+            try:
+                if self._state(container) is None:
+                    return
+            except DeskctlError as exc:
+                raise CleanupIncomplete(f"cannot confirm that {name} is gone: {exc.message}", provider=self.name,
+                                        remedy=exc.remedy or f"docker rm -f {name}",
+                                        details={"left": [name]}) from exc
             if time.monotonic() >= deadline:
                 raise CleanupIncomplete(f"the container {name} is still there after removal ({last})",
                                         provider=self.name, remedy=f"docker rm -f {name}",
