@@ -322,6 +322,12 @@ class DockerProvider(Provider):
             add("fail", "docker.daemon", exc.message, exc.remedy, started)
             return results
         add("pass", "docker.daemon", f"Docker {version.get('Version', '?')} answers", None, started)
+        host = os.environ.get("DOCKER_HOST", "")
+        if host.startswith("ssh://") or (host.startswith("tcp://") and not re.match(
+                r"^tcp://(localhost|127\.[0-9.]+|\[::1\])(:|$)", host)):
+            add("warn", "docker.local",
+                f"DOCKER_HOST={host} may be another machine: the display socket and framebuffer are shared "
+                "through directories of this one", "use a Docker daemon on this machine (unset DOCKER_HOST)")
 
         started = time.monotonic()
         try:
