@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Docker engine and the deskctl desktop images the docker tests need. Idempotent and fast when all is there:
-#   1. install docker.io when dockerd is missing;
+#   1. install the Debian package of the Docker engine when dockerd is missing;
 #   2. start dockerd when `docker info` fails (CI starts with no daemon), logs in $DESKCTL_DOCKERD_LOG;
 #   3. make the offline base image deskctl-base:bookworm with debootstrap + `docker import`, from the Debian
 #      mirror this machine's apt already uses (no image registry is needed), unless one with the same inputs exists;
