@@ -4,6 +4,7 @@ the images), and a sweep that removes any container a failed test left behind.""
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ def sweep_containers(docker_sdk: Any, deskctl_home: Path) -> Iterator[None]:
     happens only when it failed: removed, so failed runs never pile up. Other runs' containers are not touched."""
     yield
     for raw in docker_sdk.api.containers(all=True, filters={"label": LABEL_SESSION}):
-        if str((raw.get("Labels") or {}).get("deskctl.docker.dir", "")).startswith(str(deskctl_home)):
+        labels = raw.get("Labels") or {}
+        if str(labels.get("deskctl.docker.dir", "")).startswith(str(deskctl_home)):
             with contextlib.suppress(Exception):
                 docker_sdk.api.remove_container(raw["Id"], force=True)
+            if labels.get("deskctl.docker.fb"):
+                shutil.rmtree(labels["deskctl.docker.fb"], ignore_errors=True)
