@@ -623,6 +623,25 @@ def test_detach_switches_an_attached_desktop_to_outlive_the_connection(provider:
     assert_nothing_left(handle)
 
 
+def test_a_dropped_connection_to_a_detached_desktop_is_reconnected(provider: SSHProvider, sshd: SshServer) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id, **{LABEL_DETACHED: "1"}))
+    provider.close()
+    user = SSHProvider({})  # another process's view, as deskctl.attach() has it
+    try:
+        assert user.display_size(handle) == (640, 480)
+        user.act(handle, Click(1, 1))
+        assert sshd.drop_connections()
+        # the desktop outlived the connection: a read reconnects (once), and actions go on on the new connection
+        assert user.screenshot(handle).width == 640
+        user.act(handle, Click(2, 2))
+        assert user.exec(handle, "echo still here").stdout == "still here\n"
+        user.destroy(handle)
+    finally:
+        user.close()
+    assert_nothing_left(handle)
+
+
 def test_destroy_of_an_unreachable_host_is_cleanup_incomplete(provider: SSHProvider, sshd: SshServer) -> None:
     session_id = new_id()
     handle = provider.create(SPEC, session_id, labels(session_id, **{LABEL_DETACHED: "1"}))

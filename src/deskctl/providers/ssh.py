@@ -798,7 +798,7 @@ class _Connection:
     def lost(self, doing: str) -> SessionLost:
         return SessionLost(
             f"the SSH connection to {self.settings.target.host} was lost while we tried to {doing} "
-            "(provider unreachable); the desktop ended with it", provider=PROVIDER,
+            "(provider unreachable); a desktop attached to this connection ended with it", provider=PROVIDER,
             details={"cause": "provider.unreachable"},
         )
 
@@ -809,7 +809,10 @@ class _Connection:
         try:
             chan = self.transport.open_session(timeout=self.settings.connect_timeout)
             chan.exec_command(command)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
+        except EOFError as exc:  # paramiko's packetizer: the socket under the connection is dead
+            self.close()
+            raise self.lost("run a command") from exc
+        except (paramiko.SSHException, OSError) as exc:
             if not self.alive:
                 raise self.lost("run a command") from exc
             raise ProviderApiError(f"{self.settings.target.host} refused a command channel: {exc}",
@@ -817,7 +820,7 @@ class _Connection:
         return chan
 
     def run(self, command: str, *, stdin: bytes = b"", timeout: float = 60.0) -> tuple[int, bytes, bytes]:
-        """Run ``command``; (exit status, stdout, stderr). Raises ProviderApiError when it outlives ``timeout``."""
+        """Run ``command``; (exit status, stdout, stderr). Raises TimeoutError when it outlives ``timeout``."""
         import paramiko
 
         chan = self.session(command)
@@ -826,7 +829,12 @@ class _Connection:
                 chan.sendall(stdin)
             chan.shutdown_write()
             return _collect(chan, timeout, self)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
+        except TimeoutError:
+            raise
+        except EOFError as exc:
+            self.close()
+            raise self.lost("run a command") from exc
+        except (paramiko.SSHException, OSError) as exc:
             if not self.alive:
                 raise self.lost("run a command") from exc
             raise ProviderApiError(f"a command on {self.settings.target.host} failed: {exc}",
@@ -834,13 +842,24 @@ class _Connection:
         finally:
             chan.close()
 
+    def call(self, command: str, *, timeout: float = 60.0) -> tuple[int, bytes, bytes]:
+        """:meth:`run` for deskctl's own scripts: overrunning ``timeout`` is a :class:`ProviderApiError`."""
+        try:
+            return self.run(command, timeout=timeout)
+        except TimeoutError as exc:
+            raise ProviderApiError(f"a deskctl script on {self.settings.target.host} did not finish in {timeout:g}s",
+                                   provider=PROVIDER) from exc
+
     def streamlocal(self, path: str) -> Any:
         import paramiko
 
         try:
             return self.transport.open_streamlocal(path, window_size=_X_WINDOW, max_packet_size=_X_PACKET,
                                                    timeout=self.settings.connect_timeout)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
+        except EOFError as exc:
+            self.close()
+            raise self.lost("reach the display") from exc
+        except (paramiko.SSHException, OSError) as exc:
             if not self.alive:
                 raise self.lost("reach the display") from exc
             raise ProviderUnreachable(
@@ -1322,7 +1341,7 @@ class SSHProvider(Provider):
               f"logged in to {settings.target} ({conn.auth_method.replace('_', ' ')})", None, started)
         started = time.monotonic()
         try:
-            status, out, _err = conn.run(_sh(_PROBE_SCRIPT, settings.xvfb_path, self._window_manager(spec)),
+            status, out, _err = conn.call(_sh(_PROBE_SCRIPT, settings.xvfb_path, self._window_manager(spec)),
                                          timeout=settings.connect_timeout)
         except DeskctlError as err:
             conn.close()
@@ -1477,7 +1496,7 @@ class SSHProvider(Provider):
         if not conn.alive:
             return
         with contextlib.suppress(DeskctlError):
-            conn.run(_sh(_DESTROY_BY_ID_SCRIPT, settings.remote_dir, session_id), timeout=30)
+            conn.call(_sh(_DESTROY_BY_ID_SCRIPT, settings.remote_dir, session_id), timeout=30)
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         from deskctl.providers import _x11
@@ -1553,7 +1572,7 @@ class SSHProvider(Provider):
                         details={"left": [handle.resource_id], "cause": err.code},
                     ) from err
             try:
-                status, out, err_out = conn.run(_sh(_DESTROY_SCRIPT, remote_path), timeout=60)
+                status, out, err_out = conn.call(_sh(_DESTROY_SCRIPT, remote_path), timeout=60)
             except DeskctlError as err:
                 raise CleanupIncomplete(f"destroy of {handle.session_id} on {handle.data.get('host')} could not "
                                         f"be confirmed: {err.message}", provider=PROVIDER,
@@ -1602,7 +1621,7 @@ class SSHProvider(Provider):
             settings = self._settings()
         except UsageError:
             return []  # no host configured: nothing this provider could own
-        status, out, err = self._control(settings).run(_sh(_LIST_SCRIPT, settings.remote_dir), timeout=60)
+        status, out, err = self._control(settings).call(_sh(_LIST_SCRIPT, settings.remote_dir), timeout=60)
         if status != 0:
             raise ProviderApiError(f"listing desktops on {settings.target.host} failed: "
                                    f"{err.decode(errors='replace').strip()}", provider=PROVIDER)
@@ -1633,9 +1652,12 @@ class SSHProvider(Provider):
         with self._lock:
             desk = self._desktops.get(handle.session_id)
         try:
-            if desk is not None and not desk.conn.alive:
-                return False  # an attached desktop ends with its connection
-            conn = desk.conn if desk is not None else self._control(_Settings.from_handle(handle, self.options))
+            if desk is not None and desk.owner is not None and not desk.conn.alive:
+                return False  # a desktop whose watcher this process owned ended with its connection
+            if desk is not None and desk.conn.alive:
+                conn = desk.conn
+            else:
+                conn = self._control(_Settings.from_handle(handle, self.options))
             state = self._remote_state(handle, conn)
         except DeskctlError:
             return False
@@ -1651,9 +1673,28 @@ class SSHProvider(Provider):
             raise desk.conn.lost("reach the desktop")
         return self._connect(_Settings.from_handle(handle, self.options), record_new_host_key=False)
 
+    def _forget(self, handle: RemoteHandle, desk: _Desktop) -> None:
+        with self._lock:
+            if self._desktops.get(handle.session_id) is desk:
+                del self._desktops[handle.session_id]
+        desk.close()
+        desk.conn.close()
+
+    def _idempotent(self, handle: RemoteHandle, fn: Callable[[], T]) -> T:
+        """Run a read-only ``fn``; when the connection drops under it and the desktop is one this process does not
+        own, run it once more on a new connection (an action or a command is never run twice)."""
+        try:
+            return fn()
+        except SessionLost:
+            with self._lock:
+                desk = self._desktops.get(handle.session_id)
+            if desk is None or desk.owner is not None or desk.conn.alive:
+                raise
+            return fn()
+
     def _remote_state(self, handle: RemoteHandle, conn: _Connection) -> dict[str, str]:
         remote_path = str(handle.data.get("dir") or "")
-        status, out, _err = conn.run(_sh(_STATE_SCRIPT, remote_path), timeout=conn.settings.connect_timeout)
+        status, out, _err = conn.call(_sh(_STATE_SCRIPT, remote_path), timeout=conn.settings.connect_timeout)
         text = out.decode(errors="replace")
         if status != 0 or text.strip() == "missing":
             return {"alive": "no"}
@@ -1664,8 +1705,12 @@ class SSHProvider(Provider):
         (another process: ``deskctl do``, ``attach``) by reading the host's state and cookie over SSH."""
         with self._lock:
             desk = self._desktops.get(handle.session_id)
-            if desk is not None:
+            if desk is not None and (desk.conn.alive or desk.owner is not None):
                 return desk
+        if desk is not None:
+            # The connection dropped, but this process never owned the desktop (detached, or another process's
+            # watcher holds it): it outlived the connection, so reach it again on a new one.
+            self._forget(handle, desk)
         conn = self._conn_for(handle)
         try:
             state = self._remote_state(handle, conn)
@@ -1748,11 +1793,14 @@ class SSHProvider(Provider):
             raise
 
     def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
-        return self._call(handle, "read the screen size", lambda d: d.size())
+        return self._idempotent(handle, lambda: self._call(handle, "read the screen size", lambda d: d.size()))
 
     def screenshot(self, handle: RemoteHandle) -> Screenshot:
         """PNG of the screen. With the DAMAGE extension (Xvfb has it) only what changed since the last
         screenshot crosses SSH (:class:`_FrameCache`); otherwise the shared driver captures the whole screen."""
+        return self._idempotent(handle, lambda: self._screenshot(handle))
+
+    def _screenshot(self, handle: RemoteHandle) -> Screenshot:
         frames = self._frames(handle) if _bool(self.options.get("incremental_capture", True)) else None
         if frames is None:
             return self._call(handle, "capture the screen", lambda d: d.screenshot())
@@ -1777,7 +1825,14 @@ class SSHProvider(Provider):
 
             if not desk.conn.alive:
                 raise desk.conn.lost("capture the screen")
-            display = connect_display(self._address(desk), desk.cookie, timeout=desk.conn.settings.connect_timeout)
+            try:
+                display = connect_display(self._address(desk), desk.cookie,
+                                          timeout=desk.conn.settings.connect_timeout)
+            except DeskctlError as err:
+                desk.frames_tried = False
+                if not desk.conn.alive:
+                    raise desk.conn.lost("capture the screen") from err
+                raise
             try:
                 if _FrameCache.supported(display):
                     desk.frames = _FrameCache(display)
@@ -1834,7 +1889,7 @@ class SSHProvider(Provider):
 
     def keepalive(self, handle: RemoteHandle) -> None:
         """One X round trip over the connection: proves the connection, sshd and Xvfb are all still there."""
-        self._call(handle, "reach the display", lambda d: d.ping())
+        self._idempotent(handle, lambda: self._call(handle, "reach the display", lambda d: d.ping()))
 
     def close(self) -> None:
         """Close every connection. An attached desktop made by this provider ends with its connection (its
