@@ -47,6 +47,7 @@ from deskctl.errors import (
     InfrastructureError,
     Interrupted,
     NotFound,
+    ProviderUnreachable,
     SessionClosed,
     UsageError,
 )
@@ -456,6 +457,12 @@ class Desktop:
                 if thread is not threading.current_thread():
                     thread.join(timeout=5)
 
+    def _incomplete(self, cause: DeskctlError) -> CleanupIncomplete:
+        return CleanupIncomplete(
+            f"destroy of {self.id} could not be confirmed: {cause.message}", provider=self.spec.provider,
+            remedy=f"deskctl reap (or deskctl down {self.id})", details={"left": [self.id], "cause": cause.code},
+        )
+
     def _destroy_and_record(self, *, status: str, reason: str) -> None:
         from deskctl import budget, metering
 
@@ -468,13 +475,18 @@ class Desktop:
                 # create was sent but no handle came back: find what it made by its label
                 for orphan in provider.list_owned({LABEL_SESSION: self.id}):
                     provider.destroy(orphan)
+        except ProviderUnreachable as exc:
+            if self.handle is None and reason == ProviderUnreachable.code:
+                # create never reached the provider, and the sweep cannot either: the failure to report is
+                # the unreachable provider (exit 20); `deskctl reap` sweeps the label once it answers again
+                with contextlib.suppress(Exception):
+                    self.ledger.record_event(self.id, "orphan_sweep_skipped", {"code": exc.code})
+            else:
+                left = self._incomplete(exc)
         except CleanupIncomplete as exc:
             left = exc
         except DeskctlError as exc:
-            left = CleanupIncomplete(
-                f"destroy of {self.id} could not be confirmed: {exc.message}", provider=provider.name,
-                remedy=f"deskctl reap (or deskctl down {self.id})", details={"left": [self.id], "cause": exc.code},
-            )
+            left = self._incomplete(exc)
         ended = time.time()
         # nothing was sent to the provider: nothing can have been billed
         billable = 0.0 if self._create_sent_at is None else max(0.0, ended - self._create_sent_at)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import pytest
 
@@ -229,3 +230,15 @@ def test_attach_to_an_unknown_session_is_a_usage_error() -> None:
     assert info.value.code == "usage.not_found"
 
 
+
+
+def test_an_unreachable_provider_is_reported_as_such_not_as_a_leak(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Any) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    with pytest.raises(deskctl.InfrastructureError) as info:
+        deskctl.open_desktop("docker", geometry="320x240", preflight=False)
+    assert info.value.code == "provider.unreachable" and info.value.exit_code == 20
+    with open_ledger() as book:
+        (record,) = book.sessions()
+        kinds = [e.kind for e in book.events(record.session_id)]
+    assert record.status == "failed" and "orphan_sweep_skipped" in kinds
