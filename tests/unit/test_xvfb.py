@@ -399,3 +399,24 @@ def test_a_depth_xvfb_cannot_give_is_refused_in_preflight_and_create(provider: X
     assert provider.list_owned() == []
     grey = provider.create(_spec(geometry="320x200x16"), "dk-16", _labels("dk-16"))
     assert provider.screenshot(grey).width == 320
+
+
+@pytest.mark.skipif(shutil.which("xterm") is None, reason="xterm is not installed")
+def test_a_real_application_receives_clicks_and_non_ascii_typing(provider: XvfbProvider, tmp_path: Path) -> None:
+    """xterm (an XKB-aware Xt client, unlike the probe) turns our key events into UTF-8 text."""
+    from deskctl.actions import KeyPress, TypeText
+
+    out = tmp_path / "typed.txt"
+    handle = provider.create(_spec(geometry="640x480"), "dk-xterm", _labels("dk-xterm"))
+    provider.wait_ready(handle, time.monotonic() + 30)
+    started = provider.exec(handle, "LANG=C.UTF-8 xterm -u8 -geometry 80x24+0+0 -e sh -c "
+                                    f"'IFS= read -r line; printf %s \"$line\" > {out}' >/dev/null 2>&1 & echo $!")
+    xterm = int(started.stdout)
+    provider._wait_on_display(handle, "xterm", xterm, time.monotonic() + 30,
+                              lambda d, r: any(c.get_attributes().map_state == 2 for c in r.query_tree().children),
+                              "the xterm window")
+    provider.act(handle, Click(100, 100))  # no window manager: focus follows the pointer into xterm
+    provider.act(handle, TypeText("héllo wörld €"))
+    provider.act(handle, KeyPress(("enter",)))
+    _wait_exit(xterm, timeout=30)
+    assert out.read_text(encoding="utf-8") == "héllo wörld €"
