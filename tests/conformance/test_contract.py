@@ -147,6 +147,8 @@ def test_typing_twice_the_same_non_ascii_text_is_stable(desk: Desktop, probe: An
         ("enter", "\n", 0xFF0D, 0),
         ("pageup", "", 0xFF55, 0),
         ("f12", "", 0xFFC9, 0),
+        ("f20", "", 0xFFD1, 0),
+        ("shift+f24", "", 0xFFD5, SHIFT),
         ("ctrl+A", "A", ord("A"), CONTROL | SHIFT),
         ("escape", "", 0xFF1B, 0),
     ],
