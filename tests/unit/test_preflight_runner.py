@@ -82,7 +82,8 @@ def test_a_hanging_check_times_out_without_holding_the_others() -> None:
     assert any(r.code == "compat.platform" and r.status == "pass" for r in results)
     with pytest.raises(ProviderUnreachable) as info:
         raise_for_failures(results, "stub")
-    assert info.value.code == "stub.preflight.timeout" and info.value.exit_code == 20
+    assert info.value.code == "provider.unreachable" and info.value.exit_code == 20
+    assert info.value.details["check"] == "stub.preflight.timeout"
 
 
 def test_a_check_that_raises_becomes_a_failed_result() -> None:
@@ -153,7 +154,11 @@ def test_nothing_failing_raises_nothing() -> None:
 def test_error_mapping_is_most_specific(code: str, cls: type[DeskctlError]) -> None:
     err = error_for(CheckResult("fail", code, "what went wrong", remedy="what to do", provider="p"))
     assert type(err) is cls
-    assert (err.code, err.message, err.remedy, err.provider) == (code, "what went wrong", "what to do", "p")
+    # an unreachable provider always carries the architecture's code; the check's own code is in the details
+    expected = "provider.unreachable" if cls is ProviderUnreachable else code
+    assert (err.code, err.message, err.remedy, err.provider) == (expected, "what went wrong", "what to do", "p")
+    if cls is ProviderUnreachable:
+        assert err.details["check"] == code
 
 
 def test_budget_projection_over_the_cap_fails_with_the_way_out(prices: Path) -> None:

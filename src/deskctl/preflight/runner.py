@@ -296,7 +296,8 @@ def error_for(result: CheckResult, provider_name: str | None = None) -> DeskctlE
         return ProviderApiError(message, code=code, **kwargs)
     last = code.rsplit(".", 1)[-1]
     if code == "provider.unreachable" or last in ("unreachable", "timeout", "daemon", "host", "connect"):
-        return ProviderUnreachable(message, code=code, **kwargs)
+        # the stable code of the error is the architecture's; the check that found it stays in the details
+        return ProviderUnreachable(message, details={"check": code}, **kwargs)
     return PreflightError(message, code=code, **kwargs)
 
 
