@@ -30,9 +30,28 @@ from deskctl.providers.base import RemoteHandle
 if TYPE_CHECKING:
     from deskctl.session import Desktop
 
-__all__ = ["SSH_TARGET_KWARGS", "ssh_environment", "ssh_leftovers", "ssh_probe_address", "wait_until_released"]
+__all__ = [
+    "SSH_TARGET_KWARGS",
+    "remote_path",
+    "server_env",
+    "ssh_environment",
+    "ssh_leftovers",
+    "ssh_probe_address",
+    "stop_server",
+    "wait_until_released",
+]
 
 _current: list[SshServer] = []
+
+
+def remote_dir(server: SshServer) -> str:
+    """Where this server's desktops live on the host (relative to the test user's home): one directory per
+    server, so a test run cleans up only its own desktops, never those of another run on this machine."""
+    return f".cache/deskctl/ssh-test-{server.port}"
+
+
+def remote_path(server: SshServer, session_id: str) -> str:
+    return f"{Path('~' + server.user).expanduser()}/{remote_dir(server)}/{session_id}"
 
 
 def server_env(server: SshServer) -> dict[str, str]:
@@ -41,7 +60,35 @@ def server_env(server: SshServer) -> dict[str, str]:
         "DESKCTL_SSH_HOST": server.target,
         "DESKCTL_SSH_KEY_FILE": str(server.client_key),
         "DESKCTL_SSH_KNOWN_HOSTS": str(known_hosts),
+        "DESKCTL_SSH_REMOTE_DIR": remote_dir(server),
     }
+
+
+def stop_server(server: SshServer) -> None:
+    """Destroy what a failed test may have left on this server's host (through the provider itself: list_owned
+    then destroy), then stop the server."""
+    from deskctl.providers.ssh import SSHProvider
+
+    try:
+        env = server_env(server)
+        provider = SSHProvider({"host": server.target, "key_file": env["DESKCTL_SSH_KEY_FILE"],
+                                "known_hosts": env["DESKCTL_SSH_KNOWN_HOSTS"], "remote_dir": remote_dir(server),
+                                "agent": False})
+        try:
+            for handle in provider.list_owned():
+                provider.destroy(handle)
+        finally:
+            provider.close()
+        # the host is this machine: wait for desktops still ending on their own (an attached one whose
+        # connection just closed), then remove the (now empty) base directory
+        base = os.path.dirname(remote_path(server, "x"))
+        with contextlib.suppress(OSError):
+            for name in os.listdir(base):
+                wait_until_released(os.path.join(base, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(base)
+    finally:
+        server.stop()
 
 
 @contextlib.contextmanager
@@ -56,7 +103,7 @@ def ssh_environment() -> Iterator[Mapping[str, str]]:
         yield {**server_env(server), "SSH_AUTH_SOCK": ""}
     finally:
         _current.remove(server)
-        server.stop()
+        stop_server(server)
 
 
 def ssh_probe_address(desk: Desktop) -> tuple[X11Address, bytes | None]:

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _ssh_target import server_env
+from _ssh_target import server_env, stop_server
 from _sshd import SshServer, unavailable_reason
 
 
@@ -24,7 +24,7 @@ def sshd() -> Iterator[SshServer]:
     try:
         yield server
     finally:
-        server.stop()
+        stop_server(server)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 import keyring
 import keyring.core
 import pytest
-from _ssh_target import wait_until_released
+from _ssh_target import remote_path, wait_until_released
 from _sshd import SshServer, keygen, processes_with
 
 import deskctl
@@ -355,7 +355,7 @@ def test_ssh_agent(sshd: SshServer, ssh_env: dict[str, str], tmp_path: Path,
 # -- the host ----------------------------------------------------------------------------------------------------
 
 
-def test_host_without_xvfb(ssh_env: dict[str, str]) -> None:
+def test_host_without_xvfb(sshd: SshServer, ssh_env: dict[str, str]) -> None:
     options = {"xvfb_path": "/nonexistent/Xvfb"}
     results = {r.code: r for r in SSHProvider(options).preflight(SPEC)}
     assert results["ssh.xvfb_missing"].status == "fail"
@@ -368,10 +368,10 @@ def test_host_without_xvfb(ssh_env: dict[str, str]) -> None:
     with pytest.raises(PreflightError) as caught:
         SSHProvider(options).create(SPEC, session_id, labels(session_id))
     assert caught.value.code == "ssh.xvfb_missing"
-    assert not os.path.exists(f"/home/deskctl-ssh/.cache/deskctl/ssh/{session_id}")
+    assert not os.path.exists(remote_path(sshd, session_id))
 
 
-def test_xvfb_that_dies_at_start_is_reported_and_leaves_nothing(ssh_env: dict[str, str]) -> None:
+def test_xvfb_that_dies_at_start_is_reported_and_leaves_nothing(sshd: SshServer, ssh_env: dict[str, str]) -> None:
     session_id = new_id()
     provider = SSHProvider({"xvfb_path": "/bin/false"})
     try:
@@ -380,7 +380,7 @@ def test_xvfb_that_dies_at_start_is_reported_and_leaves_nothing(ssh_env: dict[st
         assert "Xvfb did not start" in caught.value.message
     finally:
         provider.close()
-    assert not os.path.exists(f"/home/deskctl-ssh/.cache/deskctl/ssh/{session_id}")
+    assert not os.path.exists(remote_path(sshd, session_id))
     assert processes_with(f"deskctl-ssh:{session_id} ") == []
 
 

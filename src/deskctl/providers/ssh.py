@@ -57,7 +57,8 @@ Errors: a host that does not answer is ``provider.unreachable``; wrong or missin
 (exit 3). No paramiko exception leaves this module.
 
 Provider options: ``host``, ``port``, ``user``, ``key_file``, ``known_hosts``, ``accept_new_host_key``,
-``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir``, ``connect_timeout``
+``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir`` (also
+``DESKCTL_SSH_REMOTE_DIR``; relative to the remote home directory), ``connect_timeout``
 (seconds, default 15), ``compression`` (bool, SSH zlib; default False), ``incremental_capture`` (bool,
 default True), ``window_manager`` (bool, also ``spec.window_manager``), ``window_manager_command`` (default
 ``openbox``). A start URL is refused in preflight (``compat.start_url``).
@@ -126,6 +127,7 @@ ENV_KEY_PASSPHRASE = "DESKCTL_SSH_KEY_PASSPHRASE"
 ENV_PRIVATE_KEY = "DESKCTL_SSH_PRIVATE_KEY"
 ENV_PASSWORD = "DESKCTL_SSH_PASSWORD"
 ENV_KNOWN_HOSTS = "DESKCTL_SSH_KNOWN_HOSTS"
+ENV_REMOTE_DIR = "DESKCTL_SSH_REMOTE_DIR"
 
 PROVIDER = "ssh"
 _DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
@@ -399,7 +401,7 @@ class _Settings:
             accept_new_host_key=_bool(options.get("accept_new_host_key", False)),
             agent=_bool(options.get("agent", True)),
             xvfb_path=str(options.get("xvfb_path") or "Xvfb"),
-            remote_dir=str(options.get("remote_dir") or ""),
+            remote_dir=str(options.get("remote_dir") or os.environ.get(ENV_REMOTE_DIR) or ""),
             connect_timeout=float(options.get("connect_timeout") or 15.0),
             compression=_bool(options.get("compression", False)),
         )
