@@ -14,7 +14,7 @@ Host keys (checked *before* any credential is sent):
   use, like OpenSSH's ``StrictHostKeyChecking=accept-new``). Preflight never writes the file;
 * a key that differs from the recorded one (or a host that now offers only key types other than the recorded
   ones) is always refused (``credentials.host_key_changed``) with both fingerprints and the known_hosts line;
-  no option overrides it.
+  no option overrides it; a key marked ``@revoked`` is refused too (``credentials.host_key_revoked``).
 
 Authentication sources, tried in this order until one is accepted: the key file
 (``provider_options["key_file"]`` or ``DESKCTL_SSH_KEY_FILE``; its passphrase from ``DESKCTL_SSH_KEY_PASSPHRASE``),
@@ -42,8 +42,10 @@ Who owns the remote Xvfb:
   processes whose command line carries the session directory; :meth:`SSHProvider.detach` switches an attached
   watcher to this mode on the fly.
 
-Every process of a desktop holds ``lock`` (``flock``) until it exits, so destroy *waits* for the last one to
-go, then confirms nothing with the session's marker in its command line is left (else ``cleanup.incomplete``).
+What ``exec`` starts carries ``DESKCTL_SSH_DESKTOP=<session dir>`` in its environment and ends with the desktop
+(destroy and the watcher end every process so marked). Every process of a desktop holds ``lock`` (``flock``)
+until it exits, so destroy *waits* for the last one to go, then confirms nothing with the session's markers is
+left (else ``cleanup.incomplete``).
 
 Fast path: one SSH connection per session. The X11 driver (:mod:`deskctl.providers._x11`) talks X11 to the
 remote Xvfb's unix socket through a ``direct-streamlocal@openssh.com`` channel (OpenSSH's unix-socket
@@ -53,8 +55,9 @@ ssh command. Screenshots fetch only what the X DAMAGE extension reports changed 
 
 Errors: a host that does not answer is ``provider.unreachable``; wrong or missing credentials are
 ``credentials.invalid`` / ``credentials.missing``; a connection that drops while a desktop is open is
-``provider.session_lost`` (its desktop is gone with it, by design); a host without Xvfb is ``ssh.xvfb_missing``
-(exit 3). No paramiko exception leaves this module.
+``provider.session_lost`` with ``details["cause"] = "provider.unreachable"`` (an attached desktop is gone with
+it, by design; one this process does not own is reached again on a new connection by the next call); a host
+without Xvfb is ``ssh.xvfb_missing`` (exit 3). No paramiko exception leaves this module.
 
 Provider options: ``host``, ``port``, ``user``, ``key_file``, ``known_hosts``, ``accept_new_host_key``,
 ``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir`` (also
