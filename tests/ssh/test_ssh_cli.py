@@ -61,3 +61,26 @@ def test_up_refuses_a_changed_host_key_with_exit_3(sshd: SshServer, ssh_env: dic
     error = json.loads(up.stdout)["error"]
     assert error["code"] == "credentials.host_key_changed"
     assert error["provider"] == "ssh" and "ssh-keygen -R" in error["remedy"]
+
+
+def test_up_takes_the_host_and_key_from_a_project_deskctl_toml(sshd: SshServer, ssh_env: dict[str, str],
+                                                               tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "deskctl.toml").write_text(
+        f'[providers.ssh]\nhost = "{sshd.target}"\nkey_file = "{ssh_env["DESKCTL_SSH_KEY_FILE"]}"\n'
+        f'known_hosts = "{ssh_env["DESKCTL_SSH_KNOWN_HOSTS"]}"\n'
+    )
+    env = {"DESKCTL_SSH_HOST": "", "DESKCTL_SSH_KEY_FILE": "", "DESKCTL_SSH_KNOWN_HOSTS": "",
+           "DESKCTL_SSH_REMOTE_DIR": ssh_env["DESKCTL_SSH_REMOTE_DIR"]}
+    up = subprocess.run([sys.executable, "-m", "deskctl", "up", "--provider", "ssh", "--geometry", "640x480",
+                         "--json"], capture_output=True, text=True, timeout=120, cwd=project,
+                        env={**os.environ, **env})
+    assert up.returncode == 0, up.stderr
+    info = json.loads(up.stdout)
+    remote_dir = info["resource_id"].split(str(sshd.port), 1)[1]
+    down = subprocess.run([sys.executable, "-m", "deskctl", "down", info["id"]], capture_output=True, text=True,
+                          timeout=120, cwd=project, env={**os.environ, **env})
+    assert down.returncode == 0, down.stderr
+    wait_until_released(remote_dir)
+    assert processes_with(remote_dir + "/Xauthority") == []
