@@ -31,6 +31,7 @@ from deskctl.actions import Click
 from deskctl.credentials import redact, store_secret
 from deskctl.errors import (
     CleanupIncomplete,
+    ConfigInvalid,
     CredentialsInvalid,
     CredentialsMissing,
     DeskctlError,
@@ -127,6 +128,37 @@ def test_no_host_is_a_preflight_failure_with_a_remedy(monkeypatch: pytest.Monkey
     assert [(r.status, r.code) for r in results] == [("fail", "ssh.no_target")]
     assert results[0].remedy and "DESKCTL_SSH_HOST" in results[0].remedy
     assert SSHProvider({}).list_owned() == []
+
+
+def test_an_openssh_config_alias_gives_host_user_port_and_identity(sshd: SshServer, ssh_env: dict[str, str],
+                                                                    tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DESKCTL_SSH_KEY_FILE")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host labbox\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+                      f"  IdentityFile {sshd.client_key}\n\nHost *\n  User nobody-else\n")
+    provider = SSHProvider({"host": "labbox", "ssh_config": str(config)})
+    try:
+        results = {r.code: r for r in provider.preflight(SPEC)}
+        assert results["ssh.connect"].status == "pass", results
+        assert f"{sshd.user}@127.0.0.1:{sshd.port}" in results["ssh.connect"].message
+        session_id = new_id()
+        handle = provider.create(SPEC, session_id, labels(session_id))
+        # the handle holds what the alias resolved to: another process needs no ssh config to reach it
+        assert (handle.data["host"], handle.data["port"], handle.data["user"]) == ("127.0.0.1", sshd.port, sshd.user)
+        assert handle.data["identity_files"] == [str(sshd.client_key)]
+        provider.destroy(handle)
+    finally:
+        provider.close()
+    # what the target names explicitly wins over the config
+    results = SSHProvider({"host": "nobody@labbox:1", "ssh_config": str(config)}).preflight(SPEC)
+    assert [(r.status, r.code) for r in results] == [("fail", "provider.unreachable")]
+    assert "127.0.0.1 port 1" in results[0].message
+    results = SSHProvider({"host": "nobody@labbox", "ssh_config": str(config)}).preflight(SPEC)
+    assert [(r.status, r.code) for r in results] == [("fail", "credentials.invalid")]
+    assert results[0].message.startswith(f"nobody@127.0.0.1 port {sshd.port}")
+    with pytest.raises(ConfigInvalid):
+        SSHProvider({"host": "labbox", "ssh_config": str(tmp_path / "missing")}).create(SPEC, new_id(), labels("x"))
 
 
 # -- preflight and host keys -------------------------------------------------------------------------------------

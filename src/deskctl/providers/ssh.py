@@ -1,7 +1,9 @@
 """Provider ``ssh``: a desktop on any Linux host you can reach over SSH (paramiko, imported only when used).
 
 Target: ``provider_options["host"]`` (``--host user@host[:port]``, or ``DESKCTL_SSH_HOST``); ``[v6addr]:port``
-works too. The user defaults to the local user name, the port to 22.
+works too. The user defaults to the local user name, the port to 22. ``host`` may be an alias of the OpenSSH
+client configuration (``~/.ssh/config`` or ``provider_options["ssh_config"]``; false ignores it): its HostName,
+User, Port and IdentityFile apply unless the target names them; the handle keeps what they resolved to.
 
 Host keys (checked *before* any credential is sent):
 
@@ -19,9 +21,9 @@ Host keys (checked *before* any credential is sent):
 Authentication sources, tried in this order until one is accepted: the key file
 (``provider_options["key_file"]`` or ``DESKCTL_SSH_KEY_FILE``; its passphrase from ``DESKCTL_SSH_KEY_PASSPHRASE``),
 a private key held as a secret (``DESKCTL_SSH_PRIVATE_KEY``, the key text), the SSH agent (``SSH_AUTH_SOCK``;
-``provider_options["agent"] = False`` turns it off), the default identities ``~/.ssh/id_ed25519``,
-``id_ecdsa`` and ``id_rsa`` (only when no key was named), and a password (``DESKCTL_SSH_PASSWORD``). Secrets come
-from the environment, else the OS keyring (``deskctl login ssh --var DESKCTL_SSH_PASSWORD``), through
+``provider_options["agent"] = False`` turns it off), the ssh config's IdentityFiles or else the default
+identities ``~/.ssh/id_ed25519``, ``id_ecdsa`` and ``id_rsa`` (only when no key was named), and a password
+(``DESKCTL_SSH_PASSWORD``). Secrets come from the environment, else the OS keyring (``deskctl login ssh --var DESKCTL_SSH_PASSWORD``), through
 :func:`deskctl.credentials.resolve`; they are registered for redaction and never enter ``handle.data``, the
 ledger or a message. Provider options never carry secrets (they are stored in the ledger with the spec).
 
@@ -59,7 +61,7 @@ Errors: a host that does not answer is ``provider.unreachable``; wrong or missin
 it, by design; one this process does not own is reached again on a new connection by the next call); a host
 without Xvfb is ``ssh.xvfb_missing`` (exit 3). No paramiko exception leaves this module.
 
-Provider options: ``host``, ``port``, ``user``, ``key_file``, ``known_hosts``, ``accept_new_host_key``,
+Provider options: ``host``, ``port``, ``user``, ``ssh_config``, ``key_file``, ``known_hosts``, ``accept_new_host_key``,
 ``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir`` (also
 ``DESKCTL_SSH_REMOTE_DIR``; relative to the remote home directory), ``connect_timeout``
 (seconds, default 15), ``compression`` (bool, SSH zlib; default False), ``incremental_capture`` (bool,
@@ -92,6 +94,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from deskctl.errors import (
     CleanupIncomplete,
+    ConfigInvalid,
     CredentialsInvalid,
     CredentialsMissing,
     DeskctlError,
@@ -325,6 +328,12 @@ class SshTarget:
 
     @classmethod
     def parse(cls, text: str, *, user: str | None = None, port: int | None = None) -> SshTarget:
+        who, host, parsed_port = cls.split(text)
+        return cls(user=who or user or getpass.getuser(), host=host, port=_port(parsed_port or port or 22))
+
+    @staticmethod
+    def split(text: str) -> tuple[str | None, str, int | None]:
+        """``user@host:port`` -> (user or None, host, port or None); a usage error when malformed."""
         raw = text.strip()
         if raw.startswith("ssh://"):
             raw = raw[len("ssh://"):].rstrip("/")
@@ -344,15 +353,12 @@ class SshTarget:
         if not host or any(c.isspace() for c in host) or "/" in host:
             raise UsageError(f"ssh host {text!r} is not of the form user@host[:port]", code="usage.bad_host",
                              remedy="for example --host alice@lab-box:2222")
-        number = port if port is not None else 22
+        number: int | None = None
         if parsed_port is not None:
             if not parsed_port.isdigit():
                 raise UsageError(f"ssh host {text!r}: port {parsed_port!r} is not a number", code="usage.bad_host")
-            number = int(parsed_port)
-        if not 0 < number < 65536:
-            raise UsageError(f"ssh port {number} is outside 1..65535", code="usage.bad_host")
-        name = who or user or getpass.getuser()
-        return cls(user=name, host=host, port=number)
+            number = _port(parsed_port)
+        return who or None, host, number
 
     @property
     def known_hosts_name(self) -> str:
@@ -362,6 +368,37 @@ class SshTarget:
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.user}@{host}:{self.port}"
+
+
+def _port(value: Any) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"ssh port {value!r} is not a number", code="usage.bad_host") from None
+    if not 0 < number < 65536:
+        raise UsageError(f"ssh port {number} is outside 1..65535", code="usage.bad_host")
+    return number
+
+
+def _ssh_config_entry(options: Mapping[str, Any], alias: str) -> dict[str, Any]:
+    """What OpenSSH's client configuration says about ``alias`` (HostName, User, Port, IdentityFile ...):
+    ``provider_options["ssh_config"]`` names the file (default ``~/.ssh/config`` when it exists; false: none)."""
+    raw = options.get("ssh_config", True)
+    if raw is False or (isinstance(raw, str) and raw.strip().lower() in ("", "0", "false", "no", "off", "none")):
+        return {}
+    path = Path("~/.ssh/config" if raw is True else str(raw)).expanduser()
+    if not path.is_file():
+        if raw is True:
+            return {}
+        raise ConfigInvalid(f"ssh_config {path} does not exist", provider=PROVIDER,
+                            remedy="name an OpenSSH client config file, or -o ssh_config=false")
+    import paramiko
+
+    try:
+        return dict(paramiko.SSHConfig.from_path(str(path)).lookup(alias))
+    except Exception as exc:  # paramiko's parser and its Match evaluation raise several kinds
+        raise ConfigInvalid(f"cannot use {path} for {alias}: {type(exc).__name__}: {exc}", provider=PROVIDER,
+                            remedy="fix the file, or -o ssh_config=false") from exc
 
 
 def _bool(value: Any) -> bool:
@@ -384,6 +421,8 @@ class _Settings:
     remote_dir: str = ""
     connect_timeout: float = 15.0
     compression: bool = False
+    #: IdentityFile entries of the ssh config for this host (tried instead of the default identities)
+    identity_files: tuple[str, ...] = ()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> _Settings:
@@ -393,8 +432,14 @@ class _Settings:
                 "the ssh provider needs a host", code="usage.missing_host", provider=PROVIDER,
                 remedy=f"--host user@host[:port], or export {ENV_HOST}=user@host",
             )
-        port = options.get("port")
-        target = SshTarget.parse(str(host), user=options.get("user"), port=int(port) if port else None)
+        who, alias, port = SshTarget.split(str(host))
+        entry = _ssh_config_entry(options, alias)
+        target = SshTarget(
+            user=str(who or options.get("user") or entry.get("user") or getpass.getuser()),
+            host=str(entry.get("hostname") or alias),
+            port=_port(port or options.get("port") or entry.get("port") or 22),
+        )
+        identity_files = tuple(str(Path(str(p)).expanduser()) for p in entry.get("identityfile", []))
         key_file = options.get("key_file") or os.environ.get(ENV_KEY_FILE) or None
         known_hosts = options.get("known_hosts") or os.environ.get(ENV_KNOWN_HOSTS) or None
         return cls(
@@ -407,6 +452,7 @@ class _Settings:
             remote_dir=str(options.get("remote_dir") or os.environ.get(ENV_REMOTE_DIR) or ""),
             connect_timeout=float(options.get("connect_timeout") or 15.0),
             compression=_bool(options.get("compression", False)),
+            identity_files=identity_files,
         )
 
     @classmethod
@@ -424,6 +470,7 @@ class _Settings:
             remote_dir=str(data.get("remote_dir") or ""),
             connect_timeout=float(options.get("connect_timeout") or data.get("connect_timeout") or 15.0),
             compression=_bool(data.get("compression", False)),
+            identity_files=tuple(str(p) for p in data.get("identity_files") or ()),
         )
 
     def to_data(self) -> dict[str, Any]:
@@ -431,6 +478,7 @@ class _Settings:
             "host": self.target.host, "port": self.target.port, "user": self.target.user,
             "key_file": self.key_file, "known_hosts": self.known_hosts, "agent": self.agent,
             "xvfb_path": self.xvfb_path, "remote_dir": self.remote_dir, "compression": self.compression,
+            "identity_files": list(self.identity_files),
         }
 
     @property
@@ -717,8 +765,9 @@ class _Connection:
                     self.auth_method = "agent"
                     return
         if not named_key and publickey_allowed():
-            for name in _DEFAULT_IDENTITIES:
-                path = Path.home() / ".ssh" / name
+            identities = ([Path(p) for p in settings.identity_files] if settings.identity_files
+                          else [Path.home() / ".ssh" / name for name in _DEFAULT_IDENTITIES])
+            for path in identities:
                 if not path.is_file():
                     continue
                 try:
