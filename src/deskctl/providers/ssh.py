@@ -23,9 +23,10 @@ Authentication sources, tried in this order until one is accepted: the key file
 a private key held as a secret (``DESKCTL_SSH_PRIVATE_KEY``, the key text), the SSH agent (``SSH_AUTH_SOCK``;
 ``provider_options["agent"] = False`` turns it off), the ssh config's IdentityFiles or else the default
 identities ``~/.ssh/id_ed25519``, ``id_ecdsa`` and ``id_rsa`` (only when no key was named), and a password
-(``DESKCTL_SSH_PASSWORD``). Secrets come from the environment, else the OS keyring (``deskctl login ssh --var DESKCTL_SSH_PASSWORD``), through
-:func:`deskctl.credentials.resolve`; they are registered for redaction and never enter ``handle.data``, the
-ledger or a message. Provider options never carry secrets (they are stored in the ledger with the spec).
+(``DESKCTL_SSH_PASSWORD``). Secrets come from the environment, else the OS keyring
+(``deskctl login ssh --var DESKCTL_SSH_PASSWORD``), through :func:`deskctl.credentials.resolve`; they are
+registered for redaction and never enter ``handle.data``, the ledger or a message. Provider options never
+carry secrets (they are stored in the ledger with the spec).
 
 On the host, per desktop, in ``<remote_dir>/<session id>/`` (default ``~/.cache/deskctl/ssh``, mode 0700):
 ``Xauthority`` (the MIT cookie, made on the client and sent over the channel, never on a command line),
