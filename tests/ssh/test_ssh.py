@@ -161,6 +161,31 @@ def test_an_openssh_config_alias_gives_host_user_port_and_identity(sshd: SshServ
         SSHProvider({"host": "labbox", "ssh_config": str(tmp_path / "missing")}).create(SPEC, new_id(), labels("x"))
 
 
+def test_through_a_jump_host(sshd: SshServer, ssh_env: dict[str, str]) -> None:
+    """ProxyJump: the test server is its own bastion (the target is reached by a direct-tcpip channel on the
+    connection to the jump host, as OpenSSH's -J does)."""
+    logins_before = sum("Accepted publickey" in line for line in sshd.log_lines)
+    provider = SSHProvider({"jump": sshd.target})
+    try:
+        session_id = new_id()
+        handle = provider.create(SPEC, session_id, labels(session_id))
+        assert handle.data["jump"] == sshd.target
+        provider.wait_ready(handle, time.monotonic() + 30)
+        provider.act(handle, Click(3, 4))
+        assert provider.screenshot(handle).width == 640
+        # two logins: the jump host, then the target through it
+        assert sum("Accepted publickey" in line for line in sshd.log_lines) - logins_before == 2
+        other = SSHProvider({})  # another process reaches it again from the handle alone
+        try:
+            assert other.is_alive(handle)
+            other.destroy(handle)
+        finally:
+            other.close()
+    finally:
+        provider.close()
+    assert_nothing_left(handle)
+
+
 # -- preflight and host keys -------------------------------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@
 Target: ``provider_options["host"]`` (``--host user@host[:port]``, or ``DESKCTL_SSH_HOST``); ``[v6addr]:port``
 works too. The user defaults to the local user name, the port to 22. ``host`` may be an alias of the OpenSSH
 client configuration (``~/.ssh/config`` or ``provider_options["ssh_config"]``; false ignores it): its HostName,
-User, Port and IdentityFile apply unless the target names them; the handle keeps what they resolved to.
+User, Port, IdentityFile and ProxyJump apply unless the target names them; the handle keeps what they resolved
+to. Jump hosts (``provider_options["jump"]``, OpenSSH ``-J`` syntax) are passed through by ``direct-tcpip``.
 
 Host keys (checked *before* any credential is sent):
 
@@ -62,8 +63,8 @@ Errors: a host that does not answer is ``provider.unreachable``; wrong or missin
 it, by design; one this process does not own is reached again on a new connection by the next call); a host
 without Xvfb is ``ssh.xvfb_missing`` (exit 3). No paramiko exception leaves this module.
 
-Provider options: ``host``, ``port``, ``user``, ``ssh_config``, ``key_file``, ``known_hosts``, ``accept_new_host_key``,
-``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir`` (also
+Provider options: ``host``, ``port``, ``user``, ``ssh_config``, ``jump``, ``key_file``, ``known_hosts``,
+``accept_new_host_key``, ``agent`` (bool), ``xvfb_path`` (default ``Xvfb`` from the remote PATH), ``remote_dir`` (also
 ``DESKCTL_SSH_REMOTE_DIR``; relative to the remote home directory), ``connect_timeout``
 (seconds, default 15), ``compression`` (bool, SSH zlib; default False), ``incremental_capture`` (bool,
 default True), ``window_manager`` (bool, also ``spec.window_manager``), ``window_manager_command`` (default
@@ -74,6 +75,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import functools
 import getpass
 import hashlib
@@ -381,6 +383,11 @@ def _port(value: Any) -> int:
     return number
 
 
+def _parse_jump(text: str, default_user: str) -> tuple[SshTarget, ...]:
+    """``"bastion,alice@inner:2222"`` -> the jump hosts in order (OpenSSH's ProxyJump syntax)."""
+    return tuple(SshTarget.parse(part, user=default_user) for part in text.split(",") if part.strip())
+
+
 def _ssh_config_entry(options: Mapping[str, Any], alias: str) -> dict[str, Any]:
     """What OpenSSH's client configuration says about ``alias`` (HostName, User, Port, IdentityFile ...):
     ``provider_options["ssh_config"]`` names the file (default ``~/.ssh/config`` when it exists; false: none)."""
@@ -424,6 +431,8 @@ class _Settings:
     compression: bool = False
     #: IdentityFile entries of the ssh config for this host (tried instead of the default identities)
     identity_files: tuple[str, ...] = ()
+    #: jump hosts, first to last (ProxyJump): the connection to each is made through the one before
+    jump: tuple[SshTarget, ...] = ()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> _Settings:
@@ -441,6 +450,8 @@ class _Settings:
             port=_port(port or options.get("port") or entry.get("port") or 22),
         )
         identity_files = tuple(str(Path(str(p)).expanduser()) for p in entry.get("identityfile", []))
+        jump_text = str(options.get("jump") or entry.get("proxyjump") or "")
+        jump = _parse_jump(jump_text, target.user) if jump_text.lower() not in ("", "none") else ()
         key_file = options.get("key_file") or os.environ.get(ENV_KEY_FILE) or None
         known_hosts = options.get("known_hosts") or os.environ.get(ENV_KNOWN_HOSTS) or None
         return cls(
@@ -454,6 +465,7 @@ class _Settings:
             connect_timeout=float(options.get("connect_timeout") or 15.0),
             compression=_bool(options.get("compression", False)),
             identity_files=identity_files,
+            jump=jump,
         )
 
     @classmethod
@@ -472,6 +484,7 @@ class _Settings:
             connect_timeout=float(options.get("connect_timeout") or data.get("connect_timeout") or 15.0),
             compression=_bool(data.get("compression", False)),
             identity_files=tuple(str(p) for p in data.get("identity_files") or ()),
+            jump=_parse_jump(str(data.get("jump") or ""), str(data["user"])),
         )
 
     def to_data(self) -> dict[str, Any]:
@@ -480,6 +493,7 @@ class _Settings:
             "key_file": self.key_file, "known_hosts": self.known_hosts, "agent": self.agent,
             "xvfb_path": self.xvfb_path, "remote_dir": self.remote_dir, "compression": self.compression,
             "identity_files": list(self.identity_files),
+            "jump": ",".join(str(hop) for hop in self.jump),
         }
 
     @property
@@ -488,7 +502,11 @@ class _Settings:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.target, self.key_file, self.known_hosts, self.agent)
+        return (self.target, self.key_file, self.known_hosts, self.agent, self.jump)
+
+    def hop(self) -> _Settings:
+        """The settings of the last jump host (reached through the ones before it), same credentials."""
+        return dataclasses.replace(self, target=self.jump[-1], jump=self.jump[:-1])
 
 
 def host_key_fingerprint(key: Any) -> str:
@@ -615,6 +633,7 @@ class _Connection:
     def __init__(self, settings: _Settings, *, record_new_host_key: bool = True) -> None:
         self.settings = settings
         self.transport: Any = None
+        self.via: _Connection | None = None  # the connection to the last jump host, if any
         self.auth_method = ""
         self._connect(record_new_host_key)
 
@@ -624,16 +643,29 @@ class _Connection:
 
         settings, target = self.settings, self.settings.target
         timeout = settings.connect_timeout
-        try:
-            sock = socket.create_connection((target.host, target.port), timeout=timeout)
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            raise ProviderUnreachable(
-                f"cannot reach {target.host} port {target.port}: {reason}", provider=PROVIDER,
-                remedy="check the host name and port, that sshd runs there, and the network path",
-            ) from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _detect_dead_peers(sock)
+        sock: Any
+        if settings.jump:
+            self.via = _Connection(settings.hop(), record_new_host_key=record_new_host_key)
+            try:
+                sock = self.via.transport.open_channel("direct-tcpip", (target.host, target.port), ("127.0.0.1", 0),
+                                                       timeout=timeout)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                self.via.close()
+                raise ProviderUnreachable(
+                    f"jump host {settings.jump[-1].host} cannot reach {target.host} port {target.port}: {exc}",
+                    provider=PROVIDER, remedy="check the jump host's AllowTcpForwarding and its network path",
+                ) from exc
+        else:
+            try:
+                sock = socket.create_connection((target.host, target.port), timeout=timeout)
+            except OSError as exc:
+                reason = exc.strerror or str(exc) or type(exc).__name__
+                raise ProviderUnreachable(
+                    f"cannot reach {target.host} port {target.port}: {reason}", provider=PROVIDER,
+                    remedy="check the host name and port, that sshd runs there, and the network path",
+                ) from exc
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _detect_dead_peers(sock)
         transport = _transport_class()(sock)
         self.transport = transport
         try:
@@ -842,6 +874,8 @@ class _Connection:
         settings = self.settings
         if not settings.accept_new_host_key:
             return
+        if self.via is not None:
+            self.via.record_host_key()
         if not _load_known_hosts(settings).lookup(settings.target.known_hosts_name):
             _record_host_key(settings, self.transport.get_remote_server_key())
 
@@ -927,6 +961,8 @@ class _Connection:
         if self.transport is not None:
             with contextlib.suppress(Exception):
                 self.transport.close()
+        if self.via is not None:
+            self.via.close()
 
 
 def _detect_dead_peers(sock: socket.socket) -> None:
