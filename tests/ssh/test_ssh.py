@@ -669,7 +669,7 @@ def test_detached_desktop_outlives_its_creator_and_down_reaches_it(ssh_env: dict
 
 def test_a_detached_desktop_ends_at_its_expiry_on_the_host_alone(provider: SSHProvider) -> None:
     session_id = new_id()
-    expires = int(time.time()) + 2
+    expires = int(time.time()) + 4
     handle = provider.create(SPEC, session_id, {LABEL_SESSION: session_id, LABEL_DETACHED: "1",
                                                 LABEL_EXPIRES: str(expires)})
     provider.close()  # no deskctl process holds it any more
