@@ -1164,13 +1164,6 @@ class _FrameCache:
                 self._png = Screenshot(png=self._encoder.encode(self._frame), width=width, height=height)
             return self._png
 
-    def capture(self) -> tuple[bytes, int, int]:
-        """The current screen as BGRX bytes, width, height."""
-        with self._lock:
-            self._refresh()
-            assert self._frame is not None
-            return bytes(self._frame), self._size[0], self._size[1]
-
     @property
     def encoder(self) -> _BandedPng | None:
         return self._encoder
