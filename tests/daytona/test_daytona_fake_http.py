@@ -515,6 +515,18 @@ def test_list_owned_pages_and_both_shapes(provider: DaytonaProvider, fake: FakeD
     assert not provider.is_alive(handles[0])
 
 
+def test_a_ghost_in_the_eventually_consistent_list_is_destroyed_as_gone(provider: DaytonaProvider,
+                                                                       fake: FakeDaytona) -> None:
+    fake.ghost_lists = 1  # one list answer after its deletion still shows it
+    handle = provider.create(WINDOWS, "dk-ghost1", {})
+    provider.destroy(handle)
+    ghosts = provider.list_owned()  # the list still shows it, started (daytona#5138)
+    assert [h.resource_id for h in ghosts] == [handle.resource_id]
+    assert not provider.is_alive(ghosts[0])  # the GET is authoritative
+    provider.destroy(ghosts[0])  # DELETE 404, GET 404: success, nothing raised
+    assert provider.list_owned() == []
+
+
 def test_secrets_are_redacted_from_errors(provider: DaytonaProvider, fake: FakeDaytona) -> None:
     fake.inject("GET", r"^/api/sandbox$", 400, {"statusCode": 400, "message": f"bad key {fake.api_key}"})
     with pytest.raises(DeskctlError) as info:

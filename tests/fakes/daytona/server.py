@@ -170,6 +170,9 @@ class FakeDaytona:
         self.start_polls = start_polls
         self.destroy_polls = destroy_polls
         self.page_size = page_size
+        #: eventual consistency (#5138): a deleted sandbox still shows in this many list answers, as started
+        self.ghost_lists = 0
+        self._ghosts: list[tuple[dict[str, Any], int]] = []
         self.maintenance = False
         self.revoked = False
         self.conflict_deletes = 0
@@ -324,7 +327,9 @@ class FakeDaytona:
         return sandbox
 
     def _remove(self, sandbox_id: str) -> None:
-        self.sandboxes.pop(sandbox_id, None)
+        gone = self.sandboxes.pop(sandbox_id, None)
+        if gone is not None and self.ghost_lists > 0:
+            self._ghosts.append(({**gone, "state": "started", "desiredState": "started"}, self.ghost_lists))
         desktop = self._desktops.pop(sandbox_id, None)
         if desktop is not None:
             desktop.stop()  # synchronously: a 404 means nothing of the sandbox is left
@@ -395,7 +400,9 @@ class FakeDaytona:
             if not isinstance(wanted, dict):
                 raise self._error(400, "labels must be a JSON object", path)
         states = set(query.get("states", []))
-        items = [s for s in self.sandboxes.values()
+        ghosts = [g for g, _ in self._ghosts]
+        self._ghosts = [(g, n - 1) for g, n in self._ghosts if n > 1]
+        items = [s for s in [*self.sandboxes.values(), *ghosts]
                  if all(s["labels"].get(k) == v for k, v in wanted.items())
                  and (not states or s["state"] in states)
                  and not (s["state"] == "error" and s.get("desiredState") == "destroyed")]
