@@ -76,6 +76,8 @@ def _why(labels: dict[str, str], record: SessionRecord | None, now: float, every
         return "--all"
     if record is not None and record.status in _ENDED:
         return f"session already {record.status}"
+    if record is not None and record.status == "leaked":
+        return "an earlier destroy could not be confirmed"
     expires = labels.get(LABEL_EXPIRES) or (str(record.expires_at) if record and record.expires_at else None)
     if expires:
         with contextlib.suppress(ValueError):
