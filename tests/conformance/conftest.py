@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests/pro
 
 from deskctl.providers._x11 import X11Address, read_cookie
 from deskctl.providers.base import RemoteHandle
+from deskctl.providers.xvfb import _listening
 
 if TYPE_CHECKING:
     from deskctl.session import Desktop
@@ -67,17 +67,6 @@ def _process_alive(pid: int, ticks: int | None) -> bool:
     except OSError:
         return False
     return fields[0] != "Z" and (ticks is None or int(fields[19]) == ticks)
-
-
-def _listening(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 def xvfb_probe_address(desk: Desktop) -> tuple[X11Address, bytes | None]:
