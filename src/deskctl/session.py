@@ -214,6 +214,7 @@ class Desktop:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._ended_error: DeskctlError | None = None
+        self._limit_on_use = False
 
     # -- public properties -----------------------------------------------------------------------
     @property
@@ -401,6 +402,9 @@ class Desktop:
     def _watchdog(self, seconds: float) -> None:
         if self._stop.wait(seconds):
             return
+        self._end_at_limit()
+
+    def _end_at_limit(self) -> BudgetExceeded:
         what = "max minutes" if self.spec.max_minutes else "max cost"
         error = BudgetExceeded(
             f"session {self.id} reached its {what} and was ended", provider=self.spec.provider,
@@ -409,6 +413,7 @@ class Desktop:
         self._ended_error = error
         with contextlib.suppress(Exception):
             self._teardown(status="ended", reason="budget.exceeded")
+        return error
 
     def _keepalive(self) -> None:
         while not self._stop.wait(KEEPALIVE_SECONDS):
@@ -513,6 +518,9 @@ class Desktop:
     # -- actions -----------------------------------------------------------------------------------
     def _check_usable(self) -> None:
         if self.state is State.READY:
+            if self._limit_on_use and self._watchdog_seconds() == 0:
+                # a detached session has no watchdog thread: its limit is enforced when it is next used
+                raise self._end_at_limit()
             return
         if self._ended_error is not None:
             raise self._ended_error
@@ -684,6 +692,7 @@ def attach(session_id: str, *, ledger: Ledger | None = None) -> Desktop:
     desk = Desktop(spec, ledger=book, detached=record.detached, session_id=session_id)
     desk._owns_ledger = ledger is None
     desk._owned = False
+    desk._limit_on_use = True
     desk.handle = RemoteHandle.from_dict(record.handle)
     desk._create_sent_at = record.created_at
     desk._expires_at = record.expires_at
