@@ -258,19 +258,20 @@ def _hold_in_child(target: Target) -> tuple[subprocess.Popen[str], dict[str, Any
     return proc, json.loads(line)
 
 
-def test_sigterm_to_the_holder_still_cleans_up(target: Target) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_holder_still_cleans_up(target: Target, signum: signal.Signals) -> None:
     from deskctl.providers.base import RemoteHandle
 
     proc, opened = _hold_in_child(target)
     handle = RemoteHandle.from_dict(opened["handle"])
     try:
         assert target.leftovers(handle) != []
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         code = proc.wait(timeout=60)
     finally:
         proc.kill()
         proc.communicate()
-    assert code == 128 + signal.SIGTERM
+    assert code == 128 + signum  # 143 for SIGTERM, 130 for SIGINT, after the cleanup
     assert target.leftovers(handle) == []
     _assert_ended_in_ledger(opened["id"], target)
 
