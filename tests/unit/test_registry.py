@@ -1,0 +1,69 @@
+"""The provider registry: built-in names, install hints, and third-party providers by entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from deskctl.errors import UsageError
+from deskctl.providers import PROVIDERS, known_provider_names, load_provider_class
+
+
+def test_built_in_providers_load_and_declare_capabilities_as_data() -> None:
+    for name in known_provider_names():
+        cls = load_provider_class(name)
+        assert cls.name == name
+        assert cls.capabilities.platforms, name
+
+
+def test_an_unknown_name_suggests_the_closest() -> None:
+    with pytest.raises(UsageError) as info:
+        load_provider_class("dokcer")
+    assert info.value.code == "usage.unknown_provider" and "did you mean 'docker'" in info.value.message
+
+
+def test_a_provider_whose_module_cannot_import_names_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PROVIDERS, "broken", ("deskctl.providers.xvfb_missing_dependency:X", "pip install thing"))
+    with pytest.raises(UsageError) as info:
+        load_provider_class("broken")
+    assert info.value.code == "usage.provider_unavailable" and info.value.remedy == "pip install thing"
+
+
+def test_a_third_party_provider_registers_by_entry_point(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "acme_desktops").mkdir(parents=True)
+    (site / "acme_desktops" / "__init__.py").write_text(textwrap.dedent("""
+        from deskctl.providers.xvfb import XvfbProvider
+
+        class AcmeProvider(XvfbProvider):
+            name = "acme"
+    """))
+    dist = site / "acme_desktops-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-desktops\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[deskctl.providers]\nacme = acme_desktops:AcmeProvider\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    code = ("import json, deskctl; from deskctl.providers import known_provider_names, load_provider_class;"
+            "print(json.dumps([known_provider_names(), load_provider_class('acme').__name__]))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    names, cls = json.loads(out)
+    assert "acme" in names and cls == "AcmeProvider"
+    # a third party cannot shadow a built-in name
+    (dist / "entry_points.txt").write_text("[deskctl.providers]\nacme = acme_desktops:AcmeProvider\n"
+                                           "xvfb = acme_desktops:AcmeProvider\n")
+    code = "from deskctl.providers import load_provider_class; print(load_provider_class('xvfb').__name__)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "XvfbProvider"
+    # and it is usable end to end through the CLI
+    up = subprocess.run([sys.executable, "-m", "deskctl", "up", "--provider", "acme", "--geometry", "320x240"],
+                        env=env, capture_output=True, text=True)
+    assert up.returncode == 0, up.stderr
+    down = subprocess.run([sys.executable, "-m", "deskctl", "down", up.stdout.strip()], env=env,
+                          capture_output=True, text=True)
+    assert down.returncode == 0, down.stderr
