@@ -124,6 +124,12 @@ from _ssh_target import SSH_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**SSH_TARGET_KWARGS))
 
+# -- use-computer (macos against the loopback fake: tests/use_computer/_use_computer_target.py) ----------------------
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "use_computer"))
+from _use_computer_target import USE_COMPUTER_TARGET_KWARGS  # noqa: E402
+
+TARGETS.append(Target(**USE_COMPUTER_TARGET_KWARGS))
+
 
 def _params() -> list[Any]:
     return [pytest.param(t, id=t.name, marks=list(t.marks)) for t in TARGETS]
@@ -135,6 +141,13 @@ def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     whatever a failed test left behind (sessions this test's ledger still calls active) is destroyed, before the
     environment (a fake server, say) goes away."""
     chosen: Target = request.param
+    # a contract test the provider cannot pass by design (extra["xfail"]: test name -> why): it must fail with
+    # usage.unsupported, and a pass would be reported (strict)
+    why = dict(chosen.extra.get("xfail") or {}).get(request.node.originalname)
+    if why:
+        from deskctl.errors import UsageError
+
+        request.node.add_marker(pytest.mark.xfail(reason=why, raises=UsageError, strict=True))
     with contextlib.ExitStack() as stack:
         if chosen.environment is not None:
             env = stack.enter_context(chosen.environment())
