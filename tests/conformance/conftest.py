@@ -118,6 +118,12 @@ from _daytona_target import DAYTONA_TARGETS_KWARGS  # noqa: E402
 
 TARGETS.extend(Target(**kwargs) for kwargs in DAYTONA_TARGETS_KWARGS)
 
+# -- cua-cloud (ubuntu against the loopback fake of the Fleet claims API: tests/cua/_cua_target.py) ----------------
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cua"))
+from _cua_target import CUA_TARGET_KWARGS  # noqa: E402
+
+TARGETS.append(Target(**CUA_TARGET_KWARGS))
+
 # -- ssh (a real sshd on a loopback port per test: tests/ssh/_ssh_target.py) ----------------------------------------
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ssh"))
 from _ssh_target import SSH_TARGET_KWARGS  # noqa: E402

@@ -1,0 +1,48 @@
+"""Fixtures of the cua-cloud tests: a fresh loopback fake per test and a provider pointed at it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _cua_target
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fakes
+
+from _cua_target import CUA_VARS, FAST_OPTIONS
+
+from deskctl.providers.cua_cloud import CuaCloudProvider
+from fakes.cua import FakeCua
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeCua]:
+    server = FakeCua()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def cua_env(fake: FakeCua, monkeypatch: pytest.MonkeyPatch) -> FakeCua:
+    """The fake, with the environment pointing deskctl at it (no keyring: a missing variable stays missing)."""
+    for var in CUA_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    for key, value in fake.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("DESKCTL_HTTP_RETRY_SCALE", "0")
+    return fake
+
+
+@pytest.fixture
+def provider(cua_env: FakeCua) -> Iterator[CuaCloudProvider]:
+    prov = CuaCloudProvider(dict(FAST_OPTIONS))
+    try:
+        yield prov
+    finally:
+        prov.close()

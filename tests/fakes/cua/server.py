@@ -1,0 +1,658 @@
+"""A loopback fake of cua cloud's Fleet control plane (``run.cua.ai``: OAuth2 token endpoint, the
+``OSGymSandboxClaim`` and warm-pool resources behind the Kubernetes API proxy) and of the per-sandbox service
+proxy to the OSWorld guest server, written from ``shared/specs/cua.md`` (A2, A4, C, D), backed by one real Xvfb
+per bound sandbox.
+
+Strict where the service is strict: the token endpoint wants a form-encoded ``client_credentials`` grant; an
+unknown token is a 401 and an expired one a **302 to the login page** (as the service does); claim bodies are
+validated as the API server would (apiVersion, kind, DNS-label names, Kubernetes label keys and values,
+the pool's template and warm pool, RFC 3339 ``shutdownTime``, ``Retain|Delete``), a taken name is 409
+``AlreadyExists``, a renewal must be ``application/merge-patch+json``; errors are Kubernetes ``Status`` objects.
+The guest's ``/execute`` wants JSON and caps a command at 120 s (500 ``{"status": "error"}`` past it).
+
+Every request is logged (:attr:`FakeCua.log`, with the time the server spent on it). Injectable failures:
+:meth:`FakeCua.inject` (any status and body on a method and path pattern, e.g. 503 ``NO_CAPACITY`` or 429 with
+``Retry-After``), :attr:`FakeCua.create_failure` (the claim is made, then the answer fails: ``"status_500"``,
+``"bare_502"``, ``"drop"``), a drained pool (``Pool.capacity``: the claim goes ``Failed``),
+:meth:`FakeCua.revoke_client` (401 ``invalid_client``), :meth:`FakeCua.expire_tokens` (302 on the next
+request), :attr:`FakeCua.can_write` (403 on create, renew and delete), :meth:`FakeCua.lose_claim` (a claim
+that disappears mid-session) and :meth:`FakeCua.reap_expired` (what the pool's reaper does past
+``shutdownTime``).
+
+Not modelled (see docs/cua.md): the cursor the real guest composites into screenshots, file routes, VNC.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from deskctl.providers._x11 import X11Driver
+
+__all__ = ["API_VERSION", "FakeCua", "LoggedRequest", "Pool"]
+
+API_VERSION = "osgym.cua.ai/v1alpha1"
+TOKEN_PATH = "/realms/cyclops-cs/protocol/openid-connect/token"
+_GUEST_DIR = str(Path(__file__).resolve().parent / "guest")
+_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL_NAME_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+_LABEL_VALUE_RE = re.compile(r"(([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)")
+_PREFIX_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+
+
+@dataclass
+class LoggedRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    status: int
+    server_seconds: float
+    body: Any = None
+
+
+@dataclass
+class Pool:
+    """A warm pool (= namespace): its template, guest OS, screen size and how many sandboxes it holds."""
+
+    name: str
+    platform: str  # what the guest's /platform answers: Linux | Windows
+    size: tuple[int, int]
+    capacity: int = 4
+
+    @property
+    def template(self) -> str:
+        return f"{self.name}-template"
+
+
+@dataclass
+class _Injection:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    body: Any = None
+    raw: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    times: int = 1
+
+
+class _Desktop:
+    """One Xvfb and an X11 driver on it."""
+
+    def __init__(self, width: int, height: int) -> None:
+        read_fd, write_fd = os.pipe()
+        self.proc = subprocess.Popen(
+            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
+             "-noreset"],
+            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        os.close(write_fd)
+        try:
+            data = b""
+            with os.fdopen(read_fd, "rb") as pipe:
+                while not data.endswith(b"\n"):
+                    chunk = pipe.read(1)
+                    if not chunk:
+                        raise RuntimeError("Xvfb exited before it announced its display")
+                    data += chunk
+            self.display = f":{int(data.strip())}"
+            self.driver = X11Driver.open(self.display, provider="cua-fake")
+        except BaseException:
+            self.stop()
+            raise
+        self.lock = threading.Lock()
+
+    def stop(self) -> None:
+        driver = getattr(self, "driver", None)
+        if driver is not None:
+            try:
+                driver.close()
+            except Exception:
+                pass
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
+                 raw: bytes | None = None, content_type: str = "application/json") -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+        self.raw = raw
+        self.content_type = content_type
+
+
+class _Drop(Exception):
+    """Close the connection without an answer."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _status(code: int, reason: str, message: str) -> _HttpError:
+    return _HttpError(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                             "message": message, "reason": reason, "code": code})
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str) or not _TIME_RE.fullmatch(value):
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+class FakeCua:
+    """The fake service. Use as a context manager (or :meth:`start` / :meth:`stop` in ``finally``)."""
+
+    def __init__(
+        self,
+        *,
+        client_id: str = "ukey-fake-0123456789",
+        client_secret: str = "cs-fake-secret-9876543210",
+        token_lifetime: int = 300,
+        pools: list[Pool] | None = None,
+        bind_polls: int = 1,
+        destroy_polls: int = 1,
+        exec_cap: float = 120.0,
+    ) -> None:
+        self.client_id = client_id
+        self.client_secret = client_secret
+        self.token_lifetime = token_lifetime
+        self.pools = {p.name: p for p in (pools or [Pool("harbor-ubuntu", "Linux", (1920, 1080)),
+                                                   Pool("harbor-windows", "Windows", (1024, 768), capacity=2)])}
+        self.bind_polls = bind_polls
+        self.destroy_polls = destroy_polls
+        self.exec_cap = exec_cap
+        self.revoked = False
+        self.can_write = True
+        self.create_failure: str | None = None
+        self.log: list[LoggedRequest] = []
+        self.tokens: dict[str, float] = {}  # token -> time.monotonic() expiry
+        self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self._desktops: dict[str, _Desktop] = {}  # sandbox name -> desktop
+        self._injections: list[_Injection] = []
+        self._lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> FakeCua:
+        fake = self
+
+        class Handler(_Handler):
+            owner = fake
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-cua", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        with self._lock:
+            desktops = list(self._desktops.values())
+            self._desktops.clear()
+        for desktop in desktops:
+            desktop.stop()
+
+    def __enter__(self) -> FakeCua:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def token_url(self) -> str:
+        return f"{self.base_url}{TOKEN_PATH}"
+
+    def env(self) -> dict[str, str]:
+        """The vendor's variables that point a client at this fake."""
+        return {"CUA_CLIENT_ID": self.client_id, "CUA_CLIENT_SECRET": self.client_secret,
+                "CUA_BASE_URL": self.base_url, "CUA_TOKEN_URL": self.token_url}
+
+    # -- test controls ---------------------------------------------------------------------------------
+    def inject(self, method: str, path_regex: str, status: int, body: Any = None, *, raw: bytes | None = None,
+               headers: dict[str, str] | None = None, times: int = 1) -> None:
+        """Answer the next ``times`` requests matching ``method`` and ``path_regex`` (searched in the path)
+        with ``status`` and ``body`` (JSON) or ``raw`` bytes, before they reach the service logic."""
+        with self._lock:
+            self._injections.append(_Injection(method.upper(), re.compile(path_regex), status, body, raw,
+                                               dict(headers or {}), times))
+
+    def revoke_client(self) -> None:
+        """The client credentials stop working (tokens already issued keep working until they expire)."""
+        self.revoked = True
+
+    def restore_client(self) -> None:
+        self.revoked = False
+
+    def expire_tokens(self) -> None:
+        """Every issued token expires now: the next request with one is redirected to the login page."""
+        with self._lock:
+            self.tokens = dict.fromkeys(self.tokens, 0.0)
+
+    def live(self) -> list[dict[str, Any]]:
+        """Claims that exist (terminating ones too)."""
+        with self._lock:
+            return [json.loads(json.dumps(c)) for c in self.claims.values()]
+
+    def claim(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            return next(json.loads(json.dumps(c)) for (_, n), c in self.claims.items() if n == name)
+
+    def sandbox_of(self, claim_name: str) -> str:
+        return str(self.claim(claim_name)["status"]["sandbox"]["name"])
+
+    def desktop(self, claim_name: str) -> X11Driver:
+        return self._desktops[self.sandbox_of(claim_name)].driver
+
+    def display_of(self, claim_name: str) -> str:
+        return self._desktops[self.sandbox_of(claim_name)].display
+
+    def displays(self) -> list[str]:
+        with self._lock:
+            return [d.display for d in self._desktops.values()]
+
+    def requests(self, prefix: str = "") -> list[LoggedRequest]:
+        with self._lock:
+            return [r for r in self.log if r.path.startswith(prefix)]
+
+    def lose_claim(self, claim_name: str) -> None:
+        """The claim disappears mid-session (released by someone else, or reaped)."""
+        with self._lock:
+            key = next(k for k in self.claims if k[1] == claim_name)
+            self._remove(key)
+
+    def reap_expired(self, now: float | None = None) -> list[str]:
+        """What the pool's reaper does: release every claim past its ``shutdownTime``; returns their names."""
+        moment = time.time() if now is None else now
+        with self._lock:
+            gone = [k for k, c in self.claims.items()
+                    if (_parse_time(c["spec"]["lifecycle"]["shutdownTime"]) or 0) < moment]
+            for key in gone:
+                self._remove(key)
+        return [k[1] for k in gone]
+
+    # -- internals ---------------------------------------------------------------------------------------
+    def _take_injection(self, method: str, path: str) -> _Injection | None:
+        with self._lock:
+            for rule in self._injections:
+                if rule.method in (method, "*") and rule.pattern.search(path):
+                    rule.times -= 1
+                    if rule.times <= 0:
+                        self._injections.remove(rule)
+                    return rule
+        return None
+
+    def _remove(self, key: tuple[str, str]) -> None:
+        claim = self.claims.pop(key, None)
+        sandbox = ((claim or {}).get("status") or {}).get("sandbox") or {}
+        desktop = self._desktops.pop(str(sandbox.get("name")), None)
+        if desktop is not None:
+            desktop.stop()  # Retain resets the VM and returns it to the pool; Delete destroys it: gone either way
+
+    def _authorize(self, headers: Any) -> None:
+        auth = headers.get("Authorization") or ""
+        token = auth[7:] if auth.startswith("Bearer ") else None
+        if token is None or token not in self.tokens:
+            raise _status(401, "Unauthorized", "Unauthorized")
+        if self.tokens[token] <= time.monotonic():
+            raise _HttpError(302, raw=b"", headers={
+                "Location": f"{self.base_url}/realms/cyclops-cs/protocol/openid-connect/auth?client_id=run"})
+
+    def handle_token(self, headers: Any, raw: bytes) -> tuple[int, Any]:
+        if not (headers.get("Content-Type") or "").startswith("application/x-www-form-urlencoded"):
+            raise _HttpError(400, {"error": "invalid_request",
+                                   "error_description": "Missing form parameter: grant_type"})
+        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
+        if form.get("grant_type") != "client_credentials":
+            raise _HttpError(400, {"error": "unsupported_grant_type", "error_description": "Unsupported grant_type"})
+        if self.revoked or form.get("client_id") != self.client_id or form.get("client_secret") != self.client_secret:
+            raise _HttpError(401, {"error": "invalid_client",
+                                   "error_description": "Invalid client or Invalid client credentials"})
+        token = "eyJfake." + secrets.token_urlsafe(24)
+        with self._lock:
+            self.tokens[token] = time.monotonic() + self.token_lifetime
+        return 200, {"access_token": token, "expires_in": self.token_lifetime, "refresh_expires_in": 0,
+                     "token_type": "Bearer", "not-before-policy": 0, "scope": "profile email"}
+
+    # -- the control plane -------------------------------------------------------------------------------
+    def handle_k8s(self, method: str, path: str, query: dict[str, list[str]], headers: Any,
+                   body: Any) -> tuple[int, Any]:
+        self._authorize(headers)
+        match = re.fullmatch(rf"/api/k8s/apis/{re.escape(API_VERSION)}/namespaces/([^/]+)/"
+                             r"(osgymsandboxclaims|osgymsandboxwarmpools)(?:/([^/]+))?", path)
+        if match is None:
+            raise _status(404, "NotFound", "the server could not find the requested resource")
+        namespace, kind, name = unquote(match.group(1)), match.group(2), match.group(3)
+        pool = self.pools.get(namespace)
+        if pool is None:
+            raise _status(404, "NotFound", f'namespaces "{namespace}" not found')
+        with self._lock:
+            if kind == "osgymsandboxwarmpools":
+                if method != "GET" or name is None:
+                    raise _status(405, "MethodNotAllowed", "the server does not allow this method")
+                if name != pool.name:
+                    raise _status(404, "NotFound", f'osgymsandboxwarmpools.osgym.cua.ai "{name}" not found')
+                bound = sum(1 for (ns, _), c in self.claims.items() if ns == namespace and c["status"].get("sandbox"))
+                return 200, {"apiVersion": API_VERSION, "kind": "OSGymSandboxWarmPool",
+                             "metadata": {"name": pool.name, "namespace": namespace},
+                             "spec": {"replicas": pool.capacity, "sandboxTemplateRef": {"name": pool.template}},
+                             "status": {"replicas": pool.capacity, "readyReplicas": max(0, pool.capacity - bound)}}
+            if name is None and method == "GET":
+                return 200, self._list(namespace, query)
+            if name is None and method == "POST":
+                return self._create(pool, body)
+            if name is None:
+                raise _status(405, "MethodNotAllowed", "the server does not allow this method")
+            key = (namespace, unquote(name))
+            claim = self.claims.get(key)
+            if claim is None:
+                raise _status(404, "NotFound", f'osgymsandboxclaims.osgym.cua.ai "{name}" not found')
+            if method == "GET":
+                return 200, self._advance(key, claim, pool)
+            if method in ("PATCH", "DELETE") and not self.can_write:
+                raise _status(403, "Forbidden", f'osgymsandboxclaims.osgym.cua.ai "{name}" is forbidden: '
+                                                f'User cannot {method.lower()} resource in namespace "{namespace}"')
+            if method == "PATCH":
+                if (headers.get("Content-Type") or "") != "application/merge-patch+json":
+                    raise _status(415, "UnsupportedMediaType",
+                                  f"the body of the request was in an unknown format - accepted media types include: "
+                                  f"application/json-patch+json, application/merge-patch+json "
+                                  f"(got {headers.get('Content-Type')})")
+                shutdown = (((body or {}).get("spec") or {}).get("lifecycle") or {}).get("shutdownTime")
+                if _parse_time(shutdown) is None:
+                    raise _status(422, "Invalid", f"spec.lifecycle.shutdownTime: Invalid value: {shutdown!r}")
+                claim["spec"]["lifecycle"]["shutdownTime"] = shutdown
+                claim["metadata"]["resourceVersion"] = str(int(claim["metadata"]["resourceVersion"]) + 1)
+                return 200, claim
+            if method == "DELETE":
+                if not claim["metadata"].get("deletionTimestamp"):
+                    claim["metadata"]["deletionTimestamp"] = _now()
+                    claim["_destroy_polls"] = self.destroy_polls
+                return 200, claim
+        raise _status(405, "MethodNotAllowed", "the server does not allow this method")
+
+    def _list(self, namespace: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        wanted: dict[str, str] = {}
+        for term in filter(None, (query.get("labelSelector", [""])[0]).split(",")):
+            key, sep, value = term.partition("=")
+            if not sep or not key or "!" in key:
+                raise _status(400, "BadRequest", f"unable to parse requirement: {term!r}")
+            wanted[key.strip()] = value.strip().lstrip("=")
+        try:
+            limit = int(query.get("limit", ["0"])[0])
+            start = int(query.get("continue", ["0"])[0] or 0)
+        except ValueError:
+            raise _status(400, "BadRequest", "invalid limit or continue") from None
+        items = [c for (ns, _), c in self.claims.items()
+                 if ns == namespace and all(c["metadata"]["labels"].get(k) == v for k, v in wanted.items())]
+        page = items[start:start + limit] if limit > 0 else items[start:]
+        following = start + len(page)
+        return {"apiVersion": API_VERSION, "kind": "OSGymSandboxClaimList",
+                "metadata": {"resourceVersion": "1", "continue": str(following) if following < len(items) else ""},
+                "items": [self._public(c) for c in page]}
+
+    @staticmethod
+    def _public(claim: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in claim.items() if not k.startswith("_")}
+
+    def _validate(self, pool: Pool, body: Any) -> list[str]:
+        if not isinstance(body, dict):
+            raise _status(400, "BadRequest", "the body of the request was not a JSON object")
+        errors: list[str] = []
+        if body.get("apiVersion") != API_VERSION:
+            errors.append(f"apiVersion: Invalid value: {body.get('apiVersion')!r}")
+        if body.get("kind") != "OSGymSandboxClaim":
+            errors.append(f"kind: Invalid value: {body.get('kind')!r}")
+        metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        name, generate = metadata.get("name"), metadata.get("generateName")
+        if not name and not generate:
+            errors.append("metadata.name: Required value: name or generateName is required")
+        if name and (not isinstance(name, str) or not _NAME_RE.fullmatch(name)):
+            errors.append(f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 label must consist of "
+                          "lower case alphanumeric characters or '-'")
+        for key, value in (metadata.get("labels") or {}).items():
+            prefix, _, last = str(key).rpartition("/")
+            if (prefix and not _PREFIX_RE.fullmatch(prefix)) or not _LABEL_NAME_RE.fullmatch(last):
+                errors.append(f"metadata.labels: Invalid value: {key!r}: name part must consist of alphanumeric "
+                              "characters, '-', '_' or '.'")
+            if not isinstance(value, str) or not _LABEL_VALUE_RE.fullmatch(value) or len(value) > 63:
+                errors.append(f"metadata.labels: Invalid value: {value!r}: a valid label must be an empty string "
+                              "or consist of alphanumeric characters, '-', '_' or '.'")
+        for key, value in (metadata.get("annotations") or {}).items():
+            if not isinstance(value, str):
+                errors.append(f"metadata.annotations.{key}: Invalid value: must be a string")
+        spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+        template = (spec.get("sandboxTemplateRef") or {}).get("name")
+        if template != pool.template:
+            errors.append(f"spec.sandboxTemplateRef.name: Not found: {template!r}")
+        if spec.get("warmpool") != pool.name:
+            errors.append(f"spec.warmpool: Not found: {spec.get('warmpool')!r}")
+        lifecycle = spec.get("lifecycle") or {}
+        if "shutdownTime" in lifecycle and _parse_time(lifecycle["shutdownTime"]) is None:
+            errors.append(f"spec.lifecycle.shutdownTime: Invalid value: {lifecycle['shutdownTime']!r}")
+        if lifecycle.get("shutdownPolicy", "Retain") not in ("Retain", "Delete"):
+            errors.append(f"spec.lifecycle.shutdownPolicy: Unsupported value: {lifecycle.get('shutdownPolicy')!r}")
+        return errors
+
+    def _create(self, pool: Pool, body: Any) -> tuple[int, Any]:
+        if not self.can_write:
+            raise _status(403, "Forbidden", "osgymsandboxclaims.osgym.cua.ai is forbidden: User cannot create "
+                                            f'resource "osgymsandboxclaims" in namespace "{pool.name}"')
+        errors = self._validate(pool, body)
+        if errors:
+            raise _status(422, "Invalid", "OSGymSandboxClaim is invalid: " + "; ".join(errors))
+        metadata = body["metadata"]
+        name = metadata.get("name") or metadata["generateName"] + secrets.token_hex(3)[:5]
+        key = (pool.name, name)
+        if key in self.claims:
+            raise _status(409, "AlreadyExists", f'osgymsandboxclaims.osgym.cua.ai "{name}" already exists')
+        lifecycle = dict(body["spec"].get("lifecycle") or {})
+        lifecycle.setdefault("shutdownPolicy", "Retain")
+        lifecycle.setdefault("shutdownTime", datetime.fromtimestamp(time.time() + 1800, UTC)
+                             .strftime("%Y-%m-%dT%H:%M:%SZ"))
+        claim = {
+            "apiVersion": API_VERSION, "kind": "OSGymSandboxClaim",
+            "metadata": {"name": name, "namespace": pool.name, "uid": str(uuid.uuid4()), "resourceVersion": "1",
+                         "creationTimestamp": _now(), "labels": dict(metadata.get("labels") or {}),
+                         "annotations": dict(metadata.get("annotations") or {})},
+            "spec": {**body["spec"], "lifecycle": lifecycle},
+            "status": {"phase": "Pending"},
+            "_polls": self.bind_polls, "_destroy_polls": 0,
+        }
+        self.claims[key] = claim
+        failure = self.create_failure
+        if failure == "status_500":
+            raise _status(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
+        if failure == "bare_502":
+            raise _HttpError(502, raw=b"")
+        if failure == "drop":
+            raise _Drop()
+        return 201, self._public(claim)
+
+    def _advance(self, key: tuple[str, str], claim: dict[str, Any], pool: Pool) -> dict[str, Any]:
+        """Time passes in requests: each GET of a pending claim brings its binding closer; each GET of a
+        terminating one its removal."""
+        if claim["metadata"].get("deletionTimestamp"):
+            claim["_destroy_polls"] -= 1
+            if claim["_destroy_polls"] < 0:
+                self._remove(key)
+                raise _status(404, "NotFound", f'osgymsandboxclaims.osgym.cua.ai "{key[1]}" not found')
+            return self._public(claim)
+        if claim["status"]["phase"] == "Pending":
+            claim["_polls"] -= 1
+            if claim["_polls"] < 0:
+                bound = sum(1 for (ns, _), c in self.claims.items() if ns == pool.name and c["status"].get("sandbox"))
+                if bound >= pool.capacity:
+                    claim["status"] = {"phase": "Failed", "conditions": [{
+                        "type": "Bound", "status": "False", "reason": "NoCapacity",
+                        "lastTransitionTime": _now(),
+                        "message": f"no available sandbox in warm pool {pool.name}"}]}
+                else:
+                    sandbox = f"{pool.name}-{secrets.token_hex(3)}"
+                    self._desktops[sandbox] = _Desktop(*pool.size)
+                    claim["status"] = {"phase": "Bound", "sandbox": {"name": sandbox, "service": f"{sandbox}-server"},
+                                       "conditions": [{"type": "Bound", "status": "True", "reason": "Bound",
+                                                       "lastTransitionTime": _now(), "message": ""}]}
+        return self._public(claim)
+
+    # -- the data plane: the service proxy to the OSWorld guest server ------------------------------------
+    def handle_svc(self, method: str, path: str, headers: Any, body: Any, raw: bytes) -> tuple[int, Any]:
+        self._authorize(headers)
+        match = re.fullmatch(r"/api/svc/([^/]+)/([^/]+)-server(/.*)", path)
+        if match is None:
+            raise _status(404, "NotFound", "the server could not find the requested resource")
+        namespace, sandbox, sub = match.group(1), match.group(2), match.group(3)
+        with self._lock:
+            pool = self.pools.get(namespace)
+            desktop = self._desktops.get(sandbox)
+            owned = pool is not None and any(
+                ns == namespace and (c["status"].get("sandbox") or {}).get("name") == sandbox
+                for (ns, _), c in self.claims.items())
+        if pool is None or desktop is None or not owned:
+            raise _status(404, "NotFound", f'services "{sandbox}-server" not found')
+        if method == "GET" and sub == "/platform":
+            raise _HttpError(200, raw=pool.platform.encode(), content_type="text/html; charset=utf-8")
+        if method == "POST" and sub == "/screen_size":
+            width, height = desktop.driver.size()
+            return 200, {"width": width, "height": height}
+        if method == "GET" and sub == "/screenshot":
+            with desktop.lock:
+                shot = desktop.driver.screenshot()
+            raise _HttpError(200, raw=shot.png, content_type="image/png")
+        if method == "POST" and sub in ("/execute", "/setup/execute"):
+            if not (headers.get("Content-Type") or "").startswith("application/json"):
+                raise _HttpError(415, raw=b"<h1>Unsupported Media Type</h1>", content_type="text/html")
+            return self._execute(body, desktop)
+        raise _HttpError(404, raw=b"<h1>Not Found</h1>", content_type="text/html")
+
+    def _execute(self, body: Any, desktop: _Desktop) -> tuple[int, Any]:
+        if not isinstance(body, dict):
+            return 500, {"status": "error", "message": "'NoneType' object has no attribute 'get'"}
+        shell = bool(body.get("shell", False))
+        command = body.get("command", "" if shell else [])
+        if not command or (shell and not isinstance(command, str)) or (
+                not shell and not (isinstance(command, list) and all(isinstance(c, str) for c in command))):
+            return 500, {"status": "error", "message": f"invalid command: {command!r}"}
+        env = dict(os.environ, DISPLAY=desktop.display, PYTHONPATH=_GUEST_DIR,
+                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        env.pop("XAUTHORITY", None)
+        try:
+            proc = subprocess.run(command, shell=shell, capture_output=True, text=True, timeout=self.exec_cap,
+                                  env=env, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return 500, {"status": "error", "message": f"Command '{command}' timed out after {self.exec_cap:g} seconds"}
+        except OSError as exc:
+            return 500, {"status": "error", "message": str(exc)}
+        return 200, {"status": "success", "output": proc.stdout, "error": proc.stderr, "returncode": proc.returncode}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeCua
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _dispatch(self) -> None:
+        started = time.perf_counter()
+        owner = self.owner
+        split = urlsplit(self.path)
+        path, query = split.path, parse_qs(split.query)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: Any = None
+        status = 500
+        answer: Any = None
+        answer_raw: bytes | None = None
+        content_type = "application/json"
+        extra: dict[str, str] = {}
+        try:
+            rule = owner._take_injection(self.command, path)
+            if rule is not None:
+                raise _HttpError(rule.status, rule.body, rule.headers, rule.raw)
+            if path == TOKEN_PATH and self.command == "POST":
+                status, answer = owner.handle_token(self.headers, raw)
+                body = {"form": sorted(parse_qs(raw.decode("utf-8", "replace")))}  # names only: no secrets
+            else:
+                if raw and "json" in (self.headers.get("Content-Type") or ""):
+                    try:
+                        body = json.loads(raw)
+                    except ValueError:
+                        raise _status(400, "BadRequest", "the body of the request was not valid JSON") from None
+                if path.startswith("/api/k8s/"):
+                    status, answer = owner.handle_k8s(self.command, path, query, self.headers, body)
+                elif path.startswith("/api/svc/"):
+                    status, answer = owner.handle_svc(self.command, path, self.headers, body, raw)
+                else:
+                    raise _status(404, "NotFound", "the server could not find the requested resource")
+        except _Drop:
+            with owner._lock:
+                owner.log.append(LoggedRequest(self.command, path, query, 0, time.perf_counter() - started, body))
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        except _HttpError as err:
+            status, answer, answer_raw, extra, content_type = err.status, err.body, err.raw, err.headers, \
+                err.content_type
+        except Exception as exc:  # the fake's own bug: a 500 that names it
+            status, answer = 500, {"kind": "Status", "message": f"fake error: {type(exc).__name__}: {exc}"}
+        payload = answer_raw if answer_raw is not None else (b"" if answer is None else json.dumps(answer).encode())
+        elapsed = time.perf_counter() - started
+        with owner._lock:
+            owner.log.append(LoggedRequest(self.command, path, query, status, elapsed, body))
+        self.send_response(status)
+        if payload:
+            self.send_header("Content-Type", content_type)
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("X-Fake-Server-Seconds", f"{elapsed:.6f}")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _dispatch
