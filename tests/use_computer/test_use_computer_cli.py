@@ -78,6 +78,10 @@ def test_preflight_up_screenshot_do_exec_down(fake: FakeUseComputer, tmp_path: P
     assert fake.live() == []
     outputs = "".join(r.stdout + r.stderr for r in (started, taken, clicked, typed, held, ran, down))
     assert fake.api_key not in outputs
+    home = Path(os.environ["DESKCTL_HOME"])
+    stored = [p for p in home.rglob("*") if p.is_file()]
+    assert stored, "the ledger was not written under DESKCTL_HOME"
+    assert not [p for p in stored if fake.api_key.encode() in p.read_bytes()]  # never in the ledger
 
 
 def test_up_of_an_ephemeral_sandbox_is_refused_and_creates_nothing(fake: FakeUseComputer) -> None:
