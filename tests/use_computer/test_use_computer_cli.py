@@ -15,13 +15,13 @@ import pytest
 from fakes.use_computer import FakeUseComputer
 
 
-def run(fake: FakeUseComputer, *args: str) -> subprocess.CompletedProcess[str]:
+def run(fake: FakeUseComputer, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, USE_COMPUTER_API_KEY=fake.api_key, USE_COMPUTER_BASE_URL=fake.base_url,
                DESKCTL_HTTP_RETRY_SCALE="0", PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
     for var in ("USE_COMPUTER_HOST", "USE_COMPUTER_VERSION", "USE_COMPUTER_SNAPSHOT", "USE_COMPUTER_RESERVATION_ID"):
         env.pop(var, None)
     return subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+                          timeout=120, cwd=cwd)
 
 
 def up(fake: FakeUseComputer, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -132,3 +132,14 @@ def test_preflight_windows_task_os_rules(fake: FakeUseComputer) -> None:
     assert refused.returncode == 3, refused.stdout + refused.stderr
     assert "compat.agent_unsupported" in refused.stdout
     assert {r.method for r in fake.log} == {"GET"}
+
+
+def test_a_project_deskctl_toml_makes_up_persistent(fake: FakeUseComputer, tmp_path: Path) -> None:
+    (tmp_path / "deskctl.toml").write_text('[providers.use-computer]\nephemeral = false\n')
+    started = run(fake, "up", "--provider", "use-computer", "--platform", "macos", "--geometry", "native", "--json",
+                  "-o", "poll_interval=0.005", cwd=tmp_path)
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert [s["ephemeral"] for s in fake.live()] == [False]
+    down = run(fake, "down", json.loads(started.stdout)["id"], cwd=tmp_path)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert fake.live() == []
