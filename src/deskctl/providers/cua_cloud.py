@@ -357,6 +357,7 @@ class CuaCloudProvider(Provider):
                                 provider=self.name)
         self._sleep: Callable[[float], None] = time.sleep
         self._sandboxes: dict[str, str] = {}
+        self._settings: dict[str, str | None] = {}
 
     def _number(self, key: str, default: float) -> float:
         raw = self.options.get(key, default)
@@ -375,16 +376,24 @@ class CuaCloudProvider(Provider):
         cred = resolve(self.name, var)
         return cred.value if cred is not None else None
 
+    def _setting(self, option: str, var: str) -> str | None:
+        """``option`` from the provider options, else ``var`` (environment, then keyring), resolved once."""
+        if option not in self._settings:
+            value = self.options.get(option) or self._var(var)
+            self._settings[option] = str(value) if value else None
+        return self._settings[option]
+
     @property
     def base_url(self) -> str:
-        return str(self.options.get("base_url") or self._var("CUA_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        return (self._setting("base_url", "CUA_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
     @property
     def token_url(self) -> str:
-        return str(self.options.get("token_url") or self._var("CUA_TOKEN_URL") or DEFAULT_TOKEN_URL)
+        return self._setting("token_url", "CUA_TOKEN_URL") or DEFAULT_TOKEN_URL
 
     def namespace(self, platform: Platform) -> str:
-        return str(self.options.get("namespace") or self._var("CUA_CLOUD_NAMESPACE") or f"harbor-{platform.value}")
+        """The pool of ``platform``: ``namespace`` option, else ``CUA_CLOUD_NAMESPACE``, else Harbor's default."""
+        return self._setting("namespace", "CUA_CLOUD_NAMESPACE") or f"harbor-{platform.value}"
 
     def _claims_path(self, namespace: str) -> str:
         return f"/api/k8s/apis/{API_VERSION}/namespaces/{namespace}/osgymsandboxclaims"
@@ -618,7 +627,7 @@ class CuaCloudProvider(Provider):
 
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
         body = self.claim_body(spec, session_id, labels)
-        namespace = body["metadata"].get("namespace") or self.namespace(spec.platform)
+        namespace = self.namespace(spec.platform)
         try:
             response = self._api("POST", self._claims_path(namespace), "create the claim", idempotent=False,
                                  json=body)
@@ -810,9 +819,9 @@ class CuaCloudProvider(Provider):
         )
 
     def _namespaces(self) -> list[str]:
-        configured = self.options.get("namespace") or self._var("CUA_CLOUD_NAMESPACE")
+        configured = self._setting("namespace", "CUA_CLOUD_NAMESPACE")
         if configured:
-            return [str(configured)]
+            return [configured]
         return [self.namespace(p) for p in sorted(self.capabilities.platforms, key=lambda p: p.value)]
 
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
