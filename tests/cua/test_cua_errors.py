@@ -224,9 +224,34 @@ def test_a_failed_claim_is_capacity_unavailable(provider: CuaCloudProvider, http
     failed = claim("Failed", conditions=[{"type": "Bound", "status": "False",
                                           "message": "no available sandbox in warm pool harbor-ubuntu"}])
     httpx_mock.add_response(method="GET", url=f"{CLAIMS}/dk-err", json=failed)
+    provider.rebind_attempts = 0
     with pytest.raises(CapacityUnavailable) as info:
         provider.wait_ready(handle, float("inf"))
     assert "no available sandbox" in info.value.message
+    assert [r.method for r in api_requests(httpx_mock)] == ["GET"]  # nothing made again when told not to
+
+
+def test_a_failed_claim_is_released_and_made_again_from_its_own_spec(provider: CuaCloudProvider,
+                                                                     httpx_mock: HTTPXMock,
+                                                                     handle: RemoteHandle) -> None:
+    token(httpx_mock)
+    failed = claim("Failed", conditions=[{"message": "no available sandbox in warm pool harbor-ubuntu"}])
+    failed["spec"] = {"warmpool": "harbor-ubuntu", "sandboxTemplateRef": {"name": "harbor-ubuntu-template"},
+                      "lifecycle": {"shutdownTime": "2030-01-01T00:00:00Z", "shutdownPolicy": "Retain"}}
+    httpx_mock.add_response(method="GET", url=f"{CLAIMS}/dk-err", json=failed)
+    httpx_mock.add_response(method="DELETE", url=f"{CLAIMS}/dk-err", json=failed)
+    httpx_mock.add_response(method="GET", url=f"{CLAIMS}/dk-err", status_code=404,
+                            json=status(404, "NotFound", "gone"))
+    httpx_mock.add_response(method="POST", url=CLAIMS, status_code=201, json=claim("Pending"))
+    httpx_mock.add_response(method="GET", url=f"{CLAIMS}/dk-err", json=failed)
+    provider.rebind_attempts = 1
+    with pytest.raises(CapacityUnavailable) as info:
+        provider.wait_ready(handle, float("inf"))
+    assert "claims made: 2" in info.value.message
+    assert [r.method for r in api_requests(httpx_mock)] == ["GET", "DELETE", "GET", "POST", "GET"]
+    again = json.loads(api_requests(httpx_mock, "POST")[0].read())
+    assert again["metadata"]["name"] == "dk-err"
+    assert again["spec"] == failed["spec"]  # the same pool, template and shutdownTime
 
 
 def test_idempotent_reads_retry_5xx_but_actions_never(provider: CuaCloudProvider, httpx_mock: HTTPXMock,

@@ -198,9 +198,24 @@ def test_a_drained_pool_fails_the_session_and_leaves_nothing(cua_env: FakeCua) -
     cua_env.pools["harbor-ubuntu"].capacity = 0
     with pytest.raises(CapacityUnavailable) as info:
         deskctl.open_desktop("cua-cloud", platform="ubuntu", geometry="1920x1080",
-                             provider_options={"poll_interval": 0.005})
+                             provider_options={"poll_interval": 0.005, "rebind_attempts": 2})
     assert "no available sandbox in warm pool harbor-ubuntu" in info.value.message
+    assert "claims made: 3" in info.value.message
     assert cua_env.live() == []
+
+
+def test_a_pool_that_scales_up_binds_a_claim_made_again(provider: CuaCloudProvider, fake: FakeCua) -> None:
+    fake.pools["harbor-ubuntu"].capacity = 0
+    fake.pools["harbor-ubuntu"].scale_after_failures = 2  # two failed claims, then one sandbox more
+    handle = provider.create(UBUNTU, "dk-scale1", {LABEL_SESSION: "dk-scale1"})
+    try:
+        provider.wait_ready(handle, time.monotonic() + 30)
+        assert provider.display_size(handle) == (1920, 1080)
+        assert [r.status for r in fake.log if r.method == "POST" and r.path == CLAIMS] == [201, 201, 201]
+        assert [c["metadata"]["name"] for c in fake.live()] == ["dk-scale1"]
+    finally:
+        provider.destroy(handle)
+    assert fake.live() == [] and fake.displays() == []
 
 
 # -- while open --------------------------------------------------------------------------------------------

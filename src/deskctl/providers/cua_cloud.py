@@ -17,8 +17,10 @@ rely on:
   An attached session renews it on every keepalive; a detached one gets its whole lifetime (plus a margin).
   A create is never retried blindly: after a 5xx, a dropped connection or a timeout what was made is found and
   released before the error is raised.
-- **Readiness**: the claim's ``status.phase`` until ``Bound`` (``Failed``: the warm pool had no sandbox,
-  :class:`~deskctl.errors.CapacityUnavailable`), then the guest's ``GET /platform`` (502/503/504 while the
+- **Readiness**: the claim's ``status.phase`` until ``Bound``. ``Failed`` means the warm pool had no sandbox:
+  as Harbor does, the claim is released (confirmed) and made again, since a pending claim is what makes the
+  pool scale up, up to ``rebind_attempts`` times within the deadline; then
+  :class:`~deskctl.errors.CapacityUnavailable`. Then the guest's ``GET /platform`` (502/503/504 while the
   guest resets are waited out), then ``POST /screen_size`` and a screenshot whose size must agree.
 - **Desktop**: screenshots are the guest's ``GET /screenshot`` PNG. The guest has no input endpoints: input is
   a short Python program run by ``POST /execute`` (python-xlib + XTEST on Linux guests, the same library
@@ -31,7 +33,8 @@ rely on:
 Provider options (``provider_options``): ``base_url``, ``token_url``, ``namespace`` (default
 ``CUA_CLOUD_NAMESPACE``, else ``harbor-{platform}``), ``warmpool`` (default: the namespace), ``template``
 (default ``{warmpool}-template``), ``svc_suffix``, ``shutdown_policy`` (``Retain``), ``claim_ttl_seconds``
-(600), ``detached_ttl_seconds`` (3600, for a detached session without a lifetime), ``poll_interval``,
+(600), ``detached_ttl_seconds`` (3600, for a detached session without a lifetime), ``rebind_attempts`` (20),
+``poll_interval``,
 ``poll_max_interval``, ``destroy_timeout``, ``request_timeout``, and the retry options of
 :class:`deskctl.providers._http.RetryPolicy`.
 """
@@ -351,6 +354,7 @@ class CuaCloudProvider(Provider):
         self.request_timeout = self._number("request_timeout", 60.0)
         self.claim_ttl = self._number("claim_ttl_seconds", 600.0)
         self.detached_ttl = self._number("detached_ttl_seconds", 3600.0)
+        self.rebind_attempts = int(self._number("rebind_attempts", 20))
         self.shutdown_policy = str(self.options.get("shutdown_policy") or "Retain")
         if self.shutdown_policy not in ("Retain", "Delete"):
             raise ConfigInvalid(f"cua-cloud option shutdown_policy={self.shutdown_policy!r} is not Retain or Delete",
@@ -626,8 +630,18 @@ class CuaCloudProvider(Provider):
         }
 
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
-        body = self.claim_body(spec, session_id, labels)
         namespace = self.namespace(spec.platform)
+        claim = self._post_claim(namespace, session_id, self.claim_body(spec, session_id, labels))
+        handle = self._handle_from(claim, namespace, session_id)
+        handle.data["platform"] = spec.platform.value
+        handle.data["claim_ttl"] = self._ttl(spec, labels)
+        expires = _float(labels.get(LABEL_EXPIRES))
+        if math.isfinite(expires):
+            handle.data["expires_at"] = expires
+        return handle
+
+    def _post_claim(self, namespace: str, session_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST one claim, once; after an ambiguous failure, release what it made before raising."""
         try:
             response = self._api("POST", self._claims_path(namespace), "create the claim", idempotent=False,
                                  json=body)
@@ -639,13 +653,21 @@ class CuaCloudProvider(Provider):
             if self._create_may_have_made_something(err):
                 self._sweep(namespace, session_id, err)
             raise
-        handle = self._handle_from(claim, namespace, session_id)
-        handle.data["platform"] = spec.platform.value
-        handle.data["claim_ttl"] = self._ttl(spec, labels)
-        expires = _float(labels.get(LABEL_EXPIRES))
-        if math.isfinite(expires):
-            handle.data["expires_at"] = expires
-        return handle
+        return claim
+
+    def _rebind(self, handle: RemoteHandle, failed: Mapping[str, Any]) -> None:
+        """Replace a claim that failed to bind (the warm pool was drained; a new pending claim is what makes it
+        scale up, as Harbor does): release it (confirmed), then create it again from its own metadata and spec."""
+        self.destroy(handle)
+        metadata = failed.get("metadata") if isinstance(failed.get("metadata"), dict) else {}
+        assert isinstance(metadata, dict)
+        body = {
+            "apiVersion": API_VERSION, "kind": "OSGymSandboxClaim",
+            "metadata": {"name": handle.resource_id, "labels": dict(metadata.get("labels") or {}),
+                         "annotations": dict(metadata.get("annotations") or {})},
+            "spec": dict(failed.get("spec") or {}),
+        }
+        self._post_claim(str(handle.data.get("namespace")), handle.session_id, body)
 
     @staticmethod
     def _create_may_have_made_something(err: DeskctlError) -> bool:
@@ -728,6 +750,7 @@ class CuaCloudProvider(Provider):
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         last = "not polled"
+        rebinds = 0
         for _ in self._polls(deadline):
             claim = self._get_claim(handle, deadline=deadline)
             if claim is None:
@@ -744,9 +767,14 @@ class CuaCloudProvider(Provider):
                 conditions = [c for c in (status.get("conditions") or []) if isinstance(c, dict)]
                 reason = str(conditions[-1].get("message") or conditions[-1].get("reason")) if conditions else \
                     "no reason given"
+                if rebinds < self.rebind_attempts and time.monotonic() < deadline:
+                    rebinds += 1
+                    self._rebind(handle, claim)
+                    last = f"phase Failed ({redact(reason)}), claim made again ({rebinds} of {self.rebind_attempts})"
+                    continue
                 raise CapacityUnavailable(
                     f"cua-cloud: claim {handle.resource_id} failed to bind a sandbox from pool "
-                    f"{handle.data.get('warmpool')}: {redact(reason)}", provider=self.name,
+                    f"{handle.data.get('warmpool')}: {redact(reason)} (claims made: {rebinds + 1})", provider=self.name,
                     remedy="retry later: the warm pool is drained (a pending claim makes it scale up)",
                     details={"phase": phase},
                 )

@@ -13,7 +13,8 @@ The guest's ``/execute`` wants JSON and caps a command at 120 s (500 ``{"status"
 Every request is logged (:attr:`FakeCua.log`, with the time the server spent on it). Injectable failures:
 :meth:`FakeCua.inject` (any status and body on a method and path pattern, e.g. 503 ``NO_CAPACITY`` or 429 with
 ``Retry-After``), :attr:`FakeCua.create_failure` (the claim is made, then the answer fails: ``"status_500"``,
-``"bare_502"``, ``"drop"``), a drained pool (``Pool.capacity``: the claim goes ``Failed``),
+``"bare_502"``, ``"drop"``), a drained pool (``Pool.capacity``: the claim goes ``Failed``; with
+``Pool.scale_after_failures`` the pool grows by one after that many failed claims, as KEDA scales it),
 :meth:`FakeCua.revoke_client` (401 ``invalid_client``), :meth:`FakeCua.expire_tokens` (302 on the next
 request), :attr:`FakeCua.can_write` (403 on create, renew and delete), :meth:`FakeCua.lose_claim` (a claim
 that disappears mid-session) and :meth:`FakeCua.reap_expired` (what the pool's reaper does past
@@ -73,6 +74,9 @@ class Pool:
     platform: str  # what the guest's /platform answers: Linux | Windows
     size: tuple[int, int]
     capacity: int = 4
+    #: KEDA-style scale-up: after this many claims failed for want of a sandbox, one more sandbox is there
+    scale_after_failures: int | None = None
+    failures: int = 0
 
     @property
     def template(self) -> str:
@@ -524,6 +528,10 @@ class FakeCua:
             if claim["_polls"] < 0:
                 bound = sum(1 for (ns, _), c in self.claims.items() if ns == pool.name and c["status"].get("sandbox"))
                 if bound >= pool.capacity:
+                    pool.failures += 1
+                    if pool.scale_after_failures is not None and pool.failures >= pool.scale_after_failures:
+                        pool.capacity += 1
+                        pool.failures = 0
                     claim["status"] = {"phase": "Failed", "conditions": [{
                         "type": "Bound", "status": "False", "reason": "NoCapacity",
                         "lastTransitionTime": _now(),
