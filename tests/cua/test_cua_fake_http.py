@@ -278,6 +278,10 @@ def test_windows_guest_takes_pyautogui_programs_and_refuses_non_ascii(provider: 
         with pytest.raises(UsageError) as info:
             provider.act(handle, TypeText("héllo"))
         assert info.value.code == "usage.bad_text"
+        ran = provider.exec(handle, "echo hi")
+        assert (ran.exit_code, ran.stdout) == (0, "hi\n")
+        assert [r.body for r in fake.log if r.path.endswith("/execute")][-1] == {
+            "command": "echo hi", "shell": True, "timeout": 60}  # the shell of the guest (cmd.exe on Windows)
     finally:
         provider.destroy(handle)
     assert fake.live() == []
