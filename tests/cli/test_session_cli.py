@@ -94,7 +94,7 @@ def test_unknown_command_and_flag_are_usage_errors() -> None:
 
 def test_providers_lists_the_default() -> None:
     proc = deskctl("providers", check=True)
-    assert proc.stdout.splitlines()[0].split() == ["NAME", "PLATFORMS", "GEOMETRY", "ISOLATION", "EXEC", "BILLING"]
+    assert proc.stdout.splitlines()[0].split() == ["NAME", "PLATFORMS", "ISOLATION", "EXEC", "BILLING", "GEOMETRY"]
     assert any(line.startswith("xvfb ") and line.endswith("(default)") for line in proc.stdout.splitlines())
     doc = json.loads(deskctl("providers", "--json", check=True).stdout)
     xvfb = next(p for p in doc["providers"] if p["name"] == "xvfb")

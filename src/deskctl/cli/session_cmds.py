@@ -510,17 +510,20 @@ def providers(as_json: bool) -> None:
     if as_json:
         echo_json({"providers": rows})
         return
-    click.echo(f"{'NAME':<14} {'PLATFORMS':<22} {'GEOMETRY':<20} {'ISOLATION':<10} {'EXEC':<5} BILLING")
+    click.echo(f"{'NAME':<14} {'PLATFORMS':<22} {'ISOLATION':<10} {'EXEC':<5} {'BILLING':<11} GEOMETRY")
     for row in rows:
         if not row["available"]:
             click.echo(f"{row['name']:<14} unavailable: {row['error']}")
             continue
-        geometry = "settable" if row["settable_geometry"] else "fixed"
-        if row["fixed_sizes"]:
-            geometry = "fixed on " + ",".join(sorted(row["fixed_sizes"]))
+        fixed = sorted(row["fixed_sizes"])
+        settable = [p for p in row["platforms"] if p not in fixed] if row["settable_geometry"] else []
+        native = [p for p in row["platforms"] if p not in fixed and p not in settable]
+        geometry = ", ".join(([f"settable on {','.join(settable)}"] if settable else [])
+                             + ([f"fixed on {','.join(fixed)}"] if fixed else [])
+                             + ([f"native on {','.join(native)}"] if native else []))
         mark = " (default)" if row.get("default") else ""
-        click.echo(f"{row['name']:<14} {','.join(row['platforms']):<22} {geometry:<20} {row['isolation']:<10} "
-                   f"{'yes' if row['exec'] else 'no':<5} {row['billing']}{mark}")
+        click.echo(f"{row['name']:<14} {','.join(row['platforms']):<22} {row['isolation']:<10} "
+                   f"{'yes' if row['exec'] else 'no':<5} {row['billing']:<11} {geometry}{mark}")
     missing = sorted(set(PROVIDERS) - set(known_provider_names()))
     if missing:
         note("not in this version yet: " + ", ".join(missing))

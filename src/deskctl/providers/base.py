@@ -66,7 +66,9 @@ class Capabilities:
     start_url: bool = False
     local: bool = True
     hidpi_scale: float = 1.0
-    billing: str = "free"  # free | per_second | per_minute | per_hour
+    #: how the provider bills: free | per_second | per_minute | per_hour | external (the host's owner bills it,
+    #: deskctl does not know the price: cost "unknown" unless the user's price catalog names one)
+    billing: str = "free"
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1343,7 +1343,7 @@ class SSHProvider(Provider):
         isolation="host",
         start_url=False,
         local=False,
-        billing="free",
+        billing="external",
     )
     credential_vars = (ENV_HOST, ENV_KEY_FILE, ENV_KNOWN_HOSTS, ENV_KEY_PASSPHRASE, ENV_PRIVATE_KEY, ENV_PASSWORD)
 
