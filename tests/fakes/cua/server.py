@@ -29,20 +29,19 @@ import json
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote
 
 from deskctl.providers._x11 import X11Driver
+from fakes._desktop import XvfbDesktop
+from fakes._http import Drop, HttpError, JsonHandler, LoggedRequest, LoopbackService
 
 __all__ = ["API_VERSION", "FakeCua", "LoggedRequest", "Pool"]
 
@@ -54,16 +53,6 @@ _LABEL_NAME_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
 _LABEL_VALUE_RE = re.compile(r"(([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)")
 _PREFIX_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
-
-
-@dataclass
-class LoggedRequest:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    status: int
-    server_seconds: float
-    body: Any = None
 
 
 @dataclass
@@ -83,80 +72,12 @@ class Pool:
         return f"{self.name}-template"
 
 
-@dataclass
-class _Injection:
-    method: str
-    pattern: re.Pattern[str]
-    status: int
-    body: Any = None
-    raw: bytes | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    times: int = 1
-
-
-class _Desktop:
-    """One Xvfb and an X11 driver on it."""
-
-    def __init__(self, width: int, height: int) -> None:
-        read_fd, write_fd = os.pipe()
-        self.proc = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
-             "-noreset"],
-            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        os.close(write_fd)
-        try:
-            data = b""
-            with os.fdopen(read_fd, "rb") as pipe:
-                while not data.endswith(b"\n"):
-                    chunk = pipe.read(1)
-                    if not chunk:
-                        raise RuntimeError("Xvfb exited before it announced its display")
-                    data += chunk
-            self.display = f":{int(data.strip())}"
-            self.driver = X11Driver.open(self.display, provider="cua-fake")
-        except BaseException:
-            self.stop()
-            raise
-        self.lock = threading.Lock()
-
-    def stop(self) -> None:
-        driver = getattr(self, "driver", None)
-        if driver is not None:
-            try:
-                driver.close()
-            except Exception:
-                pass
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
-                 raw: bytes | None = None, content_type: str = "application/json") -> None:
-        super().__init__(status)
-        self.status = status
-        self.body = body
-        self.headers = headers or {}
-        self.raw = raw
-        self.content_type = content_type
-
-
-class _Drop(Exception):
-    """Close the connection without an answer."""
-
-
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _status(code: int, reason: str, message: str) -> _HttpError:
-    return _HttpError(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+def _status(code: int, reason: str, message: str) -> HttpError:
+    return HttpError(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                              "message": message, "reason": reason, "code": code})
 
 
@@ -166,8 +87,40 @@ def _parse_time(value: Any) -> float | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-class FakeCua:
+class _Handler(JsonHandler):
+    owner: FakeCua
+
+    def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
+        owner = self.owner
+        self.raise_injected(path)
+        if path == TOKEN_PATH and self.command == "POST":
+            status, answer = owner.handle_token(self.headers, raw)
+            self.logged_body = {"form": sorted(parse_qs(raw.decode("utf-8", "replace")))}  # names only: no secrets
+            return status, answer, "application/json"
+        if raw and "json" in (self.headers.get("Content-Type") or ""):
+            try:
+                self.logged_body = json.loads(raw)
+            except ValueError:
+                raise _status(400, "BadRequest", "the body of the request was not valid JSON") from None
+        if path.startswith("/api/k8s/"):
+            status, answer = owner.handle_k8s(self.command, path, query, self.headers, self.logged_body)
+        elif path.startswith("/api/svc/"):
+            status, answer = owner.handle_svc(self.command, path, self.headers, self.logged_body, raw)
+        else:
+            raise _status(404, "NotFound", "the server could not find the requested resource")
+        return status, answer, "application/json"
+
+    def fake_bug(self, exc: Exception) -> Any:
+        return {"kind": "Status", "message": f"fake error: {type(exc).__name__}: {exc}"}
+
+    do_PATCH = JsonHandler.dispatch
+
+
+class FakeCua(LoopbackService):
     """The fake service. Use as a context manager (or :meth:`start` / :meth:`stop` in ``finally``)."""
+
+    handler_class = _Handler
+    thread_name = "fake-cua"
 
     def __init__(
         self,
@@ -180,6 +133,7 @@ class FakeCua:
         destroy_polls: int = 1,
         exec_cap: float = 120.0,
     ) -> None:
+        super().__init__()
         self.client_id = client_id
         self.client_secret = client_secret
         self.token_lifetime = token_lifetime
@@ -191,54 +145,9 @@ class FakeCua:
         self.revoked = False
         self.can_write = True
         self.create_failure: str | None = None
-        self.log: list[LoggedRequest] = []
         self.tokens: dict[str, float] = {}  # token -> time.monotonic() expiry
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
-        self._desktops: dict[str, _Desktop] = {}  # sandbox name -> desktop
-        self._injections: list[_Injection] = []
-        self._lock = threading.RLock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------------------------------------
-    def start(self) -> FakeCua:
-        fake = self
-
-        class Handler(_Handler):
-            owner = fake
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-cua", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-        with self._lock:
-            desktops = list(self._desktops.values())
-            self._desktops.clear()
-        for desktop in desktops:
-            desktop.stop()
-
-    def __enter__(self) -> FakeCua:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.server_address[1])
+        # self._desktops: sandbox name -> desktop
 
     @property
     def base_url(self) -> str:
@@ -254,14 +163,6 @@ class FakeCua:
                 "CUA_BASE_URL": self.base_url, "CUA_TOKEN_URL": self.token_url}
 
     # -- test controls ---------------------------------------------------------------------------------
-    def inject(self, method: str, path_regex: str, status: int, body: Any = None, *, raw: bytes | None = None,
-               headers: dict[str, str] | None = None, times: int = 1) -> None:
-        """Answer the next ``times`` requests matching ``method`` and ``path_regex`` (searched in the path)
-        with ``status`` and ``body`` (JSON) or ``raw`` bytes, before they reach the service logic."""
-        with self._lock:
-            self._injections.append(_Injection(method.upper(), re.compile(path_regex), status, body, raw,
-                                               dict(headers or {}), times))
-
     def revoke_client(self) -> None:
         """The client credentials stop working (tokens already issued keep working until they expire)."""
         self.revoked = True
@@ -317,16 +218,6 @@ class FakeCua:
         return [k[1] for k in gone]
 
     # -- internals ---------------------------------------------------------------------------------------
-    def _take_injection(self, method: str, path: str) -> _Injection | None:
-        with self._lock:
-            for rule in self._injections:
-                if rule.method in (method, "*") and rule.pattern.search(path):
-                    rule.times -= 1
-                    if rule.times <= 0:
-                        self._injections.remove(rule)
-                    return rule
-        return None
-
     def _remove(self, key: tuple[str, str]) -> None:
         claim = self.claims.pop(key, None)
         sandbox = ((claim or {}).get("status") or {}).get("sandbox") or {}
@@ -340,18 +231,18 @@ class FakeCua:
         if token is None or token not in self.tokens:
             raise _status(401, "Unauthorized", "Unauthorized")
         if self.tokens[token] <= time.monotonic():
-            raise _HttpError(302, raw=b"", headers={
+            raise HttpError(302, raw=b"", headers={
                 "Location": f"{self.base_url}/realms/cyclops-cs/protocol/openid-connect/auth?client_id=run"})
 
     def handle_token(self, headers: Any, raw: bytes) -> tuple[int, Any]:
         if not (headers.get("Content-Type") or "").startswith("application/x-www-form-urlencoded"):
-            raise _HttpError(400, {"error": "invalid_request",
+            raise HttpError(400, {"error": "invalid_request",
                                    "error_description": "Missing form parameter: grant_type"})
         form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
         if form.get("grant_type") != "client_credentials":
-            raise _HttpError(400, {"error": "unsupported_grant_type", "error_description": "Unsupported grant_type"})
+            raise HttpError(400, {"error": "unsupported_grant_type", "error_description": "Unsupported grant_type"})
         if self.revoked or form.get("client_id") != self.client_id or form.get("client_secret") != self.client_secret:
-            raise _HttpError(401, {"error": "invalid_client",
+            raise HttpError(401, {"error": "invalid_client",
                                    "error_description": "Invalid client or Invalid client credentials"})
         token = "eyJfake." + secrets.token_urlsafe(24)
         with self._lock:
@@ -509,9 +400,9 @@ class FakeCua:
         if failure == "status_500":
             raise _status(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
         if failure == "bare_502":
-            raise _HttpError(502, raw=b"")
+            raise HttpError(502, raw=b"")
         if failure == "drop":
-            raise _Drop()
+            raise Drop()
         return 201, self._public(claim)
 
     def _advance(self, key: tuple[str, str], claim: dict[str, Any], pool: Pool) -> dict[str, Any]:
@@ -538,7 +429,7 @@ class FakeCua:
                         "message": f"no available sandbox in warm pool {pool.name}"}]}
                 else:
                     sandbox = f"{pool.name}-{secrets.token_hex(3)}"
-                    self._desktops[sandbox] = _Desktop(*pool.size)
+                    self._desktops[sandbox] = XvfbDesktop(*pool.size, provider="cua-fake")
                     claim["status"] = {"phase": "Bound", "sandbox": {"name": sandbox, "service": f"{sandbox}-server"},
                                        "conditions": [{"type": "Bound", "status": "True", "reason": "Bound",
                                                        "lastTransitionTime": _now(), "message": ""}]}
@@ -560,21 +451,21 @@ class FakeCua:
         if pool is None or desktop is None or not owned:
             raise _status(404, "NotFound", f'services "{sandbox}-server" not found')
         if method == "GET" and sub == "/platform":
-            raise _HttpError(200, raw=pool.platform.encode(), content_type="text/html; charset=utf-8")
+            raise HttpError(200, raw=pool.platform.encode(), content_type="text/html; charset=utf-8")
         if method == "POST" and sub == "/screen_size":
             width, height = desktop.driver.size()
             return 200, {"width": width, "height": height}
         if method == "GET" and sub == "/screenshot":
             with desktop.lock:
                 shot = desktop.driver.screenshot()
-            raise _HttpError(200, raw=shot.png, content_type="image/png")
+            raise HttpError(200, raw=shot.png, content_type="image/png")
         if method == "POST" and sub in ("/execute", "/setup/execute"):
             if not (headers.get("Content-Type") or "").startswith("application/json"):
-                raise _HttpError(415, raw=b"<h1>Unsupported Media Type</h1>", content_type="text/html")
+                raise HttpError(415, raw=b"<h1>Unsupported Media Type</h1>", content_type="text/html")
             return self._execute(body, desktop)
-        raise _HttpError(404, raw=b"<h1>Not Found</h1>", content_type="text/html")
+        raise HttpError(404, raw=b"<h1>Not Found</h1>", content_type="text/html")
 
-    def _execute(self, body: Any, desktop: _Desktop) -> tuple[int, Any]:
+    def _execute(self, body: Any, desktop: XvfbDesktop) -> tuple[int, Any]:
         if not isinstance(body, dict):
             return 500, {"status": "error", "message": "'NoneType' object has no attribute 'get'"}
         shell = bool(body.get("shell", False))
@@ -593,74 +484,3 @@ class FakeCua:
         except OSError as exc:
             return 500, {"status": "error", "message": str(exc)}
         return 200, {"status": "success", "output": proc.stdout, "error": proc.stderr, "returncode": proc.returncode}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    owner: FakeCua
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _dispatch(self) -> None:
-        started = time.perf_counter()
-        owner = self.owner
-        split = urlsplit(self.path)
-        path, query = split.path, parse_qs(split.query)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        body: Any = None
-        status = 500
-        answer: Any = None
-        answer_raw: bytes | None = None
-        content_type = "application/json"
-        extra: dict[str, str] = {}
-        try:
-            rule = owner._take_injection(self.command, path)
-            if rule is not None:
-                raise _HttpError(rule.status, rule.body, rule.headers, rule.raw)
-            if path == TOKEN_PATH and self.command == "POST":
-                status, answer = owner.handle_token(self.headers, raw)
-                body = {"form": sorted(parse_qs(raw.decode("utf-8", "replace")))}  # names only: no secrets
-            else:
-                if raw and "json" in (self.headers.get("Content-Type") or ""):
-                    try:
-                        body = json.loads(raw)
-                    except ValueError:
-                        raise _status(400, "BadRequest", "the body of the request was not valid JSON") from None
-                if path.startswith("/api/k8s/"):
-                    status, answer = owner.handle_k8s(self.command, path, query, self.headers, body)
-                elif path.startswith("/api/svc/"):
-                    status, answer = owner.handle_svc(self.command, path, self.headers, body, raw)
-                else:
-                    raise _status(404, "NotFound", "the server could not find the requested resource")
-        except _Drop:
-            with owner._lock:
-                owner.log.append(LoggedRequest(self.command, path, query, 0, time.perf_counter() - started, body))
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            return
-        except _HttpError as err:
-            status, answer, answer_raw, extra, content_type = err.status, err.body, err.raw, err.headers, \
-                err.content_type
-        except Exception as exc:  # the fake's own bug: a 500 that names it
-            status, answer = 500, {"kind": "Status", "message": f"fake error: {type(exc).__name__}: {exc}"}
-        payload = answer_raw if answer_raw is not None else (b"" if answer is None else json.dumps(answer).encode())
-        elapsed = time.perf_counter() - started
-        with owner._lock:
-            owner.log.append(LoggedRequest(self.command, path, query, status, elapsed, body))
-        self.send_response(status)
-        if payload:
-            self.send_header("Content-Type", content_type)
-        for name, value in extra.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.send_header("X-Fake-Server-Seconds", f"{elapsed:.6f}")
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _dispatch

@@ -22,19 +22,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
-import time
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 from deskctl.providers._x11 import X11Driver
+from fakes._desktop import XvfbDesktop
+from fakes._http import Drop, HttpError, Injection, JsonHandler, LoggedRequest, LoopbackService
 
 __all__ = ["SNAPSHOTS", "FakeDaytona", "Injection", "LoggedRequest"]
 
@@ -57,90 +55,40 @@ _MODIFIER_ALIASES = {
 }
 
 
-@dataclass
-class LoggedRequest:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    status: int
-    server_seconds: float
-    body: Any = None
-    authorized: bool = False
-
-
-@dataclass
-class Injection:
-    method: str
-    pattern: re.Pattern[str]
-    status: int
-    body: Any = None
-    raw: bytes | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    times: int = 1
-
-
-class _Desktop:
-    """One Xvfb and an X11 driver on it."""
-
-    def __init__(self, width: int, height: int) -> None:
-        read_fd, write_fd = os.pipe()
-        self.proc = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
-             "-noreset"],
-            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        os.close(write_fd)
-        try:
-            data = b""
-            with os.fdopen(read_fd, "rb") as pipe:
-                while not data.endswith(b"\n"):
-                    chunk = pipe.read(1)
-                    if not chunk:
-                        raise RuntimeError("Xvfb exited before it announced its display")
-                    data += chunk
-            self.display = f":{int(data.strip())}"
-            self.driver = X11Driver.open(self.display, provider="daytona-fake")
-        except BaseException:
-            self.stop()
-            raise
-        self.lock = threading.Lock()
-
-    def stop(self) -> None:
-        driver = getattr(self, "driver", None)
-        if driver is not None:
-            try:
-                driver.close()
-            except Exception:
-                pass
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
-                 raw: bytes | None = None) -> None:
-        super().__init__(status)
-        self.status = status
-        self.body = body
-        self.headers = headers or {}
-        self.raw = raw
-
-
-class _Drop(Exception):
-    """Close the connection without an answer."""
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-class FakeDaytona:
+class _Handler(JsonHandler):
+    owner: FakeDaytona
+
+    def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
+        owner = self.owner
+        if raw:
+            try:
+                self.logged_body = json.loads(raw)
+            except ValueError:
+                raise owner._error(400, "Unexpected token in JSON", path) from None
+        self.raise_injected(path)
+        if path.startswith("/api/") or path == "/api":
+            status, answer = owner.handle_api(self.command, path, query, self.headers, self.logged_body)
+        elif path.startswith("/toolbox/"):
+            status, answer = owner.handle_toolbox(self.command, path, query, self.headers, self.logged_body)
+        else:
+            raise owner._error(404, f"Cannot {self.command} {path}", path)
+        return status, answer, "application/json"
+
+    def fake_bug(self, exc: Exception) -> Any:
+        return {"statusCode": 500, "message": f"fake error: {type(exc).__name__}: {exc}"}
+
+    do_PATCH = JsonHandler.dispatch
+
+
+class FakeDaytona(LoopbackService):
     """The fake service. Use as a context manager (or :meth:`start` / :meth:`stop` in ``finally``)."""
+
+    handler_class = _Handler
+    thread_name = "fake-daytona"
 
     def __init__(
         self,
@@ -158,6 +106,7 @@ class FakeDaytona:
         destroy_polls: int = 1,
         page_size: int = 100,
     ) -> None:
+        super().__init__()
         self.api_key = api_key
         self.jwt = jwt
         self.org_id = org_id
@@ -178,55 +127,13 @@ class FakeDaytona:
         self.conflict_deletes = 0
         self.cu_unavailable = 0
         self.create_failure: str | None = None
-        self.log: list[LoggedRequest] = []
         self.sandboxes: dict[str, dict[str, Any]] = {}
-        self._desktops: dict[str, _Desktop] = {}
-        self._injections: list[Injection] = []
-        self._lock = threading.RLock()
         self._release = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def start(self) -> FakeDaytona:
-        fake = self
-
-        class Handler(_Handler):
-            owner = fake
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-daytona", daemon=True)
-        self._thread.start()
-        return self
-
     def stop(self) -> None:
-        self._release.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-        with self._lock:
-            desktops = list(self._desktops.values())
-            self._desktops.clear()
-        for desktop in desktops:
-            desktop.stop()
-
-    def __enter__(self) -> FakeDaytona:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.server_address[1])
+        self._release.set()  # a create held by create_failure="hang" answers now
+        super().stop()
 
     @property
     def api_url(self) -> str:
@@ -237,14 +144,6 @@ class FakeDaytona:
         return f"http://127.0.0.1:{self.port}/toolbox"
 
     # -- test controls ---------------------------------------------------------------------------------
-    def inject(self, method: str, path_regex: str, status: int, body: Any = None, *, raw: bytes | None = None,
-               headers: dict[str, str] | None = None, times: int = 1) -> None:
-        """Answer the next ``times`` requests matching ``method`` and ``path_regex`` (searched in the path)
-        with ``status`` and ``body`` (JSON) or ``raw`` bytes, before they reach the service logic."""
-        with self._lock:
-            self._injections.append(Injection(method.upper(), re.compile(path_regex), status, body, raw,
-                                              dict(headers or {}), times))
-
     def revoke_key(self) -> None:
         self.revoked = True
 
@@ -276,20 +175,10 @@ class FakeDaytona:
                 self._remove(sandbox_id)
 
     # -- internals ---------------------------------------------------------------------------------------
-    def _error(self, status: int, message: str | list[str], path: str) -> _HttpError:
+    def _error(self, status: int, message: str | list[str], path: str) -> HttpError:
         text = ", ".join(message) if isinstance(message, list) else message
-        return _HttpError(status, {"path": path, "timestamp": _now(), "statusCode": status,
+        return HttpError(status, {"path": path, "timestamp": _now(), "statusCode": status,
                                    "error": HTTPStatus(status).phrase, "message": text})
-
-    def _take_injection(self, method: str, path: str) -> Injection | None:
-        with self._lock:
-            for rule in self._injections:
-                if rule.method in (method, "*") and rule.pattern.search(path):
-                    rule.times -= 1
-                    if rule.times <= 0:
-                        self._injections.remove(rule)
-                    return rule
-        return None
 
     def _authorize(self, headers: Any, path: str, *, toolbox: bool) -> None:
         auth = headers.get("Authorization") or ""
@@ -306,7 +195,7 @@ class FakeDaytona:
             return
         if toolbox:
             message = "missing authentication: no token" if token is None else "authentication failed: invalid token"
-            raise _HttpError(401, {"statusCode": 401, "message": message, "code": "UNAUTHORIZED",
+            raise HttpError(401, {"statusCode": 401, "message": message, "code": "UNAUTHORIZED",
                                    "timestamp": _now(), "path": path, "method": "GET"})
         raise self._error(401, "Invalid credentials" if token else "Unauthorized", path)
 
@@ -501,13 +390,13 @@ class FakeDaytona:
             else:
                 match = re.fullmatch(r"(\d+)x(\d+)", env.get("VNC_RESOLUTION", "1024x768"))
                 width, height = (int(match.group(1)), int(match.group(2))) if match else (1024, 768)
-            self._desktops[sandbox_id] = _Desktop(width, height)
+            self._desktops[sandbox_id] = XvfbDesktop(width, height, provider="daytona-fake")
         if failure == "failed_to_start":
             raise self._error(400, f"Sandbox failed to start: {sandbox['errorReason']}", path)
         if failure == "bare_502":
-            raise _HttpError(502, raw=b"")
+            raise HttpError(502, raw=b"")
         if failure == "drop":
-            raise _Drop()
+            raise Drop()
         if failure == "hang":
             self._lock.release()
             try:
@@ -582,16 +471,16 @@ class FakeDaytona:
                        body: Any) -> tuple[int, Any]:
         match = re.fullmatch(r"/toolbox/([^/]+)(/.*)", path)
         if match is None:
-            raise _HttpError(404, {"statusCode": 404, "message": "not found", "code": "NOT_FOUND"})
+            raise HttpError(404, {"statusCode": 404, "message": "not found", "code": "NOT_FOUND"})
         self._authorize(headers, path, toolbox=True)
         sandbox_id, sub = match.group(1), match.group(2)
         with self._lock:
             sandbox = self.sandboxes.get(sandbox_id)
             if sandbox is None:
-                raise _HttpError(404, {"statusCode": 404, "message": "sandbox container not found",
+                raise HttpError(404, {"statusCode": 404, "message": "sandbox container not found",
                                        "code": "NOT_FOUND", "timestamp": _now(), "path": path, "method": method})
             if sandbox["state"] != "started":
-                raise _HttpError(400, {"error": "failed to resolve container IP: no IP address found. "
+                raise HttpError(400, {"error": "failed to resolve container IP: no IP address found. "
                                                 "Is the Sandbox started?"})
             if headers.get("X-Daytona-Skip-Last-Activity-Update") != "true":
                 sandbox["lastActivityAt"] = _now()
@@ -606,16 +495,16 @@ class FakeDaytona:
                                  "status": self._process_status(windows)}
                 if not sandbox["_cu"] or sandbox["_cu_unavailable"] > 0:
                     sandbox["_cu_unavailable"] = max(0, sandbox["_cu_unavailable"] - 1)
-                    raise _HttpError(503, {"message": "Computer-use functionality is not available",
+                    raise HttpError(503, {"message": "Computer-use functionality is not available",
                                            "details": "computer-use plugin is not loaded",
                                            "solution": "call POST /computeruse/start"})
         if desktop is None:
-            raise _HttpError(502, raw=b"")
+            raise HttpError(502, raw=b"")
         if sub.startswith("/computeruse/"):
             return self._computer_use(method, sub[len("/computeruse"):], query, body, desktop, windows)
         if sub == "/process/execute" and method == "POST":
             return self._execute(body, desktop, path)
-        raise _HttpError(404, {"statusCode": 404, "message": f"Cannot {method} {sub}", "code": "NOT_FOUND"})
+        raise HttpError(404, {"statusCode": 404, "message": f"Cannot {method} {sub}", "code": "NOT_FOUND"})
 
     @staticmethod
     def _process_status(windows: bool) -> dict[str, Any]:
@@ -623,22 +512,22 @@ class FakeDaytona:
         return {n: {"Running": True, "Priority": 100 * (i + 1), "AutoRestart": True, "Pid": 1000 + i}
                 for i, n in enumerate(names)}
 
-    def _computer_use(self, method: str, sub: str, query: dict[str, list[str]], body: Any, desktop: _Desktop,
+    def _computer_use(self, method: str, sub: str, query: dict[str, list[str]], body: Any, desktop: XvfbDesktop,
                       windows: bool) -> tuple[int, Any]:
         driver = desktop.driver
 
         def need(*keys: str) -> dict[str, Any]:
             if not isinstance(body, dict):
-                raise _HttpError(400, {"error": "invalid request body"})
+                raise HttpError(400, {"error": "invalid request body"})
             for key in keys:
                 if not isinstance(body.get(key), int) or isinstance(body.get(key), bool):
-                    raise _HttpError(400, {"error": f"invalid {key}"})
+                    raise HttpError(400, {"error": f"invalid {key}"})
             return body
 
         def button() -> str:
             raw = str((body or {}).get("button") or "left").lower()
             if raw not in ("left", "right", "middle"):
-                raise _HttpError(400, {"error": f"unsupported mouse button: {raw}"})
+                raise HttpError(400, {"error": f"unsupported mouse button: {raw}"})
             return raw
 
         with desktop.lock:
@@ -663,7 +552,7 @@ class FakeDaytona:
                 b = need("x", "y")
                 clicks = b.get("clicks")
                 if clicks is not None and (not isinstance(clicks, int) or not 1 <= clicks <= 10):
-                    raise _HttpError(400, {"error": "clicks must be between 1 and 10"})
+                    raise HttpError(400, {"error": "clicks must be between 1 and 10"})
                 count = clicks if clicks is not None else (2 if b.get("double") else 1)
                 driver.click(b["x"], b["y"], button(), count)
                 return 200, {"x": b["x"], "y": b["y"]}
@@ -681,21 +570,21 @@ class FakeDaytona:
                 amount = max(1, int(b.get("amount") or 1))
                 deltas = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
                 if direction not in deltas:
-                    raise _HttpError(400, {"error": f"invalid scroll direction: {direction}"})
+                    raise HttpError(400, {"error": f"invalid scroll direction: {direction}"})
                 dx, dy = deltas[direction]
                 driver.scroll(b["x"], b["y"], dx * amount, dy * amount)
                 return 200, {"success": True}
             if method == "POST" and sub == "/keyboard/type":
                 text = (body or {}).get("text")
                 if not isinstance(text, str) or any(ord(c) < 32 or ord(c) == 127 for c in text):
-                    raise _HttpError(400, {"error": "invalid text: control characters are not allowed"})
+                    raise HttpError(400, {"error": "invalid text: control characters are not allowed"})
                 driver.type_text(text)
                 return 200, {}
             if method == "POST" and sub == "/keyboard/key":
                 key = _key_name((body or {}).get("key"))
                 modifiers = (body or {}).get("modifiers") or []
                 if not isinstance(modifiers, list):
-                    raise _HttpError(400, {"error": "modifiers must be a list"})
+                    raise HttpError(400, {"error": "modifiers must be a list"})
                 mods = [_modifier(m) for m in modifiers]
                 driver.key(*mods, key)
                 return 200, {}
@@ -703,7 +592,7 @@ class FakeDaytona:
                 keys = str((body or {}).get("keys") or "")
                 parts = [p.strip() for p in keys.split("+") if p.strip()]
                 if not parts:
-                    raise _HttpError(400, {"error": "invalid hotkey"})
+                    raise HttpError(400, {"error": "invalid hotkey"})
                 driver.key(*[_modifier(p) for p in parts[:-1]], _key_name(parts[-1]))
                 return 200, {}
             if method == "POST" and sub in ("/keyboard/down", "/keyboard/up"):
@@ -711,12 +600,12 @@ class FakeDaytona:
                 key = _modifier(raw) if str(raw).lower() in _MODIFIER_ALIASES else _key_name(raw)
                 (driver.key_down if sub == "/keyboard/down" else driver.key_up)(key)
                 return 200, {}
-        raise _HttpError(404, {"statusCode": 404, "message": f"Cannot {method} /computeruse{sub}",
+        raise HttpError(404, {"statusCode": 404, "message": f"Cannot {method} /computeruse{sub}",
                                "code": "NOT_FOUND"})
 
-    def _execute(self, body: Any, desktop: _Desktop, path: str) -> tuple[int, Any]:
+    def _execute(self, body: Any, desktop: XvfbDesktop, path: str) -> tuple[int, Any]:
         if not isinstance(body, dict) or not isinstance(body.get("command"), str) or not body["command"].strip():
-            raise _HttpError(400, {"statusCode": 400, "message": "command is required", "code": "BAD_REQUEST"})
+            raise HttpError(400, {"statusCode": 400, "message": "command is required", "code": "BAD_REQUEST"})
         timeout = body.get("timeout")
         env = dict(os.environ, DISPLAY=desktop.display, **{str(k): str(v) for k, v in (body.get("envs") or {}).items()})
         proc = subprocess.Popen(["bash"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -726,7 +615,7 @@ class FakeDaytona:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            raise _HttpError(408, {"statusCode": 408, "message": "request timeout: command execution timeout",
+            raise HttpError(408, {"statusCode": 408, "message": "request timeout: command execution timeout",
                                    "code": "PROCESS_EXECUTION_TIMEOUT", "source": "DAYTONA_DAEMON",
                                    "timestamp": _now(), "path": path, "method": "POST"}) from None
         return 200, {"exitCode": proc.returncode, "result": out.decode("utf-8", "replace")}
@@ -734,7 +623,7 @@ class FakeDaytona:
 
 def _key_name(raw: Any) -> str:
     if not isinstance(raw, str) or not raw:
-        raise _HttpError(400, {"error": "invalid key"})
+        raise HttpError(400, {"error": "invalid key"})
     if len(raw) == 1:
         return raw
     low = _KEY_ALIASES.get(raw.lower(), raw.lower())
@@ -742,80 +631,11 @@ def _key_name(raw: Any) -> str:
         return low
     if low in _MODIFIER_ALIASES:
         return _MODIFIER_ALIASES[low]
-    raise _HttpError(400, {"error": f"invalid key: {raw}"})
+    raise HttpError(400, {"error": f"invalid key: {raw}"})
 
 
 def _modifier(raw: Any) -> str:
     low = str(raw).strip().lower()
     if low not in _MODIFIER_ALIASES:
-        raise _HttpError(400, {"error": f"invalid modifier: {raw}"})
+        raise HttpError(400, {"error": f"invalid modifier: {raw}"})
     return _MODIFIER_ALIASES[low]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    owner: FakeDaytona
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _dispatch(self) -> None:
-        started = time.perf_counter()
-        owner = self.owner
-        split = urlsplit(self.path)
-        path, query = split.path, parse_qs(split.query)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        body: Any = None
-        status = 500
-        authorized = (self.headers.get("Authorization") or "").startswith("Bearer ")
-        answer: Any = None
-        answer_raw: bytes | None = None
-        extra: dict[str, str] = {}
-        try:
-            if raw:
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    raise owner._error(400, "Unexpected token in JSON", path) from None
-            rule = owner._take_injection(self.command, path)
-            if rule is not None:
-                raise _HttpError(rule.status, rule.body, rule.headers, rule.raw)
-            if path.startswith("/api/") or path == "/api":
-                status, answer = owner.handle_api(self.command, path, query, self.headers, body)
-            elif path.startswith("/toolbox/"):
-                status, answer = owner.handle_toolbox(self.command, path, query, self.headers, body)
-            else:
-                raise owner._error(404, f"Cannot {self.command} {path}", path)
-        except _Drop:
-            status = 0
-            self.close_connection = True
-            with owner._lock:
-                owner.log.append(LoggedRequest(self.command, path, query, status,
-                                               time.perf_counter() - started, body, authorized))
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            return
-        except _HttpError as err:
-            status, answer, answer_raw, extra = err.status, err.body, err.raw, err.headers
-        except Exception as exc:  # the fake's own bug: a 500 that names it
-            status, answer = 500, {"statusCode": 500, "message": f"fake error: {type(exc).__name__}: {exc}"}
-        payload = answer_raw if answer_raw is not None else (b"" if answer is None else json.dumps(answer).encode())
-        elapsed = time.perf_counter() - started
-        with owner._lock:
-            owner.log.append(LoggedRequest(self.command, path, query, status, elapsed, body, authorized))
-        self.send_response(status)
-        if payload:
-            self.send_header("Content-Type", "application/json")
-        for name, value in extra.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.send_header("X-Fake-Server-Seconds", f"{elapsed:.6f}")
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _dispatch
-

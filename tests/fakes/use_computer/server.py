@@ -25,17 +25,15 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from deskctl.providers._x11 import X11Driver
+from fakes._desktop import XvfbDesktop
+from fakes._http import Drop, HttpError, Injection, JsonHandler, LoggedRequest, LoopbackService
 
 __all__ = ["FakeUseComputer", "Injection", "LoggedRequest"]
 
@@ -49,90 +47,35 @@ _KEYS = {"enter", "return", "escape", "esc", "tab", "backspace", "delete", "spac
 _KEY_CANON = {"return": "enter", "esc": "escape"}
 
 
-@dataclass
-class LoggedRequest:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    status: int
-    server_seconds: float
-    body: Any = None
-    authorized: bool = False
-
-
-@dataclass
-class Injection:
-    method: str
-    pattern: re.Pattern[str]
-    status: int
-    body: Any = None
-    raw: bytes | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    times: int = 1
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
-                 raw: bytes | None = None) -> None:
-        super().__init__(status)
-        self.status, self.body, self.headers, self.raw = status, body, headers or {}, raw
-
-
-class _Drop(Exception):
-    """Close the connection without an answer."""
-
-
-def _error(status: int, code: str, message: str | None = None, **extra: Any) -> _HttpError:
+def _error(status: int, code: str, message: str | None = None, **extra: Any) -> HttpError:
     body: dict[str, Any] = {"error": code, **extra}
     if message:
         body["message"] = message
-    return _HttpError(status, body)
+    return HttpError(status, body)
 
 
-class _Desktop:
-    """One Xvfb (at pixel size) and an X11 driver on it."""
+class _Handler(JsonHandler):
+    owner: FakeUseComputer
+    server_seconds_header = False
 
-    def __init__(self, width: int, height: int) -> None:
-        read_fd, write_fd = os.pipe()
-        self.proc = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
-             "-noreset"],
-            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        os.close(write_fd)
-        try:
-            data = b""
-            with os.fdopen(read_fd, "rb") as pipe:
-                while not data.endswith(b"\n"):
-                    chunk = pipe.read(1)
-                    if not chunk:
-                        raise RuntimeError("Xvfb exited before it announced its display")
-                    data += chunk
-            self.display = f":{int(data.strip())}"
-            self.driver = X11Driver.open(self.display, provider="use-computer-fake")
-        except BaseException:
-            self.stop()
-            raise
-        self.lock = threading.Lock()
-
-    def stop(self) -> None:
-        driver = getattr(self, "driver", None)
-        if driver is not None:
+    def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
+        if raw:
             try:
-                driver.close()
-            except Exception:
-                pass
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.logged_body = json.loads(raw)
+            except ValueError:
+                raise _error(400, "invalid_request", "body is not JSON") from None
+        self.raise_injected(path)
+        return self.owner.handle(self.command, path, query, self.headers, self.logged_body)
+
+    def fake_bug(self, exc: Exception) -> Any:
+        return {"error": "fake_error", "message": f"{type(exc).__name__}: {exc}"}
 
 
-class FakeUseComputer:
+class FakeUseComputer(LoopbackService):
     """The fake service. Use as a context manager (or :meth:`start` / :meth:`stop` in ``finally``)."""
+
+    handler_class = _Handler
+    thread_name = "fake-use-computer"
 
     def __init__(
         self,
@@ -144,6 +87,7 @@ class FakeUseComputer:
         macos_scale: int = 1,
         sizes: dict[str, tuple[int, int]] | None = None,
     ) -> None:
+        super().__init__()
         self.api_key = api_key
         self.offered = offered
         self.capacity = capacity
@@ -156,75 +100,29 @@ class FakeUseComputer:
         self.revoked = False
         self.create_failure: str | None = None
         self.delete_ignored = False
-        self.log: list[LoggedRequest] = []
         self.reaped: list[str] = []
         self.sandboxes: dict[str, dict[str, Any]] = {}
-        self._desktops: dict[str, _Desktop] = {}
-        self._injections: list[Injection] = []
-        self._lock = threading.RLock()
         self._release = threading.Event()
         self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._threads: list[threading.Thread] = []
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> FakeUseComputer:
-        fake = self
-
-        class Handler(_Handler):
-            owner = fake
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        self._server = server
-        for target, name in ((lambda: server.serve_forever(poll_interval=0.05), "fake-use-computer"),
-                             (self._reaper, "fake-use-computer-reaper")):
-            thread = threading.Thread(target=target, name=name, daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        super().start()
+        self._spawn(self._reaper, "fake-use-computer-reaper")
         return self
 
     def stop(self) -> None:
-        self._release.set()
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        for thread in self._threads:
-            thread.join(timeout=10)
-        self._threads.clear()
+        self._release.set()  # a create held by create_failure="hang" answers now
+        self._stopping.set()  # the reaper ends
+        super().stop()
         with self._lock:
-            desktops = list(self._desktops.values())
-            self._desktops.clear()
             self.sandboxes.clear()
-        for desktop in desktops:
-            desktop.stop()
-
-    def __enter__(self) -> FakeUseComputer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.server_address[1])
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     # -- test controls -----------------------------------------------------------------------------------
-    def inject(self, method: str, path_regex: str, status: int, body: Any = None, *, raw: bytes | None = None,
-               headers: dict[str, str] | None = None, times: int = 1) -> None:
-        """Answer the next ``times`` requests matching ``method`` (or ``*``) and ``path_regex`` (searched in
-        the path) with ``status`` and ``body`` (JSON) or ``raw`` bytes, before they reach the service logic."""
-        with self._lock:
-            self._injections.append(Injection(method.upper(), re.compile(path_regex), status, body, raw,
-                                              dict(headers or {}), times))
-
     def revoke_key(self) -> None:
         self.revoked = True
 
@@ -264,16 +162,6 @@ class FakeUseComputer:
                     self.reaped.append(sandbox_id)
                     self._remove(sandbox_id)
 
-    def _take_injection(self, method: str, path: str) -> Injection | None:
-        with self._lock:
-            for rule in self._injections:
-                if rule.method in (method, "*") and rule.pattern.search(path):
-                    rule.times -= 1
-                    if rule.times <= 0:
-                        self._injections.remove(rule)
-                    return rule
-        return None
-
     def _authorize(self, headers: Any) -> None:
         auth = headers.get("Authorization") or ""
         if self.revoked or not auth.startswith("Bearer ") or auth[7:] != self.api_key:
@@ -305,7 +193,7 @@ class FakeUseComputer:
     # -- the API -------------------------------------------------------------------------------------------
     def handle(self, method: str, path: str, query: dict[str, list[str]], headers: Any,
                body: Any) -> tuple[int, Any, str]:
-        """(status, answer, content type) for one request; raises :class:`_HttpError` / :class:`_Drop`."""
+        """(status, answer, content type) for one request; raises :class:`HttpError` / :class:`Drop`."""
         self._authorize(headers)
         with self._lock:
             if path == "/v1/platforms" and method == "GET":
@@ -363,7 +251,7 @@ class FakeUseComputer:
         sandbox_id = "sb_" + uuid.uuid4().hex[:12]
         width, height = self.sizes[kind]
         scale = self.macos_scale if kind == "macos" else 1
-        self._desktops[sandbox_id] = _Desktop(width * scale, height * scale)
+        self._desktops[sandbox_id] = XvfbDesktop(width * scale, height * scale, provider="use-computer-fake")
         sandbox: dict[str, Any] = {
             "sandbox_id": sandbox_id, "type": kind, "vnc_url": f"/v1/sandboxes/{sandbox_id}/vnc",
             "vm_ip": "192.168.64.2", "host": body.get("host") or "mm001",
@@ -377,7 +265,7 @@ class FakeUseComputer:
         if failure == "error_500":
             raise _error(500, "internal", "allocation timed out")
         if failure == "drop":
-            raise _Drop()
+            raise Drop()
         if failure == "no_id":
             return 200, {"status": "ok"}, "application/json"
         if failure == "hang":
@@ -389,7 +277,7 @@ class FakeUseComputer:
         return 200, self._public(sandbox), "application/json"
 
     def _data_plane(self, method: str, sub: str, query: dict[str, list[str]], body: Any, sandbox: dict[str, Any],
-                    desktop: _Desktop, scale: int) -> tuple[int, Any, str]:
+                    desktop: XvfbDesktop, scale: int) -> tuple[int, Any, str]:
         driver = desktop.driver
         ok = {"status": "ok"}
 
@@ -466,7 +354,7 @@ class FakeUseComputer:
         raise _error(404, "not_found", f"no route {method} {sub}")
 
     @staticmethod
-    def _exec(body: Any, desktop: _Desktop) -> tuple[int, Any, str]:
+    def _exec(body: Any, desktop: XvfbDesktop) -> tuple[int, Any, str]:
         if not isinstance(body, dict) or not isinstance(body.get("command"), str):
             raise _error(400, "invalid_request", "command must be a string")
         shell = body.get("shell", "bash")
@@ -505,70 +393,3 @@ def _key(raw: Any) -> str:
     if low not in _KEYS:
         raise _error(400, "invalid_request", f"invalid key {raw!r}")
     return _KEY_CANON.get(low, low)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    owner: FakeUseComputer
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _dispatch(self) -> None:
-        started = time.perf_counter()
-        owner = self.owner
-        split = urlsplit(self.path)
-        path, query = split.path, parse_qs(split.query)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        body: Any = None
-        authorized = (self.headers.get("Authorization") or "").startswith("Bearer ")
-        answer: Any = None
-        content_type = "application/json"
-        extra: dict[str, str] = {}
-        raw_answer: bytes | None = None
-        try:
-            if raw:
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    raise _error(400, "invalid_request", "body is not JSON") from None
-            rule = owner._take_injection(self.command, path)
-            if rule is not None:
-                raise _HttpError(rule.status, rule.body, rule.headers, rule.raw)
-            status, answer, content_type = owner.handle(self.command, path, query, self.headers, body)
-        except _Drop:
-            with owner._lock:
-                owner.log.append(LoggedRequest(self.command, path, query, 0, time.perf_counter() - started, body,
-                                               authorized))
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            return
-        except _HttpError as err:
-            status, answer, raw_answer, extra = err.status, err.body, err.raw, err.headers
-        except Exception as exc:  # the fake's own bug: a 500 that names it
-            status, answer = 500, {"error": "fake_error", "message": f"{type(exc).__name__}: {exc}"}
-        if raw_answer is not None:
-            payload = raw_answer
-        elif isinstance(answer, bytes):
-            payload = answer
-        else:
-            payload = b"" if answer is None else json.dumps(answer).encode()
-            content_type = "application/json"
-        elapsed = time.perf_counter() - started
-        with owner._lock:
-            owner.log.append(LoggedRequest(self.command, path, query, status, elapsed, body, authorized))
-        self.send_response(status)
-        if payload:
-            self.send_header("Content-Type", content_type)
-        for name, value in extra.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = do_PUT = do_DELETE = _dispatch

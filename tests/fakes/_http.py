@@ -1,0 +1,219 @@
+"""What every cloud fake's HTTP side has in common: a threaded server on a loopback port 0, the request log
+(with the time the server spent on each request), failure injection, JSON answers, and start/stop that also
+ends every desktop the fake made.
+
+A fake subclasses :class:`LoopbackService` (its routes, state machine and strictness) and :class:`JsonHandler`
+(the order in which it parses, injects and routes a request, and the body of its own-bug 500)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+from urllib.parse import parse_qs, urlsplit
+
+from fakes._desktop import XvfbDesktop
+
+__all__ = ["Drop", "HttpError", "Injection", "JsonHandler", "LoggedRequest", "LoopbackService"]
+
+
+@dataclass
+class LoggedRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    status: int  # 0: the connection was dropped without an answer
+    server_seconds: float
+    body: Any = None
+    authorized: bool = False  # a Bearer header was sent (not necessarily a valid one)
+
+
+@dataclass
+class Injection:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    body: Any = None
+    raw: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    times: int = 1
+
+
+class HttpError(Exception):
+    """Answer with ``status`` and ``body`` (JSON) or ``raw`` bytes of ``content_type``, plus ``headers``."""
+
+    def __init__(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
+                 raw: bytes | None = None, content_type: str = "application/json") -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+        self.raw = raw
+        self.content_type = content_type
+
+
+class Drop(Exception):
+    """Close the connection without an answer."""
+
+
+class LoopbackService:
+    """A fake service on ``127.0.0.1`` port 0. Use as a context manager (or :meth:`start` / :meth:`stop` in
+    ``finally``). Subclasses set :attr:`handler_class` and :attr:`thread_name`."""
+
+    handler_class: type[JsonHandler]
+    thread_name: str
+
+    def __init__(self) -> None:
+        self.log: list[LoggedRequest] = []
+        self._desktops: dict[str, XvfbDesktop] = {}
+        self._injections: list[Injection] = []
+        self._lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> Self:
+        handler = type("Handler", (self.handler_class,), {"owner": self})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        self._server = server
+        self._spawn(lambda: server.serve_forever(poll_interval=0.05), self.thread_name)
+        return self
+
+    def _spawn(self, target: Callable[[], object], name: str) -> None:
+        """Run ``target`` in a daemon thread that :meth:`stop` joins (after the server has shut down)."""
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads.clear()
+        with self._lock:
+            desktops = list(self._desktops.values())
+            self._desktops.clear()
+        for desktop in desktops:
+            desktop.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_address[1])
+
+    # -- failure injection -------------------------------------------------------------------------------
+    def inject(self, method: str, path_regex: str, status: int, body: Any = None, *, raw: bytes | None = None,
+               headers: dict[str, str] | None = None, times: int = 1) -> None:
+        """Answer the next ``times`` requests matching ``method`` (or ``*``) and ``path_regex`` (searched in
+        the path) with ``status`` and ``body`` (JSON) or ``raw`` bytes, before they reach the service logic."""
+        with self._lock:
+            self._injections.append(Injection(method.upper(), re.compile(path_regex), status, body, raw,
+                                              dict(headers or {}), times))
+
+    def _take_injection(self, method: str, path: str) -> Injection | None:
+        with self._lock:
+            for rule in self._injections:
+                if rule.method in (method, "*") and rule.pattern.search(path):
+                    rule.times -= 1
+                    if rule.times <= 0:
+                        self._injections.remove(rule)
+                    return rule
+        return None
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """Reads a request, lets :meth:`route` answer it, logs it and writes the answer (JSON unless the route
+    gives bytes). :class:`HttpError` from the route is the answer; :class:`Drop` closes the connection; any
+    other exception is the fake's own bug, a 500 whose body :meth:`fake_bug` makes."""
+
+    owner: LoopbackService
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
+    #: whether answers carry ``X-Fake-Server-Seconds`` (the server's own time for the request)
+    server_seconds_header = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
+        """(status, answer, content type) for one request; sets :attr:`logged_body` to what the log keeps."""
+        raise NotImplementedError
+
+    def fake_bug(self, exc: Exception) -> Any:
+        return {"message": f"fake error: {type(exc).__name__}: {exc}"}
+
+    def raise_injected(self, path: str) -> None:
+        """Raise the injected answer for this request, if there is one."""
+        rule = self.owner._take_injection(self.command, path)
+        if rule is not None:
+            raise HttpError(rule.status, rule.body, rule.headers, rule.raw)
+
+    def _record(self, path: str, query: dict[str, list[str]], status: int, started: float) -> float:
+        elapsed = time.perf_counter() - started
+        authorized = (self.headers.get("Authorization") or "").startswith("Bearer ")
+        with self.owner._lock:
+            self.owner.log.append(LoggedRequest(self.command, path, query, status, elapsed, self.logged_body,
+                                                authorized))
+        return elapsed
+
+    def dispatch(self) -> None:
+        started = time.perf_counter()
+        split = urlsplit(self.path)
+        path, query = split.path, parse_qs(split.query)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        self.logged_body: Any = None
+        content_type = "application/json"
+        extra: dict[str, str] = {}
+        answer_raw: bytes | None = None
+        try:
+            status, answer, content_type = self.route(path, query, raw)
+        except Drop:
+            self._record(path, query, 0, started)
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        except HttpError as err:
+            status, answer, answer_raw, extra, content_type = (err.status, err.body, err.raw, err.headers,
+                                                               err.content_type)
+        except Exception as exc:  # the fake's own bug: a 500 that names it
+            status, answer = 500, self.fake_bug(exc)
+        if answer_raw is not None:
+            payload = answer_raw
+        elif isinstance(answer, bytes):
+            payload = answer
+        else:
+            payload = b"" if answer is None else json.dumps(answer).encode()
+            content_type = "application/json"
+        elapsed = self._record(path, query, status, started)
+        self.send_response(status)
+        if payload:
+            self.send_header("Content-Type", content_type)
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        if self.server_seconds_header:
+            self.send_header("X-Fake-Server-Seconds", f"{elapsed:.6f}")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_DELETE = dispatch
