@@ -114,6 +114,10 @@ class RetryPolicy:
         """Sleep ``seconds * scale`` (the one place the plumbing waits)."""
         self.sleep(max(0.0, seconds * self.scale))
 
+    def with_attempts_at_most(self, attempts: int) -> RetryPolicy:
+        """This policy with no more than ``attempts`` tries (for checks that run under their own timeout)."""
+        return replace(self, attempts=min(self.attempts, attempts))
+
 
 @dataclass(frozen=True)
 class HttpErrorContext:

@@ -65,7 +65,7 @@ from deskctl.actions import (
     normalize_key,
 )
 from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, SessionLost, UsageError
-from deskctl.providers.base import Screenshot
+from deskctl.providers.base import PNG_SIGNATURE, Screenshot
 
 if TYPE_CHECKING:
     from Xlib.display import Display
@@ -461,7 +461,6 @@ class _Shm:
 
 # -- PNG encoding ----------------------------------------------------------------------------------------------
 
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _ADLER_BASE = 65521
 #: bytes per pixel of the raw modes capture_raw returns
 _RAW_BYTES = {"BGRX": 4, "BGR;16": 2, "L": 1}
@@ -555,7 +554,7 @@ def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "B
     stream = b"\x78\x01" + b"".join(body for body, _, _ in parts) + struct.pack(">I", adler)
     color_type = 0 if mode == "L" else 2
     header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return _PNG_SIGNATURE + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", stream) + _png_chunk(b"IEND", b"")
+    return PNG_SIGNATURE + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", stream) + _png_chunk(b"IEND", b"")
 
 
 # -- the driver ------------------------------------------------------------------------------------------------

@@ -10,12 +10,14 @@ Providers translate every third-party exception (httpx, docker, paramiko, Xlib, 
 
 from __future__ import annotations
 
+import struct
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from deskctl.errors import ProviderApiError
 from deskctl.spec import Platform
 
 if TYPE_CHECKING:
@@ -29,11 +31,13 @@ __all__ = [
     "LABEL_EXPIRES",
     "LABEL_OWNER",
     "LABEL_SESSION",
+    "PNG_SIGNATURE",
     "Capabilities",
     "ExecResult",
     "Provider",
     "RemoteHandle",
     "Screenshot",
+    "png_size",
 ]
 
 LABEL_SESSION = "deskctl.session"
@@ -136,6 +140,19 @@ class Screenshot:
     def save(self, path: str) -> None:
         with open(path, "wb") as fh:
             fh.write(self.png)
+
+
+#: the eight bytes every PNG file starts with
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(png: bytes, provider: str) -> tuple[int, int]:
+    """(width, height) from a PNG's header chunk, without decoding the image. A screenshot that is not a PNG
+    is :class:`~deskctl.errors.ProviderApiError` naming ``provider``."""
+    if len(png) < 24 or png[:8] != PNG_SIGNATURE or png[12:16] != b"IHDR":
+        raise ProviderApiError(f"{provider}: the screenshot is not a PNG image", provider=provider)
+    width, height = struct.unpack(">II", png[16:24])
+    return int(width), int(height)
 
 
 @dataclass(frozen=True)

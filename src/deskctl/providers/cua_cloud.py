@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -92,6 +91,7 @@ from deskctl.providers.base import (
     Provider,
     RemoteHandle,
     Screenshot,
+    png_size,
 )
 from deskctl.spec import DesktopSpec, Platform
 
@@ -291,12 +291,6 @@ def windows_input_code(action: Action) -> str:
                              provider="cua-cloud")
     return "\n".join(lines)
 
-
-def _png_size(png: bytes) -> tuple[int, int]:
-    if len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
-        raise ProviderApiError("cua-cloud: the screenshot is not a PNG image", provider="cua-cloud")
-    width, height = struct.unpack(">II", png[16:24])
-    return int(width), int(height)
 
 
 def _rfc3339(epoch: float) -> str:
@@ -536,7 +530,7 @@ class CuaCloudProvider(Provider):
             results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
                                        self.name, (time.monotonic() - started) * 1000.0))
 
-        quick = replace(self.retry, attempts=min(self.retry.attempts, 2))
+        quick = self.retry.with_attempts_at_most(2)
         namespace = self.namespace(spec.platform)
         warmpool = str(self.options.get("warmpool") or namespace)
         started = time.monotonic()
@@ -951,7 +945,7 @@ class CuaCloudProvider(Provider):
 
     def screenshot(self, handle: RemoteHandle) -> Screenshot:
         png = self._guest(handle, "GET", "/screenshot", "take a screenshot", idempotent=True).content
-        width, height = _png_size(png)
+        width, height = png_size(png, self.name)
         return Screenshot(png=png, width=width, height=height)
 
     def _execute(self, handle: RemoteHandle, command: list[str] | str, action: str, timeout: float
@@ -1011,9 +1005,3 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.inf
-
-
-def replace(policy: RetryPolicy, **changes: Any) -> RetryPolicy:
-    from dataclasses import replace as dataclass_replace
-
-    return dataclass_replace(policy, **changes)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -77,6 +76,7 @@ from deskctl.providers.base import (
     Provider,
     RemoteHandle,
     Screenshot,
+    png_size,
 )
 from deskctl.spec import DesktopSpec, Platform
 
@@ -128,12 +128,6 @@ def toolbox_key_name(canonical: str) -> str:
         )
     return name
 
-
-def _png_size(png: bytes) -> tuple[int, int]:
-    if len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
-        raise ProviderApiError("daytona: the screenshot is not a PNG image", provider="daytona")
-    width, height = struct.unpack(">II", png[16:24])
-    return int(width), int(height)
 
 
 def _ceil_minutes(seconds: float) -> int:
@@ -339,7 +333,7 @@ class DaytonaProvider(Provider):
             results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
                                        self.name, (time.monotonic() - started) * 1000.0))
 
-        quick = replace_attempts(self.retry, 2)  # preflight runs under a per-check timeout
+        quick = self.retry.with_attempts_at_most(2)  # preflight runs under a per-check timeout
         started = time.monotonic()
         try:
             config = self._json(send(self.client, "GET", f"{self.api_url}/config", self._context("GET /config"),
@@ -775,7 +769,7 @@ class DaytonaProvider(Provider):
             png = base64.b64decode(raw, validate=False)
         except ValueError as exc:
             raise ProviderApiError("daytona: the screenshot is not base64", provider=self.name) from exc
-        width, height = _png_size(png)
+        width, height = png_size(png, self.name)
         return Screenshot(png=png, width=width, height=height)
 
     def act(self, handle: RemoteHandle, action: Action) -> None:
@@ -899,10 +893,4 @@ def _expired(handle: RemoteHandle, now: float) -> bool:
         return float(handle.labels.get(LABEL_EXPIRES, "inf")) < now
     except ValueError:
         return False
-
-
-def replace_attempts(policy: RetryPolicy, attempts: int) -> RetryPolicy:
-    from dataclasses import replace
-
-    return replace(policy, attempts=min(policy.attempts, attempts))
 

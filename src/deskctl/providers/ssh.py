@@ -114,6 +114,7 @@ from deskctl.providers.base import (
     LABEL_EXPIRES,
     LABEL_OWNER,
     LABEL_SESSION,
+    PNG_SIGNATURE,
     Capabilities,
     ExecResult,
     Provider,
@@ -1248,7 +1249,6 @@ class _BandedPng:
     the stream is closed with an empty final block and the Adler-32 of all rows."""
 
     BAND = 16
-    _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
     def __init__(self, width: int, height: int) -> None:
         self.width, self.height = width, height
@@ -1291,7 +1291,7 @@ class _BandedPng:
             adler = zlib.adler32(raw, adler)
         # zlib header (deflate, 32K window, fastest), the bands, an empty final fixed block, the checksum
         stream = b"\x78\x01" + b"".join(self._deflated) + b"\x03\x00" + struct.pack(">I", adler)
-        return self._SIGNATURE + self._ihdr + self._chunk(b"IDAT", stream) + self._chunk(b"IEND", b"")
+        return PNG_SIGNATURE + self._ihdr + self._chunk(b"IDAT", stream) + self._chunk(b"IEND", b"")
 
 
 # -- one desktop as seen from this process --------------------------------------------------------------------

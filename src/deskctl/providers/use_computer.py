@@ -51,7 +51,6 @@ from __future__ import annotations
 import io
 import math
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -98,6 +97,7 @@ from deskctl.providers.base import (
     Provider,
     RemoteHandle,
     Screenshot,
+    png_size,
 )
 from deskctl.spec import DesktopSpec, Platform
 
@@ -148,12 +148,6 @@ def key_name(canonical: str, platform: Platform = Platform.MACOS) -> str:
                          provider="use-computer")
     return name
 
-
-def _png_size(png: bytes) -> tuple[int, int]:
-    if len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
-        raise ProviderApiError("use-computer: the screenshot is not a PNG image", provider="use-computer")
-    width, height = struct.unpack(">II", png[16:24])
-    return int(width), int(height)
 
 
 def _flag(raw: Any, default: bool) -> bool:
@@ -342,7 +336,7 @@ class UseComputerProvider(Provider):
         except CredentialsMissing as err:
             add("fail", err.code, err.message, err.remedy, started)
             return results
-        quick = _fewer_attempts(self.retry, 2)
+        quick = self.retry.with_attempts_at_most(2)
         params = {"reservation_id": str(self.options["reservation_id"])} if self.options.get("reservation_id") \
             else None
         try:
@@ -659,7 +653,7 @@ class UseComputerProvider(Provider):
         response = self._sandbox(handle, "GET", "/screenshot", "take a screenshot", idempotent=True,
                                  params={"show_cursor": "false"}, headers={"Accept": "image/png"})
         png = response.content
-        width, height = _png_size(png)
+        width, height = png_size(png, self.name)
         points_w, points_h, _ = self._display(handle)
         if (width, height) != (points_w, points_h):
             if abs(width / points_w - height / points_h) > 0.02:
@@ -769,12 +763,6 @@ def _create_may_have_made_something(err: DeskctlError) -> bool:
     if isinstance(err, ProviderApiError) and err.status is not None and 400 <= err.status < 500:
         return False  # a 4xx is a refusal of the request
     return isinstance(err, InfrastructureError)
-
-
-def _fewer_attempts(policy: RetryPolicy, attempts: int) -> RetryPolicy:
-    from dataclasses import replace
-
-    return replace(policy, attempts=min(policy.attempts, attempts))
 
 
 def _resources(raw: Any) -> dict[str, int] | None:
