@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from _common import compare_action, open_close_cycles, print_action_header, print_round_trips, up_down_cycles
 
 from deskctl.actions import Action, Click, KeyPress, Move, TypeText
 from deskctl.providers.daytona import DaytonaProvider
@@ -29,22 +29,6 @@ from deskctl.spec import DesktopSpec
 from fakes.daytona import FakeDaytona
 
 FAST = {"poll_interval": 0.005, "poll_max_interval": 0.05}
-
-
-def median_ms(values: list[float]) -> float:
-    return statistics.median(values) * 1000.0
-
-
-def measure(fake: FakeDaytona, iterations: int, call: Callable[[], Any]) -> tuple[list[float], list[float]]:
-    """(client seconds, server seconds) per call; the server time is the fake's own for the last request."""
-    client, server = [], []
-    for _ in range(iterations):
-        before = len(fake.log)
-        started = time.perf_counter()
-        call()
-        client.append(time.perf_counter() - started)
-        server.append(sum(r.server_seconds for r in fake.log[before:]))
-    return client, server
 
 
 def main() -> None:
@@ -79,9 +63,7 @@ def main() -> None:
             ("type 'hello'", TypeText("hello"), "POST", "/computeruse/keyboard/type", {"text": "hello", "delay": 0}),
             ("screenshot", None, "GET", "/computeruse/screenshot", None),
         ]
-        print(f"per-action medians over {args.iterations} calls (ms); overhead = client - server time")
-        print(f"{'action':<14}{'server':>9}{'naive':>9}{'deskctl':>9}{'naive ovh':>11}{'deskctl ovh':>13}"
-              f"{'ratio':>8}")
+        print_action_header(args.iterations)
         for label, action, method, path, body in actions:
             def via_provider(action: Action | None = action) -> None:
                 if action is None:
@@ -98,46 +80,12 @@ def main() -> None:
 
                     base64.b64decode(response.json()["screenshot"])
 
-            measure(fake, 10, via_provider)  # warm up both paths
-            measure(fake, 10, naive)
-            ours_client, ours_server = measure(fake, args.iterations, via_provider)
-            naive_client, naive_server = measure(fake, args.iterations, naive)
-            ours_overhead = [c - s for c, s in zip(ours_client, ours_server, strict=True)]
-            naive_overhead = [c - s for c, s in zip(naive_client, naive_server, strict=True)]
-            ratio = median_ms(ours_overhead) / max(1e-9, median_ms(naive_overhead))
-            print(f"{label:<14}{median_ms(ours_server):>9.3f}{median_ms(naive_client):>9.3f}"
-                  f"{median_ms(ours_client):>9.3f}{median_ms(naive_overhead):>11.3f}{median_ms(ours_overhead):>13.3f}"
-                  f"{ratio:>7.2f}x")
+            compare_action(fake, label, via_provider, naive, args.iterations, warmup=10)
         provider.destroy(handle)
 
-        ups, downs = [], []
-        for i in range(args.cycles):
-            started = time.perf_counter()
-            cycle = provider.create(spec, f"dk-bench-{i}", {})
-            provider.wait_ready(cycle, time.monotonic() + 60)
-            ups.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            provider.destroy(cycle)
-            downs.append(time.perf_counter() - started)
-
-        import deskctl
-
-        opens, closes = [], []
-        for _ in range(args.cycles):
-            started = time.perf_counter()
-            desk = deskctl.open_desktop("daytona", platform="windows", geometry="1024x768",
-                                        provider_options=dict(FAST))
-            opens.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            desk.close()
-            closes.append(time.perf_counter() - started)
-        print()
-        print(f"up/down round trips, medians over {args.cycles} cycles (ms; the fake starts a real Xvfb per sandbox)")
-        print(f"  provider create+wait_ready {median_ms(ups):9.1f}   "
-              f"destroy (DELETE, GET until 404) {median_ms(downs):8.1f}")
-        print(f"  open_desktop (preflight, ledger, metering) {median_ms(opens):9.1f}   close {median_ms(closes):8.1f}")
-        print(f"  session / provider: up {median_ms(opens) / median_ms(ups):.2f}x, "
-              f"down {median_ms(closes) / median_ms(downs):.2f}x")
+        ups, downs = up_down_cycles(provider, spec, args.cycles)
+        opens, closes = open_close_cycles("daytona", "windows", "1024x768", FAST, args.cycles)
+        print_round_trips(args.cycles, ups, downs, opens, closes)
         leftovers = fake.live()
         print(f"  sandboxes left on the fake: {len(leftovers)}")
     finally:

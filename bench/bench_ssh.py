@@ -32,49 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "ssh"))
 
+from _common import desktop_wallpaper, row, timed
+
 GEOMETRY = (1024, 768)
-
-
-def timed(fn: Callable[[], object], rounds: int) -> list[float]:
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return samples
-
-
-def ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1000
-
-
-def row(name: str, ours: list[float], naive: dict[str, list[float]]) -> None:
-    cells = [f"{name:<11} deskctl {ms(ours):8.2f} ms"]
-    for label, samples in naive.items():
-        cells.append(f"{label} {ms(samples):8.2f} ms (x{ms(samples) / ms(ours):5.1f})")
-    print("  ".join(cells))
-
-
-def wallpaper(path: Path) -> None:
-    """A desktop-like picture: a title bar, lines of coloured text, buttons, and a noisy photo region."""
-    from PIL import Image, ImageDraw
-
-    rng = random.Random(7)
-    width = GEOMETRY[0]
-    image = Image.new("RGB", GEOMETRY, (246, 246, 246))
-    draw = ImageDraw.Draw(image)
-    draw.rectangle((0, 0, width, 28), fill=(45, 52, 64))
-    words = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "agents", "click",
-             "buttons", "and", "type", "text")
-    for line in range(50):
-        text = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
-        draw.text((16, 40 + line * 14), text, fill=(rng.randint(0, 90), rng.randint(0, 90), rng.randint(0, 140)))
-    for i in range(8):
-        x, y = 620 + (i % 2) * 190, 60 + (i // 2) * 50
-        draw.rounded_rectangle((x, y, x + 170, y + 36), radius=6, fill=(60, 120, 220))
-        draw.text((x + 12, y + 12), f"Button {i}", fill=(255, 255, 255))
-    image.paste(Image.effect_noise((360, 240), 48).convert("RGB"), (620, 300))
-    image.save(path)
 
 
 class Painter:
@@ -161,7 +121,7 @@ def main() -> None:
             data = desk.handle.data  # type: ignore[union-attr]
             env = f"DISPLAY=:{data['display']} XAUTHORITY={data['dir']}/Xauthority"
             picture = work / "wallpaper.png"
-            wallpaper(picture)
+            desktop_wallpaper(picture, GEOMETRY, lines=50)
             os.chmod(picture, 0o644)
             # ImageMagick sets the root window's background and exits (with status 1 on Xvfb, harmlessly);
             # the PNG size printed at the end shows the content is there
@@ -193,7 +153,8 @@ def main() -> None:
             subprocess.run([*ssh_shared, "true"], check=True)  # the shared master connection, set up once
             clicks = timed(ours_click, args.clicks)
             row("click", clicks, {"ssh+xdotool": timed(naive_click(ssh_base), args.naive_clicks),
-                                  "shared-ssh+xdotool": timed(naive_click(ssh_shared), args.naive_clicks)})
+                                  "shared-ssh+xdotool": timed(naive_click(ssh_shared), args.naive_clicks)},
+                ratio_width=5)
             sizes: list[int] = []
 
             def ours_shot() -> None:
@@ -215,7 +176,7 @@ def main() -> None:
                 ours = with_change(ours_shot, args.shots)
                 plain = with_change(naive_shot(ssh_base), args.naive_shots)
                 shared = with_change(naive_shot(ssh_shared), args.naive_shots)
-                row(f"shot:{case}", ours, {"ssh+scrot": plain, "shared-ssh+scrot": shared})
+                row(f"shot:{case}", ours, {"ssh+scrot": plain, "shared-ssh+scrot": shared}, ratio_width=5)
             painter.close()
             print(f"\n(deskctl PNG median {statistics.median(sizes) // 1024} KiB)")
     finally:

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from _common import compare_action, median_ms, open_close_cycles, print_action_header, up_down_cycles
 
 from deskctl.actions import Action, Click, KeyPress, Move, TypeText
 from deskctl.providers.use_computer import UseComputerProvider
@@ -30,22 +30,6 @@ from deskctl.spec import DesktopSpec
 from fakes.use_computer import FakeUseComputer
 
 FAST = {"poll_interval": 0.005, "poll_max_interval": 0.05}
-
-
-def median_ms(values: list[float]) -> float:
-    return statistics.median(values) * 1000.0
-
-
-def measure(fake: FakeUseComputer, iterations: int, call: Callable[[], Any]) -> tuple[list[float], list[float]]:
-    """(client seconds, server seconds) per call; the server time is the fake's own for the call's requests."""
-    client, server = [], []
-    for _ in range(iterations):
-        before = len(fake.log)
-        started = time.perf_counter()
-        call()
-        client.append(time.perf_counter() - started)
-        server.append(sum(r.server_seconds for r in fake.log[before:]))
-    return client, server
 
 
 def main() -> None:
@@ -79,9 +63,7 @@ def main() -> None:
             ("type 'hello'", TypeText("hello"), "POST", "/keyboard/type", {"text": "hello"}),
             ("screenshot", None, "GET", "/screenshot", None),
         ]
-        print(f"per-action medians over {args.iterations} calls (ms); overhead = client - server time")
-        print(f"{'action':<14}{'server':>9}{'naive':>9}{'deskctl':>9}{'naive ovh':>11}{'deskctl ovh':>13}"
-              f"{'ratio':>8}")
+        print_action_header(args.iterations)
         for label, action, method, path, body in actions:
             def via_provider(action: Action | None = action) -> None:
                 if action is None:
@@ -95,16 +77,7 @@ def main() -> None:
                 response.raise_for_status()
                 _ = response.content
 
-            measure(fake, 10, via_provider)  # warm up both paths
-            measure(fake, 10, naive)
-            ours_client, ours_server = measure(fake, args.iterations, via_provider)
-            naive_client, naive_server = measure(fake, args.iterations, naive)
-            ours_overhead = [c - s for c, s in zip(ours_client, ours_server, strict=True)]
-            naive_overhead = [c - s for c, s in zip(naive_client, naive_server, strict=True)]
-            ratio = median_ms(ours_overhead) / max(1e-9, median_ms(naive_overhead))
-            print(f"{label:<14}{median_ms(ours_server):>9.3f}{median_ms(naive_client):>9.3f}"
-                  f"{median_ms(ours_client):>9.3f}{median_ms(naive_overhead):>11.3f}{median_ms(ours_overhead):>13.3f}"
-                  f"{ratio:>7.2f}x")
+            compare_action(fake, label, via_provider, naive, args.iterations, warmup=10)
         provider.destroy(handle)
 
         naive_ups, naive_downs = [], []
@@ -117,27 +90,8 @@ def main() -> None:
             raw.delete(f"/v1/sandboxes/{made.json()['sandbox_id']}")  # status ignored, as the SDK's close()
             naive_downs.append(time.perf_counter() - started)
 
-        ups, downs = [], []
-        for i in range(args.cycles):
-            started = time.perf_counter()
-            cycle = provider.create(spec, f"dk-bench-{i}", {})
-            provider.wait_ready(cycle, time.monotonic() + 60)
-            ups.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            provider.destroy(cycle)
-            downs.append(time.perf_counter() - started)
-
-        import deskctl
-
-        opens, closes = [], []
-        for _ in range(args.cycles):
-            started = time.perf_counter()
-            desk = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768",
-                                        provider_options=dict(FAST))
-            opens.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            desk.close()
-            closes.append(time.perf_counter() - started)
+        ups, downs = up_down_cycles(provider, spec, args.cycles)
+        opens, closes = open_close_cycles("use-computer", "macos", "1024x768", FAST, args.cycles)
         print()
         print(f"up/down round trips, medians over {args.cycles} cycles (ms; the fake starts a real Xvfb per sandbox)")
         print(f"  naive POST {median_ms(naive_ups):9.1f}   naive DELETE (status ignored) {median_ms(naive_downs):8.1f}")

@@ -19,7 +19,6 @@ import argparse
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,52 +26,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _common import desktop_wallpaper, row, timed
+
 GEOMETRY = (1024, 900)
-
-
-def timed(fn: Callable[[], object], rounds: int) -> list[float]:
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return samples
-
-
-def ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1000
-
-
-def row(name: str, ours: list[float], naive: dict[str, list[float]], target: str = "") -> None:
-    cells = [f"{name:<11} deskctl {ms(ours):8.2f} ms"]
-    for label, samples in naive.items():
-        cells.append(f"{label} {ms(samples):8.2f} ms (x{ms(samples) / ms(ours):6.1f})")
-    print("  ".join(cells) + (f"  [{target}]" if target else ""))
-
-
-def realistic_wallpaper(path: Path) -> None:
-    """A desktop-like picture: a title bar, lines of coloured text, buttons, and a noisy photo region."""
-    from PIL import Image, ImageDraw
-
-    rng = random.Random(7)
-    width = GEOMETRY[0]
-    image = Image.new("RGB", GEOMETRY, (246, 246, 246))
-    draw = ImageDraw.Draw(image)
-    draw.rectangle((0, 0, width, 28), fill=(45, 52, 64))
-    words = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "agents", "click",
-             "buttons", "and", "type", "text"]
-    for line in range(60):
-        y = 40 + line * 14
-        text = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
-        draw.text((16, y), text, fill=(rng.randint(0, 90), rng.randint(0, 90), rng.randint(0, 140)))
-    for i in range(8):
-        x = 620 + (i % 2) * 190
-        y = 60 + (i // 2) * 50
-        draw.rounded_rectangle((x, y, x + 170, y + 36), radius=6, fill=(60, 120, 220))
-        draw.text((x + 12, y + 12), f"Button {i}", fill=(255, 255, 255))
-    photo = Image.effect_noise((360, 240), 48).convert("RGB")
-    image.paste(photo, (620, 300))
-    image.save(path)
 
 
 def show_picture(data: dict[str, object], path: Path) -> object:
@@ -121,7 +77,7 @@ def main() -> None:
             env = dict(os.environ, DISPLAY=desk.handle.data["display"],  # type: ignore[union-attr]
                        XAUTHORITY=desk.handle.data["cookie_file"])  # type: ignore[union-attr]
             wallpaper = work / "wallpaper.png"
-            realistic_wallpaper(wallpaper)
+            desktop_wallpaper(wallpaper, GEOMETRY, lines=60)
             shown = show_picture(desk.handle.data, wallpaper)  # type: ignore[union-attr]
 
             def naive(argv: list[str]) -> Callable[[], object]:
