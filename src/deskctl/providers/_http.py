@@ -1,7 +1,9 @@
 """HTTP plumbing shared by the cloud providers (Daytona, cua, use.computer).
 
-Three things, so that every cloud provider behaves the same way at its boundary:
+Four things, so that every cloud provider behaves the same way at its boundary:
 
+- :class:`HttpProvider`: the base class of the cloud providers (their client, retry policy, numeric options,
+  credential lookup, error-mapping hooks, JSON answers and poll backoff).
 - :func:`make_client`: an ``httpx.Client`` with deskctl's timeouts and headers (a transport may be injected).
 - :class:`RetryPolicy`: exponential backoff (tenacity) that honours ``Retry-After`` and the throttler-named
   ``Retry-After-{throttler}`` headers; every delay is scaled by ``DESKCTL_HTTP_RETRY_SCALE`` or the policy's
@@ -23,13 +25,16 @@ import email.utils
 import json
 import os
 import re
+import threading
 import time
-from collections.abc import Callable, Mapping
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl.credentials import redact
 from deskctl.errors import (
+    ConfigInvalid,
     CredentialsForbidden,
     CredentialsInvalid,
     DeskctlError,
@@ -38,6 +43,7 @@ from deskctl.errors import (
     QuotaExceeded,
     RateLimited,
 )
+from deskctl.providers.base import Provider
 
 if TYPE_CHECKING:
     import httpx
@@ -45,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RETRY_SCALE_ENV",
     "HttpErrorContext",
+    "HttpProvider",
     "RetryPolicy",
     "error_from_response",
     "error_from_transport",
@@ -88,8 +95,6 @@ class RetryPolicy:
             try:
                 scale = float(env_scale)
             except ValueError:
-                from deskctl.errors import ConfigInvalid
-
                 raise ConfigInvalid(f"{RETRY_SCALE_ENV}={env_scale!r} is not a number") from None
         try:
             return replace(
@@ -100,8 +105,6 @@ class RetryPolicy:
                 scale=float(opts.get("retry_scale", scale)),
             )
         except (TypeError, ValueError) as exc:
-            from deskctl.errors import ConfigInvalid
-
             raise ConfigInvalid(f"bad retry option: {exc}") from exc
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
@@ -335,3 +338,102 @@ def send(
     )
     result: httpx.Response = retrying(attempt_once)
     return result
+
+
+class HttpProvider(Provider):
+    """The plumbing the cloud providers share around :func:`send`: one ``httpx.Client`` per instance (made on
+    first use, released by :meth:`close`), the retry policy of the provider options (``self.retry``), numeric
+    options, credential lookup, the error-mapping hooks, JSON answers and the poll backoff.
+
+    A subclass names its credentials remedy (:meth:`_credentials_remedy`), may claim errors first with its own
+    wording (:meth:`_classify`), and sets ``poll_interval``, ``poll_max_interval`` and ``request_timeout``
+    (with :meth:`_number`, so each keeps its own defaults).
+    """
+
+    #: headers every request of this provider sends besides deskctl's own
+    client_headers: ClassVar[Mapping[str, str]] = {}
+    poll_interval: float
+    poll_max_interval: float
+    request_timeout: float
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
+        self.retry = RetryPolicy.from_options(self.options)
+        self._sleep: Callable[[float], None] = time.sleep
+
+    def _number(self, key: str, default: float) -> float:
+        """Provider option ``key`` as a non-negative number, else :class:`ConfigInvalid`."""
+        raw = self.options.get(key, default)
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = -1.0
+        if value < 0:
+            raise ConfigInvalid(f"{self.name} option {key}={raw!r} is not a non-negative number", provider=self.name)
+        return value
+
+    def _var(self, var: str) -> str | None:
+        """A variable of this provider from the environment, then the keyring; None when neither has it."""
+        from deskctl.credentials import resolve
+
+        cred = resolve(self.name, var)
+        return cred.value if cred is not None else None
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._client_lock:
+            if self._client is None:
+                self._client = make_client(timeout=self.request_timeout, headers=self.client_headers)
+            return self._client
+
+    def close(self) -> None:
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # -- error mapping -------------------------------------------------------------------------------------
+    @abstractmethod
+    def _credentials_remedy(self) -> str:
+        """What to run or export when the credentials are missing or refused."""
+
+    def _classify(self, status: int, message: str, body: Mapping[str, Any]) -> DeskctlError | None:
+        """This provider's own error for an answer (see :attr:`HttpErrorContext.classify`); None by default."""
+        return None
+
+    def _context(self, action: str) -> HttpErrorContext:
+        return HttpErrorContext(self.name, action, credentials_remedy=self._credentials_remedy(),
+                                classify=self._classify)
+
+    def _send(
+        self, method: str, url: str, action: str, *, idempotent: bool, ok: frozenset[int] = frozenset(),
+        deadline: float | None = None, policy: RetryPolicy | None = None, **kwargs: Any,
+    ) -> httpx.Response:
+        """:func:`send` with this provider's client, error context and retry policy (unless ``policy``)."""
+        return send(self.client, method, url, self._context(action), policy=policy or self.retry,
+                    idempotent=idempotent, ok_statuses=ok, deadline=deadline, **kwargs)
+
+    def _json(self, response: httpx.Response) -> Any:
+        """The answer's JSON, else :class:`ProviderApiError` naming the request."""
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ProviderApiError(
+                f"{self.name}: {response.request.method} {redact(response.request.url.path)} answered non-JSON "
+                f"(HTTP {response.status_code})", provider=self.name, status=response.status_code,
+            ) from exc
+
+    # -- waiting -------------------------------------------------------------------------------------------
+    def _polls(self, deadline: float) -> Iterator[None]:
+        """Yield until ``deadline`` (``time.monotonic``), sleeping between polls from ``poll_interval`` up by
+        x1.5 to ``poll_max_interval``, never past the deadline."""
+        interval = self.poll_interval
+        while True:
+            yield
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            self._sleep(min(interval, max(0.0, deadline - now)))
+            interval = min(self.poll_max_interval, interval * 1.5)

@@ -45,7 +45,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -81,14 +81,13 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
-from deskctl.providers._http import HttpErrorContext, RetryPolicy, make_client, send
+from deskctl.providers._http import HttpErrorContext, HttpProvider, RetryPolicy, error_from_response, send
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_EXPIRES,
     LABEL_SESSION,
     Capabilities,
     ExecResult,
-    Provider,
     RemoteHandle,
     Screenshot,
     png_size,
@@ -315,7 +314,7 @@ def _dns_label(value: str) -> str:
     return cleaned.strip("._-")
 
 
-class CuaCloudProvider(Provider):
+class CuaCloudProvider(HttpProvider):
     """cua cloud sandboxes claimed from a Fleet warm pool, driven through the OSWorld guest server."""
 
     name = "cua-cloud"
@@ -338,10 +337,8 @@ class CuaCloudProvider(Provider):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the cached token
         self._token: tuple[str, float] | None = None  # (access token, monotonic expiry)
-        self.retry = RetryPolicy.from_options(self.options)
         self.poll_interval = self._number("poll_interval", 0.5)
         self.poll_max_interval = self._number("poll_max_interval", 2.0)
         self.destroy_timeout = self._number("destroy_timeout", 120.0)
@@ -353,27 +350,10 @@ class CuaCloudProvider(Provider):
         if self.shutdown_policy not in ("Retain", "Delete"):
             raise ConfigInvalid(f"cua-cloud option shutdown_policy={self.shutdown_policy!r} is not Retain or Delete",
                                 provider=self.name)
-        self._sleep: Callable[[float], None] = time.sleep
         self._sandboxes: dict[str, str] = {}
         self._settings: dict[str, str | None] = {}
 
-    def _number(self, key: str, default: float) -> float:
-        raw = self.options.get(key, default)
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = -1.0
-        if value < 0:
-            raise ConfigInvalid(f"cua-cloud option {key}={raw!r} is not a non-negative number", provider=self.name)
-        return value
-
     # -- configuration ---------------------------------------------------------------------------------------
-    def _var(self, var: str) -> str | None:
-        from deskctl.credentials import resolve
-
-        cred = resolve(self.name, var)
-        return cred.value if cred is not None else None
-
     def _setting(self, option: str, var: str) -> str | None:
         """``option`` from the provider options, else ``var`` (environment, then keyring), resolved once."""
         if option not in self._settings:
@@ -399,19 +379,6 @@ class CuaCloudProvider(Provider):
     def _credentials_remedy(self) -> str:
         return ("export CUA_CLIENT_ID=ukey-... and CUA_CLIENT_SECRET=... (a per-user key from your Cua Cloud "
                 "account) or run: deskctl login cua-cloud")
-
-    @property
-    def client(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                self._client = make_client(timeout=self.request_timeout)
-            return self._client
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
 
     # -- auth --------------------------------------------------------------------------------------------------
     def _client_credentials(self) -> tuple[str, str]:
@@ -470,32 +437,25 @@ class CuaCloudProvider(Provider):
                                        remedy="retry later: the warm pool is drained")
         return None
 
-    def _context(self, action: str) -> HttpErrorContext:
-        return HttpErrorContext(self.name, action, credentials_remedy=self._credentials_remedy(),
-                                classify=self._classify)
-
     def _request(
         self, method: str, url: str, action: str, *, idempotent: bool, ok: frozenset[int] = frozenset(),
         deadline: float | None = None, policy: RetryPolicy | None = None, **kwargs: Any,
     ) -> httpx.Response:
         """One authenticated request. A 401 or a redirect (an expired token) mints a new token and sends the
         request once more: the service acted on neither, so this is no blind retry."""
-        context = self._context(action)
         extra = dict(kwargs.pop("headers", {}) or {})
         response: httpx.Response | None = None
         for attempt in (0, 1):
             headers = {**extra, "Authorization": f"Bearer {self._access_token(fresh=attempt == 1, policy=policy)}"}
-            response = send(self.client, method, url, context, policy=policy or self.retry, idempotent=idempotent,
-                            ok_statuses=ok | _REDIRECTS | {401}, deadline=deadline, headers=headers, **kwargs)
+            response = self._send(method, url, action, idempotent=idempotent, ok=ok | _REDIRECTS | {401},
+                                  deadline=deadline, policy=policy, headers=headers, **kwargs)
             if response.status_code not in _REDIRECTS and response.status_code != 401:
                 return response
         assert response is not None
         if response.status_code == 401 and 401 in ok:
             return response
-        from deskctl.providers._http import error_from_response
-
         if response.status_code == 401:
-            raise error_from_response(response, context)
+            raise error_from_response(response, self._context(action))
         raise CredentialsInvalid(
             f"cua-cloud: {action} failed: a freshly minted token was redirected to the login page "
             f"(HTTP {response.status_code})", provider=self.name, remedy=self._credentials_remedy(),
@@ -505,16 +465,6 @@ class CuaCloudProvider(Provider):
     def _api(self, method: str, path: str, action: str, *, base_url: str | None = None, **kwargs: Any
              ) -> httpx.Response:
         return self._request(method, f"{(base_url or self.base_url).rstrip('/')}{path}", action, **kwargs)
-
-    @staticmethod
-    def _json(response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise ProviderApiError(
-                f"cua-cloud: {response.request.method} {redact(response.request.url.path)} answered non-JSON "
-                f"(HTTP {response.status_code})", provider="cua-cloud", status=response.status_code,
-            ) from exc
 
     # -- preflight ---------------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
@@ -731,16 +681,6 @@ class CuaCloudProvider(Provider):
             return None
         claim = self._json(response)
         return claim if isinstance(claim, dict) else None
-
-    def _polls(self, deadline: float) -> Iterator[None]:
-        interval = self.poll_interval
-        while True:
-            yield
-            now = time.monotonic()
-            if now >= deadline:
-                return
-            self._sleep(min(interval, max(0.0, deadline - now)))
-            interval = min(self.poll_max_interval, interval * 1.5)
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         last = "not polled"

@@ -32,9 +32,8 @@ from __future__ import annotations
 import base64
 import json
 import math
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deskctl.actions import (
@@ -66,14 +65,13 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
-from deskctl.providers._http import HttpErrorContext, RetryPolicy, make_client, send
+from deskctl.providers._http import HttpProvider, RetryPolicy
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_EXPIRES,
     LABEL_SESSION,
     Capabilities,
     ExecResult,
-    Provider,
     RemoteHandle,
     Screenshot,
     png_size,
@@ -134,7 +132,7 @@ def _ceil_minutes(seconds: float) -> int:
     return max(1, math.ceil(seconds / 60.0))
 
 
-class DaytonaProvider(Provider):
+class DaytonaProvider(HttpProvider):
     """Daytona sandboxes (``windows`` and ``ubuntu``) reached through the REST and toolbox APIs."""
 
     name = "daytona"
@@ -156,40 +154,19 @@ class DaytonaProvider(Provider):
     )
     credential_vars = ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
                        "DAYTONA_TARGET")
+    client_headers = {"X-Daytona-Source": "deskctl"}
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        self._client: httpx.Client | None = None
-        self._client_lock = threading.Lock()
         self._auth_headers: dict[str, str] | None = None
-        self.retry = RetryPolicy.from_options(self.options)
         self.poll_interval = self._number("poll_interval", 0.2)
         self.poll_max_interval = self._number("poll_max_interval", 2.0)
         self.destroy_timeout = self._number("destroy_timeout", 300.0)
         self.create_timeout = self._number("create_timeout", 120.0)
         self.request_timeout = self._number("request_timeout", 60.0)
-        self._sleep: Callable[[float], None] = time.sleep
         self._api_url: str | None = None
 
-    def _number(self, key: str, default: float) -> float:
-        raw = self.options.get(key, default)
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = -1.0
-        if value < 0:
-            from deskctl.errors import ConfigInvalid
-
-            raise ConfigInvalid(f"daytona option {key}={raw!r} is not a non-negative number", provider=self.name)
-        return value
-
     # -- configuration -----------------------------------------------------------------------------------
-    def _var(self, var: str) -> str | None:
-        from deskctl.credentials import resolve
-
-        cred = resolve(self.name, var)
-        return cred.value if cred is not None else None
-
     @property
     def api_url(self) -> str:
         """``api_url`` option, else ``DAYTONA_API_URL``, else the public service (resolved once)."""
@@ -239,19 +216,6 @@ class DaytonaProvider(Provider):
             "(environment or keyring)", provider=self.name, remedy=self._credentials_remedy(),
         )
 
-    @property
-    def client(self) -> httpx.Client:
-        with self._client_lock:
-            if self._client is None:
-                self._client = make_client(timeout=self.request_timeout, headers={"X-Daytona-Source": "deskctl"})
-            return self._client
-
-    def close(self) -> None:
-        with self._client_lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
-
     # -- HTTP ----------------------------------------------------------------------------------------------
     def _classify(self, status: int, message: str, body: Mapping[str, Any]) -> DeskctlError | None:
         low = message.lower()
@@ -265,10 +229,6 @@ class DaytonaProvider(Provider):
                                        remedy="retry later or choose another DAYTONA_TARGET")
         return None
 
-    def _context(self, action: str) -> HttpErrorContext:
-        return HttpErrorContext(self.name, action, credentials_remedy=self._credentials_remedy(),
-                                classify=self._classify)
-
     def _api(
         self, method: str, path: str, action: str, *, idempotent: bool, ok: frozenset[int] = frozenset(),
         api_url: str | None = None, deadline: float | None = None, policy: RetryPolicy | None = None,
@@ -277,8 +237,8 @@ class DaytonaProvider(Provider):
         headers = dict(kwargs.pop("headers", {}) or {})
         headers.update(self._auth())
         url = f"{(api_url or self.api_url).rstrip('/')}{path}"
-        return send(self.client, method, url, self._context(action), policy=policy or self.retry,
-                    idempotent=idempotent, ok_statuses=ok, deadline=deadline, headers=headers, **kwargs)
+        return self._send(method, url, action, idempotent=idempotent, ok=ok, deadline=deadline, policy=policy,
+                          headers=headers, **kwargs)
 
     def _toolbox(
         self, handle: RemoteHandle, method: str, path: str, action: str, *, idempotent: bool,
@@ -292,8 +252,8 @@ class DaytonaProvider(Provider):
         headers.update(self._auth())
         url = f"{base}/{handle.resource_id}{path}"
         try:
-            return send(self.client, method, url, self._context(action), policy=self.retry,
-                        idempotent=idempotent, deadline=deadline, headers=headers, **kwargs)
+            return self._send(method, url, action, idempotent=idempotent, deadline=deadline, headers=headers,
+                              **kwargs)
         except ProviderApiError as err:
             raise self._toolbox_lost(handle, err) from err
 
@@ -309,16 +269,6 @@ class DaytonaProvider(Provider):
                 remedy="it may have been auto-stopped; see deskctl ls, and deskctl reap to remove it",
             )
         return err
-
-    @staticmethod
-    def _json(response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise ProviderApiError(
-                f"daytona: {response.request.method} {response.request.url.path} answered non-JSON "
-                f"(HTTP {response.status_code})", provider="daytona", status=response.status_code,
-            ) from exc
 
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
@@ -336,8 +286,8 @@ class DaytonaProvider(Provider):
         quick = self.retry.with_attempts_at_most(2)  # preflight runs under a per-check timeout
         started = time.monotonic()
         try:
-            config = self._json(send(self.client, "GET", f"{self.api_url}/config", self._context("GET /config"),
-                                     policy=quick, idempotent=True))
+            config = self._json(self._send("GET", f"{self.api_url}/config", "GET /config", idempotent=True,
+                                           policy=quick))
         except DeskctlError as err:
             add("fail", err.code if isinstance(err, InfrastructureError) else "provider.unreachable",
                 f"{self.api_url}/config: {err.message}", "check the network and DAYTONA_API_URL", started)
@@ -577,17 +527,6 @@ class DaytonaProvider(Provider):
         if not isinstance(sandbox, dict) or str(sandbox.get("state")) in _GONE_STATES:
             return None
         return sandbox
-
-    def _polls(self, deadline: float) -> Iterator[None]:
-        """Yield until ``deadline``, sleeping between polls with a x1.5 backoff up to ``poll_max_interval``."""
-        interval = self.poll_interval
-        while True:
-            yield
-            now = time.monotonic()
-            if now >= deadline:
-                return
-            self._sleep(min(interval, max(0.0, deadline - now)))
-            interval = min(self.poll_max_interval, interval * 1.5)
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         last = "not polled"

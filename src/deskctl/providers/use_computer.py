@@ -51,9 +51,8 @@ from __future__ import annotations
 import io
 import math
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deskctl.actions import (
@@ -88,13 +87,12 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
-from deskctl.providers._http import HttpErrorContext, RetryPolicy, make_client, send
+from deskctl.providers._http import HttpProvider, RetryPolicy
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
     Capabilities,
     ExecResult,
-    Provider,
     RemoteHandle,
     Screenshot,
     png_size,
@@ -163,7 +161,7 @@ def _flag(raw: Any, default: bool) -> bool:
     raise ConfigInvalid(f"use-computer option value {raw!r} is not true or false", provider="use-computer")
 
 
-class UseComputerProvider(Provider):
+class UseComputerProvider(HttpProvider):
     """use.computer sandboxes (``macos``, and the Beta ``ubuntu`` and ``windows``) through the REST API."""
 
     name = "use-computer"
@@ -186,39 +184,18 @@ class UseComputerProvider(Provider):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        self._client: httpx.Client | None = None
-        self._client_lock = threading.Lock()
         self._auth_headers: dict[str, str] | None = None
         self._base_url: str | None = None
-        self.retry = RetryPolicy.from_options(self.options)
         self.create_timeout = self._number("create_timeout", 180.0)
         self.request_timeout = self._number("request_timeout", 60.0)
         self.destroy_timeout = self._number("destroy_timeout", 60.0)
         self.poll_interval = self._number("poll_interval", 0.2)
         self.poll_max_interval = self._number("poll_max_interval", 2.0)
         self.ephemeral = _flag(self.options.get("ephemeral"), True)
-        self._sleep: Callable[[float], None] = time.sleep
         #: resource id -> (width, height, scale) from display/info, so a screenshot needs no extra call
         self._displays: dict[str, tuple[int, int, float]] = {}
 
-    def _number(self, key: str, default: float) -> float:
-        raw = self.options.get(key, default)
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = -1.0
-        if value < 0:
-            raise ConfigInvalid(f"use-computer option {key}={raw!r} is not a non-negative number",
-                                provider=self.name)
-        return value
-
     # -- configuration -------------------------------------------------------------------------------------
-    def _var(self, var: str) -> str | None:
-        from deskctl.credentials import resolve
-
-        cred = resolve(self.name, var)
-        return cred.value if cred is not None else None
-
     @property
     def base_url(self) -> str:
         """``base_url`` option, else ``USE_COMPUTER_BASE_URL``, else the public service (resolved once)."""
@@ -227,8 +204,7 @@ class UseComputerProvider(Provider):
             self._base_url = str(url).rstrip("/")
         return self._base_url
 
-    @staticmethod
-    def _credentials_remedy() -> str:
+    def _credentials_remedy(self) -> str:
         return ("export USE_COMPUTER_API_KEY=... (a key of the same environment as USE_COMPUTER_BASE_URL: prod "
                 "keys fail on the dev API) or run: deskctl login use-computer --var USE_COMPUTER_API_KEY")
 
@@ -242,19 +218,6 @@ class UseComputerProvider(Provider):
         register_secret(key)
         self._auth_headers = {"Authorization": f"Bearer {key}"}
         return self._auth_headers
-
-    @property
-    def client(self) -> httpx.Client:
-        with self._client_lock:
-            if self._client is None:
-                self._client = make_client(timeout=self.request_timeout)
-            return self._client
-
-    def close(self) -> None:
-        with self._client_lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
 
     # -- HTTP ----------------------------------------------------------------------------------------------
     def _classify(self, status: int, message: str, body: Mapping[str, Any]) -> DeskctlError | None:
@@ -278,18 +241,14 @@ class UseComputerProvider(Provider):
             return UsageError(where, code="usage.unsupported", provider=self.name)
         return None
 
-    def _context(self, action: str) -> HttpErrorContext:
-        return HttpErrorContext(self.name, action, credentials_remedy=self._credentials_remedy(),
-                                classify=self._classify)
-
     def _api(self, method: str, path: str, action: str, *, idempotent: bool, ok: frozenset[int] = frozenset(),
              base_url: str | None = None, deadline: float | None = None, policy: RetryPolicy | None = None,
              **kwargs: Any) -> httpx.Response:
         headers = dict(kwargs.pop("headers", {}) or {})
         headers.update(self._auth())
         url = f"{(base_url or self.base_url).rstrip('/')}{path}"
-        return send(self.client, method, url, self._context(action), policy=policy or self.retry,
-                    idempotent=idempotent, ok_statuses=ok, deadline=deadline, headers=headers, **kwargs)
+        return self._send(method, url, action, idempotent=idempotent, ok=ok, deadline=deadline, policy=policy,
+                          headers=headers, **kwargs)
 
     def _sandbox(self, handle: RemoteHandle, method: str, sub: str, action: str, *, idempotent: bool,
                  deadline: float | None = None, **kwargs: Any) -> httpx.Response:
@@ -306,16 +265,6 @@ class UseComputerProvider(Provider):
                     remedy="keep the session's process alive (it sends keepalives) or use -o ephemeral=false",
                 ) from err
             raise
-
-    @staticmethod
-    def _json(response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise ProviderApiError(
-                f"use-computer: {response.request.method} {response.request.url.path} answered non-JSON "
-                f"(HTTP {response.status_code})", provider="use-computer", status=response.status_code,
-            ) from exc
 
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
@@ -527,16 +476,6 @@ class UseComputerProvider(Provider):
         if str(sandbox.get("status") or sandbox.get("state") or "").lower() in _GONE_STATES:
             return None
         return sandbox
-
-    def _polls(self, deadline: float) -> Iterator[None]:
-        interval = self.poll_interval
-        while True:
-            yield
-            now = time.monotonic()
-            if now >= deadline:
-                return
-            self._sleep(min(interval, max(0.0, deadline - now)))
-            interval = min(self.poll_max_interval, interval * 1.5)
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         """The sandbox exists (create blocks until it is allocated; a ``status``/``state`` field, if the
