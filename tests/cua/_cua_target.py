@@ -22,9 +22,6 @@ __all__ = ["CUA_TARGET_KWARGS", "FAST_OPTIONS", "cua_environment", "cua_leftover
 
 #: provider options that keep polls short against a loopback fake
 FAST_OPTIONS: dict[str, Any] = {"poll_interval": 0.005, "poll_max_interval": 0.05, "destroy_timeout": 60}
-#: variables of the vendor and of deskctl that must not leak into a test from the machine
-CUA_VARS = ("CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY", "CUA_BASE_URL", "CUA_TOKEN_URL", "CUA_API_BASE",
-            "CUA_CLOUD_NAMESPACE")
 
 _current: list[FakeCua] = []
 

@@ -11,31 +11,23 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _cua_target
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fakes
 
-from _cua_target import CUA_VARS, FAST_OPTIONS
+from _cua_target import FAST_OPTIONS
 
 from deskctl.providers.cua_cloud import CuaCloudProvider
+from fakes._cloud import point_deskctl_at
 from fakes.cua import FakeCua
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeCua]:
-    server = FakeCua()
-    server.start()
-    try:
+    with FakeCua() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
 def cua_env(fake: FakeCua, monkeypatch: pytest.MonkeyPatch) -> FakeCua:
     """The fake, with the environment pointing deskctl at it (no keyring: a missing variable stays missing)."""
-    for var in CUA_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    for key, value in fake.env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("DESKCTL_HTTP_RETRY_SCALE", "0")
+    point_deskctl_at(fake, monkeypatch)
     return fake
 
 

@@ -4,23 +4,18 @@ each command a separate process, and nothing left on the fake afterwards, whatev
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _cua_target import CUA_VARS
 
+from fakes._cloud import pointer_at, run_deskctl
 from fakes.cua import FakeCua
 
 
 def run(fake: FakeCua, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in CUA_VARS}
-    env.update(fake.env(), DESKCTL_HTTP_RETRY_SCALE="0", PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
-    return subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return run_deskctl(fake, *args)
 
 
 def up(fake: FakeCua, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -29,14 +24,7 @@ def up(fake: FakeCua, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def pointer(fake: FakeCua, claim: str) -> tuple[int, int]:
-    from Xlib import display as xdisplay
-
-    conn = xdisplay.Display(fake.display_of(claim))
-    try:
-        reply = conn.screen().root.query_pointer()
-        return int(reply.root_x), int(reply.root_y)
-    finally:
-        conn.close()
+    return pointer_at(fake.display_of(claim))
 
 
 def secrets_of(fake: FakeCua) -> list[str]:

@@ -28,6 +28,7 @@ from deskctl.errors import (
 from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, RemoteHandle
 from deskctl.providers.cua_cloud import LABEL_MANAGED, CuaCloudProvider
 from deskctl.spec import DesktopSpec
+from fakes._cloud import pointer_at
 from fakes.cua import FakeCua, Pool
 
 UBUNTU = DesktopSpec.build(provider="cua-cloud", platform="ubuntu", geometry="1920x1080")
@@ -59,14 +60,7 @@ def ready(provider: CuaCloudProvider, fake: FakeCua) -> Iterator[RemoteHandle]:
 
 
 def pointer(fake: FakeCua, claim: str) -> tuple[int, int]:
-    from Xlib import display as xdisplay
-
-    conn = xdisplay.Display(fake.display_of(claim))
-    try:
-        reply = conn.screen().root.query_pointer()
-        return int(reply.root_x), int(reply.root_y)
-    finally:
-        conn.close()
+    return pointer_at(fake.display_of(claim))
 
 
 # -- preflight ---------------------------------------------------------------------------------------------

@@ -34,11 +34,7 @@ def daytona_environment() -> Iterator[Mapping[str, str]]:
     fake.start()
     _current.append(fake)
     try:
-        yield {
-            "DAYTONA_API_KEY": fake.api_key,
-            "DAYTONA_API_URL": fake.api_url,
-            "DESKCTL_HTTP_RETRY_SCALE": "0",
-        }
+        yield {**fake.env(), "DESKCTL_HTTP_RETRY_SCALE": "0"}
     finally:
         _current.remove(fake)
         fake.stop()

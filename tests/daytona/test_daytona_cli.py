@@ -4,24 +4,18 @@ the Daytona fake over real HTTP, each command a separate process, and nothing le
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fakes._cloud import pointer_at, run_deskctl
 from fakes.daytona import FakeDaytona
 
 
 def run(fake: FakeDaytona, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, DAYTONA_API_KEY=fake.api_key, DAYTONA_API_URL=fake.api_url,
-               DESKCTL_HTTP_RETRY_SCALE="0", PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
-    for var in ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_TARGET"):
-        env.pop(var, None)
-    return subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return run_deskctl(fake, *args)
 
 
 def up(fake: FakeDaytona, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -30,14 +24,7 @@ def up(fake: FakeDaytona, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def pointer(fake: FakeDaytona, sandbox_id: str) -> tuple[int, int]:
-    from Xlib import display as xdisplay
-
-    conn = xdisplay.Display(fake.display_of(sandbox_id))
-    try:
-        reply = conn.screen().root.query_pointer()
-        return int(reply.root_x), int(reply.root_y)
-    finally:
-        conn.close()
+    return pointer_at(fake.display_of(sandbox_id))
 
 
 def test_preflight_up_screenshot_do_down(fake: FakeDaytona, tmp_path: Path) -> None:

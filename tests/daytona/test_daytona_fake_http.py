@@ -29,6 +29,7 @@ from deskctl.errors import (
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.daytona import LABEL_MANAGED, DaytonaProvider
 from deskctl.spec import DesktopSpec
+from fakes._cloud import pointer_at
 from fakes.daytona import FakeDaytona
 
 WINDOWS = DesktopSpec.build(provider="daytona", platform="windows", geometry="1024x768")
@@ -52,14 +53,7 @@ def ready(provider: DaytonaProvider, fake: FakeDaytona) -> Iterator[RemoteHandle
 
 
 def pointer(fake: FakeDaytona, handle: RemoteHandle) -> tuple[int, int]:
-    from Xlib import display as xdisplay
-
-    conn = xdisplay.Display(fake.display_of(handle.resource_id))
-    try:
-        reply = conn.screen().root.query_pointer()
-        return int(reply.root_x), int(reply.root_y)
-    finally:
-        conn.close()
+    return pointer_at(fake.display_of(handle.resource_id))
 
 
 def pressed_keysyms(fake: FakeDaytona, handle: RemoteHandle) -> set[int]:

@@ -38,11 +38,7 @@ def use_computer_environment() -> Iterator[Mapping[str, str]]:
     fake.start()
     _current.append(fake)
     try:
-        yield {
-            "USE_COMPUTER_API_KEY": fake.api_key,
-            "USE_COMPUTER_BASE_URL": fake.base_url,
-            "DESKCTL_HTTP_RETRY_SCALE": "0",
-        }
+        yield {**fake.env(), "DESKCTL_HTTP_RETRY_SCALE": "0"}
     finally:
         _current.remove(fake)
         fake.stop()

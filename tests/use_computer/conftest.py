@@ -14,31 +14,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fakes
 from _use_computer_target import FAST_OPTIONS
 
 from deskctl.providers.use_computer import UseComputerProvider
+from fakes._cloud import point_deskctl_at
 from fakes.use_computer import FakeUseComputer
-
-_VARS = ("USE_COMPUTER_API_KEY", "USE_COMPUTER_BASE_URL", "USE_COMPUTER_HOST", "USE_COMPUTER_VERSION",
-         "USE_COMPUTER_SNAPSHOT", "USE_COMPUTER_RESERVATION_ID")
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeUseComputer]:
-    server = FakeUseComputer()
-    server.start()
-    try:
+    with FakeUseComputer() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
 def uc_env(fake: FakeUseComputer, monkeypatch: pytest.MonkeyPatch) -> FakeUseComputer:
     """The fake, with the environment pointing deskctl at it (no keyring: a missing variable stays missing)."""
-    for var in _VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    monkeypatch.setenv("USE_COMPUTER_API_KEY", fake.api_key)
-    monkeypatch.setenv("USE_COMPUTER_BASE_URL", fake.base_url)
-    monkeypatch.setenv("DESKCTL_HTTP_RETRY_SCALE", "0")
+    point_deskctl_at(fake, monkeypatch)
     return fake
 
 

@@ -6,22 +6,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fakes._cloud import pointer_at, run_deskctl
 from fakes.use_computer import FakeUseComputer
 
 
 def run(fake: FakeUseComputer, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, USE_COMPUTER_API_KEY=fake.api_key, USE_COMPUTER_BASE_URL=fake.base_url,
-               DESKCTL_HTTP_RETRY_SCALE="0", PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
-    for var in ("USE_COMPUTER_HOST", "USE_COMPUTER_VERSION", "USE_COMPUTER_SNAPSHOT", "USE_COMPUTER_RESERVATION_ID"):
-        env.pop(var, None)
-    return subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=cwd)
+    return run_deskctl(fake, *args, cwd=cwd)
 
 
 def up(fake: FakeUseComputer, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -30,14 +25,7 @@ def up(fake: FakeUseComputer, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def pointer(fake: FakeUseComputer, sandbox_id: str) -> tuple[int, int]:
-    from Xlib import display as xdisplay
-
-    conn = xdisplay.Display(fake.display_of(sandbox_id))
-    try:
-        reply = conn.screen().root.query_pointer()
-        return int(reply.root_x), int(reply.root_y)
-    finally:
-        conn.close()
+    return pointer_at(fake.display_of(sandbox_id))
 
 
 def test_preflight_up_screenshot_do_exec_down(fake: FakeUseComputer, tmp_path: Path) -> None:

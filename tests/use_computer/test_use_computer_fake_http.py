@@ -27,6 +27,7 @@ from deskctl.errors import (
 from deskctl.providers.base import LABEL_DETACHED, LABEL_SESSION, RemoteHandle
 from deskctl.providers.use_computer import UseComputerProvider
 from deskctl.spec import DesktopSpec
+from fakes._cloud import pointer_at
 from fakes.use_computer import FakeUseComputer
 
 MACOS = DesktopSpec.build(provider="use-computer", platform="macos", geometry="1024x768")
@@ -51,14 +52,7 @@ def ready(provider: UseComputerProvider, fake: FakeUseComputer) -> Iterator[Remo
 
 
 def pointer(fake: FakeUseComputer, handle: RemoteHandle) -> tuple[int, int]:
-    from Xlib import display as xdisplay
-
-    conn = xdisplay.Display(fake.display_of(handle.resource_id))
-    try:
-        reply = conn.screen().root.query_pointer()
-        return int(reply.root_x), int(reply.root_y)
-    finally:
-        conn.close()
+    return pointer_at(fake.display_of(handle.resource_id))
 
 
 # -- preflight ---------------------------------------------------------------------------------------------------

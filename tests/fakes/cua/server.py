@@ -121,6 +121,9 @@ class FakeCua(LoopbackService):
 
     handler_class = _Handler
     thread_name = "fake-cua"
+    #: every variable of the vendor's (none may leak into a test from the machine)
+    vendor_vars = ("CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY", "CUA_BASE_URL", "CUA_TOKEN_URL",
+                   "CUA_API_BASE", "CUA_CLOUD_NAMESPACE")
 
     def __init__(
         self,

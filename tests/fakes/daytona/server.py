@@ -89,6 +89,9 @@ class FakeDaytona(LoopbackService):
 
     handler_class = _Handler
     thread_name = "fake-daytona"
+    #: every variable of the vendor's (none may leak into a test from the machine)
+    vendor_vars = ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
+                   "DAYTONA_TARGET")
 
     def __init__(
         self,
@@ -142,6 +145,10 @@ class FakeDaytona(LoopbackService):
     @property
     def toolbox_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/toolbox"
+
+    def env(self) -> dict[str, str]:
+        """The vendor's variables that point a client at this fake."""
+        return {"DAYTONA_API_KEY": self.api_key, "DAYTONA_API_URL": self.api_url}
 
     # -- test controls ---------------------------------------------------------------------------------
     def revoke_key(self) -> None:

@@ -76,6 +76,9 @@ class FakeUseComputer(LoopbackService):
 
     handler_class = _Handler
     thread_name = "fake-use-computer"
+    #: every variable of the vendor's (none may leak into a test from the machine)
+    vendor_vars = ("USE_COMPUTER_API_KEY", "USE_COMPUTER_BASE_URL", "USE_COMPUTER_HOST", "USE_COMPUTER_VERSION",
+                   "USE_COMPUTER_SNAPSHOT", "USE_COMPUTER_RESERVATION_ID")
 
     def __init__(
         self,
@@ -121,6 +124,10 @@ class FakeUseComputer(LoopbackService):
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """The vendor's variables that point a client at this fake."""
+        return {"USE_COMPUTER_API_KEY": self.api_key, "USE_COMPUTER_BASE_URL": self.base_url}
 
     # -- test controls -----------------------------------------------------------------------------------
     def revoke_key(self) -> None:
