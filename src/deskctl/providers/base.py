@@ -37,6 +37,8 @@ __all__ = [
     "Provider",
     "RemoteHandle",
     "Screenshot",
+    "lifetime_seconds",
+    "past_expiry",
     "png_size",
 ]
 
@@ -127,6 +129,27 @@ class RemoteHandle:
             data=dict(raw.get("data") or {}),
             created_at=float(raw.get("created_at") or time.time()),
         )
+
+
+def lifetime_seconds(spec: DesktopSpec, labels: Mapping[str, str]) -> float | None:
+    """Seconds the session may live: the least of its expiry label (set by the session, at least 60 s from
+    now), its ttl and its max minutes; None when it states none of them."""
+    limits = [float(x) for x in (spec.ttl_seconds, spec.max_minutes * 60 if spec.max_minutes else None) if x]
+    try:
+        expires = float(labels.get(LABEL_EXPIRES, ""))
+    except ValueError:
+        expires = None
+    if expires is not None:
+        limits.append(max(60.0, expires - time.time()))
+    return min(limits) if limits else None
+
+
+def past_expiry(labels: Mapping[str, str], now: float) -> bool:
+    """Whether the ``deskctl.expires`` label names a time before ``now`` (False when it is absent or unreadable)."""
+    try:
+        return float(labels.get(LABEL_EXPIRES, "inf")) < now
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)

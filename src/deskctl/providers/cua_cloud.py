@@ -90,6 +90,8 @@ from deskctl.providers.base import (
     ExecResult,
     RemoteHandle,
     Screenshot,
+    lifetime_seconds,
+    past_expiry,
     png_size,
 )
 from deskctl.spec import DesktopSpec, Platform
@@ -294,18 +296,6 @@ def windows_input_code(action: Action) -> str:
 
 def _rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _lifetime_seconds(spec: DesktopSpec, labels: Mapping[str, str]) -> float | None:
-    """Seconds the session may live: its expiry label (set by the session), its ttl and max minutes."""
-    limits = [float(x) for x in (spec.ttl_seconds, spec.max_minutes * 60 if spec.max_minutes else None) if x]
-    try:
-        expires = float(labels.get(LABEL_EXPIRES, ""))
-    except ValueError:
-        expires = None
-    if expires is not None:
-        limits.append(max(60.0, expires - time.time()))
-    return min(limits) if limits else None
 
 
 def _dns_label(value: str) -> str:
@@ -533,7 +523,7 @@ class CuaCloudProvider(HttpProvider):
         else:
             if owned:
                 now = time.time()
-                expired = [h for h in owned if _float(h.labels.get(LABEL_EXPIRES)) < now]
+                expired = [h for h in owned if past_expiry(h.labels, now)]
                 ids = ", ".join(h.session_id for h in owned[:5]) + (" ..." if len(owned) > 5 else "")
                 add("warn", "cua.leftovers",
                     f"{len(owned)} deskctl claim(s) exist in {namespace} ({ids}), {len(expired)} past their expiry; "
@@ -544,7 +534,7 @@ class CuaCloudProvider(HttpProvider):
 
     # -- create ------------------------------------------------------------------------------------------------
     def _ttl(self, spec: DesktopSpec, labels: Mapping[str, str]) -> float:
-        lifetime = _lifetime_seconds(spec, labels)
+        lifetime = lifetime_seconds(spec, labels)
         if str(labels.get(LABEL_DETACHED, "")) == "1":
             # nobody renews a detached claim: it must last the session's whole life (and a little more)
             return lifetime + 300.0 if lifetime is not None else self.detached_ttl

@@ -68,12 +68,13 @@ from deskctl.errors import (
 from deskctl.providers._http import HttpProvider, RetryPolicy
 from deskctl.providers.base import (
     LABEL_DETACHED,
-    LABEL_EXPIRES,
     LABEL_SESSION,
     Capabilities,
     ExecResult,
     RemoteHandle,
     Screenshot,
+    lifetime_seconds,
+    past_expiry,
     png_size,
 )
 from deskctl.spec import DesktopSpec, Platform
@@ -325,7 +326,7 @@ class DaytonaProvider(HttpProvider):
         else:
             if owned:
                 now = time.time()
-                expired = [h for h in owned if _expired(h, now)]
+                expired = [h for h in owned if past_expiry(h.labels, now)]
                 ids = ", ".join(h.session_id for h in owned[:5]) + (" ..." if len(owned) > 5 else "")
                 add("warn", "daytona.leftovers",
                     f"{len(owned)} deskctl sandbox(es) exist ({ids}), {len(expired)} past their expiry; "
@@ -391,7 +392,7 @@ class DaytonaProvider(HttpProvider):
         all_labels = {str(k): str(v) for k, v in labels.items()}
         all_labels[LABEL_SESSION] = session_id
         all_labels[LABEL_MANAGED] = "1"
-        lifetime = _lifetime_seconds(spec, labels)
+        lifetime = lifetime_seconds(spec, labels)
         detached = str(labels.get(LABEL_DETACHED, "")) == "1"
         auto_stop_option = self.options.get("auto_stop_minutes")
         if auto_stop_option is not None:
@@ -814,22 +815,4 @@ def _items(page: Any) -> tuple[list[Any], str | None]:
         return (list(items) if isinstance(items, list) else []), (str(cursor) if cursor else None)
     return [], None
 
-
-def _lifetime_seconds(spec: DesktopSpec, labels: Mapping[str, str]) -> float | None:
-    """Seconds the session may live: its expiry label (set by the session), its ttl and max minutes."""
-    limits = [x for x in (spec.ttl_seconds, spec.max_minutes * 60 if spec.max_minutes else None) if x]
-    try:
-        expires = float(labels.get(LABEL_EXPIRES, ""))
-    except ValueError:
-        expires = None
-    if expires is not None:
-        limits.append(max(60.0, expires - time.time()))
-    return min(limits) if limits else None
-
-
-def _expired(handle: RemoteHandle, now: float) -> bool:
-    try:
-        return float(handle.labels.get(LABEL_EXPIRES, "inf")) < now
-    except ValueError:
-        return False
 
