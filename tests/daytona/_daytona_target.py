@@ -4,57 +4,30 @@ conformance conftest appends ``Target(**kwargs)`` for each of :data:`DAYTONA_TAR
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for fakes.daytona
 
-from deskctl.providers._x11 import X11Address
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
+from fakes._cloud import FakePerTest
 from fakes.daytona import FakeDaytona
-
-if TYPE_CHECKING:
-    from deskctl.session import Desktop
 
 __all__ = ["DAYTONA_TARGETS_KWARGS", "FAST_OPTIONS", "daytona_environment", "daytona_leftovers"]
 
 #: provider options that keep polls short against a loopback fake
 FAST_OPTIONS: dict[str, Any] = {"poll_interval": 0.005, "poll_max_interval": 0.05, "destroy_timeout": 60}
 
-_current: list[FakeDaytona] = []
-
-
-@contextlib.contextmanager
-def daytona_environment() -> Iterator[Mapping[str, str]]:
-    """A fresh fake for one test, and the variables that point deskctl (and its child processes) at it."""
-    fake = FakeDaytona()
-    fake.start()
-    _current.append(fake)
-    try:
-        yield {**fake.env(), "DESKCTL_HTTP_RETRY_SCALE": "0"}
-    finally:
-        _current.remove(fake)
-        fake.stop()
-
-
-def _fake() -> FakeDaytona:
-    if not _current:
-        raise RuntimeError("no Daytona fake is running (the target's environment was not entered)")
-    return _current[-1]
-
-
-def daytona_probe_address(desk: Desktop) -> tuple[X11Address, bytes | None]:
-    assert desk.handle is not None
-    return X11Address(display=_fake().display_of(desk.handle.resource_id)), None
+_fakes = FakePerTest(FakeDaytona, "Daytona")
+daytona_environment = _fakes.environment
+daytona_probe_address = _fakes.probe_address
 
 
 def daytona_leftovers(handle: RemoteHandle) -> list[str]:
     """Sandboxes of the session still on the fake (by id and by label), with their Xvfb."""
     left: list[str] = []
-    for sandbox in _fake().live():
+    for sandbox in _fakes.current().live():
         if sandbox["id"] == handle.resource_id or sandbox["labels"].get(LABEL_SESSION) == handle.session_id:
             left.append(f"sandbox {sandbox['id']} ({sandbox['state']})")
     return left
