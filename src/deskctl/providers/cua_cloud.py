@@ -99,7 +99,7 @@ from deskctl.spec import DesktopSpec, Platform
 if TYPE_CHECKING:
     import httpx
 
-    from deskctl.preflight.checks import CheckResult, Status
+    from deskctl.preflight.checks import CheckResult
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -462,13 +462,8 @@ class CuaCloudProvider(HttpProvider):
         read of the pool's claims (``GET ...?limit=1``: credentials, permission, the namespace exists), the warm
         pool's ready sandboxes where its status shows them, and leftovers. Platform and geometry are checked by
         the engine from :attr:`capabilities`."""
-        from deskctl.preflight.checks import CheckResult
-
         results: list[CheckResult] = []
-
-        def add(status: Status, code: str, message: str, remedy: str | None, started: float) -> None:
-            results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
-                                       self.name, (time.monotonic() - started) * 1000.0))
+        add = self._check_recorder(results)
 
         quick = self.retry.with_attempts_at_most(2)
         namespace = self.namespace(spec.platform)

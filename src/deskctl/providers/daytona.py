@@ -82,7 +82,7 @@ from deskctl.spec import DesktopSpec, Platform
 if TYPE_CHECKING:
     import httpx
 
-    from deskctl.preflight.checks import CheckResult, Status
+    from deskctl.preflight.checks import CheckResult
 
 __all__ = ["DEFAULT_API_URL", "LABEL_MANAGED", "WINDOWS_RESOURCES", "DaytonaProvider", "toolbox_key_name"]
 
@@ -276,13 +276,8 @@ class DaytonaProvider(HttpProvider):
         """Read-only checks: ``GET /config`` (reachable, maintenance), one authenticated read
         (``GET /sandbox?limit=1``), room in the region quota where the API shows it, and leftovers.
         Platform and geometry (fixed Windows size) are checked by the engine from :attr:`capabilities`."""
-        from deskctl.preflight.checks import CheckResult
-
         results: list[CheckResult] = []
-
-        def add(status: Status, code: str, message: str, remedy: str | None, started: float) -> None:
-            results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
-                                       self.name, (time.monotonic() - started) * 1000.0))
+        add = self._check_recorder(results)
 
         quick = self.retry.with_attempts_at_most(2)  # preflight runs under a per-check timeout
         started = time.monotonic()

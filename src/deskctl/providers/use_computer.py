@@ -102,7 +102,7 @@ from deskctl.spec import DesktopSpec, Platform
 if TYPE_CHECKING:
     import httpx
 
-    from deskctl.preflight.checks import CheckResult, Status
+    from deskctl.preflight.checks import CheckResult
 
 __all__ = ["DEFAULT_BASE_URL", "FIXED_SIZES", "IDLE_REAP_SECONDS", "UseComputerProvider", "key_name"]
 
@@ -271,13 +271,8 @@ class UseComputerProvider(HttpProvider):
         """Read-only: one authenticated ``GET /v1/platforms`` (key valid and of this environment, platform
         offered to the account, macOS capacity, the image's display size where listed), and leftovers from the
         ledger. Platform, fixed sizes and task OS are checked by the engine from :attr:`capabilities` and data."""
-        from deskctl.preflight.checks import CheckResult
-
         results: list[CheckResult] = []
-
-        def add(status: Status, code: str, message: str, remedy: str | None, started: float) -> None:
-            results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
-                                       self.name, (time.monotonic() - started) * 1000.0))
+        add = self._check_recorder(results)
 
         started = time.monotonic()
         try:
