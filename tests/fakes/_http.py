@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
+from deskctl.providers._x11 import X11Driver
 from fakes._desktop import XvfbDesktop
 
 __all__ = ["Drop", "HttpError", "Injection", "JsonHandler", "LoggedRequest", "LoopbackService"]
@@ -116,6 +117,18 @@ class LoopbackService:
     def port(self) -> int:
         assert self._server is not None
         return int(self._server.server_address[1])
+
+    # -- the desktops -------------------------------------------------------------------------------------
+    def _desktop_of(self, resource_id: str) -> XvfbDesktop:
+        """The desktop behind ``resource_id`` (what the client's handle names); by default the key itself."""
+        return self._desktops[resource_id]
+
+    def desktop(self, resource_id: str) -> X11Driver:
+        """The X driver of a resource's desktop (to observe what clicks and keys did)."""
+        return self._desktop_of(resource_id).driver
+
+    def display_of(self, resource_id: str) -> str:
+        return self._desktop_of(resource_id).display
 
     # -- failure injection -------------------------------------------------------------------------------
     def inject(self, method: str, path_regex: str, status: int, body: Any = None, *, raw: bytes | None = None,

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from deskctl.providers._x11 import X11Driver
 from fakes._desktop import XvfbDesktop
 from fakes._http import Drop, HttpError, JsonHandler, LoggedRequest, LoopbackService
 
@@ -190,11 +189,8 @@ class FakeCua(LoopbackService):
     def sandbox_of(self, claim_name: str) -> str:
         return str(self.claim(claim_name)["status"]["sandbox"]["name"])
 
-    def desktop(self, claim_name: str) -> X11Driver:
-        return self._desktops[self.sandbox_of(claim_name)].driver
-
-    def display_of(self, claim_name: str) -> str:
-        return self._desktops[self.sandbox_of(claim_name)].display
+    def _desktop_of(self, resource_id: str) -> XvfbDesktop:
+        return self._desktops[self.sandbox_of(resource_id)]  # a handle names the claim; desktops are by sandbox
 
     def displays(self) -> list[str]:
         with self._lock:

@@ -30,7 +30,6 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
-from deskctl.providers._x11 import X11Driver
 from fakes._desktop import XvfbDesktop
 from fakes._http import Drop, HttpError, Injection, JsonHandler, LoggedRequest, LoopbackService
 
@@ -161,13 +160,6 @@ class FakeDaytona(LoopbackService):
         """Sandboxes that exist (not yet deleted), whatever their state."""
         with self._lock:
             return [dict(s) for s in self.sandboxes.values()]
-
-    def desktop(self, sandbox_id: str) -> X11Driver:
-        """The X driver of a sandbox's desktop (to observe what clicks and keys did)."""
-        return self._desktops[sandbox_id].driver
-
-    def display_of(self, sandbox_id: str) -> str:
-        return self._desktops[sandbox_id].display
 
     def requests(self, prefix: str = "") -> list[LoggedRequest]:
         with self._lock:

@@ -31,7 +31,6 @@ import time
 import uuid
 from typing import Any
 
-from deskctl.providers._x11 import X11Driver
 from fakes._desktop import XvfbDesktop
 from fakes._http import Drop, HttpError, Injection, JsonHandler, LoggedRequest, LoopbackService
 
@@ -139,12 +138,6 @@ class FakeUseComputer(LoopbackService):
     def live(self) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(s) for s in self.sandboxes.values()]
-
-    def desktop(self, sandbox_id: str) -> X11Driver:
-        return self._desktops[sandbox_id].driver
-
-    def display_of(self, sandbox_id: str) -> str:
-        return self._desktops[sandbox_id].display
 
     def requests(self, pattern: str = "") -> list[LoggedRequest]:
         with self._lock:
