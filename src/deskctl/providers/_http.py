@@ -34,16 +34,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl.credentials import redact
 from deskctl.errors import (
+    CleanupIncomplete,
     ConfigInvalid,
     CredentialsForbidden,
     CredentialsInvalid,
     DeskctlError,
+    GeometryMismatch,
     ProviderApiError,
     ProviderUnreachable,
     QuotaExceeded,
     RateLimited,
 )
-from deskctl.providers.base import Provider
+from deskctl.providers.base import Provider, RemoteHandle
 
 if TYPE_CHECKING:
     import httpx
@@ -438,6 +440,32 @@ class HttpProvider(Provider):
                                        self.name, (time.monotonic() - started) * 1000.0))
 
         return add
+
+    # -- readiness and cleanup -------------------------------------------------------------------------------
+    def _check_screenshot_size(self, handle: RemoteHandle, screen: str = "display") -> None:
+        """The last step of readiness: a test screenshot, whose size must be :meth:`display_size`, else
+        :class:`GeometryMismatch` (``screen`` is the provider's word for what ``display_size`` reads)."""
+        shot = self.screenshot(handle)
+        size = self.display_size(handle)
+        if (shot.width, shot.height) != size:
+            raise GeometryMismatch(
+                f"{self.name}: the screenshot is {shot.width}x{shot.height} but the {screen} is {size[0]}x{size[1]}",
+                provider=self.name, details={"screenshot": f"{shot.width}x{shot.height}",
+                                             "display": f"{size[0]}x{size[1]}"},
+            )
+
+    def _destroy_left_by_create(self, found: Mapping[str, RemoteHandle], session_id: str,
+                                cause: DeskctlError) -> None:
+        """Destroy what a failed create of ``session_id`` made; a destroy that cannot be confirmed is
+        :class:`CleanupIncomplete` naming the failed create, chained to ``cause``."""
+        for handle in found.values():
+            try:
+                self.destroy(handle)
+            except CleanupIncomplete as err:
+                raise CleanupIncomplete(
+                    f"{self.name}: create of {session_id} failed ({cause.message}) and {err.message}",
+                    provider=self.name, details=err.details, remedy=err.remedy,
+                ) from cause
 
     # -- waiting -------------------------------------------------------------------------------------------
     def _polls(self, deadline: float) -> Iterator[None]:

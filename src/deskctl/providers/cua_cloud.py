@@ -71,7 +71,6 @@ from deskctl.errors import (
     CredentialsInvalid,
     CredentialsMissing,
     DeskctlError,
-    GeometryMismatch,
     InfrastructureError,
     PreflightError,
     ProviderApiError,
@@ -626,13 +625,7 @@ class CuaCloudProvider(HttpProvider):
                 f"looked up: {err.message}", provider=self.name, details={"left": [session_id]},
                 remedy="deskctl reap --provider cua-cloud (the claim's shutdownTime releases it at the latest)",
             ) from cause
-        for handle in found.values():
-            try:
-                self.destroy(handle)
-            except CleanupIncomplete as err:
-                raise CleanupIncomplete(f"cua-cloud: create of {session_id} failed ({cause.message}) and "
-                                        f"{err.message}", provider=self.name, details=err.details,
-                                        remedy=err.remedy) from cause
+        self._destroy_left_by_create(found, session_id, cause)
 
     def _handle_from(self, claim: Mapping[str, Any], namespace: str, session_id: str) -> RemoteHandle:
         metadata = claim.get("metadata") if isinstance(claim.get("metadata"), dict) else {}
@@ -719,14 +712,7 @@ class CuaCloudProvider(HttpProvider):
         else:
             raise self._timeout(handle, last)
 
-        shot = self.screenshot(handle)
-        size = self.display_size(handle)
-        if (shot.width, shot.height) != size:
-            raise GeometryMismatch(
-                f"cua-cloud: the screenshot is {shot.width}x{shot.height} but the screen is {size[0]}x{size[1]}",
-                provider=self.name, details={"screenshot": f"{shot.width}x{shot.height}",
-                                             "display": f"{size[0]}x{size[1]}"},
-            )
+        self._check_screenshot_size(handle, "screen")
 
     def _timeout(self, handle: RemoteHandle, last: str) -> ReadinessTimeout:
         return ReadinessTimeout(

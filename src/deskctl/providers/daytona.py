@@ -475,14 +475,7 @@ class DaytonaProvider(HttpProvider):
                 f"looked up: {err.message}", provider=self.name, details={"left": [session_id]},
                 remedy=f"deskctl reap --provider daytona (or delete the sandbox named {session_id})",
             ) from cause
-        for handle in found.values():
-            try:
-                self.destroy(handle)
-            except CleanupIncomplete as err:
-                raise CleanupIncomplete(
-                    f"daytona: create of {session_id} failed ({cause.message}) and {err.message}",
-                    provider=self.name, details=err.details, remedy=err.remedy,
-                ) from cause
+        self._destroy_left_by_create(found, session_id, cause)
 
     def _handle_from(self, sandbox: Mapping[str, Any], session_id: str, platform: Platform | None) -> RemoteHandle:
         labels = sandbox.get("labels") if isinstance(sandbox.get("labels"), dict) else {}
@@ -581,16 +574,7 @@ class DaytonaProvider(HttpProvider):
         else:
             raise self._timeout(handle, last)
 
-        shot = self.screenshot(handle)
-        size = self.display_size(handle)
-        if (shot.width, shot.height) != size:
-            from deskctl.errors import GeometryMismatch
-
-            raise GeometryMismatch(
-                f"daytona: the screenshot is {shot.width}x{shot.height} but the display is {size[0]}x{size[1]}",
-                provider=self.name, details={"screenshot": f"{shot.width}x{shot.height}",
-                                             "display": f"{size[0]}x{size[1]}"},
-            )
+        self._check_screenshot_size(handle)
 
     def _timeout(self, handle: RemoteHandle, last: str) -> ReadinessTimeout:
         return ReadinessTimeout(
