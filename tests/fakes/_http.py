@@ -218,15 +218,19 @@ class JsonHandler(BaseHTTPRequestHandler):
             payload = b"" if answer is None else json.dumps(answer).encode()
             content_type = "application/json"
         elapsed = self._record(path, query, status, started)
-        self.send_response(status)
-        if payload:
-            self.send_header("Content-Type", content_type)
-        for name, value in extra.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        if self.server_seconds_header:
-            self.send_header("X-Fake-Server-Seconds", f"{elapsed:.6f}")
-        self.end_headers()
-        self.wfile.write(payload)
+        try:
+            self.send_response(status)
+            if payload:
+                self.send_header("Content-Type", content_type)
+            for name, value in extra.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            if self.server_seconds_header:
+                self.send_header("X-Fake-Server-Seconds", f"{elapsed:.6f}")
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            # the client gave up (its own timeout) before the answer: a real server shrugs too
+            self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_DELETE = dispatch
