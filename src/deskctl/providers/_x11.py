@@ -65,7 +65,7 @@ from deskctl.actions import (
     normalize_key,
 )
 from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, SessionLost, UsageError
-from deskctl.providers.base import PNG_SIGNATURE, Screenshot
+from deskctl.providers.base import PNG_SIGNATURE, Screenshot, png_chunk
 
 if TYPE_CHECKING:
     from Xlib.display import Display
@@ -495,10 +495,6 @@ def adler32_combine(adler1: int, adler2: int, length2: int) -> int:
     return sum1 | (sum2 << 16)
 
 
-def _png_chunk(kind: bytes, body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-
 def _encode_stripe(data: memoryview, width: int, rows: int, mode: str, level: int, last: bool
                    ) -> tuple[bytes, int, int]:
     """Rows of one horizontal stripe, converted to RGB (or kept grey), each prefixed by filter type 0, and
@@ -554,7 +550,7 @@ def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "B
     stream = b"\x78\x01" + b"".join(body for body, _, _ in parts) + struct.pack(">I", adler)
     color_type = 0 if mode == "L" else 2
     header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return PNG_SIGNATURE + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", stream) + _png_chunk(b"IEND", b"")
+    return PNG_SIGNATURE + png_chunk(b"IHDR", header) + png_chunk(b"IDAT", stream) + png_chunk(b"IEND", b"")
 
 
 # -- the driver ------------------------------------------------------------------------------------------------

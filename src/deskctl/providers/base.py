@@ -39,6 +39,7 @@ __all__ = [
     "Screenshot",
     "lifetime_seconds",
     "past_expiry",
+    "png_chunk",
     "png_size",
 ]
 
@@ -167,6 +168,13 @@ class Screenshot:
 
 #: the eight bytes every PNG file starts with
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_chunk(kind: bytes, body: bytes) -> bytes:
+    """One PNG chunk: length, type, body and CRC (for the encoders that write PNG themselves)."""
+    import zlib
+
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
 
 
 def png_size(png: bytes, provider: str) -> tuple[int, int]:

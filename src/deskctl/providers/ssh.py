@@ -120,6 +120,7 @@ from deskctl.providers.base import (
     Provider,
     RemoteHandle,
     Screenshot,
+    png_chunk,
 )
 from deskctl.spec import Geometry, Platform
 
@@ -1258,11 +1259,7 @@ class _BandedPng:
         self._dirty = set(range(count))
         self.bands_encoded = 0  # for tests: how much work the last encodes did
         header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
-        self._ihdr = self._chunk(b"IHDR", header)
-
-    @staticmethod
-    def _chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        self._ihdr = png_chunk(b"IHDR", header)
 
     def invalidate(self, top: int, bottom: int) -> None:
         """Rows ``top`` (included) to ``bottom`` (excluded) changed."""
@@ -1291,7 +1288,7 @@ class _BandedPng:
             adler = zlib.adler32(raw, adler)
         # zlib header (deflate, 32K window, fastest), the bands, an empty final fixed block, the checksum
         stream = b"\x78\x01" + b"".join(self._deflated) + b"\x03\x00" + struct.pack(">I", adler)
-        return PNG_SIGNATURE + self._ihdr + self._chunk(b"IDAT", stream) + self._chunk(b"IEND", b"")
+        return PNG_SIGNATURE + self._ihdr + png_chunk(b"IDAT", stream) + png_chunk(b"IEND", b"")
 
 
 # -- one desktop as seen from this process --------------------------------------------------------------------
