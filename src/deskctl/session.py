@@ -68,6 +68,7 @@ from deskctl.spec import DesktopSpec
 if TYPE_CHECKING:
     from deskctl.ledger import Ledger
     from deskctl.metering import Rate
+    from deskctl.recording import Recorder
 
 __all__ = ["Desktop", "State", "attach", "new_session_id", "open_desktop", "owner_id"]
 
@@ -188,6 +189,8 @@ class Desktop:
         run_preflight: bool = True,
         session_id: str | None = None,
         progress: Callable[[str], None] | None = None,
+        record: str | os.PathLike[str] | None = None,
+        record_settle: float = 0.0,
     ) -> None:
         self.spec = spec
         self._progress = progress
@@ -215,6 +218,11 @@ class Desktop:
         self._threads: list[threading.Thread] = []
         self._ended_error: DeskctlError | None = None
         self._limit_on_use = False
+        self._recorder: Recorder | None = None
+        if record is not None:  # checked before anything is created or paid for
+            from deskctl.recording import Recorder
+
+            self._recorder = Recorder.create(record, record_settle)
 
     # -- public properties -----------------------------------------------------------------------
     @property
@@ -245,6 +253,11 @@ class Desktop:
     @property
     def expires_at(self) -> float | None:
         return self._expires_at
+
+    @property
+    def recording(self) -> Recorder | None:
+        """The trajectory recorder (``directory``, ``last_step``), or None when the session is not recorded."""
+        return self._recorder
 
     def __repr__(self) -> str:
         return f"<Desktop {self.id} {self.spec.provider} {self.spec.geometry_label()} {self.state.value}>"
@@ -296,6 +309,8 @@ class Desktop:
         _install_signal_handlers()
         try:
             self._create_and_verify()
+            if self._recorder is not None:
+                self._recorder.started(self)
         except BaseException as exc:
             reason = getattr(exc, "code", None) or type(exc).__name__
             self._teardown(status="failed", reason=str(reason))
@@ -570,12 +585,26 @@ class Desktop:
                     remedy=f"x must be in 0..{width - 1} and y in 0..{height - 1}",
                 )
 
-    def act(self, action: act.Action) -> None:
-        """Execute one action from :mod:`deskctl.actions` (bounds-checked)."""
-        self._check_usable()
+    def _act(self, action: act.Action) -> None:
         self._bounds(*act.action_points(action))
         with self._guard(act.action_kind(action)):
             self.provider.act(self._require_handle(), action)
+
+    def act(self, action: act.Action) -> None:
+        """Execute one action from :mod:`deskctl.actions` (bounds-checked); recorded when the session is."""
+        self._check_usable()
+        if self._recorder is not None:
+            self._recorder.step(self, action, lambda: self._act(action))
+        else:
+            self._act(action)
+
+    def annotate(self, step: int | None = None, /, **fields: Any) -> int:
+        """Add harness fields (model tokens, reward, ...) to a recorded step (default: this session's last);
+        returns the step. ``usage.not_recording`` when the session is not recorded."""
+        if self._recorder is None:
+            raise UsageError(f"session {self.id} is not recorded", code="usage.not_recording",
+                             remedy="open it with record=DIR (deskctl up --record DIR)")
+        return self._recorder.annotate(self.id, step, fields)
 
     def screenshot(self) -> Screenshot:
         """A PNG whose pixel grid is the action coordinate space."""
@@ -656,6 +685,8 @@ def open_desktop(
     preflight: bool = True,
     ledger: Ledger | None = None,
     spec: DesktopSpec | None = None,
+    record: str | os.PathLike[str] | None = None,
+    record_settle: float = 0.0,
 ) -> Desktop:
     """Open a desktop and return it, ready and verified. Use it as a context manager::
 
@@ -664,6 +695,9 @@ def open_desktop(
 
     ``geometry=None`` or ``"native"`` accepts the provider's own size. Raises the deskctl error of the step that
     failed (preflight: exit 3, budget: 4, infrastructure: 20); nothing is left behind when it raises.
+
+    ``record=DIR`` writes a trajectory there (docs/recording.md): a JSONL row per action with the screen before
+    and after it; ``record_settle`` is how long the after shot may wait for the screen to change.
     """
     if spec is None:
         spec = DesktopSpec.build(
@@ -673,7 +707,8 @@ def open_desktop(
             labels=dict(labels or {}),
             provider_options=dict(provider_options or {}),
         )
-    desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight)
+    desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight,
+                   record=record, record_settle=record_settle)
     return desk.open()
 
 
@@ -693,6 +728,9 @@ def attach(session_id: str, *, ledger: Ledger | None = None) -> Desktop:
     desk._owns_ledger = ledger is None
     desk._owned = False
     desk._limit_on_use = True
+    from deskctl.recording import recorder_from_events
+
+    desk._recorder = recorder_from_events(book.events(session_id))  # `deskctl up --record DIR` keeps recording
     desk.handle = RemoteHandle.from_dict(record.handle)
     desk._create_sent_at = record.created_at
     desk._expires_at = record.expires_at

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "login": ("deskctl.cli.preflight_cmds:login", "Store a provider secret in the OS keyring."),
     "logout": ("deskctl.cli.preflight_cmds:logout", "Remove a provider secret from the OS keyring."),
     "image": ("deskctl.cli.image_cmds:image", "Build and list desktop container images."),
+    "trajectory": ("deskctl.cli.trajectory_cmds:trajectory", "Summarise or view a recorded trajectory."),
 }
 
 

@@ -73,12 +73,16 @@ def _ledger() -> Ledger:
 @click.option("--host", envvar="DESKCTL_SSH_HOST", help="ssh: user@host[:port] (env DESKCTL_SSH_HOST).")
 @click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for ready.")
+@click.option("--record", "record_dir", type=click.Path(file_okay=False),
+              help="Record a trajectory of every action into this directory (docs/recording.md).")
+@click.option("--record-settle", type=float, default=0.0, show_default=True,
+              help="Seconds the after shot of a recorded action may wait for the screen to change.")
 @json_option
 def up(provider: str, platform: str, geometry: str, window_geometry: str | None, start_url: str | None,
        window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
        budget: str | None, unknown_cost: str | None, labels: tuple[str, ...], options: tuple[str, ...],
        host: str | None, accept_new_host_key: bool,
-       ready_timeout: float, as_json: bool) -> None:
+       ready_timeout: float, record_dir: str | None, record_settle: float, as_json: bool) -> None:
     """Bring a detached desktop up: preflight, create, wait, verify geometry; print its id.
 
     It keeps running after this command returns, until `deskctl down ID`, its --ttl, or `deskctl reap`.
@@ -105,10 +109,13 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     def progress(step: str) -> None:
         note(f"  {time.monotonic() - started:6.2f}s  {step}")
 
-    desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress)
+    desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress,
+                   record=record_dir, record_settle=record_settle)
     desk.open()
     try:
         info = _describe(desk)
+        if desk.recording is not None:
+            info["record"] = str(desk.recording.directory)
         info["seconds_to_ready"] = round(time.monotonic() - started, 3)
     finally:
         desk.release()
@@ -119,6 +126,8 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     note(f"{info['id']} is up on {info['provider']}: {info['geometry']}"
          + (f", DISPLAY={info['display']}" if info.get("display") else "")
          + f" ({info['seconds_to_ready']}s); end it with: deskctl down {info['id']}")
+    if info.get("record"):
+        note(f"recording every action into {info['record']} (deskctl trajectory show {info['record']})")
 
 
 def _describe(desk: Desktop) -> dict[str, Any]:
