@@ -201,7 +201,8 @@ class Recorder:
                 error = exc
             if before is not None:
                 try:
-                    after = self._after(desk, step, before)
+                    # a failed action is not waited for: it most likely changed nothing
+                    after = self._after(desk, step, before, settle=self.settle if error is None else 0.0)
                 except InfrastructureError as exc:
                     if exc.code == "recording.write_failed":
                         raise
@@ -226,8 +227,8 @@ class Recorder:
         if error is not None:
             raise error
 
-    def _after(self, desk: Desktop, step: int, before: dict[str, Any]) -> dict[str, Any]:
-        deadline = time.monotonic() + self.settle
+    def _after(self, desk: Desktop, step: int, before: dict[str, Any], settle: float) -> dict[str, Any]:
+        deadline = time.monotonic() + settle
         shot = desk.screenshot()
         # an application redraws after it received the input: within `settle`, wait for the screen to change
         while hashlib.sha256(shot.png).hexdigest() == before["sha256"] and time.monotonic() < deadline:
