@@ -196,3 +196,25 @@ def test_the_page_draws_each_pointer_action_where_it_acted(tmp_path: Path, chrom
                 (ring.top + ring.height / 2 - box.top) * 240 / box.height];
     """)
     assert abs(placed[0] - 10) < 1.5 and abs(placed[1] - 20) < 1.5
+
+
+def test_a_recording_that_cannot_be_written_is_exit_20_and_down_still_works(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    refused = deskctl_cli("up", "--geometry", "320x240", "--record", str(blocker / "run"))
+    assert refused.returncode == 2 and "(usage.bad_record_dir)" in refused.stderr
+    assert json.loads(deskctl_cli("ls", "--all", "--json", check=True).stdout)["sessions"] == []
+
+    record = tmp_path / "run"
+    up = deskctl_cli("up", "--geometry", "320x240", "--record", str(record), check=True)
+    sid = up.stdout.strip()
+    assert f"recording every action into {record} (deskctl trajectory show {record})\n" in up.stderr
+    try:
+        shutil.rmtree(record)
+        record.write_text("the recording directory is gone")  # as root, only a non-directory stops writes
+        failed = deskctl_cli("do", sid, "click", "5", "5", "--json")
+        assert failed.returncode == 20
+        assert json.loads(failed.stdout)["error"]["code"] == "recording.write_failed"
+    finally:
+        down = deskctl_cli("down", sid)
+    assert down.returncode == 0 and down.stderr == f"{sid}: destroyed ($0.0000)\n"
