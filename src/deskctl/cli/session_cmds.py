@@ -73,7 +73,7 @@ def _ledger() -> Ledger:
 @click.option("--host", envvar="DESKCTL_SSH_HOST", help="ssh: user@host[:port] (env DESKCTL_SSH_HOST).")
 @click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for ready.")
-@click.option("--record", "record_dir", type=click.Path(file_okay=False),
+@click.option("--record", type=click.Path(file_okay=False),
               help="Record a trajectory of every action into this directory (docs/recording.md).")
 @click.option("--record-settle", type=float, default=0.0, show_default=True,
               help="Seconds the after shot of a recorded action may wait for the screen to change.")
@@ -82,7 +82,7 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
        window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
        budget: str | None, unknown_cost: str | None, labels: tuple[str, ...], options: tuple[str, ...],
        host: str | None, accept_new_host_key: bool,
-       ready_timeout: float, record_dir: str | None, record_settle: float, as_json: bool) -> None:
+       ready_timeout: float, record: str | None, record_settle: float, as_json: bool) -> None:
     """Bring a detached desktop up: preflight, create, wait, verify geometry; print its id.
 
     It keeps running after this command returns, until `deskctl down ID`, its --ttl, or `deskctl reap`.
@@ -110,7 +110,7 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
         note(f"  {time.monotonic() - started:6.2f}s  {step}")
 
     desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress,
-                   record=record_dir, record_settle=record_settle)
+                   record=record, record_settle=record_settle)
     desk.open()
     try:
         info = _describe(desk)
