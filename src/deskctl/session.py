@@ -659,6 +659,12 @@ class Desktop:
     def key_up(self, key: str) -> None:
         self.act(act.KeyUp(act.normalize_key(key)))
 
+    def cursor_position(self) -> tuple[int, int]:
+        """Where the pointer is, in action coordinates. ``usage.unsupported`` where the provider cannot tell
+        (``capabilities.cursor_position``: the X11 providers can)."""
+        with self._guard("cursor_position"):
+            return self.provider.cursor_position(self._require_handle())
+
     def exec(self, command: str, timeout: float = 60.0) -> ExecResult:
         with self._guard("exec"):
             return self.provider.exec(self._require_handle(), command, timeout)

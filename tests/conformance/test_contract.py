@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from PIL import Image
 
-from deskctl.errors import GeometryOutOfBounds
+from deskctl.errors import GeometryOutOfBounds, UsageError
 from deskctl.ledger import open_ledger
 from deskctl.session import Desktop
 
@@ -89,6 +89,20 @@ def test_move_and_mouse_down_up(desk: Desktop, probe: Any) -> None:
     probe.wait_for(lambda p: p.releases(1), "a button release")
     assert [e.pos for e in probe.presses(1)] == [(310, 230)]
     assert [e.pos for e in probe.releases(1)] == [(400, 260)]
+
+
+def test_cursor_position_is_where_the_pointer_was_sent_or_unsupported(desk: Desktop, probe: Any) -> None:
+    if not desk.provider.capabilities.cursor_position:
+        with pytest.raises(UsageError) as info:
+            desk.cursor_position()
+        assert info.value.code == "usage.unsupported"
+        return
+    w, h = desk.size
+    for x, y in ((123, 77), (0, 0), (w - 1, h - 1)):
+        desk.move(x, y)
+        assert desk.cursor_position() == (x, y)
+    desk.click(40, 50)
+    assert desk.cursor_position() == (40, 50)
 
 
 def test_drag_presses_moves_and_releases(desk: Desktop, probe: Any) -> None:

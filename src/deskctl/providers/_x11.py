@@ -842,6 +842,12 @@ class X11Driver:
             self._button(number, False)
             self._check_alive()
 
+    def cursor_position(self) -> tuple[int, int]:
+        """Where the pointer is on the root window (one QueryPointer round trip)."""
+        with self._lock, self._errors("read the pointer position"):
+            reply = self._root.query_pointer()
+            return int(reply.root_x), int(reply.root_y)
+
     def scroll(self, x: int, y: int, dx: int = 0, dy: int = 0) -> None:
         """Wheel clicks at (x, y): ``dy`` > 0 down (button 5), < 0 up (4); ``dx`` > 0 right (7), < 0 left (6)."""
         with self._lock, self._errors("scroll"):

@@ -73,6 +73,8 @@ class Capabilities:
     start_url: bool = False
     local: bool = True
     hidpi_scale: float = 1.0
+    #: the provider can tell where the pointer is (:meth:`Provider.cursor_position`)
+    cursor_position: bool = False
     #: how the provider bills: free | per_second | per_minute | per_hour | external (the host's owner bills it,
     #: deskctl does not know the price: cost "unknown" unless the user's price catalog names one)
     billing: str = "free"
@@ -95,6 +97,7 @@ class Capabilities:
             "start_url": self.start_url,
             "local": self.local,
             "hidpi_scale": self.hidpi_scale,
+            "cursor_position": self.cursor_position,
             "billing": self.billing,
         }
 
@@ -259,6 +262,13 @@ class Provider(ABC):
         from deskctl.errors import UsageError
 
         raise UsageError(f"provider {self.name!r} cannot run commands", code="usage.unsupported")
+
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        """Where the pointer is, in action coordinates; only where ``capabilities.cursor_position`` says so."""
+        from deskctl.errors import UsageError
+
+        raise UsageError(f"provider {self.name!r} cannot tell where the pointer is", code="usage.unsupported",
+                         provider=self.name)
 
     def keepalive(self, handle: RemoteHandle) -> None:
         """Tell the provider the session is in use (for providers that reap idle sandboxes)."""

@@ -200,6 +200,7 @@ class DockerProvider(Provider):
         start_url=True,
         local=True,
         billing="free",
+        cursor_position=True,
     )
     credential_vars: ClassVar[tuple[str, ...]] = ()
 
@@ -773,6 +774,10 @@ class DockerProvider(Provider):
     def act(self, handle: RemoteHandle, action: Action) -> None:
         with self._x11(handle, "send input") as driver:
             driver.act(action)
+
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        with self._x11(handle, "read the pointer position") as driver:
+            return driver.cursor_position()
 
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
         """Run ``command`` with ``sh -c`` as the desktop user (DISPLAY set) through the Engine API exec.

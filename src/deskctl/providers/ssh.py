@@ -1341,6 +1341,7 @@ class SSHProvider(Provider):
         start_url=False,
         local=False,
         billing="external",
+        cursor_position=True,
     )
     credential_vars = (ENV_HOST, ENV_KEY_FILE, ENV_KNOWN_HOSTS, ENV_KEY_PASSPHRASE, ENV_PRIVATE_KEY, ENV_PASSWORD)
 
@@ -1946,6 +1947,10 @@ class SSHProvider(Provider):
 
     def act(self, handle: RemoteHandle, action: Action) -> None:
         self._call(handle, "act", lambda d: d.act(action))
+
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        return self._idempotent(
+            handle, lambda: self._call(handle, "read the pointer position", lambda d: d.cursor_position()))
 
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
         """Run ``command`` with ``/bin/sh -c`` on the host, in the home directory, with DISPLAY and XAUTHORITY of

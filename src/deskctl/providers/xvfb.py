@@ -289,6 +289,7 @@ class XvfbProvider(Provider):
         start_url=True,
         local=True,
         billing="free",
+        cursor_position=True,
     )
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -647,6 +648,10 @@ class XvfbProvider(Provider):
 
     def act(self, handle: RemoteHandle, action: Action) -> None:
         self._call(handle, lambda d: d.act(action))
+
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        position: tuple[int, int] = self._call(handle, lambda d: d.cursor_position())
+        return position
 
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
         """Run ``command`` with ``/bin/sh -c`` on this host with DISPLAY and XAUTHORITY of the desktop. On
