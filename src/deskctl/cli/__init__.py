@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logout": ("deskctl.cli.preflight_cmds:logout", "Remove a provider secret from the OS keyring."),
     "image": ("deskctl.cli.image_cmds:image", "Build and list desktop container images."),
     "trajectory": ("deskctl.cli.trajectory_cmds:trajectory", "Summarise or view a recorded trajectory."),
+    "mcp": ("deskctl.cli.mcp_cmds:mcp", "Serve one desktop to an MCP client (stdio or streamable HTTP)."),
 }
 
 

@@ -1,0 +1,116 @@
+"""``deskctl mcp``: one desktop served to an MCP client (stdio or streamable HTTP) for as long as it is connected."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+
+from deskctl.cli._common import json_option, note
+from deskctl.errors import UsageError
+
+__all__ = ["mcp"]
+
+
+def _require_sdk() -> None:
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(f"deskctl mcp needs the MCP SDK, which is not installed ({exc})",
+                         code="usage.missing_extra", remedy="pip install 'deskctl[mcp]'") from exc
+
+
+@click.command(name="mcp")
+@click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER",
+              help="Provider name (env DESKCTL_PROVIDER).")
+@click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM",
+              help="ubuntu, windows or macos (aliases linux, win, mac) (env DESKCTL_PLATFORM).")
+@click.option("--geometry", "-g", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY",
+              help="Screen size WxH, or 'native' for the provider's own size (env DESKCTL_GEOMETRY).")
+@click.option("--window-geometry", help="Start-URL browser window WxH[+X+Y].")
+@click.option("--start-url", help="Open a browser at this URL when the desktop is up.")
+@click.option("--window-manager/--no-window-manager", default=False, help="Run a window manager.")
+@click.option("--ttl", envvar="DESKCTL_TTL",
+              help="Lifetime label for the reaper if this process dies (90s, 15m, 2h) (env DESKCTL_TTL).")
+@click.option("--max-minutes", type=float, help="End the desktop (and the server) after this many minutes.")
+@click.option("--max-usd", type=float, help="Refuse, or end the desktop (and the server) past this cost.")
+@click.option("--budget", envvar="DESKCTL_BUDGET", help="Shared budget to charge (env DESKCTL_BUDGET).")
+@click.option("--unknown-cost", type=click.Choice(["refuse", "allow"]), envvar="DESKCTL_UNKNOWN_COST",
+              help="With a money cap, refuse (default) or allow a provider whose price is unknown "
+                   "(env DESKCTL_UNKNOWN_COST).")
+@click.option("--label", "labels", multiple=True, help="Label KEY=VALUE (repeatable).")
+@click.option("--option", "-o", "options", multiple=True, help="Provider option KEY=VALUE (repeatable).")
+@click.option("--host", envvar="DESKCTL_SSH_HOST", help="ssh: user@host[:port] (env DESKCTL_SSH_HOST).")
+@click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key.")
+@click.option("--ready-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for ready.")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio (the client starts this process) or http (streamable HTTP at --bind:--port --path).")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="http: address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="http: port to listen on (0: a free one; the URL is printed on stderr).")
+@click.option("--path", "http_path", default="/mcp", show_default=True, help="http: the endpoint's path.")
+@click.option("--allow-exec", is_flag=True, help="Offer the exec tool (shell commands on the desktop's machine).")
+@json_option
+def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None, start_url: str | None,
+        window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
+        budget: str | None, unknown_cost: str | None, labels: tuple[str, ...], options: tuple[str, ...],
+        host: str | None, accept_new_host_key: bool, ready_timeout: float, transport: str, bind: str, port: int,
+        http_path: str, allow_exec: bool, as_json: bool) -> None:
+    """Serve one desktop to an MCP client: screenshot, clicks, move, drag, scroll, type, keys, cursor position,
+    wait (and exec with --allow-exec).
+
+    The desktop is preflighted and made at start, and destroyed when the client disconnects (stdio: our stdin
+    closes), on SIGTERM or Ctrl-C, or at its --max-minutes / --max-usd limit; the ledger records it as for any
+    session. stdout carries the protocol (stdio); messages go to stderr. With --json and http, one line
+    {"id", "provider", "geometry", "url"} is printed on stdout when the server listens.
+    """
+    _require_sdk()
+    from deskctl.cli.session_cmds import _option_value, _pairs
+    from deskctl.config import Config, load_config
+    from deskctl.providers import load_provider_class
+    from deskctl.session import Desktop
+    from deskctl.spec import DesktopSpec
+
+    if not http_path.startswith("/"):
+        raise UsageError(f"--path {http_path!r} must start with '/'", code="usage.bad_option")
+    config = click.get_current_context().find_object(Config) or load_config()
+    provider_options: dict[str, Any] = config.provider_options(provider.strip().lower())
+    provider_options.update({k: _option_value(v) for k, v in _pairs(options, "option").items()})
+    if host:
+        provider_options["host"] = host
+    if accept_new_host_key:
+        provider_options["accept_new_host_key"] = True
+    spec = DesktopSpec.build(
+        provider=provider, platform=platform, geometry=geometry, window_geometry=window_geometry,
+        start_url=start_url, window_manager=window_manager, ttl_seconds=ttl, max_minutes=max_minutes,
+        max_usd=max_usd, budget=budget, unknown_cost=unknown_cost, labels=_pairs(labels, "label"),
+        provider_options=provider_options,
+    )
+    if allow_exec and not load_provider_class(spec.provider).capabilities.exec:
+        raise UsageError(f"provider {spec.provider!r} cannot run commands: drop --allow-exec",
+                         code="usage.unsupported", provider=spec.provider)
+
+    from deskctl import mcp_server
+
+    # bound before the desktop is made: a port in use costs nothing
+    listener = mcp_server.listen(bind, port, http_path) if transport == "http" else None
+    started = time.monotonic()
+    note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
+    try:
+        with Desktop(spec, ready_timeout=ready_timeout,
+                     progress=lambda step: note(f"  {time.monotonic() - started:6.2f}s  {step}")) as desk:
+            width, height = desk.size
+            where = listener.url if listener is not None else "stdio"
+            note(f"{desk.id} is up on {desk.provider_name}: {width}x{height}; serving MCP on {where}"
+                 + (" (exec allowed)" if allow_exec else ""))
+            if as_json and listener is not None:
+                click.echo(json.dumps({"id": desk.id, "provider": desk.provider_name,
+                                       "geometry": f"{width}x{height}", "url": listener.url}))
+            mcp_server.serve(desk, transport=transport, allow_exec=allow_exec, listener=listener, path=http_path)
+            note(f"{desk.id}: the MCP transport ended (client gone); destroying the desktop")
+    finally:
+        if listener is not None:
+            listener.sock.close()

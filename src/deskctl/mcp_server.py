@@ -1,0 +1,326 @@
+"""One desktop as an MCP server: the tools a computer-use agent needs, over stdio or streamable HTTP.
+
+:func:`serve` takes a :class:`~deskctl.session.Desktop` that is open and ready, and serves it until the transport
+ends (stdio: the client closed our stdin), the desktop ends (its time or money limit), or the process is
+signalled. It never destroys the desktop itself: the caller's ``with`` block does, so every guarantee of a
+session (destroy on return, exception, SIGINT and SIGTERM; the end and the cost in the ledger) holds unchanged.
+
+The MCP SDK (``pip install 'deskctl[mcp]'``) is imported only here, and this module only by ``deskctl mcp``.
+
+Tools (coordinates are screenshot pixels, the pinned geometry's space): ``screenshot``, ``click``,
+``double_click``, ``triple_click``, ``right_click``, ``middle_click``, ``mouse_down``, ``mouse_up``, ``move``,
+``drag``, ``scroll``, ``type``, ``key``, ``key_down``, ``key_up``, ``cursor_position`` (where the provider can
+tell), ``wait``, and ``exec`` only when the server was started with ``allow_exec``. A failed tool call is an
+MCP tool error (``isError``) whose structured content is deskctl's ``{"error": {"code", "message", ...}}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+
+from deskctl.errors import DeskctlError, UsageError
+
+if TYPE_CHECKING:
+    from deskctl.session import Desktop
+
+__all__ = ["MAX_WAIT_SECONDS", "HttpListener", "build_server", "listen", "serve"]
+
+#: the longest single ``wait`` (a longer pause is several calls, so the agent sees the screen in between)
+MAX_WAIT_SECONDS = 60.0
+#: how often the serving thread checks that the desktop is still usable (its limits end it from another thread)
+_DESKTOP_CHECK_SECONDS = 1.0
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+_INPUT = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+_EXEC = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
+
+
+def _text(text: str, structured: dict[str, Any] | None = None) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def error_result(err: DeskctlError) -> CallToolResult:
+    """A tool error carrying deskctl's error document (code, message, provider, remedy), redacted."""
+    doc = err.to_dict()
+    body = doc["error"]
+    text = f"{body['message']} ({body['code']})" + (f"; remedy: {body['remedy']}" if body.get("remedy") else "")
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=doc, is_error=True)
+
+
+class _Tools:
+    """The tool functions over one desktop. Calls are serialised: a desktop has one pointer and one keyboard, and
+    an agent that pipelines calls means them in order."""
+
+    def __init__(self, desk: Desktop) -> None:
+        self.desk = desk
+        self._lock = threading.Lock()
+
+    def call(self, work: Callable[[], CallToolResult]) -> CallToolResult:
+        with self._lock:
+            try:
+                return work()
+            except DeskctlError as err:
+                return error_result(err)
+            except Exception as exc:  # the agent gets a tool error; the server and the desktop stay up
+                from deskctl.credentials import redact
+
+                return error_result(DeskctlError(f"internal error: {type(exc).__name__}: {redact(str(exc))}"))
+
+    def _input(self, action: Callable[[], None], said: str) -> CallToolResult:
+        def work() -> CallToolResult:
+            action()
+            return _text(said)
+
+        return self.call(work)
+
+    def screenshot(self) -> CallToolResult:
+        """Take a screenshot of the whole desktop (PNG). Its pixels are the coordinate space of every other tool."""
+
+        def work() -> CallToolResult:
+            shot = self.desk.screenshot()
+            return CallToolResult(
+                content=[ImageContent(type="image", data=base64.b64encode(shot.png).decode("ascii"),
+                                      mime_type="image/png"),
+                         TextContent(type="text", text=f"{shot.width}x{shot.height}")],
+                structured_content={"width": shot.width, "height": shot.height},
+            )
+
+        return self.call(work)
+
+    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> CallToolResult:
+        """Move the pointer to (x, y) and click. button: left, middle or right; count: 1, 2 (double) or 3."""
+
+        def work() -> CallToolResult:
+            if count not in (1, 2, 3):
+                raise UsageError(f"count must be 1, 2 or 3, not {count}", code="usage.bad_value")
+            self.desk.click(x, y, button, count)
+            return _text(f"clicked {button} x{count} at ({x}, {y})")
+
+        return self.call(work)
+
+    def double_click(self, x: int, y: int) -> CallToolResult:
+        """Double-click the left button at (x, y)."""
+        return self._input(lambda: self.desk.double_click(x, y), f"double-clicked at ({x}, {y})")
+
+    def triple_click(self, x: int, y: int) -> CallToolResult:
+        """Triple-click the left button at (x, y) (selects a line in most programs)."""
+        return self._input(lambda: self.desk.triple_click(x, y), f"triple-clicked at ({x}, {y})")
+
+    def right_click(self, x: int, y: int) -> CallToolResult:
+        """Click the right button at (x, y)."""
+        return self._input(lambda: self.desk.right_click(x, y), f"right-clicked at ({x}, {y})")
+
+    def middle_click(self, x: int, y: int) -> CallToolResult:
+        """Click the middle button at (x, y)."""
+        return self._input(lambda: self.desk.middle_click(x, y), f"middle-clicked at ({x}, {y})")
+
+    def mouse_down(self, x: int, y: int, button: str = "left") -> CallToolResult:
+        """Move to (x, y) and press a mouse button without releasing it (left, middle or right)."""
+        return self._input(lambda: self.desk.mouse_down(x, y, button), f"{button} down at ({x}, {y})")
+
+    def mouse_up(self, x: int, y: int, button: str = "left") -> CallToolResult:
+        """Move to (x, y) and release a mouse button (left, middle or right)."""
+        return self._input(lambda: self.desk.mouse_up(x, y, button), f"{button} up at ({x}, {y})")
+
+    def move(self, x: int, y: int) -> CallToolResult:
+        """Move the pointer to (x, y) without clicking."""
+        return self._input(lambda: self.desk.move(x, y), f"pointer at ({x}, {y})")
+
+    def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left") -> CallToolResult:
+        """Press at (x1, y1), move to (x2, y2) holding the button, release there."""
+        return self._input(lambda: self.desk.drag(x1, y1, x2, y2, button), f"dragged from ({x1}, {y1}) to ({x2}, {y2})")
+
+    def scroll(self, x: int, y: int, dy: int = 0, dx: int = 0) -> CallToolResult:
+        """Scroll at (x, y) by wheel clicks: dy > 0 down, dy < 0 up; dx > 0 right, dx < 0 left."""
+        return self._input(lambda: self.desk.scroll(x, y, dx=dx, dy=dy), f"scrolled dx={dx} dy={dy} at ({x}, {y})")
+
+    def type_text(self, text: str) -> CallToolResult:
+        """Type text (any Unicode) at the keyboard focus."""
+        return self._input(lambda: self.desk.type(text), f"typed {len(text)} characters")
+
+    def key(self, chord: str) -> CallToolResult:
+        """Press and release a key or chord: enter, tab, escape, ctrl+s, ctrl+shift+t, alt+f4, f5, pageup, ..."""
+        return self._input(lambda: self.desk.key(chord), f"pressed {chord}")
+
+    def key_down(self, key: str) -> CallToolResult:
+        """Hold a key down (e.g. shift) until key_up."""
+        return self._input(lambda: self.desk.key_down(key), f"{key} down")
+
+    def key_up(self, key: str) -> CallToolResult:
+        """Release a key held with key_down."""
+        return self._input(lambda: self.desk.key_up(key), f"{key} up")
+
+    def cursor_position(self) -> CallToolResult:
+        """Where the mouse pointer is, in screenshot pixels."""
+
+        def work() -> CallToolResult:
+            x, y = self.desk.cursor_position()
+            return _text(f"({x}, {y})", {"x": x, "y": y})
+
+        return self.call(work)
+
+    def wait(self, seconds: float) -> CallToolResult:
+        """Wait this many seconds (at most 60) for the screen to settle, e.g. after starting a program."""
+
+        def work() -> CallToolResult:
+            if not (0 <= seconds <= MAX_WAIT_SECONDS):
+                raise UsageError(f"seconds must be within 0..{MAX_WAIT_SECONDS:g}, not {seconds:g}",
+                                 code="usage.bad_value")
+            _ = self.desk.size  # a desktop that ended is an error now, not after the wait
+            time.sleep(seconds)
+            return _text(f"waited {seconds:g}s")
+
+        return self.call(work)
+
+    def exec(self, command: str, timeout: float = 60.0) -> CallToolResult:
+        """Run a shell command on the desktop's machine (with its DISPLAY); returns exit_code, stdout, stderr."""
+
+        def work() -> CallToolResult:
+            result = self.desk.exec(command, timeout=timeout)
+            text = f"exit code {result.exit_code}\n{result.stdout}" + (f"\n{result.stderr}" if result.stderr else "")
+            return _text(text, result.to_dict())
+
+        return self.call(work)
+
+
+def build_server(desk: Desktop, *, allow_exec: bool = False) -> MCPServer[Any]:
+    """The MCP server object for ``desk`` (tools registered; nothing started)."""
+    from deskctl import __version__
+
+    width, height = desk.size
+    tools = _Tools(desk)
+    server: MCPServer[Any] = MCPServer(
+        name="deskctl",
+        version=__version__,
+        instructions=(
+            f"One {width}x{height} {desk.spec.platform.value} desktop ({desk.provider_name}, session {desk.id}). "
+            "Coordinates are pixels of the screenshot; take a screenshot to see the result of an action."
+        ),
+        log_level="WARNING",
+    )
+    entries: list[tuple[Callable[..., CallToolResult], str, ToolAnnotations]] = [
+        (tools.screenshot, "screenshot", _READ_ONLY),
+        (tools.click, "click", _INPUT),
+        (tools.double_click, "double_click", _INPUT),
+        (tools.triple_click, "triple_click", _INPUT),
+        (tools.right_click, "right_click", _INPUT),
+        (tools.middle_click, "middle_click", _INPUT),
+        (tools.mouse_down, "mouse_down", _INPUT),
+        (tools.mouse_up, "mouse_up", _INPUT),
+        (tools.move, "move", _INPUT),
+        (tools.drag, "drag", _INPUT),
+        (tools.scroll, "scroll", _INPUT),
+        (tools.type_text, "type", _INPUT),
+        (tools.key, "key", _INPUT),
+        (tools.key_down, "key_down", _INPUT),
+        (tools.key_up, "key_up", _INPUT),
+        (tools.wait, "wait", _READ_ONLY),
+    ]
+    if desk.provider.capabilities.cursor_position:
+        entries.append((tools.cursor_position, "cursor_position", _READ_ONLY))
+    if allow_exec:
+        entries.append((tools.exec, "exec", _EXEC))
+    for fn, name, hints in entries:
+        server.add_tool(fn, name=name, annotations=hints)
+    return server
+
+
+@dataclass
+class HttpListener:
+    """A bound TCP socket for the streamable HTTP transport, and the URL clients use."""
+
+    sock: socket.socket
+    url: str
+    host: str
+
+
+def listen(host: str, port: int, path: str) -> HttpListener:
+    """Bind ``host:port`` now (``port`` 0: a free one), so a port in use is a usage error before any desktop is
+    made and the printed URL has the real port."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UsageError(f"cannot resolve --host {host!r}: {exc.strerror}", code="usage.bad_option") from exc
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}", code="usage.bad_option",
+                         remedy="choose another --port (0 picks a free one)") from exc
+    bound_port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    return HttpListener(sock=sock, url=f"http://{shown}:{bound_port}{path}", host=host)
+
+
+@dataclass
+class _Running:
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    stop: Callable[[], None] | None = None
+
+
+def serve(desk: Desktop, *, transport: str = "stdio", allow_exec: bool = False,
+          listener: HttpListener | None = None, path: str = "/mcp") -> None:
+    """Serve ``desk`` until the transport ends (stdio: our stdin closed) or the desktop ends (raises its error).
+
+    The server runs in a daemon thread with its own event loop, so this (main) thread stays where deskctl's
+    SIGINT/SIGTERM handling unwinds it into the caller's ``with`` block, which destroys the desktop; a stdio
+    reader blocked on a pipe cannot delay that.
+    """
+    server = build_server(desk, allow_exec=allow_exec)
+    running = _Running()
+
+    def run() -> None:
+        import anyio
+
+        try:
+            if transport == "stdio":
+                anyio.run(server.run_stdio_async)
+            else:
+                assert listener is not None
+                _run_http(server, listener, path, running)
+        except BaseException as exc:
+            running.error = exc
+        finally:
+            running.done.set()
+
+    thread = threading.Thread(target=run, name="deskctl-mcp", daemon=True)
+    thread.start()
+    try:
+        while not running.done.wait(_DESKTOP_CHECK_SECONDS):
+            _ = desk.size  # raises the desktop's own error (budget.exceeded, session closed) once it has ended
+    finally:
+        if running.stop is not None:
+            running.stop()
+            thread.join(timeout=5)
+    if running.error is not None:
+        raise running.error
+
+
+def _run_http(server: MCPServer[Any], listener: HttpListener, path: str, running: _Running) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=path, host=listener.host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    http = uvicorn.Server(config)
+
+    def stop() -> None:
+        http.should_exit = True
+
+    running.stop = stop
+    with contextlib.closing(listener.sock):
+        http.run(sockets=[listener.sock])

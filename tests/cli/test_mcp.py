@@ -1,0 +1,279 @@
+"""`deskctl mcp` as a real process, driven by the MCP SDK's own client over stdio and streamable HTTP, against a
+real Xvfb desktop: the tools, a click seen by a real X client, the screenshot size, tool errors with deskctl's
+codes, and the desktop's end (ledger row ended, no Xvfb left) on stdin close and on SIGTERM."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from PIL import Image
+
+from deskctl.ledger import SessionRecord, open_ledger
+from deskctl.providers._x11 import X11Address, read_cookie
+from probe import Probe
+
+pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed")
+
+mcp = pytest.importorskip("mcp")
+
+BASE_TOOLS = {"screenshot", "click", "double_click", "triple_click", "right_click", "middle_click", "mouse_down",
+              "mouse_up", "move", "drag", "scroll", "type", "key", "key_down", "key_up", "wait", "cursor_position"}
+
+
+def _deskctl_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "deskctl", *args]
+
+
+def _sessions() -> list[SessionRecord]:
+    with open_ledger() as book:
+        return book.sessions(active=None)
+
+
+def _only_session() -> SessionRecord:
+    (record,) = _sessions()
+    return record
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _leftovers(record: SessionRecord) -> list[str]:
+    data = (record.handle or {}).get("data", {})
+    left = [f"{p['role']} {p['pid']}" for p in data.get("procs", []) if _alive(int(p["pid"]))]
+    if data.get("dir") and os.path.exists(data["dir"]):
+        left.append(data["dir"])
+    return left
+
+
+def _probe_for(record: SessionRecord) -> Probe:
+    data = (record.handle or {})["data"]
+    return Probe.open(X11Address(display=str(data["display"])), read_cookie(data["cookie_file"]))
+
+
+def _stdio_client(*args: str) -> Any:
+    params = mcp.StdioServerParameters(command=sys.executable, args=["-m", "deskctl", "mcp", *args],
+                                       env=dict(os.environ))
+    return mcp.Client(params, read_timeout_seconds=120)
+
+
+def _run(main: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(main)
+
+
+def _error(result: Any) -> dict[str, Any]:
+    assert result.is_error, result
+    body: dict[str, Any] = result.structured_content["error"]
+    assert body["code"] in result.content[0].text
+    return body
+
+
+def test_stdio_tools_click_screenshot_errors_and_the_desktop_ends_when_stdin_closes() -> None:
+    async def main() -> None:
+        async with _stdio_client("--geometry", "800x600") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == BASE_TOOLS  # no exec without --allow-exec
+
+            record = _only_session()
+            assert record.status == "ready" and record.geometry == "800x600"
+            with _probe_for(record) as probe:
+                clicked = await client.call_tool("click", {"x": 123, "y": 45})
+                assert not clicked.is_error, clicked
+                await client.call_tool("right_click", {"x": 700, "y": 500})
+                probe.wait_for(lambda p: p.releases(1) and p.releases(3), "a left and a right click")
+                assert [e.pos for e in probe.presses(1)] == [(123, 45)]
+                assert [e.pos for e in probe.presses(3)] == [(700, 500)]
+
+                typed = await client.call_tool("type", {"text": "héllo"})
+                assert not typed.is_error, typed
+                probe.wait_for(lambda p: p.text() == "héllo", "the typed text")
+
+            shot = await client.call_tool("screenshot", {})
+            assert not shot.is_error
+            image_block = next(block for block in shot.content if block.type == "image")
+            assert image_block.mime_type == "image/png"
+            with Image.open(io.BytesIO(base64.b64decode(image_block.data))) as img:
+                assert (img.format, img.size) == ("PNG", (800, 600))
+            assert shot.structured_content == {"width": 800, "height": 600}
+
+            await client.call_tool("move", {"x": 321, "y": 222})
+            where = await client.call_tool("cursor_position", {})
+            assert where.structured_content == {"x": 321, "y": 222}
+
+            outside = await client.call_tool("click", {"x": 800, "y": 10})
+            assert _error(outside)["code"] == "geometry.out_of_bounds"
+            assert _error(await client.call_tool("click", {"x": 1, "y": 1, "button": "thumb"}))["code"].startswith(
+                "usage.")
+            assert _error(await client.call_tool("wait", {"seconds": 3600}))["code"] == "usage.bad_value"
+            waited = await client.call_tool("wait", {"seconds": 0})
+            assert not waited.is_error
+            # the server and the desktop are still up after tool errors
+            again = await client.call_tool("screenshot", {})
+            assert again.structured_content == {"width": 800, "height": 600}
+
+    _run(main)
+    # leaving `async with` closed the server's stdin: it destroyed the desktop and exited by itself (a SIGTERM
+    # from the client's shutdown would have recorded "interrupted")
+    record = _only_session()
+    assert (record.status, record.reason) == ("ended", "closed")
+    assert record.ended_at is not None and record.billable_seconds is not None
+    assert _leftovers(record) == []
+
+
+def test_exec_is_offered_only_with_allow_exec_and_runs_on_the_desktop() -> None:
+    async def main() -> None:
+        async with _stdio_client("--geometry", "640x480", "--allow-exec") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == BASE_TOOLS | {"exec"}
+            display = (_only_session().handle or {})["data"]["display"]
+            ran = await client.call_tool("exec", {"command": "echo $DISPLAY; echo oops >&2; exit 3"})
+            assert not ran.is_error
+            assert ran.structured_content == {"exit_code": 3, "stdout": f"{display}\n", "stderr": "oops\n",
+                                              "merged": False}
+
+    _run(main)
+    assert _only_session().status == "ended"
+
+
+def _wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float = 120.0) -> str:
+    """Read the process's stderr until a line contains ``marker`` (select on the pipe, no sleep)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], deadline - time.monotonic())
+        if not ready:
+            break
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if marker in line:
+            return line
+    proc.kill()
+    raise AssertionError(f"no {marker!r} from deskctl mcp: {''.join(seen)}")
+
+
+def test_streamable_http_serves_the_desktop_and_sigterm_destroys_it() -> None:
+    proc = subprocess.Popen(_deskctl_argv("mcp", "--transport", "http", "--port", "0", "--geometry", "640x400",
+                                          "--json"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = _wait_for_line(proc, "serving MCP on http://")
+        url = line.rsplit(" ", 1)[1].strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+        assert ready == {"id": _only_session().session_id, "provider": "xvfb", "geometry": "640x400", "url": url}
+
+        async def main() -> None:
+            async with mcp.Client(url, read_timeout_seconds=120) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                assert names == BASE_TOOLS
+                record = _only_session()
+                with _probe_for(record) as probe:
+                    await client.call_tool("double_click", {"x": 600, "y": 17})
+                    probe.wait_for(lambda p: len(p.releases(1)) >= 2, "a double click")
+                    assert [e.pos for e in probe.presses(1)] == [(600, 17), (600, 17)]
+                shot = await client.call_tool("screenshot", {})
+                assert shot.structured_content == {"width": 640, "height": 400}
+
+        _run(main)
+        # a client that disconnects from the HTTP endpoint does not end the server: only a signal does
+        assert proc.poll() is None
+        assert _only_session().status == "ready"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert json.loads(out)["error"]["code"] == "interrupted"
+    record = _only_session()
+    assert (record.status, record.reason) == ("failed", "interrupted")
+    assert record.ended_at is not None
+    assert _leftovers(record) == []
+
+
+def test_sigterm_to_a_stdio_server_with_a_client_attached_destroys_the_desktop() -> None:
+    proc = subprocess.Popen(_deskctl_argv("mcp", "--geometry", "320x240"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "test", "version": "1"}}}
+        proc.stdin.write(json.dumps(hello) + "\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "deskctl"
+        assert _only_session().status == "ready"
+        # stdin stays open: the server's reader is blocked on it when the signal comes
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "error: interrupted by SIGTERM; the desktop was cleaned up (interrupted)" in err
+    record = _only_session()
+    assert (record.status, record.reason) == ("failed", "interrupted")
+    assert _leftovers(record) == []
+
+
+def test_a_preflight_failure_exits_3_before_serving_and_creates_nothing() -> None:
+    proc = subprocess.run(_deskctl_argv("mcp", "--platform", "windows"), capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == ""
+    assert "serving MCP" not in proc.stderr
+    assert [r.status for r in _sessions()] == []
+
+
+def test_a_port_in_use_is_a_usage_error_before_any_desktop(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = subprocess.run(_deskctl_argv("mcp", "--transport", "http", "--port", str(port), "--json"),
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "usage.bad_option"
+    assert error["message"].startswith(f"cannot listen on 127.0.0.1:{port}: ")
+    assert _sessions() == []
+
+
+def test_without_the_mcp_sdk_the_command_names_the_extra_and_exits_2() -> None:
+    # the real CLI in a process where the SDK cannot be imported (as when the extra is not installed)
+    code = ("import sys; sys.modules['mcp'] = None; from deskctl.cli import main; "
+            "main(['mcp', '--geometry', '320x240'])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    assert "deskctl mcp needs the MCP SDK" in proc.stderr
+    assert "(usage.missing_extra)" in proc.stderr
+    assert "remedy: pip install 'deskctl[mcp]'" in proc.stderr
+    assert _sessions() == []
