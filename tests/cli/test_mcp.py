@@ -277,3 +277,25 @@ def test_without_the_mcp_sdk_the_command_names_the_extra_and_exits_2() -> None:
     assert "(usage.missing_extra)" in proc.stderr
     assert "remedy: pip install 'deskctl[mcp]'" in proc.stderr
     assert _sessions() == []
+
+
+def test_the_desktop_reaching_its_time_limit_ends_the_server_with_exit_4(tmp_path: Path) -> None:
+    # stdin stays open (a client still attached): the limit alone must end the desktop and the process
+    log = tmp_path / "stderr"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(_deskctl_argv("mcp", "--geometry", "320x240", "--max-minutes", "0.02"),
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdin is not None
+        proc.stdin.close()
+    err = log.read_text()
+    assert proc.returncode == 4, err
+    assert "(budget.exceeded)" in err
+    record = _only_session()
+    assert (record.status, record.reason) == ("ended", "budget.exceeded")
+    assert _leftovers(record) == []
