@@ -214,7 +214,8 @@ def test_streamable_http_serves_the_desktop_and_sigterm_destroys_it() -> None:
     assert _leftovers(record) == []
 
 
-def test_sigterm_to_a_stdio_server_with_a_client_attached_destroys_the_desktop() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_a_stdio_server_with_a_client_attached_destroys_the_desktop(signum: signal.Signals) -> None:
     proc = subprocess.Popen(_deskctl_argv("mcp", "--geometry", "320x240"), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -228,14 +229,14 @@ def test_sigterm_to_a_stdio_server_with_a_client_attached_destroys_the_desktop()
         assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "deskctl"
         assert _only_session().status == "ready"
         # stdin stays open: the server's reader is blocked on it when the signal comes
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert "error: interrupted by SIGTERM; the desktop was cleaned up (interrupted)" in err
+    assert proc.returncode == 128 + signum, err
+    assert f"error: interrupted by {signum.name}; the desktop was cleaned up (interrupted)" in err
     record = _only_session()
     assert (record.status, record.reason) == ("failed", "interrupted")
     assert _leftovers(record) == []
