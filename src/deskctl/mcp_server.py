@@ -306,7 +306,9 @@ def serve(desk: Desktop, *, transport: str = "stdio", allow_exec: bool = False,
     finally:
         if running.stop is not None:
             running.stop()
-            thread.join(timeout=5)
+            # short: the desktop's destroy comes after this, and an open event stream can hold uvicorn's
+            # graceful shutdown for as long as the client keeps it; the daemon thread ends with the process
+            thread.join(timeout=1)
     if running.error is not None:
         raise running.error
 
