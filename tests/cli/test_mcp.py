@@ -153,6 +153,23 @@ def test_exec_is_offered_only_with_allow_exec_and_runs_on_the_desktop() -> None:
     assert _only_session().status == "ended"
 
 
+def test_record_writes_a_trajectory_of_the_agents_actions(tmp_path: Path) -> None:
+    record_dir = tmp_path / "run"
+
+    async def main() -> None:
+        async with _stdio_client("--geometry", "320x240", "--record", str(record_dir)) as client:
+            await client.call_tool("click", {"x": 30, "y": 40})
+            await client.call_tool("key", {"chord": "ctrl+s"})
+            await client.call_tool("screenshot", {})  # not a step
+
+    _run(main)
+    rows = [json.loads(line) for line in (record_dir / "trajectory.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if r["type"] == "step"]
+    assert [r["session"] for r in steps] == [_only_session().session_id] * 2
+    assert [r["action"]["kind"] for r in steps] == ["click", "key"]
+    assert (steps[0]["action"]["x"], steps[0]["action"]["y"]) == (30, 40)
+
+
 def _wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float = 120.0) -> str:
     """Read the process's stderr until a line contains ``marker`` (select on the pipe, no sleep)."""
     assert proc.stderr is not None

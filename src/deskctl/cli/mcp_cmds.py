@@ -46,6 +46,10 @@ def _require_sdk() -> None:
 @click.option("--host", envvar="DESKCTL_SSH_HOST", help="ssh: user@host[:port] (env DESKCTL_SSH_HOST).")
 @click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for ready.")
+@click.option("--record", type=click.Path(file_okay=False),
+              help="Record a trajectory of every action into this directory (docs/recording.md).")
+@click.option("--record-settle", type=float, default=0.0, show_default=True,
+              help="Seconds the after shot of a recorded action may wait for the screen to change.")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
               help="stdio (the client starts this process) or http (streamable HTTP at --bind:--port --path).")
 @click.option("--bind", default="127.0.0.1", show_default=True, help="http: address to listen on.")
@@ -57,7 +61,8 @@ def _require_sdk() -> None:
 def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None, start_url: str | None,
         window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
         budget: str | None, unknown_cost: str | None, labels: tuple[str, ...], options: tuple[str, ...],
-        host: str | None, accept_new_host_key: bool, ready_timeout: float, transport: str, bind: str, port: int,
+        host: str | None, accept_new_host_key: bool, ready_timeout: float, record: str | None,
+        record_settle: float, transport: str, bind: str, port: int,
         http_path: str, allow_exec: bool, as_json: bool) -> None:
     """Serve one desktop to an MCP client: screenshot, clicks, move, drag, scroll, type, keys, cursor position,
     wait (and exec with --allow-exec).
@@ -100,7 +105,7 @@ def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None
     started = time.monotonic()
     note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
     try:
-        with Desktop(spec, ready_timeout=ready_timeout,
+        with Desktop(spec, ready_timeout=ready_timeout, record=record, record_settle=record_settle,
                      progress=lambda step: note(f"  {time.monotonic() - started:6.2f}s  {step}")) as desk:
             width, height = desk.size
             where = listener.url if listener is not None else "stdio"
