@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
@@ -49,12 +50,38 @@ def _text(text: str, structured: dict[str, Any] | None = None) -> CallToolResult
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
-def error_result(err: DeskctlError) -> CallToolResult:
-    """A tool error carrying deskctl's error document (code, message, provider, remedy), redacted."""
+def _error_parts(err: DeskctlError) -> tuple[dict[str, Any], str]:
+    """deskctl's error document (redacted) and the line a model reads: ``message (code); remedy: ...``."""
     doc = err.to_dict()
     body = doc["error"]
-    text = f"{body['message']} ({body['code']})" + (f"; remedy: {body['remedy']}" if body.get("remedy") else "")
+    return doc, f"{body['message']} ({body['code']})" + (f"; remedy: {body['remedy']}" if body.get("remedy") else "")
+
+
+def error_result(err: DeskctlError) -> CallToolResult:
+    """A tool error carrying deskctl's error document (code, message, provider, remedy), redacted."""
+    doc, text = _error_parts(err)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=doc, is_error=True)
+
+
+class _ErrorCodes:
+    """Server middleware: a tool error the SDK made itself (arguments that fail the input schema, an unknown tool)
+    gets deskctl's error document too, so every ``isError`` result carries a code."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "tools/call":
+            return result
+        # the chain hands back the wire form (a dict, camelCase); a model is turned into it the same way
+        wire = result.model_dump(by_alias=True, mode="json", exclude_none=True) if isinstance(result, CallToolResult) \
+            else result
+        if not isinstance(wire, dict) or not wire.get("isError") or wire.get("structuredContent") is not None:
+            return result
+        said = " ".join(str(block.get("text", "")) for block in wire.get("content") or []
+                        if isinstance(block, dict) and block.get("type") == "text")
+        name = (ctx.params or {}).get("name")
+        doc, text = _error_parts(UsageError(said or f"tool {name!r} failed", code="usage.bad_tool_call",
+                                            remedy="see the tool's input schema (tools/list)"))
+        return {**wire, "content": [{"type": "text", "text": text}], "structuredContent": doc}
 
 
 class _Tools:
@@ -207,6 +234,7 @@ def build_server(desk: Desktop, *, allow_exec: bool = False) -> MCPServer[Any]:
             "Coordinates are pixels of the screenshot; take a screenshot to see the result of an action."
         ),
         log_level="WARNING",
+        middleware=[_ErrorCodes()],
     )
     entries: list[tuple[Callable[..., CallToolResult], str, ToolAnnotations]] = [
         (tools.screenshot, "screenshot", _READ_ONLY),

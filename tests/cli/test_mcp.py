@@ -123,6 +123,9 @@ def test_stdio_tools_click_screenshot_errors_and_the_desktop_ends_when_stdin_clo
             assert _error(await client.call_tool("click", {"x": 1, "y": 1, "button": "thumb"}))["code"].startswith(
                 "usage.")
             assert _error(await client.call_tool("wait", {"seconds": 3600}))["code"] == "usage.bad_value"
+            # arguments the input schema rejects, and an unknown tool: the SDK's own errors, with a code too
+            assert _error(await client.call_tool("click", {"x": "left", "y": 1}))["code"] == "usage.bad_tool_call"
+            assert _error(await client.call_tool("teleport", {}))["code"] == "usage.bad_tool_call"
             waited = await client.call_tool("wait", {"seconds": 0})
             assert not waited.is_error
             # the server and the desktop are still up after tool errors
