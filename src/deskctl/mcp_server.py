@@ -38,7 +38,7 @@ __all__ = ["MAX_WAIT_SECONDS", "HttpListener", "build_server", "listen", "serve"
 
 #: the longest single ``wait`` (a longer pause is several calls, so the agent sees the screen in between)
 MAX_WAIT_SECONDS = 60.0
-#: how often the serving thread checks that the desktop is still usable (its limits end it from another thread)
+#: how often the main thread checks that the desktop is still usable (its watchdog may end it meanwhile)
 _DESKTOP_CHECK_SECONDS = 1.0
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
@@ -278,7 +278,7 @@ def listen(host: str, port: int, path: str) -> HttpListener:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise UsageError(f"cannot resolve --host {host!r}: {exc.strerror}", code="usage.bad_option") from exc
+        raise UsageError(f"cannot resolve --bind {host!r}: {exc.strerror}", code="usage.bad_option") from exc
     family, _, _, _, address = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
