@@ -60,6 +60,7 @@ from deskctl.providers.base import (
     LABEL_SESSION,
     ExecResult,
     Provider,
+    RawFrame,
     RemoteHandle,
     Screenshot,
 )
@@ -616,6 +617,24 @@ class Desktop:
                 provider=self.spec.provider,
             )
         return shot
+
+    def raw_frame(self) -> RawFrame:
+        """The screen's pixels without PNG encoding (the X11 providers' fast capture), for a live view. Not
+        counted as an action in the ledger: a viewer takes many a second."""
+        self._check_usable()
+        try:
+            frame = self.provider.raw_frame(self._require_handle())
+        except InfrastructureError as exc:
+            if exc.code == "provider.session_lost" and self._owned:
+                with contextlib.suppress(Exception):
+                    self._teardown(status="failed", reason=exc.code)
+            raise
+        if self._size is not None and (frame.width, frame.height) != self._size:
+            raise GeometryMismatch(
+                f"the screen is {frame.width}x{frame.height}, the pinned screen {self._size[0]}x{self._size[1]}",
+                provider=self.spec.provider,
+            )
+        return frame
 
     def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
         self.act(act.Click(x, y, act.validate_button(button), count))

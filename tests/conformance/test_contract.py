@@ -50,6 +50,25 @@ def test_screenshot_shows_what_is_on_screen(desk: Desktop, probe: Any) -> None:
         assert shot.getpixel(point) == (255, 255, 255)
 
 
+def test_raw_frame_is_the_screenshot_without_encoding(desk: Desktop, probe: Any) -> None:
+    w, h = desk.size
+    probe.paint(10, 20, 30, 40, (200, 30, 60))
+    probe.paint(w - 50, h - 40, 50, 40, (20, 160, 240))
+    frame = desk.raw_frame()
+    assert (frame.width, frame.height) == (w, h)
+    assert frame.image().tobytes() == Image.open(io.BytesIO(desk.screenshot().png)).convert("RGB").tobytes()
+    assert frame.image().getpixel((25, 40)) == (200, 30, 60)
+    probe.paint(10, 20, 30, 40, (0, 128, 0))  # a change after a capture is in the next one
+    assert desk.raw_frame().image().getpixel((25, 40)) == (0, 128, 0)
+    assert desk.raw_frame().image().getpixel((w - 1, h - 1)) == (20, 160, 240)
+    # a screenshot after a raw frame shows what that frame saw (a provider that caches its last PNG must not
+    # serve it again when a raw capture fetched a change)
+    desk.screenshot()
+    probe.paint(10, 20, 30, 40, (250, 250, 0))
+    desk.raw_frame()
+    assert Image.open(io.BytesIO(desk.screenshot().png)).convert("RGB").getpixel((25, 40)) == (250, 250, 0)
+
+
 def test_out_of_bounds_is_a_usage_error(desk: Desktop) -> None:
     w, h = desk.size
     with pytest.raises(GeometryOutOfBounds):

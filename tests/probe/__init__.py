@@ -109,6 +109,14 @@ class Probe:
         except Exception:
             pass
 
+    def paint(self, x: int, y: int, width: int, height: int, rgb: tuple[int, int, int]) -> None:
+        """Fill a rectangle of the probe window with a colour (a 24-bit TrueColor screen), drawn when this returns."""
+        red, green, blue = rgb
+        gc = self.window.create_gc(foreground=(red << 16) | (green << 8) | blue)
+        self.window.fill_rectangle(gc, x, y, width, height)
+        gc.free()
+        self.display.sync()
+
     # -- events ----------------------------------------------------------------------------------------------
     def _next_events(self, deadline: float) -> list[Any]:
         """Events already queued, else those that arrive before ``deadline`` (one select)."""

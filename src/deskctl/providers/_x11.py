@@ -65,7 +65,7 @@ from deskctl.actions import (
     normalize_key,
 )
 from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, SessionLost, UsageError
-from deskctl.providers.base import PNG_SIGNATURE, Screenshot, png_chunk
+from deskctl.providers.base import PNG_SIGNATURE, RawFrame, Screenshot, png_chunk
 
 if TYPE_CHECKING:
     from Xlib.display import Display
@@ -782,6 +782,11 @@ class X11Driver:
     def uses_shm(self) -> bool:
         """Whether captures go through MIT-SHM (decided at the first capture)."""
         return self._shm is not None
+
+    def raw_frame(self) -> RawFrame:
+        """The screen's pixels as captured (MIT-SHM when possible), without encoding: for a live view."""
+        data, width, height, mode = self.capture_raw()
+        return RawFrame(bytes(data), width, height, mode)
 
     def screenshot(self, *, compress_level: int = 1) -> Screenshot:
         """The screen as PNG (see :func:`encode_png`); its pixel grid is the action coordinate space."""

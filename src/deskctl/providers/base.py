@@ -35,6 +35,7 @@ __all__ = [
     "Capabilities",
     "ExecResult",
     "Provider",
+    "RawFrame",
     "RemoteHandle",
     "Screenshot",
     "lifetime_seconds",
@@ -169,6 +170,28 @@ class Screenshot:
             fh.write(self.png)
 
 
+@dataclass(frozen=True)
+class RawFrame:
+    """The screen's pixels uncompressed, in the action coordinate space: a snapshot that stays valid after the
+    next capture. Pillow reads it as ``Image.frombuffer("RGB", (width, height), data, "raw", mode, stride, 1)``;
+    ``mode`` is a Pillow raw mode (``BGRX``, ``BGR;16``, ``L`` or ``RGB``) and ``stride`` the bytes per row
+    (0: rows are packed)."""
+
+    data: bytes
+    width: int
+    height: int
+    mode: str = "BGRX"
+    stride: int = 0
+
+    def image(self) -> Any:
+        """The frame as an RGB ``PIL.Image`` (a copy)."""
+        from PIL import Image
+
+        inner = "L" if self.mode == "L" else "RGB"
+        return Image.frombuffer(inner, (self.width, self.height), self.data, "raw", self.mode, self.stride,
+                                1).convert("RGB")
+
+
 #: the eight bytes every PNG file starts with
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -254,6 +277,18 @@ class Provider(ABC):
 
     @abstractmethod
     def screenshot(self, handle: RemoteHandle) -> Screenshot: ...
+
+    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
+        """The screen's pixels without PNG encoding, for a live view. Default: the screenshot, decoded; the X11
+        providers override it with their fast capture."""
+        import io
+
+        from PIL import Image
+
+        shot = self.screenshot(handle)
+        with Image.open(io.BytesIO(shot.png)) as image:
+            rgb = image.convert("RGB")
+        return RawFrame(rgb.tobytes(), rgb.width, rgb.height, "RGB")
 
     @abstractmethod
     def act(self, handle: RemoteHandle, action: Action) -> None: ...

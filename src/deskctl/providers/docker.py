@@ -57,6 +57,7 @@ from deskctl.providers.base import (
     Capabilities,
     ExecResult,
     Provider,
+    RawFrame,
     RemoteHandle,
     Screenshot,
 )
@@ -755,6 +756,15 @@ class DockerProvider(Provider):
             driver.ping()
             return framebuffer.screenshot()
 
+    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
+        """As :meth:`screenshot`, without the PNG: the framebuffer file's pixels, else the driver's capture."""
+        with self._x11(handle, "capture the screen") as driver:
+            framebuffer = self._framebuffer(handle)
+            if framebuffer is None:
+                return driver.raw_frame()
+            driver.ping()
+            return framebuffer.raw_frame()
+
     def _framebuffer(self, handle: RemoteHandle) -> _Framebuffer | None:
         with self._drivers_lock:
             cached = self._framebuffers.get(handle.session_id)
@@ -894,6 +904,10 @@ class _Framebuffer:
         out = io.BytesIO()
         image.save(out, format="PNG", compress_level=compress_level)
         return Screenshot(png=out.getvalue(), width=self.width, height=self.height)
+
+    def raw_frame(self) -> RawFrame:
+        end = self.offset + self.stride * self.height
+        return RawFrame(self._map[self.offset:end], self.width, self.height, "BGRX", self.stride)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

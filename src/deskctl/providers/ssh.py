@@ -118,6 +118,7 @@ from deskctl.providers.base import (
     Capabilities,
     ExecResult,
     Provider,
+    RawFrame,
     RemoteHandle,
     Screenshot,
     png_chunk,
@@ -1166,6 +1167,15 @@ class _FrameCache:
                 self._png = Screenshot(png=self._encoder.encode(self._frame), width=width, height=height)
             return self._png
 
+    def raw_frame(self) -> RawFrame:
+        """The current screen's pixels (a copy of the frame, brought up to date)."""
+        with self._lock:
+            if self._refresh():
+                self._png = None  # the next screenshot must encode what was fetched here
+            assert self._frame is not None
+            width, height = self._size
+            return RawFrame(bytes(self._frame), width, height, "BGRX")
+
     @property
     def encoder(self) -> _BandedPng | None:
         return self._encoder
@@ -1882,13 +1892,22 @@ class SSHProvider(Provider):
         screenshot crosses SSH (:class:`_FrameCache`); otherwise the shared driver captures the whole screen."""
         return self._idempotent(handle, lambda: self._screenshot(handle))
 
+    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
+        """The screen's pixels; like :meth:`screenshot`, only what DAMAGE says changed crosses SSH."""
+        return self._idempotent(handle, lambda: self._captured(
+            handle, lambda d: d.raw_frame(), lambda frames: frames.raw_frame))
+
     def _screenshot(self, handle: RemoteHandle) -> Screenshot:
+        return self._captured(handle, lambda d: d.screenshot(), lambda frames: frames.screenshot)
+
+    def _captured(self, handle: RemoteHandle, by_driver: Callable[[X11Driver], T],
+                  by_frames: Callable[[_FrameCache], Callable[[], T]]) -> T:
         frames = self._frames(handle) if _bool(self.options.get("incremental_capture", True)) else None
         if frames is None:
-            return self._call(handle, "capture the screen", lambda d: d.screenshot())
+            return self._call(handle, "capture the screen", by_driver)
         desk = self._desktop(handle)
         try:
-            return self._x_errors(desk, "capture the screen", frames.screenshot)
+            return self._x_errors(desk, "capture the screen", by_frames(frames))
         except SessionLost:
             with desk.lock:
                 if desk.frames is frames:

@@ -66,6 +66,7 @@ from deskctl.providers.base import (
     Capabilities,
     ExecResult,
     Provider,
+    RawFrame,
     RemoteHandle,
     Screenshot,
 )
@@ -645,6 +646,10 @@ class XvfbProvider(Provider):
     def screenshot(self, handle: RemoteHandle) -> Screenshot:
         shot: Screenshot = self._call(handle, lambda d: d.screenshot())
         return shot
+
+    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
+        frame: RawFrame = self._call(handle, lambda d: d.raw_frame())
+        return frame
 
     def act(self, handle: RemoteHandle, action: Action) -> None:
         self._call(handle, lambda d: d.act(action))
