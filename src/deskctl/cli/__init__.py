@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "image": ("deskctl.cli.image_cmds:image", "Build and list desktop container images."),
     "trajectory": ("deskctl.cli.trajectory_cmds:trajectory", "Summarise or view a recorded trajectory."),
     "mcp": ("deskctl.cli.mcp_cmds:mcp", "Serve one desktop to an MCP client (stdio or streamable HTTP)."),
+    "view": ("deskctl.cli.view_cmds:view", "Watch (and with --control, drive) a desktop in a browser."),
 }
 
 

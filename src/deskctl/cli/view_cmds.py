@@ -1,0 +1,72 @@
+"""``deskctl view``: watch (and with --control, drive) a desktop in a web browser."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from deskctl.cli._common import json_option, note
+
+__all__ = ["view"]
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--control", is_flag=True,
+              help="Pass clicks, drags, scrolls and keys from the page to the desktop (default: view only).")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, envvar="DESKCTL_VIEW_PORT",
+              help="Port on 127.0.0.1; 0 picks a free one (env DESKCTL_VIEW_PORT).")
+@click.option("--fps", type=click.FloatRange(0.1, 120), default=30.0, show_default=True,
+              help="Most frames a second to capture (a cloud provider gives what its screenshot API allows).")
+@click.option("--quality", type=click.IntRange(10, 95), default=80, show_default=True, help="JPEG quality.")
+@json_option
+def view(session_id: str, control: bool, port: int, fps: float, quality: int, as_json: bool) -> None:
+    """Serve a live view of a desktop on 127.0.0.1 and print its URL (with its access token) on stdout.
+
+    The page streams the screen while someone watches; with --control, input on the page goes to the desktop.
+    Ctrl-C stops the view and leaves the desktop running (end it with deskctl down).
+    """
+    from deskctl.cli.session_cmds import _ledger
+    from deskctl.session import attach
+    from deskctl.view import ViewServer
+
+    stop = threading.Event()
+
+    def on_term(signum: int, frame: Any) -> None:
+        stop.set()
+
+    with _ledger() as book:
+        desk = attach(session_id, ledger=book)
+        try:
+            server = ViewServer(desk, port=port, control=control, fps=fps, quality=quality).start()
+            previous = signal.signal(signal.SIGTERM, on_term)
+            try:
+                width, height = server.size
+                if as_json:
+                    click.echo(json.dumps({"id": desk.id, "url": server.url, "width": width, "height": height,
+                                           "control": control}, sort_keys=True))
+                else:
+                    click.echo(server.url)
+                sys.stdout.flush()  # a reader of a pipe gets the URL now, not at exit
+                note(f"viewing {desk.id} ({width}x{height} on {desk.provider_name}), "
+                     + ("control ON: the page's clicks and keys reach the desktop" if control else "view only")
+                     + "; Ctrl-C stops the view, the desktop stays up")
+                try:
+                    # wake now and then: a feed that failed (the desktop is gone) ends the view
+                    while not stop.wait(0.5) and server.feed.error is None:
+                        pass
+                except KeyboardInterrupt:
+                    pass
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+                server.stop()
+            if server.feed.error is not None:
+                raise server.feed.error
+            note(f"view of {desk.id} stopped ({server.frames_sent} frames sent); the desktop is still up")
+        finally:
+            desk.release()

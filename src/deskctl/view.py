@@ -1,0 +1,623 @@
+"""A live view of a desktop in a web browser, with optional input passthrough (``deskctl view ID``).
+
+:class:`ViewServer` serves one small page on ``127.0.0.1`` (never another interface) and a
+``multipart/x-mixed-replace`` stream of JPEG frames that browsers show natively in an ``<img>``. Frames come
+from :meth:`deskctl.session.Desktop.raw_frame`: the X11 providers' fast capture (MIT-SHM, Xvfb's framebuffer
+file, or the SSH provider's damage-tracked frame), a cloud provider's screenshot as fast as it answers.
+
+What a caller may rely on:
+
+* every request needs the token (``?token=...``; compared in constant time), else 403. The token lives only in
+  the URL printed to the person who started the view: never in the ledger or a log line (request logging is
+  off);
+* input (``POST /input``) is refused with 403 unless the server was started with ``control=True``; a point on
+  the page is converted from the size the image is shown at to the desktop's pinned coordinates;
+* frames are captured only while someone watches, at most ``fps`` a second, and a frame equal to the last one
+  is not sent again;
+* stopping the server never touches the desktop: the view does not own the session.
+
+Endpoints (all need ``token``): ``GET /`` the page, ``GET /stream`` the live stream, ``GET /frame.jpg`` one fresh
+frame, ``GET /info`` JSON about the desktop, ``POST /input`` one input event as JSON (see :func:`input_action`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import io
+import json
+import secrets
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from deskctl import actions as act
+from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, RateLimited, UsageError
+
+if TYPE_CHECKING:
+    from deskctl.providers.base import RawFrame
+    from deskctl.session import Desktop
+
+__all__ = ["BOUNDARY", "FrameFeed", "ViewServer", "encode_jpeg", "input_action", "to_desktop"]
+
+#: the part separator of the multipart stream
+BOUNDARY = "deskctl-frame"
+DEFAULT_FPS = 30.0
+DEFAULT_QUALITY = 80
+#: largest input request body accepted (a typed text of a few thousand characters fits)
+MAX_INPUT_BYTES = 64 * 1024
+#: errors after which capturing again may succeed (a cloud API that throttles or hiccups): keep the last frame
+_TRANSIENT = (RateLimited, ProviderUnreachable, ProviderApiError)
+
+
+def encode_jpeg(frame: RawFrame, quality: int = DEFAULT_QUALITY) -> bytes:
+    """A baseline JPEG of ``frame``; no chroma subsampling, so coloured text stays legible."""
+    from PIL import Image
+
+    inner = "L" if frame.mode == "L" else "RGB"
+    image = Image.frombuffer(inner, (frame.width, frame.height), frame.data, "raw",  # type: ignore[arg-type]
+                             frame.mode, frame.stride, 1)
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=quality, subsampling=0)
+    return out.getvalue()
+
+
+def to_desktop(x: float, y: float, shown_width: float, shown_height: float, size: tuple[int, int]) -> tuple[int, int]:
+    """A point on the image as the page shows it (``shown_width`` x ``shown_height`` CSS pixels) -> the
+    desktop pixel under it, clamped to the screen (a pointer on the image's last pixel edge stays inside)."""
+    if not (shown_width > 0 and shown_height > 0):
+        raise UsageError("the shown size of the view must be positive", code="usage.bad_input")
+    width, height = size
+    return (min(width - 1, max(0, int(x * width / shown_width))),
+            min(height - 1, max(0, int(y * height / shown_height))))
+
+
+def _number(event: Mapping[str, Any], key: str) -> float:
+    value = event.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"input field {key!r} must be a number", code="usage.bad_input")
+    return float(value)
+
+
+def input_action(event: Mapping[str, Any], size: tuple[int, int]) -> act.Action:
+    """The desktop action for one input event from the page.
+
+    ``event["type"]`` is ``down``, ``up``, ``click``, ``move`` or ``scroll`` (with ``x``, ``y`` on the image as
+    shown, ``w``, ``h`` its shown size, and ``button``, ``count``, ``dx``, ``dy`` where they apply), ``type``
+    (``text``) or ``key`` (``chord``, e.g. ``ctrl+s``). Anything else is a :class:`~deskctl.errors.UsageError`.
+    """
+    kind = event.get("type")
+    if kind in ("down", "up", "click", "move", "scroll"):
+        x, y = to_desktop(_number(event, "x"), _number(event, "y"), _number(event, "w"), _number(event, "h"), size)
+        button = act.validate_button(str(event.get("button", "left")))
+        if kind == "down":
+            return act.MouseDown(x, y, button)
+        if kind == "up":
+            return act.MouseUp(x, y, button)
+        if kind == "click":
+            count = int(_number(event, "count")) if "count" in event else 1
+            return act.Click(x, y, button, max(1, min(3, count)))
+        if kind == "move":
+            return act.Move(x, y)
+        dx = int(_number(event, "dx")) if "dx" in event else 0
+        dy = int(_number(event, "dy")) if "dy" in event else 0
+        return act.Scroll(x, y, max(-20, min(20, dx)), max(-20, min(20, dy)))
+    if kind == "type":
+        text = event.get("text")
+        if not isinstance(text, str) or not text:
+            raise UsageError("input field 'text' must be a non-empty string", code="usage.bad_input")
+        return act.TypeText(text)
+    if kind == "key":
+        chord = event.get("chord")
+        if not isinstance(chord, str) or not chord:
+            raise UsageError("input field 'chord' must be a non-empty string", code="usage.bad_input")
+        return act.KeyPress(act.normalize_chord(chord))
+    raise UsageError(f"unknown input type {kind!r}; allowed: down, up, click, move, scroll, type, key",
+                     code="usage.bad_input")
+
+
+# -- frames -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EncodedFrame:
+    """One JPEG of the stream; ``seq`` grows by one with every frame that differs from the one before."""
+
+    seq: int
+    jpeg: bytes
+    width: int
+    height: int
+
+
+class FrameFeed:
+    """Captures the screen while at least one viewer watches (at most ``fps`` times a second), encodes a frame
+    only when its pixels changed, and hands the latest to every viewer.
+
+    ``grab`` raises deskctl errors: a transient one (rate limit, an unreachable or failing API) keeps the last
+    frame and retries with back-off; any other ends the feed, and :attr:`error` holds it.
+    """
+
+    def __init__(self, grab: Callable[[], RawFrame], *, fps: float = DEFAULT_FPS,
+                 quality: int = DEFAULT_QUALITY) -> None:
+        self._grab = grab
+        self.interval = 1.0 / fps if fps > 0 else 0.0
+        self.quality = quality
+        self._cond = threading.Condition()
+        self._viewers = 0
+        self._stopped = False
+        self._latest: EncodedFrame | None = None
+        self._last_data: bytes | None = None
+        self._captures = 0
+        self.error: DeskctlError | None = None
+        self.last_transient: DeskctlError | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- the capture loop ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="deskctl-view-capture", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def _run(self) -> None:
+        failures = 0
+        while True:
+            with self._cond:
+                while self._viewers == 0 and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+            started = time.monotonic()
+            try:
+                frame = self._grab()
+            except _TRANSIENT as exc:
+                failures += 1
+                self.last_transient = exc
+                retry_after = getattr(exc, "retry_after", None)
+                self._pause(float(retry_after) if retry_after else min(5.0, 0.25 * 2 ** min(failures, 5)))
+                continue
+            except DeskctlError as exc:
+                self._fail(exc)
+                return
+            except Exception as exc:  # a bug must end the view visibly, not freeze it
+                self._fail(DeskctlError(f"capture failed: {type(exc).__name__}: {exc}"))
+                return
+            failures = 0
+            data = frame.data
+            changed = self._last_data is None or data != self._last_data or self._latest is None or (
+                (frame.width, frame.height) != (self._latest.width, self._latest.height))
+            encoded = None
+            if changed:
+                try:
+                    jpeg = encode_jpeg(frame, self.quality)
+                except (ValueError, OSError) as exc:
+                    self._fail(DeskctlError(f"cannot encode a {frame.width}x{frame.height} {frame.mode} frame: {exc}"))
+                    return
+                seq = self._latest.seq + 1 if self._latest is not None else 1
+                encoded = EncodedFrame(seq, jpeg, frame.width, frame.height)
+            with self._cond:
+                if encoded is not None:
+                    self._latest = encoded
+                    self._last_data = bytes(data)
+                self._captures += 1
+                self._cond.notify_all()
+            self._pause(self.interval - (time.monotonic() - started))
+
+    def _pause(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        with self._cond:
+            deadline = time.monotonic() + seconds
+            while not self._stopped and (remaining := deadline - time.monotonic()) > 0:
+                self._cond.wait(remaining)
+
+    def _fail(self, error: DeskctlError) -> None:
+        with self._cond:
+            self.error = error
+            self._stopped = True
+            self._cond.notify_all()
+
+    # -- viewers ---------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """Count a viewer in while the block runs (capture runs only while someone watches)."""
+        with self._cond:
+            self._viewers += 1
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._viewers -= 1
+
+    @property
+    def viewers(self) -> int:
+        return self._viewers
+
+    def captures(self) -> int:
+        with self._cond:
+            return self._captures
+
+    def wait(self, *, after_seq: int = 0, after_capture: int | None = None, timeout: float) -> EncodedFrame | None:
+        """The latest frame once it is newer than ``after_seq`` and was captured after capture number
+        ``after_capture`` (None: any); None when ``timeout`` passes first or the feed stopped. Call it inside
+        :meth:`watching`, else nothing is captured."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                latest = self._latest
+                if latest is not None and latest.seq > after_seq and (
+                        after_capture is None or self._captures > after_capture):
+                    return latest
+                remaining = deadline - time.monotonic()
+                if self._stopped or remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+
+# -- the page -----------------------------------------------------------------------------------------------------
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
+<title>deskctl view __ID__</title>
+<style>
+html, body { margin: 0; background: #1d2026; color: #c9ced6; font: 13px/1.4 system-ui, sans-serif; }
+#bar { height: 24px; padding: 2px 8px; display: flex; gap: 16px; align-items: center; }
+#bar b { color: #fff; }
+#screen { display: block; max-width: 100vw; max-height: calc(100vh - 28px); width: auto; height: auto;
+          image-rendering: auto; outline: none; user-select: none; -webkit-user-drag: none; }
+body.control #screen { cursor: crosshair; }
+#status.err { color: #ff8a80; }
+</style></head>
+<body class="__CLASS__">
+<div id="bar"><b>deskctl view</b><span>__ID__</span><span>__PROVIDER__</span><span>__WIDTH__x__HEIGHT__</span>
+<span id="mode">__MODE__</span><span id="status"></span></div>
+<img id="screen" alt="desktop __ID__" width="__WIDTH__" height="__HEIGHT__" tabindex="0" draggable="false">
+<script>
+"use strict";
+const token = new URLSearchParams(location.search).get("token") || "";
+const control = __CONTROL__;
+const screen_ = document.getElementById("screen");
+const status_ = document.getElementById("status");
+// after the load event: a stream never ends, and an image still loading would hold the page's load forever
+window.addEventListener("load", () => { screen_.src = "/stream?token=" + encodeURIComponent(token); });
+screen_.addEventListener("error", () => { status_.textContent = "stream ended"; status_.className = "err"; });
+let queue = Promise.resolve();
+let failures = 0;
+function send(event) {
+  // one request at a time, in order: a press must reach the desktop before its release
+  queue = queue.then(() => fetch("/input?token=" + encodeURIComponent(token), {
+    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(event),
+  })).then(async (r) => {
+    if (!r.ok) { failures++; status_.textContent = "input refused: " + r.status + " " + await r.text();
+                 status_.className = "err"; }
+    else { window.deskctlInputsDone = (window.deskctlInputsDone || 0) + 1; }
+  }).catch((e) => { failures++; status_.textContent = "input failed: " + e; status_.className = "err"; });
+}
+function point(e) {
+  const r = screen_.getBoundingClientRect();
+  return {x: e.clientX - r.left, y: e.clientY - r.top, w: r.width, h: r.height};
+}
+const BUTTONS = ["left", "middle", "right"];
+const KEYS = {Enter: "enter", Backspace: "backspace", Tab: "tab", Escape: "escape", Delete: "delete",
+  Home: "home", End: "end", PageUp: "pageup", PageDown: "pagedown", Insert: "insert", ArrowUp: "up",
+  ArrowDown: "down", ArrowLeft: "left", ArrowRight: "right", " ": "space", ContextMenu: "menu"};
+if (control) {
+  let held = 0;
+  let pendingMove = null;
+  screen_.addEventListener("mousedown", (e) => {
+    e.preventDefault(); screen_.focus();
+    held |= 1 << e.button;
+    send(Object.assign({type: "down", button: BUTTONS[e.button] || "left"}, point(e)));
+  });
+  window.addEventListener("mouseup", (e) => {
+    if (!(held & (1 << e.button))) return;
+    held &= ~(1 << e.button);
+    send(Object.assign({type: "up", button: BUTTONS[e.button] || "left"}, point(e)));
+  });
+  screen_.addEventListener("mousemove", (e) => {
+    if (!held) return;  // hovering sends nothing; a drag sends its path, one move per animation frame
+    const first = pendingMove === null;
+    pendingMove = point(e);
+    if (first) requestAnimationFrame(() => { send(Object.assign({type: "move"}, pendingMove)); pendingMove = null; });
+  });
+  screen_.addEventListener("contextmenu", (e) => e.preventDefault());
+  screen_.addEventListener("wheel", (e) => {
+    e.preventDefault();
+    const steps = (d) => d === 0 ? 0 : Math.sign(d) * Math.max(1, Math.round(Math.abs(d) / 100));
+    send(Object.assign({type: "scroll", dx: steps(e.deltaX), dy: steps(e.deltaY)}, point(e)));
+  }, {passive: false});
+  window.addEventListener("keydown", (e) => {
+    if (e.isComposing) return;
+    const mods = [];
+    if (e.ctrlKey) mods.push("ctrl");
+    if (e.altKey) mods.push("alt");
+    if (e.metaKey) mods.push("super");
+    let name = KEYS[e.key] || (/^F([1-9]|1[0-9]|2[0-4])$/.test(e.key) ? e.key.toLowerCase() : null);
+    if (name === null && e.key.length === 1 && mods.length === 0) {
+      e.preventDefault(); send({type: "type", text: e.key}); return;
+    }
+    if (name === null && e.key.length === 1) name = e.key.toLowerCase();
+    if (name === null) return;  // a lone modifier, or a key the desktop has no name for
+    if (e.shiftKey) mods.push("shift");
+    e.preventDefault();
+    send({type: "key", chord: mods.concat([name]).join("+")});
+  });
+}
+</script>
+</body></html>
+"""
+
+
+def render_page(session_id: str, provider: str, size: tuple[int, int], control: bool) -> bytes:
+    import html
+
+    values = {"__ID__": html.escape(session_id), "__PROVIDER__": html.escape(provider),
+              "__WIDTH__": str(size[0]), "__HEIGHT__": str(size[1]),
+              "__MODE__": "control on: clicks and keys go to the desktop" if control else "view only",
+              "__CLASS__": "control" if control else "", "__CONTROL__": "true" if control else "false"}
+    page = _PAGE
+    for key, value in values.items():
+        page = page.replace(key, value)
+    return page.encode()
+
+
+# -- the server ---------------------------------------------------------------------------------------------------
+
+
+class _Http(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    view: ViewServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a browser that closes a stream mid-frame is normal; anything else must not print the request line
+        # (it holds the token) as the default handler would
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Http
+    server_version = "deskctl-view"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """No request log: every request line holds the token."""
+
+    # -- plumbing ----------------------------------------------------------------------------------------------
+    def _headers(self, status: int, content_type: str, length: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        if length is not None:
+            self.send_header("Content-Length", str(length))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        # with --control a framed page could be made to click for someone: never in a frame
+        self.send_header("X-Frame-Options", "DENY")
+        self.send_header("Content-Security-Policy",
+                         "default-src 'none'; img-src 'self' data:; connect-src 'self'; script-src 'unsafe-inline'; "
+                         "style-src 'unsafe-inline'; frame-ancestors 'none'")
+        self.end_headers()
+
+    def _reply(self, status: int, body: bytes, content_type: str) -> None:
+        self._headers(status, content_type, len(body))
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, status: int, data: Any) -> None:
+        self._reply(status, json.dumps(data).encode(), "application/json")
+
+    def _error(self, status: int, code: str, message: str) -> None:
+        self._json(status, {"error": {"code": code, "message": message}})
+
+    def _route(self) -> tuple[str, bool]:
+        """(path, whether the token matched)."""
+        parts = urlsplit(self.path)
+        given = parse_qs(parts.query).get("token", [""])[0]
+        return parts.path, self.server.view.token_matches(given)
+
+    # -- verbs -------------------------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        path, allowed = self._route()
+        if not allowed:
+            self._error(403, "view.forbidden", "a valid token is required")
+            return
+        view = self.server.view
+        if path == "/":
+            self._reply(200, view.page, "text/html; charset=utf-8")
+        elif path == "/info":
+            self._json(200, view.info())
+        elif path == "/frame.jpg":
+            self._one_frame()
+        elif path == "/stream":
+            self._stream()
+        else:
+            self._error(404, "view.not_found", f"no such page: {path}")
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_POST(self) -> None:
+        path, allowed = self._route()
+        if not allowed:
+            self._error(403, "view.forbidden", "a valid token is required")
+            return
+        if path != "/input":
+            self._error(404, "view.not_found", f"no such endpoint: {path}")
+            return
+        view = self.server.view
+        if not view.control:
+            self._error(403, "view.control_off", "this view does not pass input on (start it with --control)")
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_INPUT_BYTES:
+            self._error(413 if length > 0 else 400, "usage.bad_input", "an input event is a small JSON object")
+            return
+        try:
+            event = json.loads(self.rfile.read(length) or b"null")
+        except ValueError:
+            self._error(400, "usage.bad_input", "the body is not JSON")
+            return
+        if not isinstance(event, dict):
+            self._error(400, "usage.bad_input", "an input event is a JSON object")
+            return
+        try:
+            view.send_input(event)
+        except UsageError as exc:
+            self._error(400, exc.code, exc.message)
+            return
+        except DeskctlError as exc:
+            self._error(502, exc.code, exc.message)
+            return
+        self.send_response(204)
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+
+    # -- frames ------------------------------------------------------------------------------------------------
+    def _one_frame(self) -> None:
+        feed = self.server.view.feed
+        with feed.watching():
+            frame = feed.wait(after_capture=feed.captures(), timeout=30.0)
+        if frame is None:
+            self._view_unavailable()
+            return
+        self._reply(200, frame.jpeg, "image/jpeg")
+
+    def _view_unavailable(self) -> None:
+        error = self.server.view.feed.error
+        if error is not None:
+            self._error(503, error.code, error.message)
+        else:
+            self._error(503, "view.no_frame", "no frame could be captured in time")
+
+    def _client_gone(self) -> bool:
+        """Whether the browser closed the connection (readable with nothing to read), checked without sending."""
+        sock = self.connection
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _stream(self) -> None:
+        feed = self.server.view.feed
+        self._headers(200, f"multipart/x-mixed-replace; boundary={BOUNDARY}")
+        if self.command == "HEAD":
+            return
+        with feed.watching():
+            # the first frame is one captured after the viewer came: a stale one may be minutes old
+            frame = feed.wait(after_capture=feed.captures(), timeout=30.0)
+            sent = 0
+            # Chromium shows a part only once the next part's headers have arrived: each image is followed at
+            # once by the boundary and the headers of the part to come (so no Content-Length: it is not known)
+            part_head = f"--{BOUNDARY}\r\nContent-Type: image/jpeg\r\n\r\n".encode()
+            self.wfile.write(part_head)
+            while frame is not None:
+                self.wfile.write(frame.jpeg + b"\r\n" + part_head)
+                self.wfile.flush()
+                sent = frame.seq
+                self.server.view.count_frame()
+                frame = None
+                while frame is None and not feed.stopped:
+                    if self._client_gone():
+                        return
+                    frame = feed.wait(after_seq=sent, timeout=1.0)
+
+
+class ViewServer:
+    """The view of one desktop: an HTTP server on ``127.0.0.1`` in a thread, and its :class:`FrameFeed`.
+
+    ``start()`` then :attr:`url`; ``stop()`` ends the server and the capture and leaves the desktop alone.
+    """
+
+    def __init__(self, desk: Desktop, *, port: int = 0, control: bool = False, fps: float = DEFAULT_FPS,
+                 quality: int = DEFAULT_QUALITY, token: str | None = None) -> None:
+        self.desk = desk
+        self.control = control
+        self.size = desk.size
+        self.token = token or secrets.token_urlsafe(24)
+        self.feed = FrameFeed(desk.raw_frame, fps=fps, quality=quality)
+        self.page = render_page(desk.id, desk.provider_name, self.size, control)
+        self._input_lock = threading.Lock()
+        self._port = port
+        self._httpd: _Http | None = None
+        self._thread: threading.Thread | None = None
+        self.frames_sent = 0
+        self._count_lock = threading.Lock()
+
+    def token_matches(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self.token.encode())
+
+    def info(self) -> dict[str, Any]:
+        return {"id": self.desk.id, "provider": self.desk.provider_name, "width": self.size[0],
+                "height": self.size[1], "control": self.control}
+
+    def send_input(self, event: Mapping[str, Any]) -> None:
+        action = input_action(event, self.size)
+        with self._input_lock:  # one action at a time, in arrival order
+            self.desk.act(action)
+
+    def count_frame(self) -> None:
+        with self._count_lock:
+            self.frames_sent += 1
+
+    def start(self) -> ViewServer:
+        try:
+            httpd = _Http(("127.0.0.1", self._port), _Handler)
+        except OSError as exc:
+            raise UsageError(f"cannot listen on 127.0.0.1:{self._port}: {exc.strerror or exc}",
+                             code="usage.bad_port", remedy="choose another --port, or 0 for any free one") from exc
+        httpd.view = self
+        self._httpd = httpd
+        self.feed.start()
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="deskctl-view-http", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "start() first"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The page's address, token included: give it only to whom may see (or, with control, drive) the desktop."""
+        return f"http://127.0.0.1:{self.port}/?token={self.token}"
+
+    def stop(self) -> None:
+        """Stop serving and capturing (idempotent); the desktop is not touched."""
+        self.feed.stop()
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> ViewServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
