@@ -390,3 +390,50 @@ def test_cli_detached_desktop_outlives_up_and_obeys_do_screenshot_exec_down(targ
     assert down.returncode == 0, down.stdout + down.stderr
     assert handle is not None and target.leftovers(handle) == []
     _assert_ended_in_ledger(session_id, target)
+
+
+def test_cli_view_serves_the_screen_and_passes_clicks_on(target: Target) -> None:
+    import urllib.request
+
+    import deskctl
+    from probe import Probe
+
+    session_id = json.loads(_cli("up", "--json", *_up_args(target)).stdout)["id"]
+    width, height = (int(v) for v in target.geometry.split("x")[:2])
+    view: subprocess.Popen[str] | None = None
+    try:
+        desk = deskctl.attach(session_id)
+        address, cookie = target.probe_address(desk)
+        desk.release()
+        with Probe.open(address, cookie) as probe:
+            probe.paint(20, 30, 100, 80, (230, 40, 20))
+            view = subprocess.Popen([sys.executable, "-m", "deskctl", "view", session_id, "--control"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+            assert view.stdout is not None
+            ready, _, _ = select.select([view.stdout], [], [], 120)
+            url = view.stdout.readline().strip() if ready else ""
+            assert url.startswith("http://127.0.0.1:"), view.stderr.read() if view.stderr else ""
+            base, token = url.split("/?token=")
+            with urllib.request.urlopen(f"{base}/frame.jpg?token={token}", timeout=120) as reply:
+                shown = Image.open(io.BytesIO(reply.read())).convert("RGB")
+            assert shown.size == (width, height)
+            pixel = shown.getpixel((70, 70))
+            assert isinstance(pixel, tuple) and all(abs(a - b) <= 12 for a, b in zip(pixel, (230, 40, 20), strict=True))
+            # a click on the image shown at half size lands at the desktop's own coordinates
+            event = {"type": "click", "x": 50, "y": 40, "w": width / 2, "h": height / 2}
+            post = urllib.request.Request(f"{base}/input?token={token}", data=json.dumps(event).encode(),
+                                          method="POST", headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(post, timeout=120) as reply:
+                assert reply.status == 204
+            probe.wait_for(lambda p: p.releases(1), "the click from the view")
+            assert probe.presses(1)[0].pos == (100, 80)
+        view.send_signal(signal.SIGINT)
+        _, err = view.communicate(timeout=60)
+        assert view.returncode == 0, err
+        _cli("do", session_id, "click", "1", "1")  # the view let go; the desktop is still up
+    finally:
+        if view is not None and view.poll() is None:
+            view.kill()
+            view.communicate()
+        down = _cli("down", session_id, check=False)
+    assert down.returncode == 0, down.stdout + down.stderr
