@@ -246,3 +246,10 @@ def test_a_desktop_that_goes_away_ends_the_view_with_its_error(session: Session)
         stream.close()
     assert view.proc.returncode == 20, err
     assert "(provider.session_lost)" in err
+
+
+def test_view_of_an_unknown_session_is_a_usage_error() -> None:
+    proc = deskctl("view", "dk-missing", check=False)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == "error: no session 'dk-missing' in the ledger (usage.not_found)\n  remedy: deskctl ls --all\n"
