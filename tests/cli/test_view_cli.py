@@ -214,6 +214,7 @@ def test_the_page_in_chromium_shows_the_live_desktop(
 def test_a_click_and_keys_in_the_page_reach_the_desktop_at_its_coordinates(
         session: Session, chromium: Any) -> None:  # noqa: F811 (the fixture imported above)
     from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
 
     with Probe.open(session.address, session.cookie) as probe, viewing(session.id, "--control") as view:
         _open_page(chromium, view)
@@ -232,6 +233,18 @@ def test_a_click_and_keys_in_the_page_reach_the_desktop_at_its_coordinates(
         probe.wait_for(lambda p: p.text() == "hi", "the typed text")
         # each press and release and both keys were answered (the page counts the answers)
         until(lambda: chromium.execute_script("return window.deskctlInputsDone") == 6, "six answered inputs")
+        probe.clear()
+        # the wheel (two notches down) and a drag, at the desktop's coordinates too
+        ActionChains(chromium).scroll_from_origin(ScrollOrigin.from_element(screen, 10 - 160, 20 - 120), 0, 200
+                                                  ).perform()
+        probe.wait_for(lambda p: len(p.releases(5)) == 2, "two wheel clicks down")
+        assert [e.pos for e in probe.presses(5)] == [(20, 40), (20, 40)]
+        ActionChains(chromium).move_to_element_with_offset(screen, 40 - 160, 40 - 120).click_and_hold().move_by_offset(
+            60, 30).release().perform()
+        probe.wait_for(lambda p: p.releases(1), "the end of the drag")
+        assert probe.presses(1)[0].pos == (80, 80)
+        assert probe.releases(1)[0].pos == (200, 140)
+        assert (200, 140) in [e.pos for e in probe.motions()]
         assert chromium.find_element("id", "status").text == ""
         code, err = view.stop()
     assert code == 0, err
@@ -253,3 +266,14 @@ def test_view_of_an_unknown_session_is_a_usage_error() -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr == "error: no session 'dk-missing' in the ledger (usage.not_found)\n  remedy: deskctl ls --all\n"
+
+
+def test_a_port_in_use_is_a_usage_error(session: Session) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = deskctl("view", session.id, "--port", str(port), check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "(usage.bad_port)" in proc.stderr
