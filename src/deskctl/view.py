@@ -190,7 +190,7 @@ class FrameFeed:
                 failures += 1
                 self.last_transient = exc
                 retry_after = getattr(exc, "retry_after", None)
-                self._pause(float(retry_after) if retry_after else min(5.0, 0.25 * 2 ** min(failures, 5)))
+                self._pause(float(retry_after) if retry_after is not None else min(5.0, 0.25 * 2 ** min(failures, 5)))
                 continue
             except DeskctlError as exc:
                 self._fail(exc)
@@ -523,7 +523,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, frame.jpeg, "image/jpeg")
 
     def _view_unavailable(self) -> None:
-        error = self.server.view.feed.error
+        feed = self.server.view.feed
+        error = feed.error or feed.last_transient  # the reason the capture fails, if it does
         if error is not None:
             self._error(503, error.code, error.message)
         else:
