@@ -152,6 +152,7 @@ def reserve(ledger: Ledger, *, session_id: str, spec: DesktopSpec, rate: Rate | 
                 details={"budget": name, "projected_usd": amount, "spent_usd": current.total_usd,
                          "max_usd": budget.max_usd},
             )  # fmt: skip
+        _release_expired(tx, name, now, now - budget.window_seconds)
         reservation_id = "rsv-" + secrets.token_hex(8)
         tx.insert_reservation(
             Reservation(
@@ -190,7 +191,9 @@ class BudgetStatus:
 
     ``spent_usd``: sessions that are over (settled costs). ``running_usd``: sessions still running, at their
     projected cost (the hold, or more if they already cost more). ``unknown_sessions``: sessions whose cost is
-    unknown, not included in the figures.
+    unknown, not included in the figures. ``rows`` lists the sessions counted one by one (running, held, or
+    released since the last check); the sessions that are over are only summed, so that a window of 100k
+    sessions costs no more memory than an empty one.
     """
 
     name: str | None
@@ -261,10 +264,12 @@ def _add(status: BudgetStatus, *, session_id: str, running: bool, cost: float | 
 
 def _status(tx: Transaction, budget: Budget, *, now: float, max_usd: float, window_seconds: float,
             alive: Any, unknown_cost: str | None = None) -> BudgetStatus:  # fmt: skip
+    """Where ``budget`` stands: the reservations whose desktop may still exist or that are still held are
+    looked at one by one (``rows``); the settled rest of the window is summed by the database. Time and memory
+    follow what is running, not how many sessions the window holds."""
     policy = _check_policy(unknown_cost, "--unknown-cost") if unknown_cost else unknown_cost_policy(budget=budget)
     result = BudgetStatus(budget.name, max_usd, window_seconds, now, unknown_cost=policy)
     since = now - window_seconds
-    records = tx.reservation_sessions(budget.name, since=since)
     known: dict[str | None, bool | None] = {}
 
     def alive_once(owner: str | None) -> bool | None:  # one look per owner process, not per reservation
@@ -272,9 +277,24 @@ def _status(tx: Transaction, budget: Budget, *, now: float, max_usd: float, wind
             known[owner] = alive(owner)
         return known[owner]
 
-    for r in tx.reservations(budget.name, since=since):
-        _count_reservation(result, r, records.get(r.session_id), now, alive_once)
+    for r, record in tx.open_reservations(budget.name, since=since):
+        _count_reservation(result, r, record, now, alive_once)
+    count, known_usd, unknown = tx.settled_totals(budget.name, since=since)
+    result.ended_sessions += count
+    result.spent_usd += known_usd
+    result.unknown_sessions += unknown
     return result
+
+
+def _release_expired(tx: Transaction, budget: str, now: float, since: float) -> None:
+    """Settle the holds that expired while their desktop is not running, at what :func:`_count_reservation`
+    counts them: so that holds of processes that died before settling do not pile up and slow every check."""
+    for r, record in tx.open_reservations(budget, since=since):
+        running = record is not None and record.active and record.created_at is not None
+        if r.status != "held" or now < r.expires_at or running:
+            continue
+        created = record is not None and record.created_at is not None
+        tx.release_reservation(r.id, at=now, cost_usd=record.cost_usd if created and record else 0.0)
 
 
 def _count_reservation(result: BudgetStatus, r: Reservation, record: SessionRecord | None, now: float,
@@ -331,14 +351,21 @@ def overall_status(ledger: Ledger, *, max_usd: float, window_seconds: float = DE
     now = time.time() if now is None else now
     policy = _check_policy(unknown_cost, "--unknown-cost") if unknown_cost else unknown_cost_policy()
     result = BudgetStatus(None, max_usd, window_seconds, now, unknown_cost=policy)
-    for record in ledger.sessions(since=now - window_seconds):
-        running = record.active and record.created_at is not None
+    since = now - window_seconds
+    # the active sessions one by one (``rows``); the ended ones summed by the database
+    for record in ledger.sessions(active=True, since=since):
+        running = record.created_at is not None
         if not running and record.status == "intent":
             continue  # an intent that never went further is nothing
         if running:
             _add(result, session_id=record.session_id, running=True, cost=_projected(record, now), how="projected")
         else:
             _add(result, session_id=record.session_id, running=False, cost=session_cost(record, now), how="ended")
+    ended = ledger.ended_totals(since=since, now=now).get("")
+    if ended is not None:
+        result.ended_sessions += ended.sessions
+        result.spent_usd += ended.cost_usd
+        result.unknown_sessions += ended.unknown_sessions
     return result
 
 

@@ -23,9 +23,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -43,15 +44,19 @@ __all__ = [
     "Ledger",
     "Reservation",
     "SessionRecord",
+    "Totals",
     "Transaction",
     "default_ledger_url",
     "open_ledger",
 ]
 
-STATUSES = ("intent", "creating", "ready", "ending", "ended", "failed", "leaked")
+STATUSES = ("intent", "creating", "ready", "ending", "destroying", "ended", "failed", "leaked")
 #: a session in one of these states is over: nothing of it can still exist or bill
 TERMINAL_STATUSES = frozenset({"ended", "failed"})
 ACTIVE_STATUSES = frozenset(STATUSES) - TERMINAL_STATUSES
+# SQL lists of the two sets: ``status IN (...)`` can use the status index, ``NOT IN`` cannot
+_TERMINAL_SQL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
+_ACTIVE_SQL = ", ".join(f"'{s}'" for s in sorted(ACTIVE_STATUSES))
 
 
 @dataclass
@@ -68,7 +73,7 @@ class SessionRecord:
     geometry: str
     owner: str  # "host:pid" of the process that opened the session
     detached: bool
-    status: str  # intent | creating | ready | ending | ended | failed | leaked
+    status: str  # intent | creating | ready | destroying | ended | failed | leaked
     intent_at: float
     created_at: float | None = None
     ready_at: float | None = None
@@ -159,6 +164,17 @@ class Reservation:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+@dataclass(frozen=True)
+class Totals:
+    """Sums over a group of sessions: how many, their billable seconds, their known cost and how many of them
+    have an unknown one (not included in ``cost_usd``)."""
+
+    sessions: int
+    billable_seconds: float
+    cost_usd: float
+    unknown_sessions: int
+
+
 # -- schema ----------------------------------------------------------------------------------------------
 
 #: migrations by target version; ``{serial_pk}`` is the one dialect difference
@@ -234,6 +250,14 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # the owner (host:pid) of a reservation lets a hold whose process died be released before it expires
     3: ("ALTER TABLE reservations ADD COLUMN owner TEXT",),
+    # Budget checks, `cost` and `ls` aggregate in SQL and read only the sessions that are still active, so a
+    # ledger of 100k sessions answers as fast as an empty one: the held reservations of a budget and the
+    # settled ones of its window come from one index (the cost column included, so the sum never reads the
+    # table); the ended sessions of a window come from their end time.
+    4: (
+        "CREATE INDEX reservations_budget_status ON reservations (budget, status, created_at, cost_usd)",
+        "CREATE INDEX sessions_ended_at ON sessions (ended_at)",
+    ),
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -280,14 +304,42 @@ class Transaction:
         rows = self.run(f"SELECT {', '.join(_BUDGET_COLUMNS)} FROM budgets WHERE name = ?", (name,))
         return _budget_from_row(rows[0]) if rows else None
 
-    def reservations(self, budget: str, *, since: float) -> list[Reservation]:
-        """Reservations of ``budget`` made since ``since``, plus every one still held whatever its age."""
+    def open_reservations(self, budget: str, *, since: float) -> list[tuple[Reservation, SessionRecord | None]]:
+        """The reservations of ``budget`` that need a look one by one, oldest first, each with its session
+        (None when it has none, without action counts): every one still held whatever its age, and those made
+        since ``since`` whose desktop may still exist (its session is active and its create was sent). Their
+        number follows what is running, not the size of the ledger."""
+        columns = ", ".join("r." + c for c in _RESERVATION_COLUMNS)
         rows = self.run(
-            f"SELECT {', '.join(_RESERVATION_COLUMNS)} FROM reservations "
-            "WHERE budget = ? AND (created_at >= ? OR status = 'held') ORDER BY created_at",
+            f"SELECT {columns} FROM reservations r WHERE r.budget = ? AND r.status = 'held' UNION "
+            f"SELECT {columns} FROM sessions s JOIN reservations r ON r.session_id = s.session_id "
+            f"WHERE s.status IN ({_ACTIVE_SQL}) AND s.created_at IS NOT NULL AND r.budget = ? AND r.created_at >= ? "
+            "ORDER BY created_at, id",
+            (budget, budget, since),
+        )
+        reservations = [_reservation_from_row(r) for r in rows]
+        records = self.sessions_by_id({r.session_id for r in reservations})
+        return [(r, records.get(r.session_id)) for r in reservations]
+
+    def settled_totals(self, budget: str, *, since: float) -> tuple[int, float, int]:
+        """(count, sum of known costs, count of unknown costs) of the reservations of ``budget`` made since
+        ``since`` that are settled and whose desktop cannot exist any more: the complement of
+        :meth:`open_reservations` in the window, summed by the database, never loaded."""
+        rows = self.run(
+            "SELECT COUNT(*), SUM(cost_usd), SUM(CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END) FROM reservations "
+            "WHERE budget = ? AND status = 'settled' AND created_at >= ? AND session_id NOT IN "
+            f"(SELECT session_id FROM sessions WHERE status IN ({_ACTIVE_SQL}) AND created_at IS NOT NULL)",
             (budget, since),
         )
-        return [_reservation_from_row(r) for r in rows]
+        count, known, unknown = rows[0]
+        return int(count or 0), float(known or 0.0), int(unknown or 0)
+
+    def release_reservation(self, reservation_id: str, *, at: float, cost_usd: float | None) -> None:
+        """Settle a hold that is over (expired, its desktop not running) at what its session cost."""
+        self.run(
+            "UPDATE reservations SET status = 'settled', settled_at = ?, cost_usd = ? WHERE id = ? AND status = 'held'",
+            (at, cost_usd, reservation_id),
+        )
 
     def insert_reservation(self, r: Reservation) -> None:
         self.run(
@@ -300,14 +352,19 @@ class Transaction:
     def session(self, session_id: str) -> SessionRecord | None:
         return self._ledger._get(self, session_id)
 
-    def reservation_sessions(self, budget: str, *, since: float) -> dict[str, SessionRecord]:
-        """The sessions of :meth:`reservations` (same arguments), by id, in one query (without action counts)."""
-        rows = self.run(
-            f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE session_id IN "
-            "(SELECT session_id FROM reservations WHERE budget = ? AND (created_at >= ? OR status = 'held'))",
-            (budget, since),
-        )
-        return {str(r[0]): Ledger._record(r, {}) for r in rows}
+    def sessions_by_id(self, session_ids: Iterable[str]) -> dict[str, SessionRecord]:
+        """These sessions, by id (without action counts); ids not in the ledger are left out."""
+        wanted = sorted(set(session_ids))
+        out: dict[str, SessionRecord] = {}
+        for start in range(0, len(wanted), 500):  # well under every backend's limit of bound parameters
+            chunk = wanted[start:start + 500]
+            rows = self.run(
+                f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions "
+                f"WHERE session_id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            out.update((str(r[0]), Ledger._record(r, {})) for r in rows)
+        return out
 
 
 def _budget_from_row(row: Sequence[Any]) -> Budget:
@@ -357,6 +414,10 @@ class Ledger:
         yield  # pragma: no cover
 
     def _serial_pk(self) -> str:
+        raise NotImplementedError
+
+    def _sql_day(self, column: str) -> str:
+        """SQL for the UTC day number (days since 1970-01-01) of the epoch seconds in ``column``."""
         raise NotImplementedError
 
     def _migrate(self) -> None:
@@ -528,6 +589,13 @@ class Ledger:
             assignments["reason"] = redact(reason)
         self._update(session_id, assignments, (status, {"reason": reason} if reason else {}, time.time()))
 
+    def record_destroying(self, session_id: str, *, reason: str, by: str) -> None:
+        """Written before a destroy is sent: until the end is recorded the ledger says ``destroying``, never
+        ``ready``, so a process killed between the destroy and the end record (or a ledger that could not take
+        it) leaves a row that ``deskctl reap`` finishes. ``by`` is the ``host:pid`` doing it."""
+        self._update(session_id, {"status": "destroying", "reason": redact(reason)},
+                     ("destroying", {"reason": redact(reason), "by": by}, time.time()))  # fmt: skip
+
     def record_meter(self, session_id: str, *, rate_usd_per_hour: float | None, rate_source: str | None,
                      budget: str | None = None) -> None:  # fmt: skip
         """Store the rate a session is metered at (and the budget it is charged to)."""
@@ -565,13 +633,21 @@ class Ledger:
         ended_at: float,
         billable_seconds: float | None,
         cost_usd: float | None,
-    ) -> None:
+        only_active: bool = False,
+    ) -> bool:
         """The session is over (``ended``, ``failed``) or known to be left behind (``leaked``); ``cost_usd``
         None means the cost is unknown. A session that is over also settles its budget holds at ``cost_usd``
-        in the same transaction, whoever ends it (its owner, ``deskctl down`` or the reaper)."""
+        in the same transaction, whoever ends it (its owner, ``deskctl down`` or the reaper).
+
+        ``only_active``: write nothing (and return False) when the session is already ended or failed, so that
+        the reaper never overwrites the end its owner recorded meanwhile."""
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
         with self.transaction() as tx:
+            if only_active:
+                rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
+                if rows and str(rows[0][0]) in TERMINAL_STATUSES:
+                    return False
             self._update_in(
                 tx, session_id,
                 {"status": status, "reason": redact(reason), "ended_at": ended_at,
@@ -585,6 +661,7 @@ class Ledger:
                     "WHERE session_id = ? AND status = 'held'",
                     (ended_at, cost_usd, session_id),
                 )
+        return True
 
     def _get(self, tx: Transaction, session_id: str) -> SessionRecord | None:
         rows = tx.run(f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE session_id = ?", (session_id,))
@@ -604,11 +681,10 @@ class Ledger:
         ``since``: sessions alive at or after that time (started since, ended since, or still running)."""
         where: list[str] = []
         params: list[Any] = []
-        terminal = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
         if active is True:
-            where.append(f"status NOT IN ({terminal})")
+            where.append(f"status IN ({_ACTIVE_SQL})")  # the status index: as fast at 100k ended sessions as at 0
         elif active is False:
-            where.append(f"status IN ({terminal})")
+            where.append(f"status IN ({_TERMINAL_SQL})")
         if since is not None:
             where.append("(intent_at >= ? OR ended_at >= ? OR ended_at IS NULL)")
             params += [since, since]
@@ -646,6 +722,57 @@ class Ledger:
             width=None if v["width"] is None else int(v["width"]),
             height=None if v["height"] is None else int(v["height"]),
         )  # fmt: skip
+
+    def ended_totals(self, *, since: float | None = None, by: str | None = None,
+                     now: float | None = None) -> dict[str, Totals]:  # fmt: skip
+        """The sessions that are over (ended or failed), summed by the database: per group of ``by``
+        (``provider``, ``day``: the UTC day of the intent as ``YYYY-MM-DD``, ``budget``: the budget of its
+        reservation, ``-`` for none; None: one group ``""``). ``since`` keeps the sessions alive at or after it,
+        as :meth:`sessions` does. Costs and billable time follow :func:`deskctl.metering.session_cost` and
+        :meth:`SessionRecord.elapsed_billable`; memory is one row per group, whatever the size of the ledger."""
+        now = time.time() if now is None else now
+        keys = {
+            None: "''",
+            "provider": "provider",
+            "day": self._sql_day("intent_at"),
+            "budget": "COALESCE((SELECT MAX(r.budget) FROM reservations r WHERE r.session_id = s.session_id), '-')",
+        }
+        if by not in keys:
+            raise ValueError(f"cannot group sessions by {by!r}")
+        where = [f"status IN ({_TERMINAL_SQL})"]
+        params: list[Any] = [now, now]
+        if since is not None:
+            where.append("(ended_at >= ? OR intent_at >= ? OR ended_at IS NULL)")
+            params += [since, since]
+        rows = self._read(
+            f"SELECT {keys[by]} AS k, COUNT(*), "
+            "SUM(CASE WHEN billable_seconds IS NOT NULL THEN billable_seconds WHEN created_at IS NULL THEN 0 "
+            "WHEN COALESCE(ended_at, ?) > created_at THEN COALESCE(ended_at, ?) - created_at ELSE 0 END), "
+            "SUM(cost_usd), SUM(CASE WHEN cost_usd IS NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END) "
+            f"FROM sessions s WHERE {' AND '.join(where)} GROUP BY k",
+            params,
+        )
+        out: dict[str, Totals] = {}
+        for key, count, billable, cost, unknown in rows:
+            name = str(key)
+            if by == "day":
+                name = datetime.fromtimestamp(int(key) * 86400, UTC).strftime("%Y-%m-%d")
+            out[name] = Totals(int(count), float(billable or 0.0), float(cost or 0.0), int(unknown or 0))
+        return out
+
+    def budget_of_sessions(self, session_ids: Iterable[str]) -> dict[str, str]:
+        """The budget each of these sessions was charged to (sessions without a reservation are left out)."""
+        wanted = sorted(set(session_ids))
+        out: dict[str, str] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for sid, budget in self._read(
+                "SELECT session_id, MAX(budget) FROM reservations "
+                f"WHERE session_id IN ({', '.join('?' * len(chunk))}) GROUP BY session_id",
+                chunk,
+            ):
+                out[str(sid)] = str(budget)
+        return out
 
     def events(self, session_id: str) -> list[Event]:
         rows = self._read("SELECT session_id, at, kind, data FROM events WHERE session_id = ? ORDER BY id",
@@ -732,6 +859,10 @@ class _SQLiteLedger(Ledger):
     def _serial_pk(self) -> str:
         return "INTEGER PRIMARY KEY AUTOINCREMENT"
 
+    def _sql_day(self, column: str) -> str:
+        # CAST truncates toward zero, which is the floor for every time after 1970
+        return f"CAST({column} / 86400 AS INTEGER)"
+
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # private to its user (SQLite gives the -wal and -shm files the same mode)
@@ -802,6 +933,9 @@ class _PostgresLedger(Ledger):
 
     def _serial_pk(self) -> str:
         return "BIGSERIAL PRIMARY KEY"
+
+    def _sql_day(self, column: str) -> str:
+        return f"CAST(FLOOR({column} / 86400) AS BIGINT)"  # a plain CAST would round
 
     def _sql(self, sql: str) -> str:
         return sql.replace("%", "%%").replace("?", "%s")

@@ -101,25 +101,37 @@ def cost(since: str | None, by: str, as_json: bool) -> None:
 
     now = time.time()
     start = None if since is None else now - _duration(since, "--since")
-    with _ledger() as book:
-        records = [r for r in book.sessions(since=start) if not (r.status == "intent" and r.created_at is None)]
-        budgets = {r.session_id: r.budget for r in book.reservations()} if by == "budget" else {}
+
+    def bucket(key: str) -> dict[str, Any]:
+        return {"key": key, "sessions": 0, "running": 0, "billable_seconds": 0.0, "cost_usd": 0.0,
+                "unknown_sessions": 0}  # fmt: skip
+
     groups: dict[str, dict[str, Any]] = {}
-    total: dict[str, Any] = {"key": "total", "sessions": 0, "running": 0, "billable_seconds": 0.0, "cost_usd": 0.0,
-             "unknown_sessions": 0}  # fmt: skip
-    for record in records:
+    total = bucket("total")
+    with _ledger() as book:
+        # Sessions that are over are summed by the database, per group; only the active ones are read.
+        for key, sums in book.ended_totals(since=start, by=by, now=now).items():
+            group = groups.setdefault(key, bucket(key))
+            for target in (group, total):
+                target["sessions"] += sums.sessions
+                target["billable_seconds"] += sums.billable_seconds
+                target["cost_usd"] += sums.cost_usd
+                target["unknown_sessions"] += sums.unknown_sessions
+        active = [r for r in book.sessions(active=True, since=start)
+                  if not (r.status == "intent" and r.created_at is None)]  # fmt: skip
+        budgets = book.budget_of_sessions(r.session_id for r in active) if by == "budget" else {}
+    for record in active:
         key = _group_key(record, by, budgets)
-        group = groups.setdefault(key, {"key": key, "sessions": 0, "running": 0, "billable_seconds": 0.0,
-                                        "cost_usd": 0.0, "unknown_sessions": 0})  # fmt: skip
+        group = groups.setdefault(key, bucket(key))
         spent = session_cost(record, now)
-        for bucket in (group, total):
-            bucket["sessions"] += 1
-            bucket["running"] += int(record.active)
-            bucket["billable_seconds"] += record.elapsed_billable(now)
+        for target in (group, total):
+            target["sessions"] += 1
+            target["running"] += 1
+            target["billable_seconds"] += record.elapsed_billable(now)
             if spent is None:
-                bucket["unknown_sessions"] += 1
+                target["unknown_sessions"] += 1
             else:
-                bucket["cost_usd"] += spent
+                target["cost_usd"] += spent
     ordered = [groups[k] for k in sorted(groups)]
     if as_json:
         def clean(bucket: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +143,7 @@ def cost(since: str | None, by: str, as_json: bool) -> None:
 
         echo_json({"by": by, "since": start, "groups": [clean(g) for g in ordered], "total": clean(total)})
         return
-    if not records:
+    if not total["sessions"]:
         note("no sessions in the ledger" + (f" in the last {since}" if since else ""))
         return
     rows = [
