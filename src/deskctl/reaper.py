@@ -1,13 +1,20 @@
-"""Find and destroy leftovers: desktops whose owner died, that expired, or whose session already ended.
+"""Find and destroy leftovers: desktops whose owner died, that expired, that are gone behind the ledger's back,
+or whose session already ended.
 
 Two sources are swept, so that nothing escapes:
 
 * every provider's :meth:`~deskctl.providers.base.Provider.list_owned` (labelled resources, including those made
   between "create sent" and "handle returned", which the ledger has no handle for);
-* the ledger's sessions that are not ended (a provider that cannot list still has its handles there).
+* the ledger's sessions that are not ended (a provider that cannot list still has its handles there). A
+  ``ready`` row whose desktop the provider says is gone is recorded ``failed`` (and whatever is left of it
+  destroyed); a ``destroying`` row (a destroy whose end was never recorded) is finished.
+
+Only desktops of this ledger are touched: a labelled desktop whose session is not in it belongs to another
+``DESKCTL_HOME``, another user or another team's ledger, and is left alone unless ``everything`` (``deskctl
+reap --everything``) is asked for; even then only a leftover (expired, or its owner dead) is destroyed.
 
 A session is never reaped while its owner process is alive on this host, unless it expired. A detached session
-(``deskctl up``) has no living owner by design: only its expiry, ``deskctl down`` or ``--all`` end it.
+(``deskctl up``) has no living owner by design: only its expiry, ``deskctl down`` or the reaper end it.
 """
 
 from __future__ import annotations
@@ -70,14 +77,17 @@ def owner_alive(owner: str | None) -> bool | None:
     return True
 
 
-def _why(labels: dict[str, str], record: SessionRecord | None, now: float, everything: bool) -> str | None:
+def _why(labels: dict[str, str], record: SessionRecord | None, now: float, ledger: Ledger | None = None) -> str | None:
     """The reason to reap, or None to leave it alone."""
-    if everything:
-        return "--all"
     if record is not None and record.status in _ENDED:
         return f"session already {record.status}"
     if record is not None and record.status == "leaked":
         return "an earlier destroy could not be confirmed"
+    if record is not None and record.status == "destroying" and ledger is not None:
+        by = next((e.data.get("by") for e in reversed(ledger.events(record.session_id)) if e.kind == "destroying"),
+                  None)  # fmt: skip
+        if owner_alive(str(by) if by else None) is not True:  # else: that process is at it right now
+            return "an earlier destroy was not recorded"
     expires = labels.get(LABEL_EXPIRES) or (str(record.expires_at) if record and record.expires_at else None)
     if expires:
         with contextlib.suppress(ValueError):
@@ -101,7 +111,10 @@ def reap(
     everything: bool = False,
     now: float | None = None,
 ) -> list[ReapResult]:
-    """Sweep every provider (or those named) and the ledger; destroy what should not exist any more."""
+    """Sweep every provider (or those named) and the ledger; destroy what should not exist any more.
+
+    ``everything``: also consider labelled desktops whose session is not in this ledger (by default they are
+    someone else's and are never touched)."""
     now = time.time() if now is None else now
     results: list[ReapResult] = []
     seen: set[str] = set()
@@ -119,33 +132,43 @@ def reap(
             for handle in owned:
                 session_id = handle.labels.get(LABEL_SESSION) or handle.session_id
                 record = ledger.get(session_id) if session_id else None
-                reason = _why(handle.labels, record, now, everything)
-                if reason is None:
-                    seen.add(session_id)
-                    continue
-                results.append(_destroy(ledger, provider, handle, session_id, reason, dry_run, now))
+                if record is None and not everything:
+                    continue  # not a session of this ledger: another home's, user's or team's desktop
+                reason = _why(handle.labels, record, now, ledger)
                 seen.add(session_id)
+                status = "ended"
+                if reason is None:
+                    if record is None or record.status != "ready" or not _gone(provider, handle.to_dict()):
+                        continue
+                    # listed, but no longer running (a stopped container, a dead display): failed
+                    reason, status = "the desktop is gone", "failed"
+                results.append(_destroy(ledger, provider, handle, session_id, reason, dry_run, now, status))
         for record in ledger.sessions(active=True):
             if record.session_id in seen:
                 continue
             if providers and record.provider not in providers:
                 continue
-            reason = _why({}, record, now, everything)
-            if reason is None:
-                continue
+            reason = _why({}, record, now, ledger)
             try:
                 provider = instances.setdefault(record.provider, get_provider(record.provider))
             except DeskctlError as exc:
-                results.append(ReapResult(record.session_id, record.provider, None, "skipped", reason, exc.code))
+                if reason is not None:
+                    results.append(ReapResult(record.session_id, record.provider, None, "skipped", reason, exc.code))
                 continue
+            status = "ended"
+            if reason is None:
+                if record.status != "ready" or not record.handle or not _gone(provider, record.handle):
+                    continue
+                # the ledger says ready, the provider says it is gone: it failed behind the ledger's back
+                reason, status = "the desktop is gone", "failed"
             if record.handle:
                 handle = RemoteHandle.from_dict(record.handle)
-                results.append(_destroy(ledger, provider, handle, record.session_id, reason, dry_run, now))
+                results.append(_destroy(ledger, provider, handle, record.session_id, reason, dry_run, now, status))
             else:
                 # never got a handle, and the provider lists nothing under its label: nothing exists
                 if not dry_run:
                     ledger.record_end(record.session_id, status="failed", reason=f"reaped: {reason}",
-                                      ended_at=now, billable_seconds=None, cost_usd=None)
+                                      ended_at=now, billable_seconds=None, cost_usd=None, only_active=True)
                 results.append(ReapResult(record.session_id, record.provider, None,
                                           "would_record" if dry_run else "recorded_gone", reason))
     finally:
@@ -155,9 +178,17 @@ def reap(
     return results
 
 
+def _gone(provider: Provider, raw_handle: dict[str, Any]) -> bool:
+    """The provider confirms the desktop no longer runs (False when it cannot tell)."""
+    try:
+        return not provider.is_alive(RemoteHandle.from_dict(raw_handle))
+    except (DeskctlError, KeyError, TypeError, ValueError):
+        return False
+
+
 def _destroy(
     ledger: Ledger, provider: Provider, handle: RemoteHandle, session_id: str, reason: str, dry_run: bool,
-    now: float,
+    now: float, status: str = "ended",
 ) -> ReapResult:
     if dry_run:
         return ReapResult(session_id, provider.name, handle.resource_id, "would_destroy", reason)
@@ -178,6 +209,6 @@ def _destroy(
                 from deskctl.spec import DesktopSpec
 
                 cost = metering.cost_for(metering.rate_for(DesktopSpec.model_validate(record.spec)), billable)
-        ledger.record_end(session_id, status="ended", reason=f"reaped: {reason}", ended_at=time.time(),
-                          billable_seconds=billable, cost_usd=cost)
+        ledger.record_end(session_id, status=status, reason=f"reaped: {reason}", ended_at=time.time(),
+                          billable_seconds=billable, cost_usd=cost, only_active=True)
     return ReapResult(session_id, provider.name, handle.resource_id, "destroyed", reason)

@@ -488,6 +488,21 @@ class Desktop:
         from deskctl import budget, metering
 
         provider = self.provider
+        previous = self.state
+        if self._create_sent_at is not None:
+            # Write-ahead: the row says `destroying` before the destroy is sent, so that a process killed between
+            # the destroy and the end record, or a ledger that cannot take the end, never leaves `ready` for a
+            # desktop that is gone; `deskctl reap` finishes a `destroying` row.
+            try:
+                self.ledger.record_destroying(self.id, reason=reason, by=owner_id())
+            except DeskctlError:
+                if not self._owned:
+                    # An explicit destroy (`deskctl down`) that the ledger cannot record is not sent: the desktop
+                    # stays up, as the ledger says, and the ledger error is the answer (exit 20).
+                    self.state = previous
+                    raise
+                # Our own desktop is destroyed whatever the ledger says (cleanup comes first); `deskctl reap`
+                # finds its `ready` row gone by its liveness check.
         left: CleanupIncomplete | None = None
         try:
             if self.handle is not None:
@@ -515,11 +530,16 @@ class Desktop:
         self._flush_actions(force=True)
         final_status = "leaked" if left is not None else status
         self.end_reason = reason
-        with contextlib.suppress(Exception):
+        end_error: DeskctlError | None = None
+        try:
             self.ledger.record_end(
                 self.id, status=final_status, reason=reason if left is None else f"{reason}; {left.code}",
                 ended_at=ended, billable_seconds=billable, cost_usd=cost,
             )
+        except DeskctlError as exc:
+            end_error = exc
+        except Exception:  # the end record never hides the outcome of the destroy
+            pass
         with contextlib.suppress(Exception):
             budget.settle(self.ledger, self._reservation, cost_usd=cost)
         if status == "failed":
@@ -530,6 +550,25 @@ class Desktop:
             provider.close()
         if left is not None:
             raise left
+        if end_error is not None and not self._owned:
+            raise InfrastructureError(
+                f"{self.id} was destroyed, but the ledger could not record its end ({end_error.message}); it stays "
+                "`destroying` until `deskctl reap` records it", code="ledger.unavailable", provider=provider.name,
+                remedy="make the ledger writable again (disk space, database), then run deskctl reap",
+            ) from end_error
+
+    def _end_if_gone(self, code: str) -> None:
+        """A desktop this process does not own reported lost: end its session (failed) only when the provider
+        confirms it is gone, since a lost connection alone does not mean a lost desktop."""
+        handle = self.handle
+        if handle is None:
+            return
+        try:
+            if self.provider.is_alive(handle):
+                return
+        except DeskctlError:
+            return  # cannot tell: leave it to `deskctl reap`
+        self._teardown(status="failed", reason=code)
 
     # -- actions -----------------------------------------------------------------------------------
     def _check_usable(self) -> None:
@@ -560,9 +599,12 @@ class Desktop:
                 if exc is None:
                     desk._counts[kind] += 1
                     desk._flush_actions()
-                elif isinstance(exc, InfrastructureError) and exc.code == "provider.session_lost" and desk._owned:
+                elif isinstance(exc, InfrastructureError) and exc.code == "provider.session_lost":
                     with contextlib.suppress(Exception):
-                        desk._teardown(status="failed", reason=exc.code)
+                        if desk._owned:
+                            desk._teardown(status="failed", reason=exc.code)
+                        else:  # e.g. `deskctl do` on a detached desktop that died: the ledger must not say ready
+                            desk._end_if_gone(exc.code)
 
         return _Guard()
 

@@ -235,11 +235,11 @@ def ls(show_all: bool, since: str | None, as_json: bool) -> None:
     if not rows:
         note("no sessions" + ("" if show_all else " running (deskctl ls --all shows ended ones)"))
         return
-    header = f"{'ID':<14} {'PROVIDER':<12} {'PLATFORM':<8} {'GEOMETRY':<10} {'STATUS':<8} {'AGE':>8} {'SPEND':>10}"
+    header = f"{'ID':<14} {'PROVIDER':<12} {'PLATFORM':<8} {'GEOMETRY':<10} {'STATUS':<10} {'AGE':>8} {'SPEND':>10}"
     click.echo(header)
     for row in rows:
         click.echo(f"{row['id']:<14} {row['provider']:<12} {row['platform']:<8} {row['geometry']:<10} "
-                   f"{row['status']:<8} {_age(row['seconds']):>8} {metering.format_cost(row['cost_usd']):>10}")
+                   f"{row['status']:<10} {_age(row['seconds']):>8} {metering.format_cost(row['cost_usd']):>10}")
 
 
 def _age(seconds: float) -> str:
@@ -472,17 +472,21 @@ def exec_cmd(session_id: str, command: tuple[str, ...], timeout: float, as_json:
 @click.command()
 @click.option("--provider", "providers", multiple=True, help="Only sweep this provider (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Say what would be destroyed; destroy nothing.")
+@click.option("--everything", is_flag=True,
+              help="Also leftovers whose session is not in this ledger (another DESKCTL_HOME, user or team).")
 @json_option
-def reap(providers: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
-    """Destroy leftovers: desktops whose owner died, that expired, or whose session already ended.
+def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, as_json: bool) -> None:
+    """Destroy leftovers: desktops whose owner died, that expired, that are gone, or whose session already ended.
 
-    Sweeps every provider by the deskctl labels and the ledger. Exits 5 when something could not be destroyed.
+    Sweeps every provider by the deskctl labels and the ledger, touching only desktops of this ledger unless
+    --everything. A `ready` session whose desktop is gone is recorded failed; a `destroying` one is finished.
+    Exits 5 when something could not be destroyed.
     """
     from deskctl.errors import CleanupIncomplete
     from deskctl.reaper import reap as do_reap
 
     with _ledger() as book:
-        results = do_reap(book, providers=list(providers) or None, dry_run=dry_run)
+        results = do_reap(book, providers=list(providers) or None, dry_run=dry_run, everything=everything)
     if as_json:
         echo_json({"reaped": [r.to_dict() for r in results]})
     else:
