@@ -471,7 +471,7 @@ def test_screenshot_from_the_framebuffer_file_equals_getimage(desk: deskctl.Desk
 def test_reap_removes_desktops_whose_owner_is_gone_and_keeps_the_others(docker_sdk: Any) -> None:
     import socket
 
-    from deskctl.ledger import open_ledger
+    from deskctl.ledger import SessionRecord, open_ledger
     from deskctl.providers.base import LABEL_EXPIRES, LABEL_OWNER
     from deskctl.reaper import reap
 
@@ -481,6 +481,10 @@ def test_reap_removes_desktops_whose_owner_is_gone_and_keeps_the_others(docker_s
     expires = str(int(time.time()) + 3600)
     provider = DockerProvider({"reaper": False})  # as if the owner's watcher had died with it
     spec = DesktopSpec.build(provider="docker", geometry="640x480")
+    with open_ledger() as ledger:  # deskctl writes the intent before it creates: the reaper reaps its own only
+        for sid, pid in (("dk-orphan001", int(finished.stdout)), ("dk-kept00001", os.getpid())):
+            ledger.record_intent(SessionRecord(sid, "docker", "ubuntu", "640x480", f"{host}:{pid}", False, "intent",
+                                               time.time()))  # fmt: skip
     orphan = provider.create(spec, "dk-orphan001", {LABEL_SESSION: "dk-orphan001", LABEL_EXPIRES: expires,
                                                      LABEL_OWNER: f"{host}:{int(finished.stdout)}"})
     kept = provider.create(spec, "dk-kept00001", {LABEL_SESSION: "dk-kept00001", LABEL_EXPIRES: expires,

@@ -285,13 +285,16 @@ def test_the_owner_watch_ends_the_desktop_when_its_owner_is_killed(provider: Xvf
 
 
 def test_reap_removes_a_live_desktop_whose_owner_died(provider: XvfbProvider) -> None:
-    from deskctl.ledger import open_ledger
+    from deskctl.ledger import SessionRecord, open_ledger
     from deskctl.reaper import reap
 
     handle = _killed_holder("dk-orphan", {"owner_watch": False})
     try:
         assert provider.is_alive(handle), "without the watch the orphan lives on"
         with open_ledger() as book:
+            # deskctl writes the intent before it creates: the reaper takes the desktops of its own ledger only
+            book.record_intent(SessionRecord("dk-orphan", "xvfb", "ubuntu", "320x240", handle.labels[LABEL_OWNER],
+                                             False, "creating", time.time()))  # fmt: skip
             results = reap(book, providers=["xvfb"])
         assert [(r.session_id, r.action) for r in results] == [("dk-orphan", "destroyed")]
         assert "owner" in results[0].reason
