@@ -338,3 +338,138 @@ def test_sixteen_processes_never_overspend_nor_double_count(ledger: Ledger, ledg
     assert len(rows) == 10 and all(r.status == "settled" and r.cost_usd == 0.05 for r in rows)
     state = status(ledger, "shared")
     assert state.spent_usd == pytest.approx(0.5) and state.running_usd == 0.0 and state.ended_sessions == 10
+
+
+# -- the sums in SQL agree with the sessions counted one by one ----------------------------------------------------
+
+
+def _mixed_ledger(book: Ledger, seed: int) -> float:
+    """Sessions and reservations in every state, at random (seeded); returns the `now` to look at them from."""
+    import random
+
+    from deskctl.ledger import Reservation
+
+    rng = random.Random(seed)
+    now = 1_000_000.0
+    book.set_budget("ci", max_usd=1e6, window_seconds=86400)
+    book.set_budget("qa", max_usd=1e6, window_seconds=86400)
+    for i in range(120):
+        sid = f"dk-mix{i:03d}"
+        intent = now - rng.uniform(0, 3 * 86400)
+        created = None if rng.random() < 0.15 else intent + rng.uniform(0, 5)
+        rate = None if rng.random() < 0.1 else rng.choice([0.0, 6.0, 0.2336])
+        book.record_intent(SessionRecord(sid, rng.choice(["xvfb", "docker", "daytona"]), "ubuntu", "1024x768",
+                                         "elsewhere:1", rng.random() < 0.3, "intent", intent,
+                                         rate_usd_per_hour=rate, spec={"max_minutes": rng.choice([None, 5, 60])}))
+        if created is not None:
+            book.record_create_sent(sid, created)
+        state = rng.choice(["intent", "ready", "destroying", "leaked", "ended", "ended", "ended", "failed"])
+        if state == "ready" and created is not None:
+            book.record_ready(sid, created + 1, 1024, 768)
+        elif state == "destroying" and created is not None:
+            book.record_destroying(sid, reason="closed", by="elsewhere:2")
+        elif state in ("ended", "failed", "leaked"):
+            ended = (created or intent) + rng.uniform(0, 7200)
+            cost = None if rng.random() < 0.1 else rng.uniform(0, 2)
+            billable = None if rng.random() < 0.2 else rng.uniform(0, 7200)
+            book.record_end(sid, status=state, reason="t", ended_at=ended, billable_seconds=billable, cost_usd=cost)
+        if rng.random() < 0.8:
+            held = rng.random() < 0.3
+            made = intent - 1
+            with book.transaction() as tx:
+                tx.insert_reservation(Reservation(
+                    id=f"rsv-{i:03d}", budget=rng.choice(["ci", "qa"]), session_id=sid,
+                    amount_usd=rng.uniform(0, 1), unknown=rng.random() < 0.1, created_at=made,
+                    expires_at=made + rng.choice([60, 7200, 5 * 86400]), status="held" if held else "settled",
+                    settled_at=None if held else made + 10, cost_usd=None if held or rng.random() < 0.1 else
+                    rng.uniform(0, 2), owner="elsewhere:3",
+                ))  # fmt: skip
+    return now
+
+
+def _one_by_one(book: Ledger, name: str, now: float, window: float) -> BudgetStatus:
+    """The budget counted reservation by reservation, every one of the window loaded (the way before SQL sums)."""
+    from deskctl.budget import _count_reservation
+
+    result = BudgetStatus(name, 1e6, window, now)
+    for r in book.reservations(budget=name):
+        if r.created_at >= now - window or r.status == "held":
+            _count_reservation(result, r, book.get(r.session_id), now, lambda owner: None)
+    return result
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_budget_sums_in_sql_equal_counting_one_by_one(ledger: Ledger, seed: int) -> None:
+    now = _mixed_ledger(ledger, seed)
+    for name in ("ci", "qa"):
+        for window in (3600.0, 86400.0, 10 * 86400.0):
+            want = _one_by_one(ledger, name, now, window)
+            got = status(ledger, name, now=now, window_seconds=window)
+            assert (got.ended_sessions, got.running_sessions, got.unknown_sessions) == (
+                want.ended_sessions, want.running_sessions, want.unknown_sessions)  # fmt: skip
+            assert got.spent_usd == pytest.approx(want.spent_usd, abs=1e-9)
+            assert got.running_usd == pytest.approx(want.running_usd, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_overall_status_in_sql_equals_counting_one_by_one(ledger: Ledger, seed: int) -> None:
+    from deskctl.budget import _add, _projected
+    from deskctl.metering import session_cost
+
+    now = _mixed_ledger(ledger, seed)
+    for window in (3600.0, 86400.0, 10 * 86400.0):
+        want = BudgetStatus(None, 5.0, window, now)
+        for record in ledger.sessions(since=now - window):
+            running = record.active and record.created_at is not None
+            if not running and record.status == "intent":
+                continue
+            cost = _projected(record, now) if running else session_cost(record, now)
+            _add(want, session_id=record.session_id, running=running, cost=cost, how="")
+        got = overall_status(ledger, max_usd=5.0, window_seconds=window, now=now)
+        assert (got.ended_sessions, got.running_sessions, got.unknown_sessions) == (
+            want.ended_sessions, want.running_sessions, want.unknown_sessions)  # fmt: skip
+        assert got.spent_usd == pytest.approx(want.spent_usd, abs=1e-9)
+        assert got.running_usd == pytest.approx(want.running_usd, abs=1e-9)
+        assert len(got.rows) == got.running_sessions + sum(1 for r in got.rows if not r["running"])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_ended_totals_equal_summing_one_by_one(ledger: Ledger, seed: int) -> None:
+    from datetime import UTC, datetime
+
+    from deskctl.metering import session_cost
+
+    now = _mixed_ledger(ledger, seed)
+    budgets = {r.session_id: r.budget for r in ledger.reservations()}
+    for by in ("provider", "day", "budget", None):
+        for since in (None, now - 3600, now - 86400):
+            want: dict[str, list[float]] = {}
+            for record in ledger.sessions(active=False, since=since):
+                key = {"provider": record.provider, None: "", "budget": budgets.get(record.session_id, "-"),
+                       "day": datetime.fromtimestamp(record.intent_at, UTC).strftime("%Y-%m-%d")}[by]
+                row = want.setdefault(key, [0, 0.0, 0.0, 0])
+                cost = session_cost(record, now)
+                row[0] += 1
+                row[1] += record.elapsed_billable(now)
+                row[2] += cost or 0.0
+                row[3] += cost is None
+            got = ledger.ended_totals(since=since, by=by, now=now)
+            assert sorted(got) == sorted(want)
+            for key, (count, billable, cost, unknown) in want.items():
+                assert (got[key].sessions, got[key].unknown_sessions) == (count, unknown)
+                assert got[key].billable_seconds == pytest.approx(billable)
+                assert got[key].cost_usd == pytest.approx(cost, abs=1e-9)
+
+
+def test_an_expired_hold_is_released_at_the_next_reservation(ledger: Ledger) -> None:
+    ledger.set_budget("ci", max_usd=10.0, window_seconds=86400)
+    spec = _spec(max_minutes=1, budget="ci")
+    reserve(ledger, session_id="dk-died", spec=spec, rate=SIX_PER_HOUR, now=1000.0)  # its process died: never created
+    later = 1000.0 + 60 + RESERVATION_GRACE_SECONDS + 1
+    before = status(ledger, "ci", now=later)
+    reserve(ledger, session_id="dk-next", spec=spec, rate=SIX_PER_HOUR, now=later)
+    [released] = ledger.reservations(session_id="dk-died")
+    assert (released.status, released.cost_usd, released.settled_at) == ("settled", 0.0, later)
+    after = status(ledger, "ci", now=later)
+    assert after.spent_usd == before.spent_usd == 0.0 and after.ended_sessions == before.ended_sessions == 1
+    assert [r["session_id"] for r in after.rows] == ["dk-next"]  # no longer looked at one by one

@@ -59,6 +59,19 @@ def test_unknown_cost_stays_unknown(ledger: Ledger) -> None:
     assert got is not None and got.cost_usd is None and got.billable_seconds == 5.0
 
 
+def test_the_reaper_never_overwrites_an_end_recorded_meanwhile(ledger: Ledger) -> None:
+    ledger.record_intent(_record("dk-race"))
+    ledger.record_destroying("dk-race", reason="closed", by="host:2")
+    assert ledger.get("dk-race").status == "destroying"  # type: ignore[union-attr]
+    ledger.record_end("dk-race", status="ended", reason="closed", ended_at=10.0, billable_seconds=1.0, cost_usd=0.5)
+    assert not ledger.record_end("dk-race", status="failed", reason="reaped", ended_at=11.0, billable_seconds=None,
+                                 cost_usd=None, only_active=True)  # fmt: skip
+    got = ledger.get("dk-race")
+    assert got is not None and (got.status, got.reason, got.cost_usd) == ("ended", "closed", 0.5)
+    assert [e.kind for e in ledger.events("dk-race")] == ["intent", "destroying", "ended"]
+    assert ledger.events("dk-race")[1].data == {"reason": "closed", "by": "host:2"}
+
+
 def test_update_of_unknown_session_is_not_found(ledger: Ledger) -> None:
     with pytest.raises(NotFound):
         ledger.record_create_sent("dk-nope", 1.0)
@@ -148,6 +161,41 @@ def test_migrates_an_old_schema_forward(ledger_url: str, monkeypatch: pytest.Mon
         assert new.schema_version() == SCHEMA_VERSION
         assert new.get("dk-old-schema") is not None
         assert new.budgets() == []
+    finally:
+        new.close()
+
+
+def test_a_schema_3_ledger_gets_the_indexes_and_keeps_its_records(ledger_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                                   ) -> None:  # fmt: skip
+    import deskctl.ledger as ledger_module
+    from deskctl.budget import status
+
+    monkeypatch.setattr(ledger_module, "SCHEMA_VERSION", 3)  # a ledger written by the previous release
+    old = open_ledger(ledger_url)
+    old.set_budget("ci", max_usd=1.0, window_seconds=86400)
+    old.record_intent(_record("dk-three", at=time.time() - 60))
+    old.record_create_sent("dk-three", time.time() - 59)
+    old.record_end("dk-three", status="ended", reason="closed", ended_at=time.time(), billable_seconds=59.0,
+                   cost_usd=0.25)  # fmt: skip
+    with old.transaction() as tx:
+        tx.run("INSERT INTO reservations (id, budget, session_id, amount_usd, unknown, created_at, expires_at, "
+               "status, settled_at, cost_usd) VALUES ('rsv-3', 'ci', 'dk-three', 0.5, 0, ?, ?, 'settled', ?, 0.25)",
+               (time.time() - 60, time.time() + 600, time.time()))  # fmt: skip
+    before = status(old, "ci")
+    old.close()
+    monkeypatch.undo()
+
+    new = open_ledger(ledger_url)
+    try:
+        assert new.schema_version() == SCHEMA_VERSION == 4
+        if new.backend == "sqlite":
+            names = {r[0] for r in new._read("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        else:
+            names = {r[0] for r in new._read("SELECT indexname FROM pg_indexes")}
+        assert {"reservations_budget_status", "sessions_ended_at"} <= names
+        after = status(new, "ci")
+        assert (after.spent_usd, after.ended_sessions) == (before.spent_usd, before.ended_sessions) == (0.25, 1)
+        assert new.ended_totals(by="provider")["xvfb"].cost_usd == 0.25
     finally:
         new.close()
 
