@@ -192,7 +192,7 @@ def test_a_schema_3_ledger_gets_the_indexes_and_keeps_its_records(ledger_url: st
             names = {r[0] for r in new._read("SELECT name FROM sqlite_master WHERE type = 'index'")}
         else:
             names = {r[0] for r in new._read("SELECT indexname FROM pg_indexes")}
-        assert {"reservations_budget_status", "sessions_ended_at"} <= names
+        assert {"reservations_budget_status", "sessions_ended"} <= names
         after = status(new, "ci")
         assert (after.spent_usd, after.ended_sessions) == (before.spent_usd, before.ended_sessions) == (0.25, 1)
         assert new.ended_totals(by="provider")["xvfb"].cost_usd == 0.25
