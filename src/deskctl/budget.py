@@ -121,7 +121,7 @@ def reserve(ledger: Ledger, *, session_id: str, spec: DesktopSpec, rate: Rate | 
     if name is None:
         return None
     from deskctl.ledger import Reservation
-    from deskctl.reaper import owner_alive
+    from deskctl.owners import owner_alive
 
     owner = _owner()
     with ledger.transaction(lock=f"budget:{name}") as tx:
@@ -330,7 +330,7 @@ def status(ledger: Ledger, name: str, *, now: float | None = None, max_usd: floa
            window_seconds: float | None = None, unknown_cost: str | None = None) -> BudgetStatus:  # fmt: skip
     """Where the budget ``name`` stands (``max_usd``, ``window_seconds`` and the ``unknown_cost`` policy
     override its own, for a what-if or a stricter check)."""
-    from deskctl.reaper import owner_alive
+    from deskctl.owners import owner_alive
 
     now = time.time() if now is None else now
     with ledger.transaction(readonly=True) as tx:

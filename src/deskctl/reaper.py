@@ -20,13 +20,12 @@ A session is never reaped while its owner process is alive on this host, unless 
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import DeskctlError
+from deskctl.owners import owner_alive
 from deskctl.providers import get_provider, known_provider_names
 from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, Provider, RemoteHandle
 
@@ -49,32 +48,6 @@ class ReapResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def owner_alive(owner: str | None) -> bool | None:
-    """True/False for an owner ``host:pid`` on this host; None when it is on another host or unknown."""
-    if not owner or ":" not in owner:
-        return None
-    host, _, pid_text = owner.rpartition(":")
-    if host != socket.gethostname():
-        return None
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        return None
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie is dead for our purposes
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
-        if fh.read().rsplit(")", 1)[-1].split()[0] == "Z":
-            return False
-    return True
 
 
 def _why(labels: dict[str, str], record: SessionRecord | None, now: float, ledger: Ledger | None = None) -> str | None:

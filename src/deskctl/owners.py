@@ -1,0 +1,39 @@
+"""Whether the process that owns a desktop or a budget hold (``host:pid``) is still alive.
+
+Kept apart from :mod:`deskctl.reaper` so that a budget check, which asks this for every hold, does not import the
+providers (and pydantic) to do it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+
+__all__ = ["owner_alive"]
+
+
+def owner_alive(owner: str | None) -> bool | None:
+    """True/False for an owner ``host:pid`` on this host; None when it is on another host or unknown."""
+    if not owner or ":" not in owner:
+        return None
+    host, _, pid_text = owner.rpartition(":")
+    if host != socket.gethostname():
+        return None
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return None
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is dead for our purposes
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
+        if fh.read().rsplit(")", 1)[-1].split()[0] == "Z":
+            return False
+    return True
