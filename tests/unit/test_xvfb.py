@@ -25,7 +25,7 @@ from deskctl.actions import Click
 from deskctl.errors import ProviderUnreachable, SessionLost
 from deskctl.providers._x11 import X11Driver, read_cookie
 from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, RemoteHandle
-from deskctl.providers.xvfb import XvfbProvider
+from deskctl.providers.xvfb import XvfbProvider, _file_id, _lock_owner
 from deskctl.spec import DesktopSpec
 
 pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed")
@@ -205,11 +205,36 @@ def test_destroy_ends_every_process_and_removes_every_file_even_after_sigkill(pr
     provider.destroy(handle)
     for pid in _pids(handle):
         assert not _alive(pid)
-    assert not Path(f"/tmp/.X{number}-lock").exists()
-    assert not Path(f"/tmp/.X11-unix/X{number}").exists()
+    # another test process may take the freed number at once: what must be gone is our server's files
+    assert _lock_owner(Path(f"/tmp/.X{number}-lock")) != xvfb
+    assert _file_id(Path(f"/tmp/.X11-unix/X{number}")) != handle.data["socket_id"]
     assert not Path(handle.data["dir"]).exists()
     provider.destroy(handle)  # idempotent
     assert provider.list_owned() == []
+
+
+def test_destroy_leaves_the_socket_of_a_newer_server_that_took_the_number(provider: XvfbProvider) -> None:
+    """After our Xvfb died, another server may take its number and bind /tmp/.X11-unix/XN before it listens:
+    destroy must not unlink that file (its clients would find no socket), only the one our server made."""
+    import socket as socketlib
+
+    handle = provider.create(_spec(), "dk-taken", _labels("dk-taken"))
+    provider.wait_ready(handle, time.monotonic() + 30)
+    number = handle.data["display_number"]
+    xvfb = _pids(handle, "xvfb")[0]
+    os.kill(xvfb, signal.SIGKILL)
+    _wait_exit(xvfb)
+    path = Path(f"/tmp/.X11-unix/X{number}")
+    path.unlink()
+    newer = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    try:
+        newer.bind(str(path))  # bound, not yet listening: as a starting server is for a moment
+        provider.destroy(handle)
+        assert path.exists(), "the newer server's socket file was removed"
+    finally:
+        newer.close()
+        path.unlink(missing_ok=True)
+    assert _lock_owner(Path(f"/tmp/.X{number}-lock")) != xvfb
 
 
 def test_another_process_can_use_and_destroy_a_desktop_from_its_handle(provider: XvfbProvider) -> None:
@@ -277,7 +302,7 @@ def test_the_owner_watch_ends_the_desktop_when_its_owner_is_killed(provider: Xvf
     try:
         for pid in _pids(handle):
             _wait_exit(pid)
-        assert not Path(f"/tmp/.X11-unix/X{handle.data['display_number']}").exists()
+        assert _file_id(Path(f"/tmp/.X11-unix/X{handle.data['display_number']}")) != handle.data["socket_id"]
         assert [h.session_id for h in provider.list_owned()] == ["dk-watched"], "the marker waits for the reaper"
     finally:
         provider.destroy(handle)

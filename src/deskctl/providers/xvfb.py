@@ -236,6 +236,16 @@ def _lock_owner(lock: Path) -> int | None:
         return -1
 
 
+def _file_id(path: Path) -> str | None:
+    """The identity of the file at ``path``: inode and change time, since a freed inode number is soon reused
+    (None when there is no file)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return f"{info.st_ino}:{info.st_ctime_ns}"
+
+
 def _listening(path: Path) -> bool:
     """Whether a server accepts connections on the unix socket at ``path``."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -400,6 +410,8 @@ class XvfbProvider(Provider):
                                       float(options.get("start_timeout", 30.0)))
             handle.data["display"] = f":{number}"
             handle.data["display_number"] = number
+            # the socket file's identity: destroy removes that file only, never a newer server's at the same path
+            handle.data["socket_id"] = _file_id(Path(f"/tmp/.X11-unix/X{number}"))
             _claim_lock(number, int(handle.data["procs"][0]["pid"]))
             handle.resource_id = f"xvfb:{socket.gethostname()}:{number}:{handle.data['procs'][0]['pid']}"
             self._write_marker(handle)
@@ -720,7 +732,9 @@ class XvfbProvider(Provider):
         number = handle.data.get("display_number")
         xvfb_pids = {int(p["pid"]) for p in procs if p["role"] == "xvfb"}
         if isinstance(number, int):
-            left.extend(self._remove_display_files(number, xvfb_pids))
+            socket_id = handle.data.get("socket_id")
+            ours = socket_id if isinstance(socket_id, str) else None
+            left.extend(self._remove_display_files(number, xvfb_pids, ours))
         directory = handle.data.get("dir")
         if directory and not live:
             path = Path(directory)
@@ -756,17 +770,19 @@ class XvfbProvider(Provider):
                     del self._children[pid]
 
     @staticmethod
-    def _remove_display_files(number: int, xvfb_pids: set[int]) -> list[str]:
+    def _remove_display_files(number: int, xvfb_pids: set[int], socket_id: str | None = None) -> list[str]:
         """Remove /tmp/.XN-lock and /tmp/.X11-unix/XN that our (dead) Xvfb left, e.g. after SIGKILL; never
-        another server's: a lock naming another pid, or a socket something listens on, is left alone.
-        Returns what could not be removed."""
+        another server's: a lock naming another pid, a socket something listens on, or a socket file that is not
+        the one our server made (``socket_id``: a new server that took the number may not listen yet) is left
+        alone. Returns what could not be removed."""
         lock = Path(f"/tmp/.X{number}-lock")
         sock = Path(f"/tmp/.X11-unix/X{number}")
         owner = _lock_owner(lock)
         if owner is not None and owner not in xvfb_pids:
             return []  # the number was taken over by another server: its files are not ours
         left: list[str] = []
-        if sock.exists() and not _listening(sock):
+        ours = socket_id is None or _file_id(sock) == socket_id
+        if ours and sock.exists() and not _listening(sock):
             try:
                 sock.unlink()
             except FileNotFoundError:
