@@ -46,6 +46,12 @@ _PATTERNS = [
     re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic)\s+)[^\s\"',]+"),
     re.compile(r"(?i)((?:api[_-]?key|token|secret|password|passwd|client_secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',&]+"),
     re.compile(r"(?i)([?&](?:token|api_key|apikey|key|DAYTONA_SANDBOX_AUTH_KEY)=)[^&\s]+"),
+    # the password of a URL's userinfo (postgresql://u:PASSWORD@h, http://u:PASSWORD@h, tcp://u:PASSWORD@h)
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@\"'<>]*:)[^/\s@\"'<>]+(?=@)"),
+    # a bare user:PASSWORD@host (an ssh target written with a password)
+    re.compile(r"(?<![\w/:.@-])([\w.-]+:)[^\s@/:\"'<>]+(?=@[\w\[])"),
+    # a token alone as the userinfo of a web URL (https://TOKEN@host)
+    re.compile(r"(?i)(\bhttps?://)[^/\s:@\"'<>]+(?=@)"),
 ]
 
 REDACTED = "***"
@@ -60,7 +66,8 @@ def register_secret(value: str | None) -> None:
 
 
 def redact(text: str | None) -> str:
-    """``text`` with every registered secret and every secret-shaped ``key=value`` replaced by ``***``."""
+    """``text`` with every registered secret, every secret-shaped ``key=value`` and the password of every URL
+    (``scheme://user:***@host``, ``user:***@host``; the whole userinfo of an http(s) URL) replaced by ``***``."""
     if not text:
         return text or ""
     with _lock:

@@ -116,8 +116,21 @@ class DeskctlError(Exception):
             "remedy": redact(self.remedy) if self.remedy else None,
         }
         if self.details:
-            body["details"] = self.details
+            body["details"] = _redacted(self.details)
         return {"error": body}
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with every string in it redacted (details carry check messages, URLs, hosts)."""
+    from deskctl.credentials import redact
+
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: _redacted(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(item) for item in value]
+    return value
 
 
 class UsageError(DeskctlError):

@@ -160,3 +160,17 @@ def test_provider_declared_variables_are_merged() -> None:
     for name in known_provider_names():
         declared = getattr(load_provider_class(name), "credential_vars", ())
         assert set(declared) <= set(credentials.credential_set(name).variables)
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("postgresql://deskctl:pw-secret1@db:5432/ledger", "postgresql://deskctl:***@db:5432/ledger"),
+    ("cannot reach http://u:pw-secret1@127.0.0.1:9/api: refused", "cannot reach http://u:***@127.0.0.1:9/api: refused"),
+    ("DOCKER_HOST=tcp://u:pw-secret1@h:2376", "DOCKER_HOST=tcp://u:***@h:2376"),
+    ("https://pw-secret1@example.test/x", "https://***@example.test/x"),
+    ("ssh host 'me:pw-secret1@lab:22'", "ssh host 'me:***@lab:22'"),
+    ('{"url": "http://u:pw-secret1@h", "b": "c@d"}', '{"url": "http://u:***@h", "b": "c@d"}'),
+    ("alice@lab-box:2222 and ssh://me@host and postgresql://deskctl@db/x",
+     "alice@lab-box:2222 and ssh://me@host and postgresql://deskctl@db/x"),
+])
+def test_redact_removes_the_password_of_every_url(text: str, shown: str) -> None:
+    assert redact(text) == shown

@@ -344,6 +344,11 @@ class SshTarget:
         if raw.startswith("ssh://"):
             raw = raw[len("ssh://"):].rstrip("/")
         who, _, where = raw.rpartition("@")
+        if ":" in who:  # user:password@host: refused, and the password is never echoed
+            from deskctl.credentials import redact
+
+            raise UsageError(f"ssh host {redact(text)!r} carries a password; deskctl authenticates with keys or "
+                             "the ssh agent", code="usage.bad_host", remedy="--host user@host[:port]")
         host, parsed_port = where, None
         if where.startswith("["):
             close = where.find("]")
@@ -1337,6 +1342,9 @@ class SSHProvider(Provider):
     the host's 0600 file and is read over SSH by a process that reattaches."""
 
     name = PROVIDER
+    option_names = frozenset({"host", "port", "user", "ssh_config", "jump", "key_file", "known_hosts",
+                              "accept_new_host_key", "agent", "xvfb_path", "remote_dir", "connect_timeout",
+                              "compression", "incremental_capture", "window_manager", "window_manager_command"})
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
