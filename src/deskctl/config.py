@@ -20,6 +20,7 @@ Secrets do not belong here: they come from the environment or the OS keyring (`d
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
@@ -33,15 +34,26 @@ _KNOWN_TABLES = {"defaults", "providers"}
 
 
 class Config:
-    """The merged configuration: ``defaults`` (option name -> value) and ``providers`` (name -> options)."""
+    """The merged configuration: ``defaults`` (option name -> value) and ``providers`` (name -> options).
 
-    def __init__(self, defaults: dict[str, Any], providers: dict[str, dict[str, Any]], sources: list[Path]):
+    ``defaults_source`` and :meth:`provider_source` name the file a value came from, for error messages. Keys
+    of ``[defaults]`` are checked against the commands' options by the CLI (:func:`deskctl.cli._spec.defaults_map`),
+    option names of ``[providers.NAME]`` against the provider's ``option_names`` when the provider is used."""
+
+    def __init__(self, defaults: dict[str, Any], providers: dict[str, dict[str, Any]], sources: list[Path],
+                 *, defaults_source: dict[str, str] | None = None,
+                 providers_source: dict[str, str] | None = None) -> None:
         self.defaults = defaults
         self.providers = providers
         self.sources = sources
+        self.defaults_source: dict[str, str] = dict(defaults_source or {})
+        self._providers_source: dict[str, str] = dict(providers_source or {})
 
     def provider_options(self, name: str) -> dict[str, Any]:
         return dict(self.providers.get(name, {}))
+
+    def provider_source(self, name: str) -> str:
+        return f"{self._providers_source.get(name, 'configuration')} [providers.{name}]"
 
 
 def user_file() -> Path:
@@ -78,9 +90,22 @@ def _read(path: Path) -> dict[str, Any]:
     for table in _KNOWN_TABLES & set(data):
         if not isinstance(data[table], dict):
             raise ConfigInvalid(f"{path}: [{table}] must be a table")
-    for name, options in data.get("providers", {}).items():
-        if not isinstance(options, dict):
-            raise ConfigInvalid(f"{path}: [providers.{name}] must be a table")
+    providers = data.get("providers", {})
+    if providers:
+        from deskctl.providers import PROVIDERS, known_provider_names
+
+        known = sorted(set(PROVIDERS) | set(known_provider_names()))
+        aliases = {"use.computer": "use-computer", "cua": "cua-cloud"}
+        for name, options in providers.items():
+            if not isinstance(options, dict):
+                raise ConfigInvalid(f"{path}: [providers.{name}] must be a table")
+            if aliases.get(name, name) not in known:
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                raise ConfigInvalid(
+                    f"{path}: [providers.{name}] names no provider"
+                    + (f" (did you mean {close[0]!r}?)" if close else "") + f"; known: {', '.join(known)}",
+                    remedy="see the Providers section of the README",
+                )
     return data
 
 
@@ -89,13 +114,20 @@ def load_config(cwd: Path | None = None) -> Config:
     defaults: dict[str, Any] = {}
     providers: dict[str, dict[str, Any]] = {}
     sources: list[Path] = []
+    defaults_source: dict[str, str] = {}
+    providers_source: dict[str, str] = {}
     project = project_file(cwd)
     for path in (user_file(), project):
         if path is None or not path.is_file():
             continue
         data = _read(path)
         sources.append(path)
-        defaults.update({k.replace("-", "_"): v for k, v in data.get("defaults", {}).items()})
+        for key, value in data.get("defaults", {}).items():
+            defaults[key.replace("-", "_")] = value
+            defaults_source[key.replace("-", "_")] = str(path)
+        aliases = {"use.computer": "use-computer", "cua": "cua-cloud"}
         for name, options in data.get("providers", {}).items():
-            providers.setdefault(name, {}).update(options)
-    return Config(defaults, providers, sources)
+            canonical = aliases.get(name, name)
+            providers.setdefault(canonical, {}).update(options)
+            providers_source[canonical] = str(path)
+    return Config(defaults, providers, sources, defaults_source=defaults_source, providers_source=providers_source)

@@ -318,13 +318,19 @@ def _tag_floating(client: docker.DockerClient, tag: str, variant: str) -> None:
         client.api.tag(tag, REPOSITORY, variant)
 
 
-def prune_images(client: docker.DockerClient | None = None) -> list[str]:
+def prune_images(client: docker.DockerClient | None = None, *, dry_run: bool = False) -> list[str]:
     """Remove the desktop images not built from this version of the packaged files (superseded builds);
-    an image a container still uses is kept. Returns the tags removed."""
+    an image a container still uses is kept. Returns the tags removed (with ``dry_run``: the tags that would
+    be, nothing removed; an image in use is left out of both)."""
     client = client or connect()
     removed: list[str] = []
+    in_use = _images_in_use(client) if dry_run else set()
     for info in list_images(client):
         if info.current:
+            continue
+        if dry_run:
+            if info.id not in in_use:
+                removed.append(info.tag)
             continue
         try:
             with docker_errors(f"remove {info.tag}"):
@@ -337,3 +343,9 @@ def prune_images(client: docker.DockerClient | None = None) -> list[str]:
             continue
         removed.append(info.tag)
     return removed
+
+
+def _images_in_use(client: docker.DockerClient) -> set[str]:
+    """Ids of the images a container (running or stopped) was made from: those a prune keeps."""
+    with docker_errors("list containers"):
+        return {str(c.get("ImageID")) for c in client.api.containers(all=True) if c.get("ImageID")}

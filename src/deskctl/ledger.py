@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -46,6 +47,7 @@ __all__ = [
     "SessionRecord",
     "Totals",
     "Transaction",
+    "check_ledger_url",
     "default_ledger_url",
     "open_ledger",
 ]
@@ -969,29 +971,53 @@ def default_ledger_url() -> str:
     return "sqlite://" + str((home_dir() / "ledger.sqlite3").absolute())
 
 
+def check_ledger_url(url: str | None = None) -> tuple[str, str]:
+    """``(backend, url)`` of the ledger ``url`` names (default: :func:`default_ledger_url`), without opening it.
+
+    A malformed URL is :class:`~deskctl.errors.ConfigInvalid` (exit 2) with its password redacted, so a command
+    can refuse it before it writes anything. ``backend`` is ``"sqlite"`` (``url`` then is the file's path) or
+    ``"postgresql"``."""
+    url = default_ledger_url() if url is None else url.strip()
+    remedy = "set DESKCTL_LEDGER_URL to sqlite:///path/to/file or postgresql://user@host:port/db"
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if not scheme and re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", url):  # sqlite:x, postgresql:x: a URL gone wrong
+        raise ConfigInvalid(f"ledger URL {redact(url)!r} is not of the form scheme://...", remedy=remedy)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 -- a port that is no number raises here, not in the driver
+        except ValueError as exc:
+            raise ConfigInvalid(f"ledger URL {redact(url)!r} is malformed: {exc}", remedy=remedy) from None
+        if scheme == "postgres":
+            url = urlunsplit(("postgresql", *parts[1:]))
+        return "postgresql", url
+    if scheme == "sqlite":
+        rest = url[len("sqlite://"):]
+        if not rest.startswith("/") or not rest.strip("/"):
+            raise ConfigInvalid(f"ledger URL {redact(url)!r} is not of the form sqlite:///path/to/file",
+                                remedy=remedy)
+        return "sqlite", "/" + rest.lstrip("/")
+    if scheme == "":
+        if not url:
+            raise ConfigInvalid("empty ledger URL", remedy=remedy)
+        return "sqlite", str(Path(url).expanduser().absolute())
+    raise ConfigInvalid(
+        f"ledger URL {redact(url)!r} has an unknown scheme {scheme!r}; use sqlite:///path or postgresql://...",
+        remedy=remedy,
+    )
+
+
 def open_ledger(url: str | None = None) -> Ledger:
     """Open (creating and migrating as needed) the ledger at ``url``.
 
     ``None``: ``$DESKCTL_LEDGER_URL``, else ``home_dir()/"ledger.sqlite3"``. ``sqlite:///path`` or a bare path:
     that SQLite file. ``postgresql://user:pass@host:port/db`` (or ``postgres://``): PostgreSQL.
     """
-    url = default_ledger_url() if url is None else url.strip()
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme in ("postgresql", "postgres"):
-        if scheme == "postgres":
-            url = urlunsplit(("postgresql", *urlsplit(url)[1:]))
-        return _PostgresLedger(url)
-    if scheme == "sqlite":
-        rest = url[len("sqlite://"):]
-        if not rest.startswith("/") or not rest.strip("/"):
-            raise ConfigInvalid(f"ledger URL {redact(url)!r} is not of the form sqlite:///path/to/file")
-        path = Path("/" + rest.lstrip("/"))
-    elif scheme == "":
-        if not url:
-            raise ConfigInvalid("empty ledger URL")
-        path = Path(url).expanduser().absolute()
-    else:
-        raise ConfigInvalid(
-            f"ledger URL {redact(url)!r} has an unknown scheme {scheme!r}; use sqlite:///path or postgresql://...",
-        )
+    backend, target = check_ledger_url(url)
+    if backend == "postgresql":
+        return _PostgresLedger(target)
+    path = Path(target)
+    if path.is_dir():
+        raise ConfigInvalid(f"ledger file {path} is a directory", remedy="point DESKCTL_LEDGER_URL at a file")
     return _SQLiteLedger(path, "sqlite://" + str(path))
+

@@ -9,7 +9,10 @@ __all__ = ["home_dir", "runtime_dir"]
 
 
 def home_dir() -> Path:
-    """``$DESKCTL_HOME``, else the platform's user data directory for deskctl. Created on first use."""
+    """``$DESKCTL_HOME``, else the platform's user data directory for deskctl. Created on first use.
+
+    A path that is not a directory and cannot become one (a file, a folder under a file, no permission) is
+    :class:`~deskctl.errors.ConfigInvalid` (exit 2), never an internal error."""
     env = os.environ.get("DESKCTL_HOME")
     if env:
         path = Path(env).expanduser()
@@ -17,7 +20,16 @@ def home_dir() -> Path:
         from platformdirs import user_data_dir
 
         path = Path(user_data_dir("deskctl", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from deskctl.errors import ConfigInvalid
+
+        what = "DESKCTL_HOME" if env else "the deskctl data directory"
+        raise ConfigInvalid(
+            f"{what} {str(path)!r} is not a usable directory: {exc.strerror or exc}",
+            remedy="set DESKCTL_HOME to a directory deskctl may create and write",
+        ) from None
     return path
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -83,11 +84,15 @@ def reap(
     dry_run: bool = False,
     everything: bool = False,
     now: float | None = None,
+    provider_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[ReapResult]:
     """Sweep every provider (or those named) and the ledger; destroy what should not exist any more.
 
     ``everything``: also consider labelled desktops whose session is not in this ledger (by default they are
-    someone else's and are never touched)."""
+    someone else's and are never touched). ``provider_options`` (provider name -> options, e.g. the
+    configuration's ``[providers.NAME]``) builds the providers that are swept, so an ssh host or a base URL from
+    the configuration is reached too."""
+    options = provider_options or {}
     now = time.time() if now is None else now
     results: list[ReapResult] = []
     seen: set[str] = set()
@@ -96,7 +101,7 @@ def reap(
     try:
         for name in names:
             try:
-                provider = instances.setdefault(name, get_provider(name))
+                provider = instances.setdefault(name, get_provider(name, dict(options.get(name) or {})))
                 owned = provider.list_owned()
             except DeskctlError as exc:
                 if providers:  # asked for by name: say why it was skipped
@@ -123,7 +128,8 @@ def reap(
                 continue
             reason = _why({}, record, now, ledger)
             try:
-                provider = instances.setdefault(record.provider, get_provider(record.provider))
+                provider = instances.setdefault(record.provider,
+                                                get_provider(record.provider, dict(options.get(record.provider) or {})))
             except DeskctlError as exc:
                 if reason is not None:
                     results.append(ReapResult(record.session_id, record.provider, None, "skipped", reason, exc.code))

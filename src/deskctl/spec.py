@@ -7,12 +7,13 @@ and what is allowed, so a bad request never reaches a provider.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from deskctl.errors import UsageError
 
@@ -150,6 +151,8 @@ def parse_duration(value: str | float | int, *, what: str = "duration") -> float
                 f"{what} {value!r} is not a duration such as 90s, 15m, 2h or 7d", code="usage.bad_duration"
             )
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+    if not math.isfinite(seconds):
+        raise UsageError(f"{what} {value!r} is not a finite duration", code="usage.bad_duration")
     if seconds < 0:
         raise UsageError(f"{what} {value!r} is negative", code="usage.bad_duration")
     return seconds
@@ -212,13 +215,27 @@ class DesktopSpec(BaseModel):
     @field_validator("ttl_seconds", mode="before")
     @classmethod
     def _ttl(cls, value: Any) -> float | None:
-        return None if value is None else parse_duration(value, what="ttl")
+        if value is None:
+            return None
+        seconds = parse_duration(value, what="ttl")
+        if seconds <= 0:  # a zero lifetime would mean "expired at birth", not "no limit"
+            raise UsageError(f"ttl {value!r} must be longer than 0", code="usage.bad_duration",
+                             remedy="a duration such as 90s, 15m or 2h")
+        return seconds
 
-    @field_validator("max_minutes", "max_usd")
+    @field_validator("max_minutes", "max_usd", mode="before")
     @classmethod
-    def _positive(cls, value: float | None) -> float | None:
-        if value is not None and value <= 0:
-            raise UsageError(f"limit {value!r} must be greater than 0", code="usage.bad_limit")
+    def _positive(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None or isinstance(value, bool):
+            return value
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return value  # pydantic reports the type error
+        # inf and nan pass a "> 0" test (nan compares False to everything): both are refused here
+        if not math.isfinite(number) or number <= 0:
+            raise UsageError(f"{info.field_name} {value!r} must be a finite number greater than 0",
+                             code="usage.bad_limit")
         return value
 
     @field_validator("labels")

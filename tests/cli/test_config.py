@@ -53,3 +53,36 @@ def test_a_broken_config_file_is_a_config_error(project: Path) -> None:
     proc = run(project, "ls", "--json")
     assert proc.returncode == 2
     assert json.loads(proc.stdout)["error"]["code"] == "config.invalid"
+
+
+def test_defaults_and_provider_tables_apply_to_preflight(project: Path) -> None:
+    (project / "deskctl.toml").write_text('[defaults]\nprovider = "ssh"\nmax-minutes = 5\n\n'
+                                          '[providers.ssh]\nhost = "nobody@127.0.0.1:1"\n')
+    proc = run(project, "preflight", "--json")
+    assert proc.returncode == 3, proc.stderr
+    doc = json.loads(proc.stdout)
+    # [defaults] provider and max-minutes, the user file's geometry, [providers.ssh] host: all reach preflight
+    assert doc["considered"] == ["ssh"] and doc["request"]["max_minutes"] == 5
+    assert doc["request"]["geometry"] == "640x480"
+    assert doc["error"]["message"] == "cannot reach 127.0.0.1 port 1: Connection refused"
+    assert run(project, "preflight", "--provider", "xvfb", "--json").returncode == 0  # a flag still wins
+
+
+@pytest.mark.parametrize(("text", "args", "fragment"), [
+    ('[defaults]\ngeometyr = "640x480"\n', ["ls"],
+     "[defaults] has 'geometyr', which is no option of any command (did you mean 'geometry'?)"),
+    ('[defaults]\nmax_usdd = 3\n', ["ls"], "(did you mean 'max-usd'?)"),
+    ('[providers.xvfbb]\nowner_watch = false\n', ["ls"], "[providers.xvfbb] names no provider (did you mean 'xvfb'?)"),
+    ('[providers.xvfb]\nowner_wach = false\n', ["up"],
+     "[providers.xvfb]: xvfb has no option 'owner_wach' (did you mean 'owner_watch'?)"),
+    ('[providers.xvfb]\nowner_wach = false\n', ["preflight", "--provider", "xvfb"], "(did you mean 'owner_watch'?)"),
+])
+def test_unknown_config_keys_are_config_errors_with_did_you_mean(project: Path, text: str, args: list[str],
+                                                                  fragment: str) -> None:
+    (project / "deskctl.toml").write_text(text)
+    proc = run(project, *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "(config.invalid)" in proc.stderr and fragment in proc.stderr, proc.stderr
+    as_json = run(project, *args, "--json")
+    assert as_json.returncode == 2 and json.loads(as_json.stdout)["error"]["code"] == "config.invalid"
+    assert "bringing up" not in proc.stderr  # refused before the preflight and the intent row

@@ -123,7 +123,7 @@ def test_budget_set_show_rm(capsys: pytest.CaptureFixture[str]) -> None:
         "nightly  $0.5000     24h  $0.0000  $0.0000  $0.5000        0  allow\n"
     ), "")  # fmt: skip
     code, out, _ = run(capsys, "budget", "show", "ci", "--json")
-    (doc,) = json.loads(out)
+    (doc,) = json.loads(out)["budgets"]
     assert code == 0 and doc["name"] == "ci" and doc["status"]["left_usd"] == 5.0
     assert run(capsys, "budget", "rm", "ci") == (0, "", "deleted budget ci\n")
     assert run(capsys, "budget", "rm", "ci") == (2, "", "error: no budget 'ci' in the ledger (usage.not_found)\n")

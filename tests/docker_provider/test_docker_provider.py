@@ -90,7 +90,7 @@ def test_image_cli_lists_the_current_image_and_rejects_an_unknown_variant() -> N
 
     out = subprocess.run([*DESKCTL, "image", "ls", "--json"], capture_output=True, text=True,
                          check=True)
-    listed = {i["tag"]: i for i in json.loads(out.stdout)}
+    listed = {i["tag"]: i for i in json.loads(out.stdout)["images"]}
     current = find_image("minimal")
     assert current in listed and listed[current]["current"] is True and listed[current]["base"] == BASE
     again = subprocess.run([*DESKCTL, "image", "build", "--base", BASE, "--json"], capture_output=True, text=True,
@@ -585,3 +585,31 @@ def test_a_16_bit_desktop_is_captured_through_x_when_the_framebuffer_file_does_n
         shot = desk.screenshot()
         assert (shot.width, shot.height) == (640, 480)
         assert "depth of root window:    16 planes" in desk.exec("xdpyinfo").stdout
+
+
+def test_image_prune_dry_run_lists_a_superseded_image_and_removes_nothing(docker_sdk: Any) -> None:
+    import io
+    import tarfile
+    import uuid
+
+    from deskctl.images import LABEL_FILES, LABEL_VARIANT, REPOSITORY
+
+    blob = io.BytesIO()
+    with tarfile.open(fileobj=blob, mode="w") as tar:
+        info = tarfile.TarInfo("marker")
+        tar.addfile(info, io.BytesIO(b""))
+    tag = f"{REPOSITORY}:minimal-stale{uuid.uuid4().hex[:8]}"  # this test's own tag, removed below
+    repository, _, version = tag.partition(":")
+    docker_sdk.api.import_image_from_data(blob.getvalue(), repository=repository, tag=version,
+                                          changes=[f"LABEL {LABEL_VARIANT}=minimal {LABEL_FILES}=superseded"])
+    try:
+        out = subprocess.run([*DESKCTL, "image", "prune", "--dry-run", "--json"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["dry_run"] is True and doc["removed"] == [] and tag in doc["would_remove"]
+        docker_sdk.images.get(tag)  # still there
+        text = subprocess.run([*DESKCTL, "image", "prune", "--dry-run"], capture_output=True, text=True)
+        assert tag in text.stdout.splitlines() and "would remove" in text.stderr
+        docker_sdk.images.get(tag)
+    finally:
+        docker_sdk.api.remove_image(tag, force=True)

@@ -80,3 +80,19 @@ def test_durations(raw: str, seconds: float) -> None:
 def test_bad_duration() -> None:
     with pytest.raises(UsageError):
         parse_duration("soon")
+
+
+@pytest.mark.parametrize("field", ["max_minutes", "max_usd"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0, 0, "inf"])
+def test_limits_must_be_finite_and_positive(field: str, value: object) -> None:
+    with pytest.raises(UsageError) as caught:
+        DesktopSpec.build(**{field: value})
+    assert caught.value.code == "usage.bad_limit" and field in caught.value.message
+
+
+@pytest.mark.parametrize("ttl", ["0", 0, "0s", "0m"])
+def test_a_zero_ttl_is_refused(ttl: object) -> None:
+    with pytest.raises(UsageError) as caught:
+        DesktopSpec.build(ttl_seconds=ttl)
+    assert caught.value.code == "usage.bad_duration"
+    assert DesktopSpec.build(ttl_seconds="90s").ttl_seconds == 90

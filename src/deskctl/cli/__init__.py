@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from deskctl.cli._common import SuggestingGroup, UnknownCommand
 from deskctl.errors import DeskctlError, Interrupted
 
 __all__ = ["cli", "main"]
@@ -49,7 +50,7 @@ def _available(target: str) -> bool:
     return find_spec(target.split(":", 1)[0]) is not None
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SuggestingGroup):
     """A group whose subcommands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -81,13 +82,17 @@ def cli(ctx: click.Context) -> None:
     20 infrastructure, 130/143 interrupted (after cleanup).
 
     Option precedence: flags > environment > ./deskctl.toml > ~/.config/deskctl/config.toml > defaults.
+    A key of the [defaults] table is an option's long name and sets it for every command that has it.
+
+    Shell completion: eval "$(_DESKCTL_COMPLETE=bash_source deskctl)" (zsh_source, fish_source).
     """
     from deskctl.config import load_config
 
     config = load_config()
-    if config.defaults:
-        # click looks option defaults up per command name: every command sees the [defaults] table
-        ctx.default_map = {name: dict(config.defaults) for name in COMMANDS}
+    if config.defaults and not ctx.resilient_parsing:
+        from deskctl.cli._spec import defaults_map
+
+        ctx.default_map = defaults_map(ctx, cli, config)
     ctx.obj = config
 
 
@@ -105,6 +110,17 @@ def emit_error(err: DeskctlError, *, as_json: bool) -> None:
     click.echo(f"error{where}: {redact(err.message)} ({err.code})", err=True)
     if err.remedy:
         click.echo(f"  remedy: {redact(err.remedy)}", err=True)
+
+
+def _usage_code(exc: click.ClickException) -> str:
+    """The stable code of a parse error click raised (the most specific class first)."""
+    for kind, code in ((click.exceptions.NoSuchOption, "usage.unknown_option"),
+                       (UnknownCommand, "usage.unknown_command"),
+                       (click.exceptions.MissingParameter, "usage.missing_argument"),
+                       (click.exceptions.BadParameter, "usage.bad_value")):
+        if isinstance(exc, kind):
+            return code
+    return "usage.invalid"
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -126,7 +142,7 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         if as_json:
-            click.echo(json.dumps({"error": {"code": "usage.invalid", "message": exc.format_message(),
+            click.echo(json.dumps({"error": {"code": _usage_code(exc), "message": exc.format_message(),
                                              "provider": None, "remedy": "see --help"}}))
         else:
             exc.show()

@@ -1,27 +1,118 @@
-"""Helpers shared by the command modules: the ``--json`` option and printing data to stdout."""
+"""Helpers shared by the command modules: the ``--json`` option, printing data to stdout, number flags."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["echo_json", "json_option", "note"]
+__all__ = ["Number", "SuggestingGroup", "UnknownCommand", "echo_json", "iso_time", "json_option", "note"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def json_option(func: F) -> F:
     """``--json``: print one machine-readable document on stdout (errors as ``{"error": {...}}``)."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(func)
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(func)
 
 
-def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+#: keys that hold a moment (Unix time inside deskctl) besides those ending in ``_at``
+_TIME_KEYS = {"now", "since"}
+
+
+def _shape(key: str, value: float) -> Any:
+    """The one ``--json`` shape of a number by its key: times ISO-8601, ``*_ms`` to 0.1 ms, seconds to 1 ms."""
+    if key.endswith("_at") or key in _TIME_KEYS:
+        return iso_time(value)
+    if key.endswith("_ms"):
+        return round(value, 1)
+    if key == "seconds" or key.endswith("_seconds") or key.startswith("seconds_"):
+        return round(value, 3)
+    return value
+
+
+def _scrub(value: Any, key: str = "") -> Any:
+    from deskctl.credentials import redact
+
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, float | int) and not isinstance(value, bool) and key:
+        return _shape(key, value) if isinstance(value, float) or key.endswith("_at") or key in _TIME_KEYS \
+            else value
+    if isinstance(value, dict):
+        return {k: _scrub(item, str(k)) for k, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(item, key) for item in value]
+    return value
+
+
+def echo_json(data: dict[str, Any]) -> None:
+    """One JSON object on stdout, in the shape every command shares: times as ISO-8601 UTC strings (keys
+    ending in ``_at``, ``now``, ``since``), durations in seconds rounded to the millisecond, ``*_ms`` to 0.1 ms.
+    Every string in it is redacted (a URL's password, registered secrets): the values are scrubbed, not the
+    JSON text, so a key such as ``"secret": true`` stays valid JSON."""
+    click.echo(json.dumps(_scrub(data), indent=2, sort_keys=True, default=str))
+
+
+def iso_time(epoch: float | None) -> str | None:
+    """A Unix time as ISO-8601 UTC with milliseconds (``2026-12-01T03:16:44.123Z``), the shape of every time in
+    ``--json`` output; None stays None."""
+    if epoch is None or not math.isfinite(epoch):
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def note(message: str) -> None:
     """A message for the person (progress, hints): stderr, never stdout."""
     click.echo(message, err=True)
+
+
+class Number(click.types.FloatParamType):
+    """A finite number for a flag: ``inf``, ``nan`` and values under ``minimum`` (or at it, when ``exclusive``)
+    are usage errors (``usage.bad_limit``, exit 2), raised while the flags are parsed, before anything runs."""
+
+    name = "number"
+
+    def __init__(self, minimum: float | None = 0.0, *, exclusive: bool = True) -> None:
+        self.minimum = minimum
+        self.exclusive = exclusive
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from deskctl.errors import UsageError
+
+        flag = (param.opts[0] if param.opts else param.name) if param is not None else "value"
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{flag} {value!r} is not a number", code="usage.bad_limit") from None
+        if not math.isfinite(number):
+            raise UsageError(f"{flag} {value!r} is not a finite number", code="usage.bad_limit")
+        if self.minimum is not None and (number < self.minimum or (self.exclusive and number == self.minimum)):
+            bound = "greater than" if self.exclusive else "at least"
+            raise UsageError(f"{flag} {value!r} must be {bound} {self.minimum:g}", code="usage.bad_limit")
+        return number
+
+
+class UnknownCommand(click.UsageError):
+    """A command or action name that does not exist (``usage.unknown_command`` with ``--json``)."""
+
+
+class SuggestingGroup(click.Group):
+    """A group that answers an unknown subcommand with the closest names (also for lazily listed commands,
+    which click's own suggestion does not see)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        name = args[0] if args else ""
+        if (name and not name.startswith("-") and not ctx.resilient_parsing
+                and self.get_command(ctx, name) is None):
+            import difflib
+
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            hint = (" Did you mean " + " or ".join(repr(c) for c in close) + "?") if close else ""
+            raise UnknownCommand(f"No such command {name!r}.{hint}", ctx=ctx)
+        return super().resolve_command(ctx, args)

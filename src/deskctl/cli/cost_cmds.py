@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from deskctl.cli._common import echo_json, json_option, note
+from deskctl.cli._common import Number, echo_json, json_option, note
 
 if TYPE_CHECKING:
     from deskctl.budget import BudgetStatus
@@ -181,9 +181,9 @@ def _budget_line(b: Any) -> str:
 
 @budget.command("set")
 @click.argument("name")
-@click.option("--max-usd", type=float, required=True, help="The cap, in USD, over the window.")
+@click.option("--max-usd", type=Number(0, exclusive=False), required=True, help="The cap, in USD, over the window.")
 @click.option("--window", default="24h", show_default=True, help="Trailing window: 24h, 7d, 30d (any duration).")
-@click.option("--default-minutes", type=float, default=60.0, show_default=True,
+@click.option("--default-minutes", type=Number(0), default=60.0, show_default=True,
               help="Minutes a session without --max-minutes is projected to run.")  # fmt: skip
 @click.option("--unknown-cost", type=_POLICY, default="refuse", show_default=True,
               help="Refuse or allow sessions whose price is unknown ($DESKCTL_UNKNOWN_COST overrides).")  # fmt: skip
@@ -226,7 +226,7 @@ def budget_show(name: str | None, as_json: bool) -> None:
                 raise NotFound(f"no budget {name!r} in the ledger", remedy=f"deskctl budget set {name} --max-usd N")
         states = [(b, status(book, b.name)) for b in budgets]
     if as_json:
-        echo_json([{**b.to_dict(), "status": s.to_dict()} for b, s in states])
+        echo_json({"budgets": [{**b.to_dict(), "status": s.to_dict()} for b, s in states]})
         return
     if not states:
         note("no budgets; create one with: deskctl budget set NAME --max-usd N --window 24h")
@@ -265,11 +265,12 @@ def _append_step_summary(markdown: str) -> None:
 
 @budget.command("check")
 @click.argument("name", required=False)
-@click.option("--max-usd", type=float, help="The cap to check against (default: the budget's own).")
+@click.option("--max-usd", type=Number(0, exclusive=False),
+              help="The cap to check against (default: the budget's own).")
 @click.option("--window", help="Trailing window (default: the budget's own, else 24h).")
 @click.option("--unknown-cost", type=_POLICY,
-              help="refuse (default): sessions of unknown cost fail the check; allow: they are left out. "
-                   "Env: DESKCTL_UNKNOWN_COST.")  # fmt: skip
+              help="refuse (default): sessions of unknown cost fail the check; allow: they are left out "
+                   "[env var: DESKCTL_UNKNOWN_COST].")  # fmt: skip
 @json_option
 def budget_check(name: str | None, max_usd: float | None, window: str | None, unknown_cost: str | None,
                  as_json: bool) -> None:  # fmt: skip

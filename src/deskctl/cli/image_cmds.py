@@ -15,13 +15,13 @@ def image() -> None:
 
 
 @image.command("build")
-@click.option("--base", envvar="DESKCTL_IMAGE_BASE", default=None, metavar="IMAGE",
-              help="Debian 12 base image [env DESKCTL_IMAGE_BASE; default debian:bookworm-slim]. A machine with no "
-                   "registry passes a local one (see docs/docker.md, 'Offline base').")
+@click.option("--base", envvar="DESKCTL_IMAGE_BASE", show_envvar=True, default=None, metavar="IMAGE",
+              help="Debian 12 base image (default debian:bookworm-slim). A machine with no registry passes a local "
+                   "one (see docs/docker.md, 'Offline base').")
 @click.option("--variant", type=click.Choice(["minimal", "browser"]), default="minimal", show_default=True,
               help="minimal: Xvfb, window manager, fonts; browser: adds Chromium for start URLs.")
-@click.option("--network", "network_mode", envvar="DESKCTL_IMAGE_BUILD_NETWORK", default=None, metavar="MODE",
-              help="Network of the build's RUN steps, e.g. host [env DESKCTL_IMAGE_BUILD_NETWORK].")
+@click.option("--network", "network_mode", envvar="DESKCTL_IMAGE_BUILD_NETWORK", show_envvar=True, default=None,
+              metavar="MODE", help="Network of the build's RUN steps, e.g. host.")
 @click.option("--force", is_flag=True, help="Build even when an image with the same inputs exists.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not echo the build log to stderr.")
 @json_option
@@ -47,7 +47,7 @@ def ls(as_json: bool) -> None:
 
     images = list_images()
     if as_json:
-        echo_json([i.to_dict() for i in images])
+        echo_json({"images": [i.to_dict() for i in images]})
         return
     rows = [("TAG", "VARIANT", "BASE", "CREATED", "SIZE", "CURRENT")]
     rows += [(i.tag, i.variant, i.base, i.created, f"{i.size_mb:.0f}MB", "yes" if i.current else "no")
@@ -58,15 +58,17 @@ def ls(as_json: bool) -> None:
 
 
 @image.command("prune")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 @json_option
-def prune(as_json: bool) -> None:
+def prune(dry_run: bool, as_json: bool) -> None:
     """Remove desktop images superseded by a newer deskctl (those not CURRENT); images in use are kept."""
     from deskctl.images import prune_images
 
-    removed = prune_images()
+    removed = prune_images(dry_run=dry_run)
     if as_json:
-        echo_json({"removed": removed})
+        echo_json({"removed": [] if dry_run else removed, "would_remove": removed if dry_run else [],
+                   "dry_run": dry_run})
         return
     for tag in removed:
         click.echo(tag)
-    note(f"removed {len(removed)} superseded image(s)")
+    note(f"{'would remove' if dry_run else 'removed'} {len(removed)} superseded image(s)")

@@ -11,20 +11,10 @@ from typing import Any
 
 import click
 
-from deskctl.cli._common import echo_json, json_option, note
+from deskctl.cli._common import Number, echo_json, json_option, note
 from deskctl.errors import UsageError
 
 __all__ = ["compat", "credentials", "login", "logout", "preflight"]
-
-def _geometry(value: str | None) -> Any:
-    from deskctl.spec import Geometry
-
-    if value is None:
-        return None
-    if value.strip().lower() == "native":
-        return "native"
-    return Geometry.parse(value)
-
 
 @click.command("preflight")
 @click.option("--platform", "platform_name", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM",
@@ -38,39 +28,53 @@ def _geometry(value: str | None) -> Any:
               help="Harbor task OS: linux or windows. Default: the platform's own (windows for a Windows desktop).")
 @click.option("--geometry", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY", show_envvar=True,
               help="Screen size WxH, or 'native' for the provider's own.")
-@click.option("--max-minutes", type=float, envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
+@click.option("--max-minutes", type=Number(0), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
               help="Longest the session may run (for the cost projection).")
-@click.option("--max-usd", type=float, envvar="DESKCTL_MAX_USD", show_envvar=True,
+@click.option("--max-usd", type=Number(0), envvar="DESKCTL_MAX_USD", show_envvar=True,
               help="Cost cap: fail when the projected cost would pass it.")
-@click.option("--timeout", type=float, default=10.0, show_default=True, envvar="DESKCTL_PREFLIGHT_TIMEOUT",
+@click.option("--timeout", type=Number(0), default=10.0, show_default=True, envvar="DESKCTL_PREFLIGHT_TIMEOUT",
               show_envvar=True, help="Seconds each check may take.")
+@click.option("--option", "-o", "options", multiple=True,
+              help="Provider option KEY=VALUE for the named providers, as `deskctl up -o` (repeatable).")
+@click.option("--host", envvar="DESKCTL_SSH_HOST", show_envvar=True, help="ssh: user@host[:port].")
 @json_option
 def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None, task_os: str | None,
               geometry: str, max_minutes: float | None, max_usd: float | None, timeout: float,
-              as_json: bool) -> None:
+              options: tuple[str, ...], host: str | None, as_json: bool) -> None:
     """Check, without creating anything, which providers can serve a desktop.
+
+    The [defaults] and [providers.NAME] tables of the configuration apply as they do to `deskctl up`.
 
     \b
     Exit 0 when at least one provider is ready (every named one, with --provider), 3 when none is,
     2 for a usage error.
     """
-    from deskctl.preflight.runner import PreflightRequest
+    from deskctl.cli._spec import provider_options, spec_from_flags
+    from deskctl.config import Config, load_config
+    from deskctl.preflight.compat import providers_for
+    from deskctl.preflight.runner import PreflightRequest, _normalise_provider
     from deskctl.preflight.runner import preflight as run_preflight
-    from deskctl.spec import Platform
 
-    for name, value in (("--max-minutes", max_minutes), ("--max-usd", max_usd), ("--timeout", timeout)):
-        if value is not None and value <= 0:
-            raise UsageError(f"{name} must be greater than 0 (got {value:g})", code="usage.bad_limit")
-    parsed = _geometry(geometry)
+    config = click.get_current_context().find_object(Config) or load_config()
+    names = [_normalise_provider(p) for p in providers]
+    base = spec_from_flags(config, provider=names[0] if names else "xvfb", platform=platform_name,
+                           geometry=geometry, max_minutes=max_minutes, max_usd=max_usd)
+    if options and not names:
+        raise UsageError("-o applies to the named providers: add --provider NAME", code="usage.bad_option")
+    considered = names or providers_for(base.platform)
+    flagged = names or ["ssh"]  # without --provider, --host (or DESKCTL_SSH_HOST) is the ssh provider's
+    per_provider = {name: provider_options(name, config, options if name in names else (),
+                                           host=host if name in flagged else None) for name in considered}
     request = PreflightRequest(
-        platform=Platform.parse(platform_name),
-        providers=tuple(providers) or None,
+        platform=base.platform,
+        providers=tuple(names) or None,
         agent=agent,
         task_os=task_os,
-        geometry=None if parsed == "native" else parsed,
+        geometry=base.geometry,
         max_minutes=max_minutes,
         max_usd=max_usd,
         timeout=timeout,
+        provider_options=per_provider,
     )
     report = run_preflight(request)
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -10,38 +11,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from deskctl.cli._common import echo_json, json_option, note
+from deskctl.cli._common import Number, SuggestingGroup, echo_json, json_option, note
 from deskctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from deskctl.config import Config
     from deskctl.ledger import Ledger, SessionRecord
     from deskctl.session import Desktop
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{what} {item!r} is not KEY=VALUE", code="usage.bad_option")
-        out[key] = value
-    return out
-
-
-def _option_value(raw: str) -> Any:
-    low = raw.lower()
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
 
 
 def _ledger() -> Ledger:
@@ -51,31 +29,34 @@ def _ledger() -> Ledger:
 
 
 @click.command()
-@click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER",
-              help="Provider name (env DESKCTL_PROVIDER).")
-@click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM",
-              help="ubuntu, windows or macos (aliases linux, win, mac) (env DESKCTL_PLATFORM).")
+@click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER", show_envvar=True,
+              help="Provider name.")
+@click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM", show_envvar=True,
+              help="ubuntu, windows or macos (aliases linux, win, mac).")
 @click.option("--geometry", "-g", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY",
-              help="Screen size WxH, or 'native' for the provider's own size (env DESKCTL_GEOMETRY).")
+              show_envvar=True, help="Screen size WxH, or 'native' for the provider's own size.")
 @click.option("--window-geometry", help="Start-URL browser window WxH[+X+Y].")
 @click.option("--start-url", help="Open a browser at this URL when the desktop is up.")
 @click.option("--window-manager/--no-window-manager", default=False, help="Run a window manager.")
-@click.option("--ttl", help="Lifetime before the reaper may end it (90s, 15m, 2h); default 1h (env DESKCTL_TTL).",
-              envvar="DESKCTL_TTL")
-@click.option("--max-minutes", type=float, help="End the session after this many minutes.")
-@click.option("--max-usd", type=float, help="Refuse or end the session past this cost.")
-@click.option("--budget", envvar="DESKCTL_BUDGET", help="Shared budget to charge (env DESKCTL_BUDGET).")
+@click.option("--ttl", envvar="DESKCTL_TTL", show_envvar=True,
+              help="Lifetime before the reaper may end it (90s, 15m, 2h; more than 0); default 1h.")
+@click.option("--max-minutes", type=Number(0), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
+              help="End the session after this many minutes.")
+@click.option("--max-usd", type=Number(0), envvar="DESKCTL_MAX_USD", show_envvar=True,
+              help="Refuse or end the session past this cost.")
+@click.option("--budget", envvar="DESKCTL_BUDGET", show_envvar=True, help="Shared budget to charge.")
 @click.option("--unknown-cost", type=click.Choice(["refuse", "allow"]), envvar="DESKCTL_UNKNOWN_COST",
-              help="With a money cap, refuse (default) or allow a provider whose price is unknown "
-                   "(env DESKCTL_UNKNOWN_COST).")
+              show_envvar=True,
+              help="With a money cap, refuse (default) or allow a provider whose price is unknown.")
 @click.option("--label", "labels", multiple=True, help="Label KEY=VALUE (repeatable).")
-@click.option("--option", "-o", "options", multiple=True, help="Provider option KEY=VALUE (repeatable).")
-@click.option("--host", envvar="DESKCTL_SSH_HOST", help="ssh: user@host[:port] (env DESKCTL_SSH_HOST).")
+@click.option("--option", "-o", "options", multiple=True,
+              help="Provider option KEY=VALUE (repeatable; an option the provider does not read is an error).")
+@click.option("--host", envvar="DESKCTL_SSH_HOST", show_envvar=True, help="ssh: user@host[:port].")
 @click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key.")
-@click.option("--ready-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for ready.")
+@click.option("--ready-timeout", type=Number(0), default=120.0, show_default=True, help="Seconds to wait for ready.")
 @click.option("--record", type=click.Path(file_okay=False),
               help="Record a trajectory of every action into this directory (docs/recording.md).")
-@click.option("--record-settle", type=float, default=0.0, show_default=True,
+@click.option("--record-settle", type=Number(0, exclusive=False), default=0.0, show_default=True,
               help="Seconds the after shot of a recorded action may wait for the screen to change.")
 @json_option
 def up(provider: str, platform: str, geometry: str, window_geometry: str | None, start_url: str | None,
@@ -87,23 +68,16 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
 
     It keeps running after this command returns, until `deskctl down ID`, its --ttl, or `deskctl reap`.
     """
-    from deskctl.config import Config, load_config
+    from deskctl.cli._spec import check_environment, spec_from_flags
     from deskctl.session import Desktop
-    from deskctl.spec import DesktopSpec
 
-    config = click.get_current_context().find_object(Config) or load_config()
-    provider_options: dict[str, Any] = config.provider_options(provider.strip().lower())
-    provider_options.update({k: _option_value(v) for k, v in _pairs(options, "option").items()})
-    if host:
-        provider_options["host"] = host
-    if accept_new_host_key:
-        provider_options["accept_new_host_key"] = True
-    spec = DesktopSpec.build(
-        provider=provider, platform=platform, geometry=geometry, window_geometry=window_geometry,
+    spec = spec_from_flags(
+        _config(), provider=provider, options=options, host=host, accept_new_host_key=accept_new_host_key,
+        labels=labels, platform=platform, geometry=geometry, window_geometry=window_geometry,
         start_url=start_url, window_manager=window_manager, ttl_seconds=ttl, max_minutes=max_minutes,
-        max_usd=max_usd, budget=budget, unknown_cost=unknown_cost, labels=_pairs(labels, "label"),
-        provider_options=provider_options,
+        max_usd=max_usd, budget=budget, unknown_cost=unknown_cost,
     )
+    check_environment()  # DESKCTL_HOME, DESKCTL_LEDGER_URL: refused before the preflight and the intent row
     started = time.monotonic()
     note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
     def progress(step: str) -> None:
@@ -130,6 +104,12 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
         note(f"recording every action into {info['record']} (deskctl trajectory show {info['record']})")
 
 
+def _config() -> Config:
+    from deskctl.config import Config, load_config
+
+    return click.get_current_context().find_object(Config) or load_config()
+
+
 def _describe(desk: Desktop) -> dict[str, Any]:
     handle = desk.handle
     width, height = desk.size
@@ -151,11 +131,17 @@ def _describe(desk: Desktop) -> dict[str, Any]:
 @click.command()
 @click.argument("session_ids", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Destroy every session that is not ended.")
+@click.option("--ignore-missing", is_flag=True, help="An id the ledger does not know is not an error.")
 @json_option
-def down(session_ids: tuple[str, ...], everything: bool, as_json: bool) -> None:
-    """Destroy desktops by id (confirmed), record their end and cost."""
+def down(session_ids: tuple[str, ...], everything: bool, ignore_missing: bool, as_json: bool) -> None:
+    """Destroy desktops by id (confirmed), record their end and cost.
+
+    Idempotent: a session that has already ended (or failed) is reported as such and is not an error (exit 0),
+    as after a `deskctl down` that was run twice. An unknown id is usage.not_found (exit 2), unless
+    --ignore-missing.
+    """
     from deskctl import metering
-    from deskctl.errors import CleanupIncomplete, DeskctlError
+    from deskctl.errors import CleanupIncomplete, DeskctlError, NotFound, SessionClosed
     from deskctl.session import attach
 
     if not session_ids and not everything:
@@ -175,6 +161,23 @@ def down(session_ids: tuple[str, ...], everything: bool, as_json: bool) -> None:
                 cost = record.cost_usd if record else None
                 results.append({"id": sid, "status": "destroyed", "cost_usd": cost})
                 note(f"{sid}: destroyed ({metering.format_cost(cost)})")
+            except SessionClosed as exc:
+                record = book.get(sid)
+                if record is None or record.status not in ("ended", "failed"):
+                    first_error = first_error or exc
+                    results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
+                    continue
+                results.append({"id": sid, "status": f"already_{record.status}", "cost_usd": record.cost_usd})
+                note(f"{sid}: already {record.status}; nothing to destroy")
+            except NotFound as exc:
+                if not ignore_missing:
+                    first_error = first_error or exc
+                    results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
+                    if len(ids) > 1:
+                        note(f"{sid}: {exc.message} ({exc.code})")
+                    continue
+                results.append({"id": sid, "status": "missing", "cost_usd": None})
+                note(f"{sid}: not in the ledger; ignored")
             except DeskctlError as exc:
                 if isinstance(exc, CleanupIncomplete) or first_error is None:
                     first_error = exc
@@ -226,7 +229,7 @@ def ls(show_all: bool, since: str | None, as_json: bool) -> None:
         rows.append({
             "id": r.session_id, "provider": r.provider, "platform": r.platform, "geometry": r.geometry,
             "status": r.status, "detached": r.detached, "owner": r.owner, "started_at": start,
-            "seconds": round(end - start, 1), "cost_usd": _spend(r, now), "expires_at": r.expires_at,
+            "seconds": end - start, "cost_usd": _spend(r, now), "expires_at": r.expires_at,
             "reason": r.reason,
         })
     if as_json:
@@ -262,19 +265,45 @@ def _attached(session_id: str) -> Iterator[Desktop]:
             desk.release()
 
 
+def _check_output(output: str) -> None:
+    """A file deskctl can create or replace at ``output``, else ``usage.bad_path`` (exit 2)."""
+    import os
+    from pathlib import Path
+
+    path = Path(output).expanduser()
+    folder = path.parent
+    if not output.strip() or path.is_dir():
+        problem = "is a directory" if output.strip() else "is empty"
+    elif not folder.exists():
+        problem = f"is in a folder that does not exist ({folder})"
+    elif not folder.is_dir():
+        problem = f"is under {folder}, which is not a folder"
+    elif not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        problem = "cannot be written (permission denied)"
+    else:
+        return
+    raise UsageError(f"-o {output!r} {problem}", code="usage.bad_path",
+                     remedy="name a PNG file in an existing, writable folder, or '-' for stdout")
+
+
 @click.command()
 @click.argument("session_id")
-@click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
+@click.option("--output", "-o", "output", required=True,
               help="PNG file to write ('-' for stdout).")
 @json_option
 def screenshot(session_id: str, output: str, as_json: bool) -> None:
     """Save a PNG screenshot of a desktop; its pixels are the action coordinate space."""
+    if output != "-":
+        _check_output(output)  # before the desktop is reached: a bad path costs nothing
     with _attached(session_id) as desk:
         shot = desk.screenshot()
     if output == "-":
         sys.stdout.buffer.write(shot.png)
         return
-    shot.save(output)
+    try:
+        shot.save(output)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}", code="usage.bad_path") from None
     if as_json:
         echo_json({"id": session_id, "path": output, "width": shot.width, "height": shot.height,
                    "bytes": len(shot.png)})
@@ -282,9 +311,34 @@ def screenshot(session_id: str, output: str, as_json: bool) -> None:
         note(f"{output}: {shot.width}x{shot.height} PNG, {len(shot.png)} bytes")
 
 
-class _DoGroup(click.Group):
+class _DoGroup(SuggestingGroup):
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage("deskctl do", "SESSION_ID ACTION [ARGS]...")
+
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$")
+
+
+class _ActionCommand(click.Command):
+    """An action whose arguments may be negative numbers (``scroll 100 100 -3``, ``click -5 10``): a ``-3`` is
+    a value, not a flag; any other unknown ``-x`` is still an unknown option."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["context_settings"] = {**(kwargs.get("context_settings") or {}), "ignore_unknown_options": True}
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        known = set(ctx.help_option_names)
+        for param in self.params:
+            if isinstance(param, click.Option):
+                known.update(param.opts, param.secondary_opts)
+        for token in args:
+            if token == "--":
+                break
+            if token.startswith("-") and len(token) > 1 and not _NEGATIVE_NUMBER.match(token) \
+                    and token.split("=", 1)[0] not in known:
+                raise click.NoSuchOption(token, possibilities=sorted(known), ctx=ctx)
+        return super().parse_args(ctx, args)
 
 
 @click.group(cls=_DoGroup)
@@ -310,7 +364,7 @@ def _xy(func: F) -> F:
 _button = click.option("--button", default="left", show_default=True, help="left, middle or right.")
 
 
-@do.command(name="click")
+@do.command(name="click", cls=_ActionCommand)
 @_xy
 @_button
 @json_option
@@ -320,7 +374,7 @@ def _click(ctx: click.Context, x: int, y: int, button: str, as_json: bool) -> No
     _run(ctx, "click", as_json, lambda d: d.click(x, y, button), x=x, y=y, button=button)
 
 
-@do.command(name="double-click")
+@do.command(name="double-click", cls=_ActionCommand)
 @_xy
 @json_option
 @click.pass_context
@@ -329,7 +383,7 @@ def _double(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
     _run(ctx, "double-click", as_json, lambda d: d.double_click(x, y), x=x, y=y)
 
 
-@do.command(name="triple-click")
+@do.command(name="triple-click", cls=_ActionCommand)
 @_xy
 @json_option
 @click.pass_context
@@ -338,7 +392,7 @@ def _triple(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
     _run(ctx, "triple-click", as_json, lambda d: d.triple_click(x, y), x=x, y=y)
 
 
-@do.command(name="right-click")
+@do.command(name="right-click", cls=_ActionCommand)
 @_xy
 @json_option
 @click.pass_context
@@ -347,7 +401,7 @@ def _right(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
     _run(ctx, "right-click", as_json, lambda d: d.right_click(x, y), x=x, y=y)
 
 
-@do.command(name="middle-click")
+@do.command(name="middle-click", cls=_ActionCommand)
 @_xy
 @json_option
 @click.pass_context
@@ -356,7 +410,7 @@ def _middle(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
     _run(ctx, "middle-click", as_json, lambda d: d.middle_click(x, y), x=x, y=y)
 
 
-@do.command(name="move")
+@do.command(name="move", cls=_ActionCommand)
 @_xy
 @json_option
 @click.pass_context
@@ -365,7 +419,7 @@ def _move(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
     _run(ctx, "move", as_json, lambda d: d.move(x, y), x=x, y=y)
 
 
-@do.command(name="drag")
+@do.command(name="drag", cls=_ActionCommand)
 @click.argument("x1", type=int)
 @click.argument("y1", type=int)
 @click.argument("x2", type=int)
@@ -378,7 +432,7 @@ def _drag(ctx: click.Context, x1: int, y1: int, x2: int, y2: int, button: str, a
     _run(ctx, "drag", as_json, lambda d: d.drag(x1, y1, x2, y2, button), x1=x1, y1=y1, x2=x2, y2=y2)
 
 
-@do.command(name="scroll")
+@do.command(name="scroll", cls=_ActionCommand)
 @_xy
 @click.argument("dy", type=int, default=0)
 @click.option("--dx", type=int, default=0, help="Sideways wheel clicks (positive: right).")
@@ -389,7 +443,7 @@ def _scroll(ctx: click.Context, x: int, y: int, dy: int, dx: int, as_json: bool)
     _run(ctx, "scroll", as_json, lambda d: d.scroll(x, y, dx=dx, dy=dy), x=x, y=y, dx=dx, dy=dy)
 
 
-@do.command(name="type")
+@do.command(name="type", cls=_ActionCommand)
 @click.argument("text")
 @json_option
 @click.pass_context
@@ -398,7 +452,7 @@ def _type(ctx: click.Context, text: str, as_json: bool) -> None:
     _run(ctx, "type", as_json, lambda d: d.type(text), text=text)
 
 
-@do.command(name="key")
+@do.command(name="key", cls=_ActionCommand)
 @click.argument("chord")
 @json_option
 @click.pass_context
@@ -407,7 +461,7 @@ def _key(ctx: click.Context, chord: str, as_json: bool) -> None:
     _run(ctx, "key", as_json, lambda d: d.key(chord), chord=chord)
 
 
-@do.command(name="key-down")
+@do.command(name="key-down", cls=_ActionCommand)
 @click.argument("key")
 @json_option
 @click.pass_context
@@ -416,7 +470,7 @@ def _key_down(ctx: click.Context, key: str, as_json: bool) -> None:
     _run(ctx, "key-down", as_json, lambda d: d.key_down(key), key=key)
 
 
-@do.command(name="key-up")
+@do.command(name="key-up", cls=_ActionCommand)
 @click.argument("key")
 @json_option
 @click.pass_context
@@ -425,7 +479,7 @@ def _key_up(ctx: click.Context, key: str, as_json: bool) -> None:
     _run(ctx, "key-up", as_json, lambda d: d.key_up(key), key=key)
 
 
-@do.command(name="mouse-down")
+@do.command(name="mouse-down", cls=_ActionCommand)
 @_xy
 @_button
 @json_option
@@ -435,7 +489,7 @@ def _mouse_down(ctx: click.Context, x: int, y: int, button: str, as_json: bool) 
     _run(ctx, "mouse-down", as_json, lambda d: d.mouse_down(x, y, button), x=x, y=y, button=button)
 
 
-@do.command(name="mouse-up")
+@do.command(name="mouse-up", cls=_ActionCommand)
 @_xy
 @_button
 @json_option
@@ -448,12 +502,13 @@ def _mouse_up(ctx: click.Context, x: int, y: int, button: str, as_json: bool) ->
 @click.command(name="exec", context_settings={"ignore_unknown_options": True})
 @click.argument("session_id")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds before the command is killed.")
+@click.option("--timeout", type=Number(0), default=60.0, show_default=True,
+              help="Seconds before the command is killed.")
 @json_option
 def exec_cmd(session_id: str, command: tuple[str, ...], timeout: float, as_json: bool) -> None:
     """Run a command on a desktop: deskctl exec ID -- CMD ARGS...
 
-    Prints its stdout and stderr and exits with its exit code (with --json: one document, exit 0).
+    Prints its stdout and stderr and exits with its exit code (with --json: one document, and the same exit code).
     """
     import shlex
 
@@ -462,7 +517,7 @@ def exec_cmd(session_id: str, command: tuple[str, ...], timeout: float, as_json:
         result = desk.exec(line, timeout=timeout)
     if as_json:
         echo_json(result.to_dict())
-        return
+        raise click.exceptions.Exit(result.exit_code)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     sys.stdout.flush()
@@ -485,8 +540,10 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, as_json: b
     from deskctl.errors import CleanupIncomplete
     from deskctl.reaper import reap as do_reap
 
+    config = _config()
     with _ledger() as book:
-        results = do_reap(book, providers=list(providers) or None, dry_run=dry_run, everything=everything)
+        results = do_reap(book, providers=list(providers) or None, dry_run=dry_run, everything=everything,
+                          provider_options=config.providers)
     if as_json:
         echo_json({"reaped": [r.to_dict() for r in results]})
     else:

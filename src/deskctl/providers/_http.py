@@ -344,6 +344,11 @@ def send(
     return result
 
 
+#: the provider options every HTTP provider reads (RetryPolicy.from_options, and the HTTP polling knobs)
+HTTP_OPTIONS = frozenset({"retry_attempts", "retry_initial", "retry_maximum", "retry_scale", "poll_interval",
+                          "poll_max_interval", "request_timeout", "destroy_timeout"})
+
+
 class HttpProvider(Provider):
     """The plumbing the cloud providers share around :func:`send`: one ``httpx.Client`` per instance (made on
     first use, released by :meth:`close`), the retry policy of the provider options (``self.retry``), numeric

@@ -237,6 +237,8 @@ class Provider(ABC):
     capabilities: ClassVar[Capabilities]
     #: environment variables the provider reads (for ``deskctl credentials`` and preflight)
     credential_vars: ClassVar[tuple[str, ...]] = ()
+    #: the ``provider_options`` keys it reads; the CLI and the config refuse others (None: undeclared, any key)
+    option_names: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})

@@ -80,7 +80,14 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
-from deskctl.providers._http import HttpErrorContext, HttpProvider, RetryPolicy, error_from_response, send
+from deskctl.providers._http import (
+    HTTP_OPTIONS,
+    HttpErrorContext,
+    HttpProvider,
+    RetryPolicy,
+    error_from_response,
+    send,
+)
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_EXPIRES,
@@ -307,6 +314,8 @@ class CuaCloudProvider(HttpProvider):
     """cua cloud sandboxes claimed from a Fleet warm pool, driven through the OSWorld guest server."""
 
     name = "cua-cloud"
+    option_names = HTTP_OPTIONS | {"base_url", "token_url", "namespace", "warmpool", "template", "svc_suffix",
+                                   "shutdown_policy", "claim_ttl_seconds", "detached_ttl_seconds", "rebind_attempts"}
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU, Platform.WINDOWS}),
         settable_geometry=False,

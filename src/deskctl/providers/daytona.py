@@ -65,7 +65,7 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
-from deskctl.providers._http import HttpProvider, RetryPolicy
+from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
@@ -137,6 +137,8 @@ class DaytonaProvider(HttpProvider):
     """Daytona sandboxes (``windows`` and ``ubuntu``) reached through the REST and toolbox APIs."""
 
     name = "daytona"
+    option_names = HTTP_OPTIONS | {"api_url", "target", "snapshot", "auto_stop_minutes", "ttl_minutes",
+                                   "create_timeout"}
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU, Platform.WINDOWS}),
         settable_geometry=True,

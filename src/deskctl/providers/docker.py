@@ -190,6 +190,9 @@ class DockerProvider(Provider):
     """Desktops in containers on the local Docker engine; see the module docstring."""
 
     name: ClassVar[str] = "docker"
+    option_names: ClassVar[frozenset[str] | None] = frozenset({
+        "image", "variant", "memory", "cpus", "network", "shm_size", "pids_limit", "reaper", "expiry_grace",
+        "api_timeout"})
     capabilities: ClassVar[Capabilities] = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,

@@ -87,7 +87,7 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
-from deskctl.providers._http import HttpProvider, RetryPolicy
+from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
@@ -165,6 +165,8 @@ class UseComputerProvider(HttpProvider):
     """use.computer sandboxes (``macos``, and the Beta ``ubuntu`` and ``windows``) through the REST API."""
 
     name = "use-computer"
+    option_names = HTTP_OPTIONS | {"base_url", "ephemeral", "host", "version", "snapshot", "reservation_id",
+                                   "resources", "shell", "create_timeout"}
     capabilities = Capabilities(
         platforms=frozenset({Platform.MACOS, Platform.UBUNTU, Platform.WINDOWS}),
         settable_geometry=False,

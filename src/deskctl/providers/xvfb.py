@@ -286,6 +286,7 @@ class XvfbProvider(Provider):
     "ticks"}]). The cookie itself stays in its 0600 file."""
 
     name = "xvfb"
+    option_names = frozenset({"window_manager", "browser", "owner_watch", "xvfb_args", "start_timeout"})
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
