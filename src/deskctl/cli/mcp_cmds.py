@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import click
 
-from deskctl.cli._common import json_option, note
+from deskctl.cli._common import Number, json_option, note
 from deskctl.errors import UsageError
 
 __all__ = ["mcp"]
@@ -24,31 +23,34 @@ def _require_sdk() -> None:
 
 
 @click.command(name="mcp")
-@click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER",
-              help="Provider name (env DESKCTL_PROVIDER).")
-@click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM",
-              help="ubuntu, windows or macos (aliases linux, win, mac) (env DESKCTL_PLATFORM).")
+@click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER", show_envvar=True,
+              help="Provider name.")
+@click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM", show_envvar=True,
+              help="ubuntu, windows or macos (aliases linux, win, mac).")
 @click.option("--geometry", "-g", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY",
-              help="Screen size WxH, or 'native' for the provider's own size (env DESKCTL_GEOMETRY).")
+              show_envvar=True, help="Screen size WxH, or 'native' for the provider's own size.")
 @click.option("--window-geometry", help="Start-URL browser window WxH[+X+Y].")
 @click.option("--start-url", help="Open a browser at this URL when the desktop is up.")
 @click.option("--window-manager/--no-window-manager", default=False, help="Run a window manager.")
-@click.option("--ttl", envvar="DESKCTL_TTL",
-              help="Lifetime label for the reaper if this process dies (90s, 15m, 2h) (env DESKCTL_TTL).")
-@click.option("--max-minutes", type=float, help="End the desktop (and the server) after this many minutes.")
-@click.option("--max-usd", type=float, help="Refuse, or end the desktop (and the server) past this cost.")
-@click.option("--budget", envvar="DESKCTL_BUDGET", help="Shared budget to charge (env DESKCTL_BUDGET).")
+@click.option("--ttl", envvar="DESKCTL_TTL", show_envvar=True,
+              help="Lifetime label for the reaper if this process dies (90s, 15m, 2h; more than 0).")
+@click.option("--max-minutes", type=Number(0), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
+              help="End the desktop (and the server) after this many minutes.")
+@click.option("--max-usd", type=Number(0), envvar="DESKCTL_MAX_USD", show_envvar=True,
+              help="Refuse, or end the desktop (and the server) past this cost.")
+@click.option("--budget", envvar="DESKCTL_BUDGET", show_envvar=True, help="Shared budget to charge.")
 @click.option("--unknown-cost", type=click.Choice(["refuse", "allow"]), envvar="DESKCTL_UNKNOWN_COST",
-              help="With a money cap, refuse (default) or allow a provider whose price is unknown "
-                   "(env DESKCTL_UNKNOWN_COST).")
+              show_envvar=True,
+              help="With a money cap, refuse (default) or allow a provider whose price is unknown.")
 @click.option("--label", "labels", multiple=True, help="Label KEY=VALUE (repeatable).")
-@click.option("--option", "-o", "options", multiple=True, help="Provider option KEY=VALUE (repeatable).")
-@click.option("--host", envvar="DESKCTL_SSH_HOST", help="ssh: user@host[:port] (env DESKCTL_SSH_HOST).")
+@click.option("--option", "-o", "options", multiple=True,
+              help="Provider option KEY=VALUE (repeatable; an option the provider does not read is an error).")
+@click.option("--host", envvar="DESKCTL_SSH_HOST", show_envvar=True, help="ssh: user@host[:port].")
 @click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key.")
-@click.option("--ready-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for ready.")
+@click.option("--ready-timeout", type=Number(0), default=120.0, show_default=True, help="Seconds to wait for ready.")
 @click.option("--record", type=click.Path(file_okay=False),
               help="Record a trajectory of every action into this directory (docs/recording.md).")
-@click.option("--record-settle", type=float, default=0.0, show_default=True,
+@click.option("--record-settle", type=Number(0, exclusive=False), default=0.0, show_default=True,
               help="Seconds the after shot of a recorded action may wait for the screen to change.")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
               help="stdio (the client starts this process) or http (streamable HTTP at --bind:--port --path).")
@@ -73,27 +75,21 @@ def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None
     {"id", "provider", "geometry", "url"} is printed on stdout when the server listens.
     """
     _require_sdk()
-    from deskctl.cli.session_cmds import _option_value, _pairs
+    from deskctl.cli._spec import check_environment, spec_from_flags
     from deskctl.config import Config, load_config
     from deskctl.providers import load_provider_class
     from deskctl.session import Desktop
-    from deskctl.spec import DesktopSpec
 
     if not http_path.startswith("/"):
         raise UsageError(f"--path {http_path!r} must start with '/'", code="usage.bad_option")
     config = click.get_current_context().find_object(Config) or load_config()
-    provider_options: dict[str, Any] = config.provider_options(provider.strip().lower())
-    provider_options.update({k: _option_value(v) for k, v in _pairs(options, "option").items()})
-    if host:
-        provider_options["host"] = host
-    if accept_new_host_key:
-        provider_options["accept_new_host_key"] = True
-    spec = DesktopSpec.build(
-        provider=provider, platform=platform, geometry=geometry, window_geometry=window_geometry,
+    spec = spec_from_flags(
+        config, provider=provider, options=options, host=host, accept_new_host_key=accept_new_host_key,
+        labels=labels, platform=platform, geometry=geometry, window_geometry=window_geometry,
         start_url=start_url, window_manager=window_manager, ttl_seconds=ttl, max_minutes=max_minutes,
-        max_usd=max_usd, budget=budget, unknown_cost=unknown_cost, labels=_pairs(labels, "label"),
-        provider_options=provider_options,
+        max_usd=max_usd, budget=budget, unknown_cost=unknown_cost,
     )
+    check_environment()
     if allow_exec and not load_provider_class(spec.provider).capabilities.exec:
         raise UsageError(f"provider {spec.provider!r} cannot run commands: drop --allow-exec",
                          code="usage.unsupported", provider=spec.provider)

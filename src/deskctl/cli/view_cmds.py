@@ -20,7 +20,7 @@ __all__ = ["view"]
 @click.option("--control", is_flag=True,
               help="Pass clicks, drags, scrolls and keys from the page to the desktop (default: view only).")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, envvar="DESKCTL_VIEW_PORT",
-              help="Port on 127.0.0.1; 0 picks a free one (env DESKCTL_VIEW_PORT).")
+              show_envvar=True, help="Port on 127.0.0.1; 0 picks a free one.")
 @click.option("--fps", type=click.FloatRange(0.1, 120), default=30.0, show_default=True,
               help="Most frames a second to capture (a cloud provider gives what its screenshot API allows).")
 @click.option("--quality", type=click.IntRange(10, 95), default=80, show_default=True, help="JPEG quality.")
