@@ -154,8 +154,9 @@ def test_ledger_url_docker_host_and_ssh_target_passwords_are_redacted(deskctl_ho
     ]
     assert [p.returncode for p in procs[:2]] == [20, 20]
     assert all(p.returncode != 0 for p in procs[2:6])
-    assert all(p.returncode != 0 and "me:***@127.0.0.1:9' carries a password" in p.stdout + p.stderr
-               for p in procs[6:9])
+    assert all(p.returncode == 2 and "me:***@127.0.0.1:9' carries a password" in p.stdout + p.stderr
+               for p in procs[6:9])  # a usage error, before any preflight
+    assert json.loads(procs[7].stdout)["error"]["code"] == "usage.bad_host"
     assert SECRET not in _everything_of(deskctl_home, *procs)
 
 

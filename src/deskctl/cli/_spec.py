@@ -83,6 +83,10 @@ def provider_options(name: str, config: Config, options: Iterable[str] = (), *, 
         flags["accept_new_host_key"] = True
     check_option_names(name, flags, where="-o")
     merged.update(flags)
+    if merged:
+        from deskctl.providers import load_provider_class
+
+        load_provider_class(name).check_options(merged)
     return merged
 
 

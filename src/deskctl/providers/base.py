@@ -243,6 +243,11 @@ class Provider(ABC):
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Refuse malformed option values with a :class:`~deskctl.errors.UsageError` (exit 2), without any I/O:
+        called when a spec is built from flags, before a preflight or a ledger row."""
+
     # -- before anything is paid for -------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
         """Cheap, read-only checks. Never creates, starts or changes a billable resource."""

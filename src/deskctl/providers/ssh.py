@@ -1342,6 +1342,12 @@ class SSHProvider(Provider):
     the host's 0600 file and is read over SSH by a process that reattaches."""
 
     name = PROVIDER
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        if options.get("host"):
+            SshTarget.split(str(options["host"]))
+
     option_names = frozenset({"host", "port", "user", "ssh_config", "jump", "key_file", "known_hosts",
                               "accept_new_host_key", "agent", "xvfb_path", "remote_dir", "connect_timeout",
                               "compression", "incremental_capture", "window_manager", "window_manager_command"})
