@@ -117,6 +117,13 @@ def test_bad_targets_are_usage_errors(text: str) -> None:
         SshTarget.parse(text)
 
 
+def test_a_target_with_a_password_is_refused_without_echoing_it() -> None:
+    with pytest.raises(UsageError) as caught:
+        SshTarget.parse("alice:pw-hunter22@box:22")
+    assert caught.value.code == "usage.bad_host" and "pw-hunter22" not in caught.value.message
+    assert "alice:***@box:22" in caught.value.message
+
+
 def test_known_hosts_name_follows_openssh() -> None:
     assert SshTarget("a", "box", 22).known_hosts_name == "box"
     assert SshTarget("a", "127.0.0.1", 2222).known_hosts_name == "[127.0.0.1]:2222"
