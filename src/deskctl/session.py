@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import secrets
 import signal
@@ -339,7 +340,9 @@ class Desktop:
         labels[LABEL_SESSION] = self.id
         labels[LABEL_OWNER] = owner_id()
         labels[LABEL_CREATED] = str(int(time.time()))
-        labels[LABEL_EXPIRES] = str(int(self._expires_at or time.time()))
+        # rounded up: a provider backstop must never end the desktop before the session's own limit (a label
+        # truncated down fired up to a second early, even while `deskctl up` was still verifying the desktop)
+        labels[LABEL_EXPIRES] = str(math.ceil(self._expires_at or time.time()))
         if self.detached:
             labels[LABEL_DETACHED] = "1"
         return labels

@@ -134,6 +134,16 @@ def test_a_session_is_recorded_from_intent_to_end() -> None:
     assert kinds.index("intent") < kinds.index("created") < kinds.index("ready") < kinds.index("ended")
 
 
+def test_the_provider_backstop_never_comes_before_the_session_limit() -> None:
+    """The expiry label the providers' backstops act on (Xvfb owner watch, docker reaper, cloud TTLs) is at or
+    after the session's own deadline: a label rounded down ended short sessions while `up` still verified them."""
+    from deskctl.providers.base import LABEL_EXPIRES
+
+    with deskctl.open_desktop("xvfb", geometry="320x240", max_minutes=0.5) as desk:
+        assert desk.handle is not None and desk.expires_at is not None
+        assert int(desk.handle.labels[LABEL_EXPIRES]) >= desk.expires_at
+
+
 def test_exception_in_the_body_still_destroys() -> None:
     with pytest.raises(RuntimeError), deskctl.open_desktop("xvfb", geometry="320x240") as desk:
         assert desk.handle is not None
