@@ -33,6 +33,7 @@ from deskctl.providers._x11 import (
     write_xauthority,
 )
 from probe import Probe
+from probe.keys import KeyRecorder
 
 pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed")
 
@@ -347,6 +348,31 @@ def test_borrowed_keycodes_are_reused_and_restored(server: Server, probe: Probe)
         drv.type_text(text)  # cycles through the pool
         drv.restore_keymap()
         assert [tuple(r) for r in drv._display.get_keyboard_mapping(8, 248)] == [tuple(r) for r in before]
+
+
+def _long_text(length: int, seed: int, extra: str = "") -> str:
+    """Printable ASCII (both cases, so Shift comes and goes), spaces, newlines and tabs, and ``extra`` symbols."""
+    import random
+    import string
+
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + string.punctuation + "  \n\t" + extra
+    return "".join(rng.choice(alphabet) for _ in range(length))
+
+
+def test_a_long_text_arrives_whole_and_in_order(server: Server) -> None:
+    """Typing was quadratic (python-xlib joins queued requests one by one), so 150k characters ran into the
+    watchdog and lost the session; every key of the text, some needing a borrowed keycode, must arrive."""
+    text = _long_text(150_000, seed=1, extra="éß€日本")
+    with KeyRecorder.open(server.address, server.cookie) as keys, \
+            X11Driver.open(server.display, cookie=server.cookie) as drv:
+        drv.type_text(text)
+        received = keys.text()
+        # the sequence numbers wrapped several times: replies must still match their requests
+        assert drv.size() == (640, 480)
+        drv.restore_keymap()
+    assert len(received) == len(text)
+    assert received == text
 
 
 def test_unknown_button_and_key_are_usage_errors(driver: X11Driver) -> None:

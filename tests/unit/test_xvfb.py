@@ -448,3 +448,27 @@ def test_a_real_application_receives_clicks_and_non_ascii_typing(provider: XvfbP
     provider.act(handle, KeyPress(("enter",)))
     _wait_exit(xterm, timeout=30)
     assert out.read_text(encoding="utf-8") == "héllo wörld €"
+
+
+def test_a_megabyte_typed_through_a_session_arrives_and_the_session_stays_usable() -> None:
+    """desk.type of 1 MB: before typing was linear, 40k characters already lost the session (the watchdog
+    dropped a connection busy joining queued requests). Every key press must reach the focused client."""
+    import random
+    import string
+
+    import deskctl
+    from deskctl.providers._x11 import X11Address
+
+    sys.path.insert(0, str(PROBE_DIR.parent))
+    from probe.keys import KeyRecorder
+
+    rng = random.Random(5)
+    text = "".join(rng.choice(string.ascii_lowercase + string.digits + " .,;\n") for _ in range(1_000_000))
+    with deskctl.open_desktop("xvfb", geometry="320x240") as desk:
+        data = desk.handle.data  # type: ignore[union-attr]
+        with KeyRecorder.open(X11Address(str(data["display"])), read_cookie(data["cookie_file"])) as keys:
+            desk.type(text)
+            received = keys.text()
+            desk.click(5, 5)  # the session is still there
+    assert len(received) == len(text)
+    assert received == text

@@ -151,6 +151,14 @@ _KEYSYM_VALUES: dict[str, int] = {
 }
 
 _SHIFT = _KEYSYM_VALUES["Shift_L"]
+#: bytes of one XTEST FakeInput request (9 words)
+_FAKE_INPUT_SIZE = 36
+#: characters typed between two round trips. Typed text is encoded here and handed to python-xlib as one
+#: pre-encoded block per batch: its own request queue joins queued requests by repeated bytes concatenation
+#: (quadratic in the number queued before a round trip). The round trip per batch bounds how far we run ahead of
+#: the server, re-arms the watchdog (a long text is many operations, each with its own deadline) and keeps the
+#: requests between two replies far below python-xlib's 16-bit sequence window.
+_TYPE_BATCH = 4096
 _BORROWED_PROPERTY = "_DESKCTL_BORROWED_KEYCODES"
 _CONTROL_CHARS = {"\n": "Return", "\r": "Return", "\t": "Tab", "\b": "BackSpace", "\x1b": "Escape"}
 
@@ -556,6 +564,15 @@ def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "B
 # -- the driver ------------------------------------------------------------------------------------------------
 
 
+class _Encoded:
+    """Requests already in wire form, in python-xlib's request queue (which only reads ``_binary``)."""
+
+    __slots__ = ("_binary",)
+
+    def __init__(self, binary: bytes) -> None:
+        self._binary = binary
+
+
 class _Watchdog:
     """Ends a blocked X call: python-xlib waits for replies in select() without a timeout, so a server that
     stops answering (SIGSTOP, a dead network path) would hang the caller forever. Armed around each driver
@@ -641,6 +658,12 @@ class X11Driver:
             self._keymap_first = int(display.display.info.min_keycode)
             self._keymap_last = int(display.display.info.max_keycode)
             self._keymap: list[tuple[int, ...]] = []
+            #: keysym -> (keycode, index) with the lowest index (0 plain, 1 shifted), from ``_keymap``
+            self._keysym_index: dict[int, tuple[int, int]] = {}
+            #: character -> its encoded FakeInput requests, valid for the current ``_keymap`` only
+            self._tap_cache: dict[str, bytes] = {}
+            self._fake_input_cache: dict[tuple[int, int], bytes] = {}
+            self._xtest_major = int(display.display.get_extension_major("XTEST"))
             self._load_keymap()
             formats = {int(f.depth): int(f.bits_per_pixel) for f in display.display.info.pixmap_formats}
             self._bits_per_pixel = formats.get(self._depth, 32)
@@ -869,17 +892,21 @@ class X11Driver:
         count = self._keymap_last - self._keymap_first + 1
         self._keymap = [tuple(int(s) for s in row) for row in
                         self._display.get_keyboard_mapping(self._keymap_first, count)]
+        self._index_keymap()
+
+    def _index_keymap(self) -> None:
+        """Rebuild the keysym index after any change of ``_keymap`` (and forget what was encoded with it)."""
+        index: dict[int, tuple[int, int]] = {}
+        for offset, row in enumerate(self._keymap):
+            for position, sym in enumerate(row[:2]):
+                if sym and (sym not in index or position < index[sym][1]):
+                    index[sym] = (self._keymap_first + offset, position)
+        self._keysym_index = index
+        self._tap_cache.clear()
 
     def _lookup(self, keysym: int) -> tuple[int, int] | None:
         """(keycode, index) for ``keysym`` with the lowest index (0 plain, 1 shifted), or None."""
-        best: tuple[int, int] | None = None
-        for offset, row in enumerate(self._keymap):
-            for index, sym in enumerate(row[:2]):
-                if sym == keysym and (best is None or index < best[1]):
-                    best = (self._keymap_first + offset, index)
-                    if index == 0:
-                        return best
-        return best
+        return self._keysym_index.get(keysym)
 
     def _keycode_for(self, keysym: int) -> tuple[int, bool]:
         """(keycode, needs shift) for ``keysym``, binding a spare keycode when the keymap lacks it."""
@@ -957,6 +984,7 @@ class X11Driver:
             display.change_keyboard_mapping(keycode, [row])
             self._write_borrowed(atom, [r for r in records if r[0] != keycode] + [(keycode, tuple(original))])
             self._keymap[keycode - self._keymap_first] = row
+            self._index_keymap()
             display.sync()
         finally:
             display.ungrab_server()
@@ -993,15 +1021,46 @@ class X11Driver:
 
         self._fake(X.KeyPress if press else X.KeyRelease, keycode)
 
-    def _tap_keysym(self, keysym: int) -> None:
+    def _encoded_fake_input(self, event_type: int, detail: int) -> bytes:
+        """One XTEST FakeInput request as python-xlib would encode it (core device, current time, no motion)."""
+        key = (event_type, detail)
+        encoded = self._fake_input_cache.get(key)
+        if encoded is None:
+            from Xlib.ext import xtest
+
+            encoded = bytes(xtest.FakeInput._request.to_binary(
+                opcode=self._xtest_major, event_type=event_type, detail=detail, time=0, root=0, x=0, y=0))
+            self._fake_input_cache[key] = encoded
+        return encoded
+
+    def _encoded_tap(self, keysym: int) -> bytes:
+        """The FakeInput requests that tap ``keysym`` (with Shift around it when it is the shifted symbol);
+        binds a spare keycode first when the keymap lacks it."""
+        from Xlib import X
+
         keycode, shift = self._keycode_for(keysym)
-        shift_code = self._keycode_for(_SHIFT)[0] if shift else 0
-        if shift:
-            self._key_event(shift_code, True)
-        self._key_event(keycode, True)
-        self._key_event(keycode, False)
-        if shift:
-            self._key_event(shift_code, False)
+        press, release = self._encoded_fake_input(X.KeyPress, keycode), self._encoded_fake_input(X.KeyRelease, keycode)
+        if not shift:
+            return press + release
+        shift_code = self._keycode_for(_SHIFT)[0]
+        return (self._encoded_fake_input(X.KeyPress, shift_code) + press + release
+                + self._encoded_fake_input(X.KeyRelease, shift_code))
+
+    def _queue_encoded(self, chunks: list[bytes]) -> None:
+        """Put pre-encoded requests (none with a reply) on python-xlib's request queue as one block, counting
+        each in its sequence numbers so that the replies and errors that follow are matched right."""
+        if not chunks:
+            return
+        data = b"".join(chunks)
+        conn = self._display.display
+        if conn.socket_error:
+            raise conn.socket_error
+        conn.request_queue_lock.acquire()
+        try:
+            conn.request_serial = (conn.request_serial + len(data) // _FAKE_INPUT_SIZE) % 65536
+            conn.request_queue.append((_Encoded(data), False))
+        finally:
+            conn.request_queue_lock.release()
 
     def key(self, *keys: str) -> None:
         """Press a chord (``key("ctrl", "s")``): modifiers down in order, the last key tapped, all released in
@@ -1040,10 +1099,28 @@ class X11Driver:
             self._check_alive()
 
     def type_text(self, text: str) -> None:
-        """Type ``text`` (any Unicode; newline is Return, tab is Tab) as key taps, in one batch."""
+        """Type ``text`` (any Unicode; newline is Return, tab is Tab) as key taps. Linear in the length of the
+        text: each distinct character is encoded once, and the taps go out in batches of ``_TYPE_BATCH``
+        characters, each confirmed by a round trip (so an error or a lost server is reported by the batch in
+        which it happens)."""
         with self._lock, self._errors("type text"):
+            taps = self._tap_cache  # cleared in place whenever the keymap changes
+            pending: list[bytes] = []
             for char in text:
-                self._tap_keysym(keysym_for_char(char))
+                encoded = taps.get(char)
+                if encoded is None:
+                    # Encoding may rebind a keycode: the taps before it must reach the server first.
+                    self._queue_encoded(pending)
+                    pending = []
+                    encoded = self._encoded_tap(keysym_for_char(char))
+                    taps[char] = encoded
+                pending.append(encoded)
+                if len(pending) >= _TYPE_BATCH:
+                    self._queue_encoded(pending)
+                    pending = []
+                    self._watchdog.arm()
+                    self._check_alive()
+            self._queue_encoded(pending)
             self._check_alive()
 
     # -- actions -----------------------------------------------------------------------------------------------
