@@ -404,7 +404,8 @@ class Ledger:
         self._all_connections: list[Any] = []
         self._lock = threading.Lock()
         with self._guard("migrating the ledger schema"):
-            self._migrate()
+            if not self._schema_is_current():
+                self._migrate()
 
     # -- backend hooks ---------------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -506,6 +507,15 @@ class Ledger:
     def schema_version(self) -> int:
         rows = self._read("SELECT version FROM schema_version")
         return int(rows[0][0]) if rows else 0
+
+    def _schema_is_current(self) -> bool:
+        """Whether the schema needs no migration, by a plain read: opening an up-to-date ledger (every CLI call)
+        then takes no write lock, so parallel deskctl processes do not queue behind each other to open it."""
+        try:
+            rows = self._read("SELECT version FROM schema_version")
+        except InfrastructureError:  # no such table yet (or no answer): the migration decides, and reports
+            return False
+        return bool(rows) and int(rows[0][0]) == SCHEMA_VERSION
 
     def _apply_migrations(self, tx: Transaction) -> None:
         """Create ``schema_version`` and run every missing migration; the caller holds the migration lock."""

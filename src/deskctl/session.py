@@ -65,12 +65,12 @@ from deskctl.providers.base import (
     RemoteHandle,
     Screenshot,
 )
-from deskctl.spec import DesktopSpec
 
 if TYPE_CHECKING:
-    from deskctl.ledger import Ledger
+    from deskctl.ledger import Ledger, SessionRecord
     from deskctl.metering import Rate
     from deskctl.recording import Recorder
+    from deskctl.spec import DesktopSpec
 
 __all__ = ["Desktop", "State", "attach", "new_session_id", "open_desktop", "owner_id"]
 
@@ -194,12 +194,32 @@ class Desktop:
         record: str | os.PathLike[str] | None = None,
         record_settle: float = 0.0,
     ) -> None:
-        self.spec = spec
+        self._spec: DesktopSpec | None = spec
+        #: an attached session's spec as the ledger stores it, validated into ``spec`` only when that is read:
+        #: acting on a running desktop needs none of it but the fields below (and loading pydantic costs time)
+        self._stored_spec: Mapping[str, Any] | None = None
+        self._init_state(provider=spec.provider, provider_options=spec.provider_options,
+                         max_minutes=spec.max_minutes, max_usd=spec.max_usd, ledger=ledger, session_id=session_id,
+                         detached=detached)
         self._progress = progress
-        self.id = session_id or new_session_id()
-        self.detached = detached
         self.ready_timeout = ready_timeout
         self.run_preflight = run_preflight
+        if record is not None:  # checked before anything is created or paid for
+            from deskctl.recording import Recorder
+
+            self._recorder = Recorder.create(record, record_settle)
+
+    def _init_state(self, *, provider: str, provider_options: Mapping[str, Any], max_minutes: float | None,
+                    max_usd: float | None, ledger: Ledger | None, session_id: str | None, detached: bool) -> None:
+        self._provider_name = provider
+        self._provider_options = provider_options
+        self._max_minutes = max_minutes
+        self._max_usd = max_usd
+        self._progress = None
+        self.id = session_id or new_session_id()
+        self.detached = detached
+        self.ready_timeout = 120.0
+        self.run_preflight = True
         self.state = State.NEW
         self.handle: RemoteHandle | None = None
         self.end_reason: str | None = None
@@ -209,6 +229,9 @@ class Desktop:
         self._owned = True
         self._size: tuple[int, int] | None = None
         self._rate: Rate | None = None
+        self._rate_resolved = False
+        #: the hourly rate the ledger recorded at the start, for an attached session's money limit
+        self._recorded_usd_per_hour: float | None = None
         self._reservation: str | None = None
         self._create_sent_at: float | None = None
         self._expires_at: float | None = None
@@ -221,20 +244,60 @@ class Desktop:
         self._ended_error: DeskctlError | None = None
         self._limit_on_use = False
         self._recorder: Recorder | None = None
-        if record is not None:  # checked before anything is created or paid for
-            from deskctl.recording import Recorder
 
-            self._recorder = Recorder.create(record, record_settle)
+    @classmethod
+    def _from_record(cls, record: SessionRecord, ledger: Ledger, *, owns_ledger: bool) -> Desktop:
+        """A session that runs already, as the ledger records it (see :func:`attach`). Reads the stored spec
+        as plain data: it was validated when the session was opened."""
+        stored = record.spec or {}
+        desk = cls.__new__(cls)
+        desk._spec = None
+        desk._stored_spec = stored
+        desk._init_state(provider=record.provider, provider_options=dict(stored.get("provider_options") or {}),
+                         max_minutes=stored.get("max_minutes"), max_usd=stored.get("max_usd"), ledger=ledger,
+                         session_id=record.session_id, detached=record.detached)
+        desk._owns_ledger = owns_ledger
+        desk._owned = False
+        desk._limit_on_use = True
+        from deskctl.recording import recorder_from_events
+
+        # `deskctl up --record DIR` keeps recording
+        desk._recorder = recorder_from_events(ledger.events(record.session_id))
+        desk._recorded_usd_per_hour = record.rate_usd_per_hour
+        desk._create_sent_at = record.created_at
+        desk._expires_at = record.expires_at
+        assert record.handle is not None
+        desk.handle = RemoteHandle.from_dict(record.handle)
+        geometry = stored.get("geometry")
+        if isinstance(geometry, Mapping):
+            desk._size = (int(geometry["width"]), int(geometry["height"]))
+        elif record.width and record.height:  # native size, as verified when the session became ready
+            desk._size = (int(record.width), int(record.height))
+        else:  # native size of a session not yet ready: ask the live display
+            desk._size = desk.provider.display_size(desk.handle)
+        desk.state = State.READY
+        return desk
 
     # -- public properties -----------------------------------------------------------------------
     @property
+    def spec(self) -> DesktopSpec:
+        """What the session was asked to be."""
+        if self._spec is None:
+            from deskctl.spec import DesktopSpec
+
+            stored = self._stored_spec
+            self._spec = (DesktopSpec.model_validate(stored) if stored
+                          else DesktopSpec.build(provider=self._provider_name))
+        return self._spec
+
+    @property
     def provider_name(self) -> str:
-        return self.spec.provider
+        return self._provider_name
 
     @property
     def provider(self) -> Provider:
         if self._provider is None:
-            self._provider = get_provider(self.spec.provider, self.spec.provider_options)
+            self._provider = get_provider(self._provider_name, dict(self._provider_options))
         return self._provider
 
     @property
@@ -298,6 +361,7 @@ class Desktop:
         from deskctl import budget, metering
 
         self._rate = metering.rate_for(self.spec)
+        self._rate_resolved = True
         self._reservation = budget.reserve(self.ledger, session_id=self.id, spec=self.spec, rate=self._rate)
         now = time.time()
         self._expires_at = now + self._lifetime()
@@ -409,14 +473,29 @@ class Desktop:
 
     def _watchdog_seconds(self) -> float | None:
         limits: list[float] = []
-        if self.spec.max_minutes:
-            limits.append(self.spec.max_minutes * 60)
-        if self.spec.max_usd is not None and self._rate is not None and self._rate.usd_per_hour > 0:
-            limits.append(self.spec.max_usd / self._rate.usd_per_hour * 3600)
+        if self._max_minutes:
+            limits.append(self._max_minutes * 60)
+        usd_per_hour = self._hourly_rate()
+        if self._max_usd is not None and usd_per_hour is not None and usd_per_hour > 0:
+            limits.append(self._max_usd / usd_per_hour * 3600)
         if not limits:
             return None
         started = self._create_sent_at or time.time()
         return max(0.0, started + min(limits) - time.time())
+
+    def _session_rate(self) -> Rate | None:
+        """The session's rate from the price catalog (looked up when first needed by an attached session)."""
+        if not self._rate_resolved:
+            from deskctl import metering
+
+            self._rate = metering.rate_for(self.spec)
+            self._rate_resolved = True
+        return self._rate
+
+    def _hourly_rate(self) -> float | None:
+        if self._rate_resolved:
+            return self._rate.usd_per_hour if self._rate is not None else None
+        return self._recorded_usd_per_hour
 
     def _watchdog(self, seconds: float) -> None:
         if self._stop.wait(seconds):
@@ -424,9 +503,9 @@ class Desktop:
         self._end_at_limit()
 
     def _end_at_limit(self) -> BudgetExceeded:
-        what = "max minutes" if self.spec.max_minutes else "max cost"
+        what = "max minutes" if self._max_minutes else "max cost"
         error = BudgetExceeded(
-            f"session {self.id} reached its {what} and was ended", provider=self.spec.provider,
+            f"session {self.id} reached its {what} and was ended", provider=self._provider_name,
             remedy="raise --max-minutes / --max-usd, or split the run",
         )
         self._ended_error = error
@@ -483,7 +562,7 @@ class Desktop:
 
     def _incomplete(self, cause: DeskctlError) -> CleanupIncomplete:
         return CleanupIncomplete(
-            f"destroy of {self.id} could not be confirmed: {cause.message}", provider=self.spec.provider,
+            f"destroy of {self.id} could not be confirmed: {cause.message}", provider=self._provider_name,
             remedy=f"deskctl reap (or deskctl down {self.id})", details={"left": [self.id], "cause": cause.code},
         )
 
@@ -529,7 +608,7 @@ class Desktop:
         ended = time.time()
         # nothing was sent to the provider: nothing can have been billed
         billable = 0.0 if self._create_sent_at is None else max(0.0, ended - self._create_sent_at)
-        cost = metering.cost_for(self._rate, billable) if billable else 0.0
+        cost = metering.cost_for(self._session_rate(), billable) if billable else 0.0
         self._flush_actions(force=True)
         final_status = "leaked" if left is not None else status
         self.end_reason = reason
@@ -583,12 +662,12 @@ class Desktop:
         if self._ended_error is not None:
             raise self._ended_error
         raise SessionClosed(
-            f"session {self.id} is {self.state.value}; it cannot be used", provider=self.spec.provider
+            f"session {self.id} is {self.state.value}; it cannot be used", provider=self._provider_name
         )
 
     def _require_handle(self) -> RemoteHandle:
         if self.handle is None:
-            raise SessionClosed(f"session {self.id} has no desktop", provider=self.spec.provider)
+            raise SessionClosed(f"session {self.id} has no desktop", provider=self._provider_name)
         return self.handle
 
     def _guard(self, kind: str) -> Any:
@@ -627,7 +706,7 @@ class Desktop:
         for x, y in points:
             if not (0 <= x < width and 0 <= y < height):
                 raise GeometryOutOfBounds(
-                    f"point ({x}, {y}) is outside the {width}x{height} screen", provider=self.spec.provider,
+                    f"point ({x}, {y}) is outside the {width}x{height} screen", provider=self._provider_name,
                     remedy=f"x must be in 0..{width - 1} and y in 0..{height - 1}",
                 )
 
@@ -659,7 +738,7 @@ class Desktop:
         if self._size is not None and (shot.width, shot.height) != self._size:
             raise GeometryMismatch(
                 f"screenshot is {shot.width}x{shot.height}, the pinned screen {self._size[0]}x{self._size[1]}",
-                provider=self.spec.provider,
+                provider=self._provider_name,
             )
         return shot
 
@@ -677,7 +756,7 @@ class Desktop:
         if self._size is not None and (frame.width, frame.height) != self._size:
             raise GeometryMismatch(
                 f"the screen is {frame.width}x{frame.height}, the pinned screen {self._size[0]}x{self._size[1]}",
-                provider=self.spec.provider,
+                provider=self._provider_name,
             )
         return frame
 
@@ -770,6 +849,8 @@ def open_desktop(
     and after it; ``record_settle`` is how long the after shot may wait for the screen to change.
     """
     if spec is None:
+        from deskctl.spec import DesktopSpec
+
         spec = DesktopSpec.build(
             provider=provider, platform=platform, geometry=geometry if geometry is not None else "native",
             window_geometry=window_geometry, start_url=start_url, window_manager=window_manager,
@@ -793,23 +874,4 @@ def attach(session_id: str, *, ledger: Ledger | None = None) -> Desktop:
         raise NotFound(f"no session {session_id!r} in the ledger", remedy="deskctl ls --all")
     if record.handle is None or record.status in ("ended", "failed"):
         raise SessionClosed(f"session {session_id} is {record.status}", provider=record.provider)
-    spec = DesktopSpec.model_validate(record.spec) if record.spec else DesktopSpec.build(provider=record.provider)
-    desk = Desktop(spec, ledger=book, detached=record.detached, session_id=session_id)
-    desk._owns_ledger = ledger is None
-    desk._owned = False
-    desk._limit_on_use = True
-    from deskctl.recording import recorder_from_events
-
-    desk._recorder = recorder_from_events(book.events(session_id))  # `deskctl up --record DIR` keeps recording
-    desk.handle = RemoteHandle.from_dict(record.handle)
-    desk._create_sent_at = record.created_at
-    desk._expires_at = record.expires_at
-    from deskctl import metering
-
-    desk._rate = metering.rate_for(spec)
-    if spec.geometry is not None:
-        desk._size = (spec.geometry.width, spec.geometry.height)
-    else:  # native size: ask the live display
-        desk._size = desk.provider.display_size(desk.handle)
-    desk.state = State.READY
-    return desk
+    return Desktop._from_record(record, book, owns_ledger=ledger is None)

@@ -6,16 +6,15 @@ and what is allowed, so a bad request never reaches a provider.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from deskctl.errors import UsageError
+from deskctl.platforms import Platform, suggest
 
 __all__ = ["MAX_SIDE", "MIN_SIDE", "DesktopSpec", "Geometry", "Platform", "WindowGeometry", "parse_duration"]
 
@@ -23,35 +22,6 @@ __all__ = ["MAX_SIDE", "MIN_SIDE", "DesktopSpec", "Geometry", "Platform", "Windo
 MIN_SIDE = 64
 MAX_SIDE = 8192
 _DEPTHS = (8, 16, 24, 32)
-
-
-class Platform(StrEnum):
-    UBUNTU = "ubuntu"
-    WINDOWS = "windows"
-    MACOS = "macos"
-
-    @classmethod
-    def parse(cls, value: str | Platform) -> Platform:
-        if isinstance(value, Platform):
-            return value
-        raw = str(value).strip().lower()
-        key = _PLATFORM_ALIASES.get(raw, raw)
-        try:
-            return cls(key)
-        except ValueError:
-            known = sorted({p.value for p in cls} | set(_PLATFORM_ALIASES))
-            raise UsageError(
-                f"unknown platform {value!r}" + _suggest(raw, known) + f"; allowed: {', '.join(known)}",
-                code="usage.unknown_platform",
-            ) from None
-
-
-_PLATFORM_ALIASES = {"linux": "ubuntu", "win": "windows", "mac": "macos", "osx": "macos"}
-
-
-def _suggest(value: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 _GEOMETRY_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*$")
@@ -259,7 +229,7 @@ class DesktopSpec(BaseModel):
         name = aliases.get(name, name)
         if name not in known:
             raise UsageError(
-                f"unknown provider {value!r}" + _suggest(name, known) + f"; known: {', '.join(known)}",
+                f"unknown provider {value!r}" + suggest(name, known) + f"; known: {', '.join(known)}",
                 code="usage.unknown_provider",
             )
         return name

@@ -136,3 +136,50 @@ def test_a_detached_session_past_its_max_minutes_is_ended_with_exit_4_when_next_
     assert f"session {sid} reached its max minutes and was ended (budget.exceeded)" in over.stderr
     ended = json.loads(deskctl("ls", "--all", "--json", check=True).stdout)["sessions"]
     assert [(r["status"], r["reason"]) for r in ended if r["id"] == sid] == [("ended", "budget.exceeded")]
+
+
+def test_do_acts_counts_and_checks_bounds_without_loading_pydantic() -> None:
+    """`deskctl do` is a whole process per action: it reads the stored spec as plain data instead of validating
+    it again with pydantic (whose import alone cost about as much as the rest of the call)."""
+    from deskctl.ledger import open_ledger
+
+    sid = deskctl("up", "--geometry", "320x240", check=True).stdout.strip()
+    code = (
+        "import sys; from deskctl.cli import main\n"
+        f"for args in (['do', {sid!r}, 'click', '5', '5'], ['do', {sid!r}, 'click', '320', '5']):\n"
+        "    try:\n        main(args)\n    except SystemExit as exc:\n        print(exc.code)\n"
+        "print(sorted(m for m in ('pydantic', 'pydantic_core') if m in sys.modules))"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env=os.environ.copy())
+        assert proc.stdout.splitlines() == ["0", "2", "[]"], proc.stderr
+        assert "(geometry.out_of_bounds)" in proc.stderr
+        with open_ledger() as book:
+            record = book.get(sid)
+        assert record is not None and record.action_counts == {"click": 1}
+    finally:
+        deskctl("down", sid, check=True)
+
+
+def test_a_detached_session_past_its_max_usd_is_ended_with_exit_4_when_next_used(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                                  ) -> None:
+    import time as _time
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"rates": [{"provider": "xvfb", "platform": "*", "size": "*", "usd_per_hour": 36.0,
+                                             "source": "a test's price", "date": "2026-12-01"}]}))
+    monkeypatch.setenv("DESKCTL_PRICES", str(prices))
+    sid = deskctl("up", "--geometry", "320x240", "--max-usd", "0.012", check=True).stdout.strip()  # 1.2 s at $36/h
+    deadline = _time.monotonic() + 60
+    while True:  # until the limit has passed, by the session's own clock in the ledger
+        listing = json.loads(deskctl("ls", "--json", check=True).stdout)["sessions"]
+        (row,) = [r for r in listing if r["id"] == sid]
+        if row["seconds"] > 1.5 or _time.monotonic() > deadline:
+            break
+    over = deskctl("do", sid, "click", "1", "1")
+    assert over.returncode == 4, over.stderr
+    assert f"session {sid} reached its max cost and was ended (budget.exceeded)" in over.stderr
+    ended = json.loads(deskctl("ls", "--all", "--json", check=True).stdout)["sessions"]
+    assert [(r["status"], r["reason"]) for r in ended if r["id"] == sid] == [("ended", "budget.exceeded")]

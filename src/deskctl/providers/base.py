@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl.errors import ProviderApiError
-from deskctl.spec import Platform
+from deskctl.platforms import Platform
 
 if TYPE_CHECKING:
     from deskctl.actions import Action

@@ -51,6 +51,7 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
+from deskctl.platforms import Platform
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
@@ -61,7 +62,6 @@ from deskctl.providers.base import (
     RemoteHandle,
     Screenshot,
 )
-from deskctl.spec import Platform
 
 if TYPE_CHECKING:
     import docker

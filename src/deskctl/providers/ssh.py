@@ -108,6 +108,7 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
+from deskctl.platforms import Platform
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_DETACHED,
@@ -123,13 +124,12 @@ from deskctl.providers.base import (
     Screenshot,
     png_chunk,
 )
-from deskctl.spec import Geometry, Platform
 
 if TYPE_CHECKING:
     from deskctl.actions import Action
     from deskctl.preflight.checks import CheckResult
     from deskctl.providers._x11 import X11Driver
-    from deskctl.spec import DesktopSpec
+    from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = ["SSHProvider", "SshTarget", "host_key_fingerprint"]
 
@@ -142,7 +142,12 @@ ENV_KNOWN_HOSTS = "DESKCTL_SSH_KNOWN_HOSTS"
 ENV_REMOTE_DIR = "DESKCTL_SSH_REMOTE_DIR"
 
 PROVIDER = "ssh"
-_DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
+
+
+def _default_geometry() -> Geometry:
+    from deskctl.spec import Geometry
+
+    return Geometry(width=1024, height=768)
 _DEFAULT_IDENTITIES = ("id_ed25519", "id_ecdsa", "id_rsa")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 #: flow-control window of the X channel: a whole 1920x1080 frame fits, so a capture streams without stalls
@@ -1507,7 +1512,7 @@ class SSHProvider(Provider):
         if not _SESSION_ID.match(session_id):
             raise UsageError(f"session id {session_id!r} is not a plain name", code="usage.bad_session_id")
         settings = self._settings()
-        geometry = spec.geometry or _DEFAULT_GEOMETRY
+        geometry = spec.geometry or _default_geometry()
         detached = labels.get(LABEL_DETACHED) == "1"
         now = time.time()
         expires = _int(labels.get(LABEL_EXPIRES))

@@ -56,6 +56,7 @@ from deskctl.errors import (
     ReadinessTimeout,
     SessionLost,
 )
+from deskctl.platforms import Platform
 from deskctl.providers._x11 import X11Driver, new_cookie, read_cookie, write_xauthority
 from deskctl.providers.base import (
     LABEL_CREATED,
@@ -70,17 +71,21 @@ from deskctl.providers.base import (
     RemoteHandle,
     Screenshot,
 )
-from deskctl.spec import Geometry, Platform
 
 if TYPE_CHECKING:
     from deskctl.actions import Action
     from deskctl.preflight.checks import CheckResult
-    from deskctl.spec import DesktopSpec
+    from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = ["XvfbProvider"]
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "firefox", "firefox-esr")
-_DEFAULT_GEOMETRY = Geometry(width=1024, height=768)
+
+
+def _default_geometry() -> Geometry:
+    from deskctl.spec import Geometry
+
+    return Geometry(width=1024, height=768)
 #: colour depths Xvfb can give a screen (it refuses 32)
 XVFB_DEPTHS = (8, 16, 24)
 _TERM_GRACE = 5.0
@@ -345,7 +350,7 @@ class XvfbProvider(Provider):
         return out
 
     def _window_checks(self, spec: DesktopSpec, result: Any) -> list[CheckResult]:
-        geometry = spec.geometry or _DEFAULT_GEOMETRY
+        geometry = spec.geometry or _default_geometry()
         window = spec.window_geometry
         if window is None:
             return [result("pass", "xvfb.window_geometry", f"browser window fills the {geometry} desktop")]
@@ -374,7 +379,7 @@ class XvfbProvider(Provider):
 
     # -- create --------------------------------------------------------------------------------------------
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
-        geometry = spec.geometry or _DEFAULT_GEOMETRY
+        geometry = spec.geometry or _default_geometry()
         options = {**self.options, **spec.provider_options}
         problem = _depth_problem(geometry)
         if problem:
