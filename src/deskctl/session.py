@@ -26,7 +26,6 @@ import atexit
 import contextlib
 import math
 import os
-import secrets
 import signal
 import socket
 import threading
@@ -95,6 +94,8 @@ class State(StrEnum):
 
 def new_session_id() -> str:
     """A client-made session id: ``dk-`` and 10 random hex digits."""
+    import secrets  # here: its import (hashlib, random) is a cost every `deskctl do` would pay
+
     return "dk-" + secrets.token_hex(5)
 
 

@@ -375,6 +375,20 @@ def test_a_long_text_arrives_whole_and_in_order(server: Server) -> None:
     assert received == text
 
 
+def test_the_driver_sets_up_xtest_only_and_reads_the_keymap_only_to_type(server: Server, probe: Probe) -> None:
+    """A CLI action opens one connection per process: no module and no round trip for the dozen extensions
+    the driver does not use, and no keymap for a click."""
+    with X11Driver.open(server.display, cookie=server.cookie) as drv:
+        assert drv._display.extensions == ["XTEST"]
+        drv.click(7, 8)
+        assert drv._keymap == []
+        drv.type_text("Ok")
+        assert drv._keymap
+        assert drv.screenshot().width == 640  # MIT-SHM is queried on its own when first needed
+    probe.wait_for(lambda p: len(p.text()) >= 2, "two typed letters")
+    assert probe.presses(1)[0].pos == (7, 8) and probe.text() == "Ok"
+
+
 def test_unknown_button_and_key_are_usage_errors(driver: X11Driver) -> None:
     with pytest.raises(UsageError):
         driver.click(1, 1, "fourth")

@@ -38,14 +38,12 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
-import secrets
 import socket
 import struct
 import threading
 import time
 import zlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +66,8 @@ from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, 
 from deskctl.providers.base import PNG_SIGNATURE, RawFrame, Screenshot, png_chunk
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from Xlib.display import Display
 
 __all__ = [
@@ -186,6 +186,8 @@ def keysym_for_key(name: str) -> int:
 
 def new_cookie() -> bytes:
     """A fresh random 16-byte MIT-MAGIC-COOKIE-1."""
+    import secrets  # here, not at the top: a CLI action that needs no new cookie does not pay for it
+
     return secrets.token_bytes(16)
 
 
@@ -338,8 +340,54 @@ def _install_shim() -> None:
         _shim_installed = True
 
 
-def connect_display(address: X11Address, cookie: bytes | None, *, timeout: float = 10.0) -> Display:
-    """A python-xlib ``Display`` for ``address`` authorised by ``cookie`` (for the driver and for test probes).
+_xtest_display_class: Any = None
+
+
+def _xtest_display(name: str) -> Display:
+    """A python-xlib ``Display`` that sets up the XTEST extension only. ``Xlib.display.Display()`` imports and
+    initialises a module for every extension the server has (a dozen on Xvfb: one QueryExtension round trip and
+    one import each) and reads the whole keymap, which a one-action CLI call would pay every time; the driver
+    uses XTEST alone (MIT-SHM is queried when first needed) and reads the keymap itself when it types."""
+    global _xtest_display_class
+    if _xtest_display_class is None:
+        import Xlib.display
+        from Xlib.protocol import rq
+
+        class XTestDisplay(Xlib.display.Display):  # type: ignore[misc]
+            # The steps of Xlib.display.Display.__init__ (python-xlib 0.33), for one extension module.
+            def __init__(self, display: str) -> None:
+                self.display = Xlib.display._BaseDisplay(display)
+                self._keymap_codes = [()] * 256
+                self._keymap_syms: dict[int, Any] = {}
+                self.keysym_translations: dict[int, str] = {}
+                self.extensions: list[str] = []
+                self.class_extension_dicts: dict[str, dict[str, Any]] = {}
+                self.display_extension_methods: dict[str, Any] = {}
+                self.extension_event = rq.DictWrapper({})
+                info = self.query_extension("XTEST")
+                if info is not None and info.present:
+                    from Xlib.ext import xtest
+
+                    self.display.set_extension_major("XTEST", info.major_opcode)
+                    xtest.init(self, info)
+                    self.extensions.append("XTEST")
+                for class_name, dictionary in self.class_extension_dicts.items():
+                    original = self.display.resource_classes[class_name]
+                    self.display.resource_classes[class_name] = type(original.__name__, (original,), dictionary)
+                for screen in self.display.info.roots:
+                    screen.root = self.display.resource_classes["window"](self.display, screen.root.id)
+                    screen.default_colormap = self.display.resource_classes["colormap"](
+                        self.display, screen.default_colormap.id)
+
+        _xtest_display_class = XTestDisplay
+    display: Display = _xtest_display_class(name)
+    return display
+
+
+def connect_display(address: X11Address, cookie: bytes | None, *, timeout: float = 10.0,
+                    xtest_only: bool = False) -> Display:
+    """A python-xlib ``Display`` for ``address`` authorised by ``cookie`` (for the driver and for test probes);
+    ``xtest_only``: with the XTEST extension set up and no other (see :func:`_xtest_display`).
 
     Raises :class:`~deskctl.errors.ProviderUnreachable` when no X server answers there or it refuses us.
     """
@@ -354,7 +402,7 @@ def connect_display(address: X11Address, cookie: bytes | None, *, timeout: float
         raise ProviderUnreachable(f"cannot connect to {where}: {exc.strerror or exc}") from exc
     _pending.sock, _pending.cookie = sock, cookie
     try:
-        display = Xlib.display.Display(address.display)
+        display = _xtest_display(address.display) if xtest_only else Xlib.display.Display(address.display)
     except Xlib.error.DisplayConnectionError as exc:
         sock.close()
         raise ProviderUnreachable(f"{where} refused the connection: {exc.msg}",
@@ -481,6 +529,8 @@ def _encoder_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _pool = ThreadPoolExecutor(max_workers=_POOL_WORKERS, thread_name_prefix="deskctl-png")
         return _pool
 
@@ -664,7 +714,7 @@ class X11Driver:
             self._tap_cache: dict[str, bytes] = {}
             self._fake_input_cache: dict[tuple[int, int], bytes] = {}
             self._xtest_major = int(display.display.get_extension_major("XTEST"))
-            self._load_keymap()
+            # The keymap is read when a key is first looked up (a miss reloads it): a click never needs it.
             formats = {int(f.depth): int(f.bits_per_pixel) for f in display.display.info.pixmap_formats}
             self._bits_per_pixel = formats.get(self._depth, 32)
 
@@ -686,7 +736,7 @@ class X11Driver:
         an operation the server does not answer within ``op_timeout`` seconds fails as a lost session."""
         address = X11Address(display=display, socket_path=socket_path, host=host, port=port)
         try:
-            conn = connect_display(address, cookie, timeout=timeout)
+            conn = connect_display(address, cookie, timeout=timeout, xtest_only=True)
         except DeskctlError as err:
             err.provider = err.provider or provider
             raise
@@ -1004,6 +1054,8 @@ class X11Driver:
             atom = display.intern_atom(_BORROWED_PROPERTY)
             display.grab_server()
             try:
+                if not self._keymap:
+                    self._load_keymap()
                 width = max(2, len(self._keymap[0]) if self._keymap else 2)
                 for keycode, original in self._read_borrowed(atom):
                     row = tuple(original[:width]) + (0,) * (width - len(original[:width]))
