@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +73,8 @@ def project_file(start: Path | None = None) -> Path | None:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    import tomllib  # here: most runs have no config file, and every CLI call would pay for the parser
+
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
