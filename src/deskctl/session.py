@@ -182,6 +182,8 @@ class Desktop:
     :class:`~deskctl.errors.GeometryOutOfBounds` for points outside the screen.
     """
 
+    _recorder: Recorder | None
+
     def __init__(
         self,
         spec: DesktopSpec,
@@ -244,7 +246,7 @@ class Desktop:
         self._threads: list[threading.Thread] = []
         self._ended_error: DeskctlError | None = None
         self._limit_on_use = False
-        self._recorder: Recorder | None = None
+        self._recorder = None
 
     @classmethod
     def _from_record(cls, record: SessionRecord, ledger: Ledger, *, owns_ledger: bool) -> Desktop:
