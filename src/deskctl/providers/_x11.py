@@ -17,6 +17,11 @@ permanent, thread-safe shim in front of them once: a connection opened through :
 own already-connected socket and cookie to python-xlib through a thread-local slot; every other python-xlib
 user in the process goes through the original functions unchanged.
 
+The driver's own connection sets up the XTEST extension only (:func:`connect_display` with ``xtest_only``), and
+reads the keymap only when it first looks a key up: a CLI process that opens it for one click pays for neither
+the dozen other extensions python-xlib would initialise nor a keymap. Typed text goes out pre-encoded, in
+batches each confirmed by a round trip (:meth:`X11Driver.type_text`), so typing is linear in the text's length.
+
 Errors: a connection that cannot be made is :class:`~deskctl.errors.ProviderUnreachable`; a connection that
 drops while in use is :class:`~deskctl.errors.SessionLost`; a request the server refuses is
 :class:`~deskctl.errors.ProviderApiError`. No Xlib exception leaves this module.
