@@ -112,7 +112,7 @@ PROVIDER_CREDENTIALS: dict[str, CredentialSet] = {
                    "DAYTONA_TARGET"),
         secret=frozenset({"DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN"}),
         required_any=(("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID")),
-        source="shared/specs/daytona.md section 1 (2026-06-01)",
+        source="Daytona SDK daytona/_sync/daytona.py (github.com/daytonaio/daytona; www.daytona.io/docs/en/api-keys)",
     ),
     "cua-cloud": CredentialSet(
         provider="cua-cloud",
@@ -121,14 +121,14 @@ PROVIDER_CREDENTIALS: dict[str, CredentialSet] = {
         # the client id is "a per-user key" (Harbor): treated as a secret too
         secret=frozenset({"CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY"}),
         required_any=(("CUA_CLIENT_ID", "CUA_CLIENT_SECRET"), ("CUA_API_KEY",)),
-        source="shared/specs/cua.md section A (2026-08-21)",
+        source="Harbor harbor/environments/cua_cloud.py; cua.ai/docs (github.com/trycua/cua)",
     ),
     "use-computer": CredentialSet(
         provider="use-computer",
         variables=("USE_COMPUTER_API_KEY", "USE_COMPUTER_BASE_URL"),
         secret=frozenset({"USE_COMPUTER_API_KEY"}),
         required_any=(("USE_COMPUTER_API_KEY",),),
-        source="shared/specs/use_computer.md section B1 (2026-11-29)",
+        source="PyPI use-computer use_computer/core/client.py; Harbor harbor/environments/use_computer.py",
     ),
 }
 

@@ -126,7 +126,7 @@ def test_compat_prints_every_table_with_sources(env: dict[str, str]) -> None:
         assert heading in text
     xvfb = next(line for line in text.splitlines() if line.split()[:2] == ["xvfb", "ubuntu"])
     assert "settable 64x64..8192x8192" in xvfb and "[deskctl provider capabilities]" in xvfb
-    assert "shared/specs/harbor_compat.md (2026-11-29)" in text
+    assert "github.com/harbor-framework/harbor (PyPI harbor 0.26.0): harbor/trial/trial.py" in text
     document = json.loads(deskctl(env, "compat", "--json").stdout)
     assert "harbor" in document["sources"] and document["installed_providers"]["xvfb"] == ["ubuntu"]
     macos = [r for r in document["geometry_effective"] if r["platform"] == "macos"]

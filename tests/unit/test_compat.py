@@ -37,6 +37,19 @@ def test_every_row_names_a_known_source_and_a_date() -> None:
         assert _DATE.match(row["date"]), row
 
 
+def test_every_source_is_one_a_user_can_read() -> None:
+    """A citation names a public place (a repository and path, a package, a vendor's docs, a man page) or a
+    deskctl module a user has installed: never a file of the development tree that is not shipped."""
+    from deskctl.credentials import PROVIDER_CREDENTIALS
+
+    public = re.compile(r"github\.com/|PyPI |docs|\.io\b|\.ai\b|\.computer\b|Xvfb\(1\)|^deskctl\.")
+    refs = [source["ref"] for source in compat.load_matrix().sources.values()]
+    refs += [cset.source for cset in PROVIDER_CREDENTIALS.values()]
+    for ref in refs:
+        assert not re.search(r"(^|[\s;(])(shared|src|tests)/", ref), ref
+        assert public.search(ref), ref
+
+
 def test_platform_rows_cover_the_brief() -> None:
     served = {r["provider"]: set(r["platforms"]) for r in compat.load_matrix().rows("platform_provider")}
     assert served["xvfb"] == served["docker"] == served["ssh"] == {"ubuntu"}
