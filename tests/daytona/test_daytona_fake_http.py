@@ -125,11 +125,12 @@ def test_preflight_bad_key_is_credentials_invalid(provider: DaytonaProvider, mon
     assert "DAYTONA_API_KEY" in (results["credentials.invalid"].remedy or "")
 
 
-def test_preflight_missing_key_is_credentials_missing(provider: DaytonaProvider,
+def test_preflight_missing_key_is_credentials_missing(provider: DaytonaProvider, fake: FakeDaytona,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DAYTONA_API_KEY")
     results = {r.code: r for r in provider.preflight(WINDOWS)}
     assert results["credentials.missing"].status == "fail"
+    assert fake.log == []  # not even the public GET /config: nothing is dialled without credentials
     with pytest.raises(CredentialsMissing):
         provider.create(WINDOWS, "dk-nokey", {})
 

@@ -268,9 +268,31 @@ def test_the_providers_own_credential_check_supersedes_the_presence_check(monkey
     def rejected(spec: DesktopSpec) -> list[CheckResult]:
         return [CheckResult("fail", "credentials.invalid", "401 from GET /v1/sandboxes", remedy="new key")]
 
+    monkeypatch.setenv("USE_COMPUTER_API_KEY", "uc_live_refused_by_the_service")  # present, so the API is asked
     results = run_checks(_spec(), UseComputerLike(rejected))
     codes = [r.code for r in results]
-    assert "credentials.invalid" in codes and "credentials.missing" not in codes
+    assert "credentials.invalid" in codes and "credentials.present" not in codes
+
+
+def test_a_provider_whose_credentials_are_missing_is_not_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import keyring.core
+
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+    keyring.core.init_backend()
+    monkeypatch.delenv("USE_COMPUTER_API_KEY", raising=False)
+    asked: list[DesktopSpec] = []
+
+    class UseComputerLike(StubProvider):
+        name = "use-computer"
+
+    def dials(spec: DesktopSpec) -> list[CheckResult]:
+        asked.append(spec)
+        return [CheckResult("fail", "provider.unreachable", "could not connect")]
+
+    results = {r.code: r for r in run_checks(_spec(), UseComputerLike(dials))}
+    assert asked == []
+    assert results["credentials.missing"].status == "fail"
+    assert results["use-computer.api"].status == "skip" and "not contacted" in results["use-computer.api"].message
 
 
 def test_a_bad_agent_name_given_to_run_checks_is_a_usage_error_not_a_failed_check() -> None:

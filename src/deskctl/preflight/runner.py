@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -175,6 +176,21 @@ def _credential_check(provider_name: str) -> list[CheckResult]:
     return results
 
 
+def _provider_preflight(spec: DesktopSpec, provider: Provider) -> list[CheckResult]:
+    """The provider's own checks, unless its required credentials are missing: then its API is not dialled at
+    all (the engine's presence check already says what is missing, and a request without credentials only
+    tells the network and the vendor that someone tried)."""
+    from deskctl.credentials import PROVIDER_CREDENTIALS, credential_set, presence_check
+
+    name = provider.name
+    if name in PROVIDER_CREDENTIALS or credential_set(name).required_any:
+        ok, _, _ = presence_check(name)
+        if not ok:
+            return [CheckResult("skip", f"{name}.api", f"{name}'s API was not contacted: its credentials are missing",
+                                provider=name)]
+    return list(provider.preflight(spec))
+
+
 def _budget_check(spec: DesktopSpec, provider_name: str) -> list[CheckResult]:
     from deskctl.metering import cost_for, rate_for
 
@@ -229,7 +245,7 @@ def _provider_check_list(
     checks += [
         Check("compat.provider", lambda: compat.provider_checks(spec, provider), name, timeout),
         Check(_ENGINE_CREDENTIALS, lambda: _credential_check(name), name, timeout),
-        Check(f"{name}.preflight", lambda: list(provider.preflight(spec)), name, timeout),
+        Check(f"{name}.preflight", lambda: _provider_preflight(spec, provider), name, timeout),
         Check("budget", lambda: _budget_check(spec, name), name, timeout),
     ]
     return checks
@@ -332,6 +348,9 @@ class PreflightRequest:
     spec: DesktopSpec | None = None
 
 
+#: the ``[source (date)]`` a check message ends with
+_CITATION = re.compile(r"\s*\[[^\[\]]*\]$")
+
 _STATUS_LABEL = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
@@ -362,13 +381,30 @@ class PreflightReport:
 
     @property
     def verdict(self) -> str:
+        """``ready: NAMES``, or ``not ready:`` with the request's own first failure when the request itself
+        cannot run, else every blocked provider's first failure (``name: reason | ...``; the bare reason when
+        only one provider was considered)."""
         if self.ok:
             return "ready: " + ", ".join(self.ready)
         failing = [r for r in self.results if r.status == "fail"]
-        reason = failing[0].message if failing else "no provider serves this request"
-        if self.required_all and self.ready:
-            return f"not ready: {', '.join(sorted(set(self.considered) - set(self.ready)))} ({reason})"
-        return f"not ready: {reason}"
+        request = next((r for r in failing if r.provider is None), None)
+        if request is not None:
+            return f"not ready: {request.message}"
+        reasons: list[tuple[str, str]] = []
+        for name in self.considered:
+            if name in self.ready:
+                continue
+            first = next((r for r in failing if r.provider == name), None)
+            reasons.append((name, first.message if first else "it cannot serve this request"))
+        if not reasons:
+            return f"not ready: {failing[0].message if failing else 'no provider serves this request'}"
+        if len(self.considered) == 1:
+            return f"not ready: {reasons[0][1]}"
+        parts = []
+        for name, reason in reasons:
+            reason = _CITATION.sub("", reason)  # the table row keeps the source; the summary keeps to the point
+            parts.append(reason if reason.startswith((f"{name} ", f"{name}:")) else f"{name}: {reason}")
+        return "not ready: " + " | ".join(parts)
 
     def first_failure(self) -> CheckResult | None:
         return next((r for r in self.results if r.status == "fail"), None)
@@ -556,7 +592,16 @@ def _merge_report(request_results: list[CheckResult], provider_groups: list[tupl
     by_provider: dict[str | None, list[tuple[Check, list[CheckResult]]]] = {}
     for check, group in provider_groups:
         by_provider.setdefault(check.provider, []).append((check, group))
-    merged = list(request_results)
+    merged: list[CheckResult] = []
     for pairs in by_provider.values():
         merged += _merge(pairs)
-    return merged + setup_failures
+    # one keyring serves every provider: its warning is said once, for the request, naming whom it concerns
+    keyring = [r for r in merged if r.code == "credentials.keyring"]
+    shared: list[CheckResult] = []
+    if keyring:
+        names = ", ".join(sorted({r.provider for r in keyring if r.provider}))
+        shared = [dataclasses.replace(keyring[0], provider=None,
+                                      message=f"{keyring[0].message}; the credentials of {names} can only come "
+                                              "from the environment")]
+        merged = [r for r in merged if r.code != "credentials.keyring"]
+    return list(request_results) + shared + merged + setup_failures

@@ -284,6 +284,11 @@ class DaytonaProvider(HttpProvider):
         quick = self.retry.with_attempts_at_most(2)  # preflight runs under a per-check timeout
         started = time.monotonic()
         try:
+            self._auth()  # nothing is dialled without credentials
+        except CredentialsMissing as err:
+            add("fail", err.code, err.message, err.remedy, started)
+            return results
+        try:
             config = self._json(self._send("GET", f"{self.api_url}/config", "GET /config", idempotent=True,
                                            policy=quick))
         except DeskctlError as err:
@@ -298,11 +303,6 @@ class DaytonaProvider(HttpProvider):
                 started)
 
         started = time.monotonic()
-        try:
-            self._auth()
-        except CredentialsMissing as err:
-            add("fail", err.code, err.message, err.remedy, started)
-            return results
         try:
             first = self._json(self._api("GET", "/sandbox", "list sandboxes", idempotent=True,
                                          params={"limit": 1}, policy=quick))
