@@ -523,8 +523,19 @@ class Desktop:
                 return
             try:
                 self.provider.keepalive(handle)
-            except DeskctlError as exc:
-                self.ledger.record_event(self.id, "keepalive_failed", {"code": exc.code})
+            except Exception as exc:  # a daemon thread has nobody to raise to: what failed goes to the ledger
+                if self._stop.is_set():
+                    return  # the session closed while this keepalive was in flight: its answer is moot
+                code = exc.code if isinstance(exc, DeskctlError) else "internal"
+                with contextlib.suppress(Exception):
+                    self.ledger.record_event(self.id, "keepalive_failed", {"code": code})
+                if code == "provider.session_lost" and self._owned:
+                    # the desktop is gone (reaped, or ended with its reservation): end the session now, so the
+                    # ledger stops counting time nobody is billed for and the next call says why
+                    self._ended_error = exc if isinstance(exc, DeskctlError) else None
+                    with contextlib.suppress(Exception):
+                        self._teardown(status="failed", reason=code)
+                    return
 
     # -- teardown ------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -66,6 +66,8 @@ REFUSALS = [
     (402, {"error": "billing_required"}, QuotaExceeded, "quota.billing_required"),
     (409, {"error": "macos_reservation_required"}, QuotaExceeded, "quota.reservation_required"),
     (503, {"error": "unavailable"}, CapacityUnavailable, "capacity.unavailable"),
+    # a concurrency limit (UNVERIFIED wording): a 429 that waiting does not cure, so never retried
+    (429, {"error": "sandbox_limit_reached"}, CapacityUnavailable, "capacity.unavailable"),
     (501, {"error": "not supported on iOS sandbox", "sandbox_type": "ios", "action": "x", "hint": "y"},
      UsageError, "usage.unsupported"),
     (400, {"error": "invalid_request", "message": "unknown field(s): labels"}, ProviderApiError,
@@ -150,7 +152,9 @@ def test_missing_key_is_credentials_missing(monkeypatch: pytest.MonkeyPatch) -> 
 DATA_PLANE = [
     (404, {"error": "sandbox_not_found"}, SessionLost, "provider.session_lost"),
     (401, {"error": "unauthorized"}, CredentialsInvalid, "credentials.invalid"),
-    (403, {"error": "reservation_expired"}, CredentialsForbidden, "credentials.forbidden"),
+    # the end of a reservation destroys its sandboxes: the session is lost, not merely refused
+    (403, {"error": "reservation_expired"}, SessionLost, "provider.session_lost"),
+    (403, {"error": "forbidden"}, CredentialsForbidden, "credentials.forbidden"),
     (501, {"error": "not supported on iOS sandbox"}, UsageError, "usage.unsupported"),
     (400, {"error": "invalid_request", "message": "x must be an integer"}, ProviderApiError, "provider.api_error"),
     (500, {"error": "internal"}, ProviderApiError, "provider.api_error"),

@@ -380,3 +380,116 @@ def test_bad_option_is_config_invalid(uc_env: FakeUseComputer) -> None:
         UseComputerProvider({"resources": "gpus=1"}).create_body(spec("ubuntu", None))
     with pytest.raises(ConfigInvalid):
         UseComputerProvider({"version": "a", "snapshot": "b"}).create_body(spec("windows", None))
+
+
+# -- hardening (issue 10 item 11) ----------------------------------------------------------------------------------
+
+
+def test_a_listed_display_is_the_size_both_checks_accept(uc_env: FakeUseComputer) -> None:
+    import deskctl
+    from deskctl.preflight.runner import run_checks
+
+    fake = uc_env
+    fake.sizes["ubuntu"] = (1280, 720)  # the image lists another display than deskctl's modelled 1920x1080
+    with contextlib.closing(UseComputerProvider()) as prov:
+        modelled = {r.code: r for r in run_checks(spec("ubuntu", "1920x1080"), prov)}
+        assert modelled["geometry.unsupported"].status == "fail"
+        assert modelled["geometry.unsupported"].remedy == "--geometry 1280x720 (or native)"
+        listed = {r.code: r for r in run_checks(spec("ubuntu", "1280x720"), prov)}
+    assert [r for r in listed.values() if r.status == "fail"] == []  # the size the first check suggested passes
+    assert listed["geometry.listed"].status == "pass"
+    desk = deskctl.open_desktop("use-computer", platform="ubuntu", geometry="1280x720",
+                                provider_options={"poll_interval": 0.005})
+    try:
+        assert desk.size == (1280, 720) and desk.screenshot().width == 1280
+    finally:
+        desk.close()
+    assert fake.live() == []
+
+
+def test_the_concurrent_sandbox_limit_is_capacity_not_a_rate_limit(provider: UseComputerProvider,
+                                                                   fake: FakeUseComputer) -> None:
+    fake.inject("POST", r"^/v1/sandboxes$", 429,
+                {"error": "sandbox_limit_reached", "message": "concurrent sandbox limit reached (2)"},
+                headers={"Retry-After": "1"}, times=5)
+    with pytest.raises(CapacityUnavailable) as info:
+        provider.create(MACOS, "dk-limit1", {})
+    assert info.value.code == "capacity.unavailable" and info.value.exit_code == 20
+    assert "concurrent" in info.value.message and "deskctl reap" in (info.value.remedy or "")
+    assert len(fake.requests(r"^/v1/sandboxes$")) == 1  # waiting does not free a sandbox: never retried
+    assert fake.live() == []
+
+
+def test_a_keepalive_answered_after_close_raises_nothing(uc_env: FakeUseComputer,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import deskctl
+    from deskctl import session
+    from deskctl.ledger import open_ledger
+
+    fake = uc_env
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    monkeypatch.setattr(session, "KEEPALIVE_SECONDS", 0.05)
+    fake.keepalive_hold = threading.Event()
+    book = open_ledger()
+    desk = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768", ledger=book,
+                                provider_options={"poll_interval": 0.005})
+    keepalive = next(t for t in threading.enumerate() if t.name == f"deskctl-keepalive-{desk.id}")
+    fake.wait_until(fake.keepalive_held.is_set, 30, "a keepalive in flight")
+    desk.close()  # destroys the sandbox while the keepalive waits at the service
+    assert book.get(desk.id).status == "ended"  # type: ignore[union-attr]
+    book.close()  # the caller's ledger is closed, as a program does when it is done
+    fake.keepalive_hold.set()  # the keepalive's answer (404: the sandbox is gone) arrives now
+    keepalive.join(30)
+    assert not keepalive.is_alive()
+    assert raised == []
+    assert fake.live() == []
+
+
+def test_a_session_whose_reservation_expired_ends_in_the_ledger(uc_env: FakeUseComputer) -> None:
+    import deskctl
+    from deskctl.ledger import open_ledger
+
+    fake = uc_env
+    desk = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768",
+                                provider_options={"poll_interval": 0.005})
+    fake.expire_reservation()
+    with pytest.raises(SessionLost) as info:
+        desk.screenshot()
+    assert "reservation" in info.value.message
+    desk.close()  # nothing left to destroy, and no "cleanup incomplete" for it
+    with open_ledger() as book:
+        record = book.get(desk.id)
+    assert record is not None and record.status == "failed" and record.ended_at is not None
+
+
+def test_an_expired_reservation_found_by_close_or_keepalive_ends_the_session(
+        uc_env: FakeUseComputer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import deskctl
+    from deskctl import session
+    from deskctl.ledger import open_ledger
+
+    fake = uc_env
+    first = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768",
+                                 provider_options={"poll_interval": 0.005})
+    fake.expire_reservation()
+    first.close()  # DELETE and GET answer 403 reservation_expired: the sandbox went with the reservation
+    fake.reservation_expired = False
+    monkeypatch.setattr(session, "KEEPALIVE_SECONDS", 0.05)
+    second = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768",
+                                  provider_options={"poll_interval": 0.005})
+    fake.expire_reservation()  # nobody calls: the keepalive finds out
+
+    def ended() -> bool:
+        with open_ledger() as book:
+            record = book.get(second.id)
+        return record is not None and record.status == "failed"
+
+    fake.wait_until(ended, 30, "the session's end in the ledger")
+    with pytest.raises(SessionLost):
+        second.screenshot()
+    second.close()
+    with open_ledger() as book:
+        assert book.get(first.id).status == "ended"  # type: ignore[union-attr]

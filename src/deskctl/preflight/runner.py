@@ -253,15 +253,25 @@ def _provider_check_list(
 
 def _merge(pairs: list[tuple[Check, list[CheckResult]]]) -> list[CheckResult]:
     """Flatten one provider's check groups, most decisive first. When the provider's own preflight reports
-    on credentials (a real authenticated read), the engine's presence-only check is dropped."""
+    on credentials (a real authenticated read), the engine's presence-only check is dropped; when it reports on
+    the geometry from the service's own listing, the engine's check against modelled sizes is dropped."""
     own_credentials = any(
         r.code.startswith("credentials.")
         for check, group in pairs if check.code != _ENGINE_CREDENTIALS
         for r in group
     )
+    # a provider that read the sizes the service lists (geometry.*) knows better than the modelled ones in its
+    # capabilities: the engine's verdict on the pinned size gives way, else each would suggest what the other
+    # refuses
+    listed = any(
+        r.code.startswith("geometry.")
+        for check, group in pairs if check.code == f"{check.provider}.preflight"
+        for r in group
+    )
     flat = [
         r for check, group in pairs for r in group
         if not (own_credentials and check.code == _ENGINE_CREDENTIALS and r.code != "credentials.keyring")
+        and not (listed and check.code == "compat.provider" and r.code in ("geometry.pinned", "geometry.unsupported"))
     ]
     return _sorted(flat)
 

@@ -33,12 +33,18 @@ The contract is ``shared/specs/use_computer.md``. What the caller may rely on:
   under one of ``return_code``/``exit_code``/``returncode``. Ubuntu runs in ``bash``; Windows in the service's
   default (PowerShell) unless the ``shell`` option says otherwise; macOS over SSH.
 - **Destroy**: ``DELETE`` whose status is checked (404 ``sandbox_not_found`` is success), retried on 5xx (it
-  is idempotent), then ``GET`` until 404. Unconfirmed is :class:`~deskctl.errors.CleanupIncomplete`.
-- **Errors**: 401 credentials.invalid, 403 credentials.forbidden (``reservation_expired`` says so), 402
-  ``billing_required`` quota.billing_required, 409 ``macos_reservation_required`` quota.reservation_required,
-  503 ``unavailable`` capacity.unavailable, 501 usage.unsupported, 404 on a sandbox provider.session_lost,
-  429 provider.rate_limited (``Retry-After`` honoured), other 5xx provider.api_error (retried only when
-  idempotent).
+  is idempotent), then ``GET`` until 404. 403 ``reservation_expired`` is gone too: the end of a reservation
+  destroys its sandboxes (and revokes its key), so the session ends in the ledger instead of "leaked".
+  Unconfirmed is :class:`~deskctl.errors.CleanupIncomplete`.
+- **Errors**: 401 credentials.invalid, 403 credentials.forbidden (``reservation_expired`` says so; on a
+  sandbox it is provider.session_lost), 402 ``billing_required`` quota.billing_required, 409
+  ``macos_reservation_required`` quota.reservation_required, 503 ``unavailable`` and 429
+  ``sandbox_limit_reached`` (a concurrency limit, never retried) capacity.unavailable, 501 usage.unsupported,
+  404 on a sandbox provider.session_lost, any other 429 provider.rate_limited (``Retry-After`` honoured), other
+  5xx provider.api_error (retried only when idempotent).
+- **Geometry listed by the service**: when ``GET /v1/platforms`` lists the image's display, preflight checks the
+  pinned size against that listing (``geometry.listed`` / ``geometry.unsupported``) and the engine's modelled
+  :data:`FIXED_SIZES` give way to it, so the size one check suggests is the size the other accepts.
 
 Provider options: ``base_url``, ``ephemeral`` (default true), ``host``, ``version``, ``snapshot``,
 ``reservation_id``, ``resources`` (``"cpus=4,memory_mb=4096,disk_gb=40"`` or a mapping), ``shell``,
@@ -118,6 +124,8 @@ FIXED_SIZES: dict[Platform, tuple[tuple[int, int], ...]] = {
 }
 _TYPES = {Platform.MACOS: "macos", Platform.UBUNTU: "ubuntu", Platform.WINDOWS: "windows"}
 _FAILED_STATES = frozenset({"error", "failed"})
+#: the end of a reservation destroys its sandboxes and revokes its key (docs.use.computer concepts)
+_RESERVATION_EXPIRED = "reservation_expired"
 _GONE_STATES = frozenset({"deleted", "destroyed", "terminated", "reaped"})
 
 #: deskctl canonical key names -> the service's (cua-computer-server style; UNVERIFIED beyond the spec's
@@ -235,7 +243,15 @@ class UseComputerProvider(HttpProvider):
         if status == 403 and code == "reservation_expired":
             return CredentialsForbidden(
                 f"use-computer: the reservation has expired ({message}); its key is revoked with it",
-                provider=self.name, remedy="renew the reservation and use its key")
+                provider=self.name, remedy="renew the reservation and use its key",
+                details={"error": _RESERVATION_EXPIRED})
+        if status == 429 and code == "sandbox_limit_reached":
+            # a concurrency limit, not a request rate: waiting seconds does not help, ending a sandbox does
+            return CapacityUnavailable(
+                f"use-computer: the account's limit of concurrent sandboxes is reached ({message})",
+                provider=self.name, details={"error": code},
+                remedy="end a sandbox you do not need (deskctl ls, deskctl reap --provider use-computer) or ask "
+                       "use.computer for a higher limit")
         if status == 503 and code == "unavailable":
             return CapacityUnavailable(f"use-computer: no sandbox available ({message}): the warm pool is "
                                        "exhausted", provider=self.name, remedy="retry later")
@@ -258,6 +274,14 @@ class UseComputerProvider(HttpProvider):
         try:
             return self._api(method, f"/v1/sandboxes/{handle.resource_id}{sub}", action, idempotent=idempotent,
                              base_url=handle.data.get("base_url"), deadline=deadline, **kwargs)
+        except CredentialsForbidden as err:
+            if not _reservation_expired(err):
+                raise
+            raise SessionLost(
+                f"use-computer: sandbox {handle.resource_id} ended with its reservation ({err.message})",
+                provider=self.name, details={"status": 403, "error": _RESERVATION_EXPIRED},
+                remedy="renew the reservation (a new one comes with a new key) and open a new session",
+            ) from err
         except ProviderApiError as err:
             if err.status == 404:
                 raise SessionLost(
@@ -363,7 +387,7 @@ class UseComputerProvider(HttpProvider):
             return
         wanted = (spec.geometry.width, spec.geometry.height)
         if wanted in sizes:
-            add("pass", "use-computer.display", f"the image's display is {spec.geometry}", None, started)
+            add("pass", "geometry.listed", f"the image's display is {spec.geometry}", None, started)
             return
         listed = ", ".join(f"{w}x{h}" for w, h in sorted(sizes))
         add("fail", "geometry.unsupported", f"use.computer lists the display as {listed}, not {spec.geometry}",
@@ -462,9 +486,14 @@ class UseComputerProvider(HttpProvider):
     def _get(self, handle: RemoteHandle, *, deadline: float | None = None,
              policy: RetryPolicy | None = None) -> dict[str, Any] | None:
         """The sandbox, or None when it is gone (404, or a state that says so)."""
-        response = self._api("GET", f"/v1/sandboxes/{handle.resource_id}", "read the sandbox", idempotent=True,
-                             ok=frozenset({404}), base_url=handle.data.get("base_url"), deadline=deadline,
-                             policy=policy)
+        try:
+            response = self._api("GET", f"/v1/sandboxes/{handle.resource_id}", "read the sandbox", idempotent=True,
+                                 ok=frozenset({404}), base_url=handle.data.get("base_url"), deadline=deadline,
+                                 policy=policy)
+        except CredentialsForbidden as err:
+            if _reservation_expired(err):
+                return None  # the reservation's end destroyed it
+            raise
         if response.status_code == 404:
             return None
         sandbox = self._json(response)
@@ -519,8 +548,13 @@ class UseComputerProvider(HttpProvider):
         left = {"left": [handle.resource_id], "session": handle.session_id}
         last = ""
         try:
-            self._api("DELETE", f"/v1/sandboxes/{handle.resource_id}", "delete the sandbox", idempotent=True,
-                      ok=frozenset({404}), base_url=handle.data.get("base_url"), deadline=deadline)
+            try:
+                self._api("DELETE", f"/v1/sandboxes/{handle.resource_id}", "delete the sandbox", idempotent=True,
+                          ok=frozenset({404}), base_url=handle.data.get("base_url"), deadline=deadline)
+            except CredentialsForbidden as err:
+                if not _reservation_expired(err):
+                    raise
+                # the reservation's end destroyed its sandboxes; the GET below confirms what it can
             for _ in self._polls(deadline):
                 sandbox = self._get(handle, deadline=deadline)
                 if sandbox is None:
@@ -689,6 +723,10 @@ def _type_requests(text: str, platform: Platform) -> list[tuple[str, dict[str, A
         previous = char
     flush()
     return requests
+
+
+def _reservation_expired(err: DeskctlError) -> bool:
+    return err.details.get("error") == _RESERVATION_EXPIRED
 
 
 def _create_may_have_made_something(err: DeskctlError) -> bool:

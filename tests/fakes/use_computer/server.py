@@ -16,7 +16,8 @@ Injectable failures: :meth:`inject` (any status, JSON body or raw bytes and head
 pattern: 401, 403 ``reservation_expired``, 402, 409, 429 with ``Retry-After``, 503 ``unavailable``, DELETE
 failures ...), :attr:`create_failure` (the sandbox is made, then the answer fails: ``"error_500"``, ``"drop"``,
 ``"hang"``, ``"no_id"``), :attr:`delete_ignored` (DELETE answers 200 but the sandbox stays), :meth:`revoke_key`,
-and :attr:`capacity` (a create past it answers 503 ``unavailable``).
+and :attr:`capacity` (a create past it answers 503 ``unavailable``), :meth:`expire_reservation` (sandboxes
+destroyed, the key answers 403 ``reservation_expired``), :attr:`keepalive_hold` (keepalives wait for an event).
 """
 
 from __future__ import annotations
@@ -100,6 +101,12 @@ class FakeUseComputer(LoopbackService):
         #: the ``display`` each Linux/Windows image lists in /v1/platforms (None: not listed)
         self.list_display = True
         self.revoked = False
+        #: the reservation ended: its sandboxes are destroyed and its key answers 403 ``reservation_expired``
+        self.reservation_expired = False
+        #: set to hold every keepalive (before it looks at its sandbox) until the event is set
+        self.keepalive_hold: threading.Event | None = None
+        #: set when a held keepalive has arrived
+        self.keepalive_held = threading.Event()
         self.create_failure: str | None = None
         self.delete_ignored = False
         self.reaped: list[str] = []
@@ -115,6 +122,8 @@ class FakeUseComputer(LoopbackService):
 
     def stop(self) -> None:
         self._release.set()  # a create held by create_failure="hang" answers now
+        if self.keepalive_hold is not None:
+            self.keepalive_hold.set()
         self._stopping.set()  # the reaper ends
         super().stop()
         with self._lock:
@@ -134,6 +143,15 @@ class FakeUseComputer(LoopbackService):
 
     def restore_key(self) -> None:
         self.revoked = False
+
+    def expire_reservation(self) -> None:
+        """The reservation ends: every sandbox is destroyed and the key is revoked with it (docs.use.computer
+        concepts: "end of reservation destroys sandboxes and revokes the key"; cookbook: 403
+        ``reservation_expired``)."""
+        with self._lock:
+            self.reservation_expired = True
+            for sandbox_id in list(self.sandboxes):
+                self._remove(sandbox_id)
 
     def live(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -164,6 +182,8 @@ class FakeUseComputer(LoopbackService):
 
     def _authorize(self, headers: Any) -> None:
         auth = headers.get("Authorization") or ""
+        if self.reservation_expired and auth == f"Bearer {self.api_key}":
+            raise _error(403, "reservation_expired", "the reservation has ended")
         if self.revoked or not auth.startswith("Bearer ") or auth[7:] != self.api_key:
             raise _error(401, "unauthorized", "invalid or missing API key")
 
@@ -195,6 +215,10 @@ class FakeUseComputer(LoopbackService):
                body: Any) -> tuple[int, Any, str]:
         """(status, answer, content type) for one request; raises :class:`HttpError` / :class:`Drop`."""
         self._authorize(headers)
+        hold = self.keepalive_hold
+        if hold is not None and method == "POST" and path.endswith("/keepalive"):
+            self.keepalive_held.set()
+            hold.wait(60)
         with self._lock:
             if path == "/v1/platforms" and method == "GET":
                 return 200, self._platforms(), "application/json"
