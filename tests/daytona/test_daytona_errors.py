@@ -220,6 +220,8 @@ def test_list_accepts_a_bare_array_and_skips_destroyed(provider: DaytonaProvider
         {**sandbox("destroyed"), "id": "sb-b", "labels": {**managed, "deskctl.session": "dk-b"}},
         {**sandbox(), "id": "sb-c", "labels": {"other": "1"}},  # an old server that ignored the filter
     ])
+    httpx_mock.add_response(method="GET", url=f"{API}/sandbox/sb-a", json={**sandbox(), "id": "sb-a",
+                                                                         "labels": managed})  # confirmed by GET
     owned = provider.list_owned()
     assert [(h.resource_id, h.session_id) for h in owned] == [("sb-a", "dk-a")]
     query = httpx_mock.get_requests()[0].url.params

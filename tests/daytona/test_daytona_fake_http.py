@@ -510,16 +510,35 @@ def test_list_owned_pages_and_both_shapes(provider: DaytonaProvider, fake: FakeD
     assert not provider.is_alive(handles[0])
 
 
-def test_a_ghost_in_the_eventually_consistent_list_is_destroyed_as_gone(provider: DaytonaProvider,
-                                                                       fake: FakeDaytona) -> None:
-    fake.ghost_lists = 1  # one list answer after its deletion still shows it
+def test_a_ghost_in_the_eventually_consistent_list_is_not_a_leftover(provider: DaytonaProvider,
+                                                                     fake: FakeDaytona) -> None:
+    fake.ghost_lists = 2  # two list answers after its deletion still show it, started (daytona#5138)
     handle = provider.create(WINDOWS, "dk-ghost1", {})
     provider.destroy(handle)
-    ghosts = provider.list_owned()  # the list still shows it, started (daytona#5138)
-    assert [h.resource_id for h in ghosts] == [handle.resource_id]
-    assert not provider.is_alive(ghosts[0])  # the GET is authoritative
-    provider.destroy(ghosts[0])  # DELETE 404, GET 404: success, nothing raised
-    assert provider.list_owned() == []
+    # preflight: the listed sandbox is confirmed by GET (404) before it is called a billing leftover
+    results = {r.code: r for r in provider.preflight(WINDOWS)}
+    assert results["daytona.leftovers"].status == "pass", results["daytona.leftovers"].message
+    assert provider.list_owned() == []  # what reap sees: nothing to destroy
+    confirmations = [r for r in fake.log if r.method == "GET" and r.path == f"/api/sandbox/{handle.resource_id}"
+                     and r.status == 404]
+    assert len(confirmations) >= 2
+    assert not [r for r in fake.log if r.method == "DELETE" and r.status == 404]  # no delete of a ghost
+
+
+def test_reap_confirms_a_listed_leftover_and_destroys_what_is_real(provider: DaytonaProvider,
+                                                                   fake: FakeDaytona) -> None:
+    from deskctl.ledger import open_ledger
+    from deskctl.reaper import reap
+
+    fake.ghost_lists = 1
+    gone = provider.create(spec("ubuntu"), "dk-ghost2", {})
+    provider.destroy(gone)
+    real = provider.create(spec("ubuntu"), "dk-real2", {})  # no ledger record, no owner: a leftover
+    with open_ledger() as book:
+        results = reap(book, providers=["daytona"], everything=True)
+    assert [r.session_id for r in results] == ["dk-real2"]  # the ghost is not "reaped" (nor billed)
+    assert fake.live() == []
+    assert real.resource_id not in {s["id"] for s in fake.live()}
 
 
 def test_secrets_are_redacted_from_errors(provider: DaytonaProvider, fake: FakeDaytona) -> None:
@@ -528,3 +547,48 @@ def test_secrets_are_redacted_from_errors(provider: DaytonaProvider, fake: FakeD
         provider.list_owned()
     assert fake.api_key not in info.value.message
     assert fake.api_key not in str(info.value.to_dict())
+
+
+# -- permissions and quota from the key (issue 10 item 12) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(("scopes", "missing", "why"), [
+    (frozenset(), "write:sandboxes and delete:sandboxes", "read-only"),
+    (frozenset({"write:sandboxes"}), "delete:sandboxes", "cannot delete"),
+])
+def test_preflight_detects_a_key_that_cannot_create_or_delete(provider: DaytonaProvider, fake: FakeDaytona,
+                                                              scopes: frozenset[str], missing: str, why: str) -> None:
+    fake.scopes = scopes
+    results = {r.code: r for r in provider.preflight(WINDOWS)}
+    failure = results["credentials.forbidden"]
+    assert failure.status == "fail" and f"lacks {missing}" in failure.message and why in failure.message
+    assert "delete:sandboxes" in (failure.remedy or "")
+    assert {r.method for r in fake.log} == {"GET"}  # found out without trying a create
+
+
+def test_preflight_reads_the_quota_without_an_organization_id(provider: DaytonaProvider, fake: FakeDaytona,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DAYTONA_ORGANIZATION_ID", raising=False)
+    results = {r.code: r for r in provider.preflight(WINDOWS)}  # no sandbox listed to learn the org from
+    assert results["daytona.permissions"].status == "pass"
+    assert results["daytona.quota"].status == "pass", results["daytona.quota"].message
+    assert [r for r in fake.log if r.path == f"/api/organizations/{fake.org_id}/usage"]
+
+
+def test_a_delete_refused_for_the_scope_names_it_and_the_ttl_that_ends_the_sandbox(provider: DaytonaProvider,
+                                                                                   fake: FakeDaytona) -> None:
+    handle = provider.create(spec("ubuntu"), "dk-noscope", {})
+    fake.scopes = frozenset({"write:sandboxes"})
+    try:
+        with pytest.raises(CleanupIncomplete) as info:
+            provider.destroy(handle)
+        error = info.value
+        assert "delete:sandboxes" in error.message and "TTL" in error.message
+        auto_destroy_at = fake.sandboxes[handle.resource_id]["createdAt"][:4]  # the year of its backstop
+        assert error.details["missing_scope"] == "delete:sandboxes" and error.details["ttl_minutes"] > 0
+        assert str(error.details["auto_destroy_at"]).startswith(auto_destroy_at)
+        assert "delete:sandboxes" in (error.remedy or "") and "dk-noscope" in (error.remedy or "")
+    finally:
+        fake.scopes = frozenset({"write:sandboxes", "delete:sandboxes"})
+        provider.destroy(handle)
+    assert fake.live() == []

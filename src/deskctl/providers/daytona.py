@@ -15,8 +15,15 @@ The contract is ``shared/specs/daytona.md``. What the caller may rely on:
 - **Readiness**: state ``started`` (``error``/``build_failed`` fail at once with ``errorReason``), computer use
   started and ``active`` (503 while the plugin loads is retried until the deadline), then a test screenshot
   whose size must equal ``display/info``.
+- **Preflight** (read-only, nothing dialled without credentials): ``GET /config``, one authenticated list,
+  ``GET /api-keys/current`` (a key without ``write:sandboxes`` or ``delete:sandboxes`` is
+  ``credentials.forbidden``; its ``organizationId`` lets the quota be read without ``DAYTONA_ORGANIZATION_ID``),
+  the region quota, and leftovers.
 - **Destroy**: DELETE, retried on 409 while a transition runs, then GET until 404 or ``destroyed``; a 404 is
-  success. Unconfirmed is :class:`~deskctl.errors.CleanupIncomplete` naming the sandbox.
+  success. Unconfirmed is :class:`~deskctl.errors.CleanupIncomplete` naming the sandbox; a 403 (the key lacks
+  ``delete:sandboxes``) says so and names the TTL that will end the sandbox.
+- **Listing** (reap, preflight leftovers): the list is eventually consistent, so every listed sandbox is
+  confirmed by ``GET`` before it is called a leftover.
 - **Exec**: ``process/execute`` merges stdout and stderr: the result has ``merged=True``. A command that
   outlives its timeout is killed by the service and reported as exit code 124 (as GNU ``timeout`` does).
 
@@ -30,6 +37,7 @@ Provider options (``provider_options``): ``api_url``, ``target``, ``snapshot``, 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import time
@@ -54,6 +62,7 @@ from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
     CompatError,
+    CredentialsForbidden,
     CredentialsMissing,
     DeskctlError,
     InfrastructureError,
@@ -313,7 +322,10 @@ class DaytonaProvider(HttpProvider):
         add("pass", "daytona.credentials", "the Daytona credentials are accepted", None, started)
 
         started = time.monotonic()
-        self._quota_check(spec, first, add, started, quick)
+        key = self._key_check(add, started, quick)
+
+        started = time.monotonic()
+        self._quota_check(spec, first, add, started, quick, org=key.get("organizationId") if key else None)
 
         started = time.monotonic()
         try:
@@ -332,9 +344,41 @@ class DaytonaProvider(HttpProvider):
                 add("pass", "daytona.leftovers", "no deskctl sandboxes are left over", None, started)
         return results
 
+    def _key_check(self, add: Callable[..., None], started: float, policy: RetryPolicy) -> dict[str, Any] | None:
+        """``GET /api-keys/current``: the key's scopes (a read-only key can list but not create, a key without
+        ``delete:sandboxes`` creates what deskctl then cannot delete) and its organization. None when the
+        answer is not available (a JWT, or a server without the route)."""
+        if not self._var("DAYTONA_API_KEY"):
+            add("skip", "daytona.permissions", "signed in with a JWT: the scopes of the organization role are not "
+                "readable; create and delete are tried only when needed", None, started)
+            return None
+        try:
+            answer = self._json(self._api("GET", "/api-keys/current", "read the key's permissions",
+                                          idempotent=True, policy=policy))
+        except DeskctlError as err:
+            add("skip", "daytona.permissions", f"the key's permissions are not readable ({err.code})", None,
+                started)
+            return None
+        key: dict[str, Any] = dict(answer) if isinstance(answer, dict) else {}
+        permissions = key.get("permissions")
+        if not isinstance(permissions, list):
+            add("skip", "daytona.permissions", "the key's permissions are not in the answer", None, started)
+            return key
+        missing = [scope for scope in _NEEDED_SCOPES if scope not in {str(p) for p in permissions}]
+        if missing:
+            why = ("a read-only key: it may list sandboxes but not create them" if "write:sandboxes" in missing
+                   else "deskctl could create sandboxes that this key cannot delete")
+            add("fail", "credentials.forbidden", f"the API key lacks {' and '.join(missing)} ({why})",
+                "create a key with write:sandboxes and delete:sandboxes (Daytona dashboard, Keys) and set "
+                "DAYTONA_API_KEY to it", started)
+        else:
+            add("pass", "daytona.permissions", "the key may create (write:sandboxes) and delete "
+                "(delete:sandboxes) sandboxes", None, started)
+        return key
+
     def _quota_check(self, spec: DesktopSpec, first_page: Any, add: Callable[..., None], started: float,
-                     policy: RetryPolicy) -> None:
-        org = self._var("DAYTONA_ORGANIZATION_ID")
+                     policy: RetryPolicy, *, org: str | None = None) -> None:
+        org = self._var("DAYTONA_ORGANIZATION_ID") or org
         if not org:
             items = _items(first_page)[0]
             org = next((str(i["organizationId"]) for i in items if isinstance(i, dict) and i.get("organizationId")),
@@ -499,6 +543,10 @@ class DaytonaProvider(HttpProvider):
             value = sandbox.get(key)
             if isinstance(value, int | float):
                 data[key] = value
+        if isinstance(sandbox.get("ttlMinutes"), int | float):
+            data["ttl_minutes"] = sandbox["ttlMinutes"]
+        if sandbox.get("autoDestroyAt"):
+            data["auto_destroy_at"] = str(sandbox["autoDestroyAt"])
         return RemoteHandle(
             provider=self.name,
             session_id=str(labels.get(LABEL_SESSION) or session_id),
@@ -597,6 +645,8 @@ class DaytonaProvider(HttpProvider):
                     self._api("DELETE", f"/sandbox/{handle.resource_id}", "delete the sandbox", idempotent=True,
                               ok=frozenset({404}), api_url=api_url, deadline=deadline)
                     break
+                except CredentialsForbidden as err:
+                    raise self._delete_forbidden(handle, err, left) from err
                 except ProviderApiError as err:
                     if err.status != 409:
                         raise
@@ -626,6 +676,31 @@ class DaytonaProvider(HttpProvider):
             f"{self.destroy_timeout:g}s ({last})", provider=self.name, details=left, remedy=remedy,
         )
 
+    def _delete_forbidden(self, handle: RemoteHandle, cause: CredentialsForbidden,
+                          left: Mapping[str, Any]) -> CleanupIncomplete:
+        """A DELETE refused with 403: the key lacks ``delete:sandboxes``. Says so, and which backstop ends the
+        sandbox without it (its TTL, read back from the sandbox where the key may still read it)."""
+        sandbox: dict[str, Any] | None = None
+        with contextlib.suppress(DeskctlError):
+            sandbox = self._get_sandbox(handle)
+        source: Mapping[str, Any] = sandbox or handle.data
+        ends_at = source.get("autoDestroyAt") or source.get("auto_destroy_at")
+        ttl = source.get("ttlMinutes") if sandbox else source.get("ttl_minutes")
+        if ends_at:
+            backstop = f"its TTL destroys it at {ends_at}"
+        elif isinstance(ttl, int | float) and ttl > 0:
+            backstop = f"its TTL ({ttl:g} min from its creation) destroys it"
+        else:
+            backstop = "it has no TTL: it stops when idle (auto-stop) and is deleted on stop only if auto-delete is 0"
+        return CleanupIncomplete(
+            f"daytona: sandbox {handle.resource_id} ({handle.session_id}) was not deleted: the key lacks the "
+            f"delete:sandboxes scope (HTTP 403: {cause.message}); {backstop}", provider=self.name,
+            details={**left, "cause": cause.code, "missing_scope": "delete:sandboxes",
+                     "auto_destroy_at": ends_at, "ttl_minutes": ttl},
+            remedy=f"give the key delete:sandboxes (Daytona dashboard, Keys), then deskctl down {handle.session_id}; "
+                   "or wait for the TTL",
+        )
+
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
         return self._list_owned(selector, None)
 
@@ -651,7 +726,13 @@ class DaytonaProvider(HttpProvider):
                 if str(item.get("state")) in _GONE_STATES or str(item.get("desiredState")) == "destroyed":
                     continue
                 session_id = str(labels.get(LABEL_SESSION) or item.get("name") or item["id"])
-                handles.append(self._handle_from(item, session_id, None))
+                handle = self._handle_from(item, session_id, None)
+                # the list is eventually consistent (a deleted sandbox may show as started for a moment): only
+                # the GET, authoritative and monotonic, says it is still there
+                sandbox = self._get_sandbox(handle)
+                if sandbox is None or str(sandbox.get("desiredState")) == "destroyed":
+                    continue
+                handles.append(handle)
             if not cursor or cursor in seen_cursors:
                 break
             seen_cursors.add(cursor)
@@ -784,6 +865,10 @@ def _type_requests(text: str) -> list[tuple[str, dict[str, Any]]]:
         previous = char
     flush()
     return requests
+
+
+#: what deskctl needs of an API key: create (and labels, activity) and delete (cleanup)
+_NEEDED_SCOPES = ("write:sandboxes", "delete:sandboxes")
 
 
 def _items(page: Any) -> tuple[list[Any], str | None]:

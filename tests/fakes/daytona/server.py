@@ -25,7 +25,7 @@ import signal
 import subprocess
 import threading
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
@@ -222,9 +222,22 @@ class FakeDaytona(LoopbackService):
         if desktop is not None:
             desktop.stop()  # synchronously: a 404 means nothing of the sandbox is left
 
+    def _current_key(self, headers: Any, path: str) -> dict[str, Any]:
+        """``GET /api-keys/current`` (daytona-api-client 0.231: ``ApiKeyList``). A JWT is no API key: the
+        answer to one is UNVERIFIED, the fake says 404."""
+        if (headers.get("Authorization") or "")[7:] != self.api_key:
+            raise self._error(404, "API key not found", path)
+        return {"name": "deskctl-fake", "value": f"{self.api_key[:4]}********************{self.api_key[-3:]}",
+                "createdAt": "2026-01-01T00:00:00Z", "permissions": sorted(self.scopes), "lastUsedAt": _now(),
+                "expiresAt": None, "userId": "user-fake-1", "organizationId": self.org_id}
+
     def _public(self, sandbox: dict[str, Any], *, list_item: bool = False) -> dict[str, Any]:
         out = {k: v for k, v in sandbox.items() if not k.startswith("_")}
         out["labels"] = dict(sandbox["labels"])
+        ttl = sandbox.get("ttlMinutes") or 0
+        if ttl > 0:  # the wall-clock backstop (daytona-api-client: Sandbox.autoDestroyAt)
+            created = datetime.fromisoformat(sandbox["createdAt"].replace("Z", "+00:00"))
+            out["autoDestroyAt"] = (created + timedelta(minutes=ttl)).isoformat().replace("+00:00", "Z")
         if list_item:
             for key in ("env", "volumes", "buildInfo", "kvm"):
                 out.pop(key, None)
@@ -241,9 +254,13 @@ class FakeDaytona(LoopbackService):
                          "billingApiUrl": "", "maxAutoArchiveInterval": 43200}
         self._authorize(headers, path, toolbox=False)
         with self._lock:
+            if rel == "/api-keys/current" and method == "GET":
+                return 200, self._current_key(headers, path)
             if rel == "/sandbox" and method == "GET":
                 return 200, self._list(query, path)
             if rel == "/sandbox" and method == "POST":
+                if "write:sandboxes" not in self.scopes:
+                    raise self._error(403, "Forbidden resource", path)
                 return self._create(body, path)
             match = re.fullmatch(r"/organizations/([^/]+)/usage", rel)
             if match and method == "GET":
