@@ -346,3 +346,63 @@ def test_no_secret_reaches_the_handle_or_the_ledger(cua_env: FakeCua) -> None:
     for secret in (cua_env.client_secret, cua_env.client_id, *tokens):
         assert secret not in dumped and secret not in stored
     assert cua_env.live() == []
+
+
+# -- hardening (issue 10 item 13) ---------------------------------------------------------------------------
+
+
+def _linux_handle(provider: CuaCloudProvider, fake: FakeCua, name: str, missing: tuple[str, ...]) -> RemoteHandle:
+    fake.pools["harbor-ubuntu"].guest_missing = missing
+    handle = provider.create(UBUNTU, name, {})
+    provider.wait_ready(handle, time.monotonic() + 30)
+    return handle
+
+
+def test_linux_input_is_pyautogui_and_needs_no_python_xlib_in_the_guest(provider: CuaCloudProvider,
+                                                                        fake: FakeCua) -> None:
+    from deskctl.actions import Drag, KeyDown, KeyUp
+
+    handle = _linux_handle(provider, fake, "dk-noxlib", ("Xlib",))  # the guest's programs get no python-xlib
+    try:
+        provider.act(handle, Click(321, 54))
+        assert pointer(fake, "dk-noxlib") == (321, 54)
+        provider.act(handle, Drag(10, 10, 400, 300))
+        assert pointer(fake, "dk-noxlib") == (400, 300)
+        provider.act(handle, Scroll(50, 60, dy=-2))
+        assert pointer(fake, "dk-noxlib") == (50, 60)
+        for action in (TypeText("hello\tworld\n"), KeyPress(("ctrl", "s")), KeyDown("shift"), KeyUp("shift")):
+            provider.act(handle, action)
+        programs = [r.body["command"] for r in fake.log if r.path.endswith("/execute")
+                    and isinstance(r.body["command"], list) and r.body["command"][0] == "python3"]
+        assert len(programs) == 7 and all(p[4].startswith("import pyautogui") for p in programs)
+        assert "pyautogui.click(321, 54" in programs[0][4] and "pyautogui.hotkey('ctrl', 's')" in programs[4][4]
+        # what pyautogui cannot type needs XTEST, which this guest's programs cannot reach: said plainly
+        with pytest.raises(ProviderApiError) as info:
+            provider.act(handle, TypeText("héllo"))
+        assert "no python-xlib" in info.value.message
+    finally:
+        provider.destroy(handle)
+    assert fake.live() == []
+
+
+def test_without_pyautogui_linux_input_falls_back_to_xtest(provider: CuaCloudProvider, fake: FakeCua) -> None:
+    handle = _linux_handle(provider, fake, "dk-nopyag", ("pyautogui",))
+    try:
+        provider.act(handle, Click(222, 111))
+        assert pointer(fake, "dk-nopyag") == (222, 111)
+        provider.act(handle, TypeText("héllo"))  # any character, through XTEST
+    finally:
+        provider.destroy(handle)
+    assert fake.live() == []
+
+
+def test_a_dropped_create_answer_whose_claim_was_released_does_not_blame_the_network(provider: CuaCloudProvider,
+                                                                                      fake: FakeCua) -> None:
+    fake.create_failure = "drop"
+    with pytest.raises(ProviderUnreachable) as info:
+        provider.create(UBUNTU, "dk-drop2", {LABEL_SESSION: "dk-drop2"})
+    error = info.value
+    assert "found and released" in error.message and "nothing is left" in error.message
+    assert "network" not in (error.remedy or "") and "try again" in (error.remedy or "")
+    assert error.details["released"] == ["dk-drop2"]
+    assert fake.live() == [] and fake.displays() == []

@@ -23,8 +23,10 @@ rely on:
   :class:`~deskctl.errors.CapacityUnavailable`. Then the guest's ``GET /platform`` (502/503/504 while the
   guest resets are waited out), then ``POST /screen_size`` and a screenshot whose size must agree.
 - **Desktop**: screenshots are the guest's ``GET /screenshot`` PNG. The guest has no input endpoints: input is
-  a short Python program run by ``POST /execute`` (python-xlib + XTEST on Linux guests, the same library
-  pyautogui uses there, so any character can be typed; pyautogui on Windows guests, ASCII text only).
+  a short pyautogui program run by ``POST /execute``, as the guest contract documents. On a Linux guest the
+  program falls back to python-xlib + XTEST only when pyautogui is absent or cannot express the action (text
+  beyond its ASCII key table, a key it has no name for), so any character can still be typed there; a Windows
+  guest types ASCII only.
   ``exec`` runs ``bash -lc`` (``cmd.exe`` on Windows) with separate stdout and stderr; the guest caps a command
   at 120 s, and a command that outlives its timeout reports exit code 124.
 - **Destroy**: DELETE of the claim, then GET until 404; a 404 is success. Unconfirmed is
@@ -131,13 +133,27 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _GUEST_BUSY = frozenset({502, 503, 504})
 _PLATFORM_NAMES = {"linux": Platform.UBUNTU, "windows": Platform.WINDOWS, "darwin": Platform.MACOS}
 
-# A Linux guest's input program: python-xlib and XTEST (what pyautogui itself uses on Linux). Keysyms the
-# keymap lacks are bound to an unused keycode and left bound, so that the receiving client translates the
+# A Linux guest's input program. The guest contract is pyautogui (OSWorld's own clients send
+# `python -c "import pyautogui; ..."`), so the pyautogui program (argv[2]) runs whenever pyautogui imports and
+# can express the action. Only without pyautogui, or for what pyautogui cannot type (characters outside its key
+# table, keys it has no name for), the fallback drives XTEST through python-xlib (argv[1]: operations). Keysyms
+# the keymap lacks are bound to an unused keycode and left bound, so that the receiving client translates the
 # events with the mapping they were sent with, and a later character finds its keycode again.
 _LINUX_INPUT = r"""
 import json, sys
-from Xlib import X, display
-from Xlib.ext import xtest
+try:
+    import pyautogui
+except ImportError:
+    pyautogui = None
+if pyautogui is not None and sys.argv[2]:
+    exec(sys.argv[2])
+    sys.exit(0)
+try:
+    from Xlib import X, display
+    from Xlib.ext import xtest
+except ImportError:
+    sys.exit("the guest has " + ("pyautogui, which cannot send this input," if pyautogui else "no pyautogui")
+             + " and no python-xlib for XTEST")
 d = display.Display()
 first = d.display.info.min_keycode
 keymap = [list(r) for r in d.get_keyboard_mapping(first, d.display.info.max_keycode - first + 1)]
@@ -186,7 +202,7 @@ d.close()
 _BUTTONS = {"left": 1, "middle": 2, "right": 3}
 _SCROLL = {"up": 4, "down": 5, "left": 6, "right": 7}
 
-#: deskctl canonical key names -> pyautogui names (Windows guests)
+#: deskctl canonical key names -> pyautogui names (its key table is the same on Windows and X11)
 _PYAUTOGUI_KEYS: dict[str, str] = {
     "ctrl": "ctrl", "shift": "shift", "alt": "alt", "super": "win", "enter": "enter", "escape": "esc",
     "tab": "tab", "backspace": "backspace", "delete": "delete", "space": "space", "home": "home", "end": "end",
@@ -260,6 +276,22 @@ def _pyautogui_key(name: str) -> str:
 
 def windows_input_code(action: Action) -> str:
     """The pyautogui program a Windows guest runs for ``action`` (pyautogui types ASCII only)."""
+    return pyautogui_code(action)
+
+
+def linux_pyautogui_code(action: Action) -> str:
+    """The pyautogui program a Linux guest runs for ``action``, or ``""`` when pyautogui cannot express it
+    (text beyond its key table, a key it has no name for): the input program then falls back to XTEST."""
+    try:
+        return pyautogui_code(action)
+    except UsageError as err:
+        if err.code in ("usage.bad_text", "usage.unknown_key"):
+            return ""
+        raise
+
+
+def pyautogui_code(action: Action) -> str:
+    """The pyautogui program for ``action`` (pyautogui types printable ASCII, newline and tab only)."""
     lines = ["import pyautogui", "pyautogui.FAILSAFE = False", "pyautogui.PAUSE = 0"]
     match action:
         case Click(x=x, y=y, button=button, count=count):
@@ -283,7 +315,7 @@ def windows_input_code(action: Action) -> str:
             bad = sorted({c for c in text if not (32 <= ord(c) < 127 or c in "\n\t")})
             if bad:
                 raise UsageError(
-                    f"pyautogui on a Windows guest cannot type {''.join(bad)!r} (ASCII only)",
+                    f"pyautogui cannot type {''.join(bad)!r} (ASCII only)",
                     code="usage.bad_text", provider="cua-cloud", remedy="type ASCII, or paste through exec",
                 )
             lines.append(f"pyautogui.write({text!r})")
@@ -588,9 +620,26 @@ class CuaCloudProvider(HttpProvider):
                                        status=response.status_code)
         except DeskctlError as err:
             if self._create_may_have_made_something(err):
-                self._sweep(namespace, session_id, err)
+                released = self._sweep(namespace, session_id, err)
+                if released:
+                    raise self._released_after(err, session_id, released) from err
             raise
         return claim
+
+    def _released_after(self, cause: DeskctlError, session_id: str, released: list[str]) -> DeskctlError:
+        """The create's error once what it made was found and released: the service answered the lookup and
+        the release, so "check the network" would mislead; the create can simply be tried again."""
+        names = ", ".join(released)
+        message = (f"cua-cloud: the answer to the create of {session_id} was lost ({cause.message}); the claim it "
+                   f"made ({names}) was found and released, so nothing is left")
+        kwargs: dict[str, Any] = {
+            "provider": self.name, "details": {**cause.details, "released": released},
+            "remedy": "try again: the service answered the lookup and the release; if it keeps happening, raise "
+                      "-o request_timeout or report it to cua",
+        }
+        if isinstance(cause, ProviderApiError):
+            return ProviderApiError(message, status=cause.status, **kwargs)
+        return type(cause)(message, **kwargs)
 
     def _rebind(self, handle: RemoteHandle, failed: Mapping[str, Any]) -> None:
         """Replace a claim that failed to bind (the warm pool was drained; a new pending claim is what makes it
@@ -616,8 +665,9 @@ class CuaCloudProvider(HttpProvider):
             return False  # 409 AlreadyExists, 422 Invalid: refused
         return isinstance(err, InfrastructureError)
 
-    def _sweep(self, namespace: str, session_id: str, cause: DeskctlError) -> None:
-        """Release whatever a failed create made, found by name (authoritative) and by label."""
+    def _sweep(self, namespace: str, session_id: str, cause: DeskctlError) -> list[str]:
+        """Release whatever a failed create made, found by name (authoritative) and by label; returns the names
+        of the claims released (confirmed)."""
         found: dict[str, RemoteHandle] = {}
         try:
             response = self._api("GET", f"{self._claims_path(namespace)}/{session_id}", "find the claim by name",
@@ -635,6 +685,7 @@ class CuaCloudProvider(HttpProvider):
                 remedy="deskctl reap --provider cua-cloud (the claim's shutdownTime releases it at the latest)",
             ) from cause
         self._destroy_left_by_create(found, session_id, cause)
+        return sorted(found)
 
     def _handle_from(self, claim: Mapping[str, Any], namespace: str, session_id: str) -> RemoteHandle:
         metadata = claim.get("metadata") if isinstance(claim.get("metadata"), dict) else {}
@@ -883,7 +934,8 @@ class CuaCloudProvider(HttpProvider):
         if handle.data.get("platform") == Platform.WINDOWS.value:
             command = ["python", "-c", windows_input_code(action)]
         else:
-            command = ["python3", "-c", _LINUX_INPUT, json.dumps(linux_input_ops(action))]
+            command = ["python3", "-c", _LINUX_INPUT, json.dumps(linux_input_ops(action)),
+                       linux_pyautogui_code(action)]
         result = self._execute(handle, command, f"send {type(action).__name__.lower()}", 30.0)
         code = result.get("returncode", result.get("return_code"))
         if code != 0:

@@ -65,6 +65,9 @@ class Pool:
     #: KEDA-style scale-up: after this many claims failed for want of a sandbox, one more sandbox is there
     scale_after_failures: int | None = None
     failures: int = 0
+    #: Python modules the guest's programs cannot import, e.g. ``("Xlib",)`` for an image whose programs get
+    #: pyautogui (what OSWorld's clients use) but not python-xlib, or ``("pyautogui",)``
+    guest_missing: tuple[str, ...] = ()
 
     @property
     def template(self) -> str:
@@ -461,10 +464,10 @@ class FakeCua(LoopbackService):
         if method == "POST" and sub in ("/execute", "/setup/execute"):
             if not (headers.get("Content-Type") or "").startswith("application/json"):
                 raise HttpError(415, raw=b"<h1>Unsupported Media Type</h1>", content_type="text/html")
-            return self._execute(body, desktop)
+            return self._execute(body, desktop, pool.guest_missing)
         raise HttpError(404, raw=b"<h1>Not Found</h1>", content_type="text/html")
 
-    def _execute(self, body: Any, desktop: XvfbDesktop) -> tuple[int, Any]:
+    def _execute(self, body: Any, desktop: XvfbDesktop, missing: tuple[str, ...] = ()) -> tuple[int, Any]:
         if not isinstance(body, dict):
             return 500, {"status": "error", "message": "'NoneType' object has no attribute 'get'"}
         shell = bool(body.get("shell", False))
@@ -472,7 +475,7 @@ class FakeCua(LoopbackService):
         if not command or (shell and not isinstance(command, str)) or (
                 not shell and not (isinstance(command, list) and all(isinstance(c, str) for c in command))):
             return 500, {"status": "error", "message": f"invalid command: {command!r}"}
-        env = dict(os.environ, DISPLAY=desktop.display, PYTHONPATH=_GUEST_DIR,
+        env = dict(os.environ, DISPLAY=desktop.display, PYTHONPATH=_GUEST_DIR, FAKE_GUEST_MISSING=",".join(missing),
                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         env.pop("XAUTHORITY", None)
         try:
