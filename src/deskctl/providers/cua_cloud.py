@@ -1,8 +1,8 @@
 """cua cloud desktops through the Fleet claims API (``run.cua.ai``), the control plane Harbor's
 ``cua_cloud.py`` uses, and the OSWorld guest server behind the per-sandbox service proxy, with httpx and tenacity.
 
-The contract is ``shared/specs/cua.md`` section A2 (control plane) and A4 (data plane). What the caller may
-rely on:
+The contract was read from github.com/trycua/cua (Fleet claims) and Harbor's ``environments/cua_cloud.py``, with
+the OSWorld guest server as data plane (docs/cua.md). What the caller may rely on:
 
 - **Auth**: OAuth2 client credentials ``CUA_CLIENT_ID`` + ``CUA_CLIENT_SECRET`` (environment, then keyring)
   exchanged at ``CUA_TOKEN_URL`` for a bearer token, re-minted when less than 30 s is left. A 401 or a 3xx

@@ -1,7 +1,8 @@
 """Daytona sandboxes as desktops: Windows (the ``windows`` snapshot) and Linux (the default snapshot with
 computer use), over Daytona's classic REST API and the toolbox computer-use API, with httpx and tenacity.
 
-The contract is ``shared/specs/daytona.md``. What the caller may rely on:
+The contract was read from github.com/daytonaio/daytona (v0.190.0) and the generated ``daytona-api-client``
+(docs/daytona.md). What the caller may rely on:
 
 - **Auth**: ``DAYTONA_API_KEY`` as Bearer, or ``DAYTONA_JWT_TOKEN`` plus ``X-Daytona-Organization-ID`` from
   ``DAYTONA_ORGANIZATION_ID``; each from the environment, then the keyring (:func:`deskctl.credentials.resolve`).

@@ -2,7 +2,8 @@
 with httpx and tenacity, without the vendor SDK (0.0.46 dropped Ubuntu and Windows; its ``close()`` ignores the
 DELETE status).
 
-The contract is ``shared/specs/use_computer.md``. What the caller may rely on:
+The contract was read from the ``use-computer`` SDK and Harbor's ``environments/use_computer.py``
+(docs/use_computer.md). What the caller may rely on:
 
 - **Auth**: ``USE_COMPUTER_API_KEY`` as Bearer (environment, then keyring), registered for redaction and never
   stored in a handle. ``USE_COMPUTER_BASE_URL`` (default ``https://api.use.computer``) or the ``base_url``
