@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _common import compare_action, open_close_cycles, print_action_header, print_round_trips, up_down_cycles
 
 from deskctl.actions import Action, Click, KeyPress, Move, TypeText
-from deskctl.providers.cua_cloud import _LINUX_INPUT, CuaCloudProvider, linux_input_ops
+from deskctl.providers.cua_cloud import _LINUX_INPUT, CuaCloudProvider, linux_input_ops, linux_pyautogui_code
 from deskctl.spec import DesktopSpec
 from fakes.cua import FakeCua, Pool
 
@@ -44,7 +44,8 @@ def main() -> None:
     os.environ["DESKCTL_HOME"] = home.name
     os.environ["DESKCTL_HTTP_RETRY_SCALE"] = "0"
     os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
-    fake = FakeCua(pools=[Pool("harbor-ubuntu", "Linux", (1920, 1080), capacity=1000)])
+    # a token outlives the run: the naive client mints one, as a script would, and does not re-mint
+    fake = FakeCua(pools=[Pool("harbor-ubuntu", "Linux", (1920, 1080), capacity=1000)], token_lifetime=3600)
     fake.start()
     os.environ.update(fake.env())
     provider = CuaCloudProvider(FAST)
@@ -59,8 +60,8 @@ def main() -> None:
         base = f"{fake.base_url}/api/svc/harbor-ubuntu/{handle.data['sandbox']}-server"
 
         def program(action: Action) -> dict[str, Any]:
-            return {"command": ["python3", "-c", _LINUX_INPUT, json.dumps(linux_input_ops(action))],
-                    "shell": False, "timeout": 30}
+            return {"command": ["python3", "-c", _LINUX_INPUT, json.dumps(linux_input_ops(action)),
+                                linux_pyautogui_code(action)], "shell": False, "timeout": 30}
 
         actions: list[tuple[str, Action | None, str, str, dict[str, Any] | None]] = [
             ("move", Move(100, 100), "POST", "/execute", program(Move(100, 100))),
