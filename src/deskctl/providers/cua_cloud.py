@@ -265,9 +265,10 @@ def linux_input_ops(action: Action) -> list[list[Any]]:
     raise UsageError(f"cua-cloud cannot perform {action!r}", code="usage.unsupported", provider="cua-cloud")
 
 
-def _pyautogui_key(name: str) -> str:
+def _pyautogui_key(name: str, keep_case: bool = False) -> str:
     if len(name) == 1:
-        return name.lower() if name.isalpha() else name
+        # pyautogui presses shift for an upper-case letter itself (isShiftCharacter)
+        return name if keep_case or not name.isalpha() else name.lower()
     key = _PYAUTOGUI_KEYS.get(name)
     if key is None:
         raise UsageError(f"pyautogui has no key {name!r}", code="usage.unknown_key", provider="cua-cloud")
@@ -283,15 +284,16 @@ def linux_pyautogui_code(action: Action) -> str:
     """The pyautogui program a Linux guest runs for ``action``, or ``""`` when pyautogui cannot express it
     (text beyond its key table, a key it has no name for): the input program then falls back to XTEST."""
     try:
-        return pyautogui_code(action)
+        return pyautogui_code(action, keep_case=True)
     except UsageError as err:
         if err.code in ("usage.bad_text", "usage.unknown_key"):
             return ""
         raise
 
 
-def pyautogui_code(action: Action) -> str:
-    """The pyautogui program for ``action`` (pyautogui types printable ASCII, newline and tab only)."""
+def pyautogui_code(action: Action, *, keep_case: bool = False) -> str:
+    """The pyautogui program for ``action`` (pyautogui types printable ASCII, newline and tab only).
+    ``keep_case`` sends an upper-case letter of a chord as such (pyautogui adds shift for it)."""
     lines = ["import pyautogui", "pyautogui.FAILSAFE = False", "pyautogui.PAUSE = 0"]
     match action:
         case Click(x=x, y=y, button=button, count=count):
@@ -320,11 +322,11 @@ def pyautogui_code(action: Action) -> str:
                 )
             lines.append(f"pyautogui.write({text!r})")
         case KeyPress(keys=keys):
-            lines.append("pyautogui.hotkey(" + ", ".join(repr(_pyautogui_key(k)) for k in keys) + ")")
+            lines.append("pyautogui.hotkey(" + ", ".join(repr(_pyautogui_key(k, keep_case)) for k in keys) + ")")
         case KeyDown(key=key):
-            lines.append(f"pyautogui.keyDown({_pyautogui_key(key)!r})")
+            lines.append(f"pyautogui.keyDown({_pyautogui_key(key, keep_case)!r})")
         case KeyUp(key=key):
-            lines.append(f"pyautogui.keyUp({_pyautogui_key(key)!r})")
+            lines.append(f"pyautogui.keyUp({_pyautogui_key(key, keep_case)!r})")
         case _:
             raise UsageError(f"cua-cloud cannot perform {action!r}", code="usage.unsupported",
                              provider="cua-cloud")
