@@ -530,10 +530,13 @@ def test_reap_confirms_a_listed_leftover_and_destroys_what_is_real(provider: Day
     from deskctl.ledger import open_ledger
     from deskctl.reaper import reap
 
+    from deskctl.providers.base import LABEL_EXPIRES
+
     fake.ghost_lists = 1
-    gone = provider.create(spec("ubuntu"), "dk-ghost2", {})
+    expired = {LABEL_EXPIRES: "1"}  # both past their expiry: each would be reaped if it were there
+    gone = provider.create(spec("ubuntu"), "dk-ghost2", expired)
     provider.destroy(gone)
-    real = provider.create(spec("ubuntu"), "dk-real2", {})  # no ledger record, no owner: a leftover
+    real = provider.create(spec("ubuntu"), "dk-real2", expired)  # no ledger record: --everything reaps it
     with open_ledger() as book:
         results = reap(book, providers=["daytona"], everything=True)
     assert [r.session_id for r in results] == ["dk-real2"]  # the ghost is not "reaped" (nor billed)
