@@ -528,9 +528,8 @@ def test_a_ghost_in_the_eventually_consistent_list_is_not_a_leftover(provider: D
 def test_reap_confirms_a_listed_leftover_and_destroys_what_is_real(provider: DaytonaProvider,
                                                                    fake: FakeDaytona) -> None:
     from deskctl.ledger import open_ledger
-    from deskctl.reaper import reap
-
     from deskctl.providers.base import LABEL_EXPIRES
+    from deskctl.reaper import reap
 
     fake.ghost_lists = 1
     expired = {LABEL_EXPIRES: "1"}  # both past their expiry: each would be reaped if it were there
