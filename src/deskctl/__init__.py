@@ -25,6 +25,7 @@ from deskctl.errors import (
 )
 
 if TYPE_CHECKING:
+    from deskctl import aio
     from deskctl.preflight.runner import preflight
     from deskctl.session import Desktop, attach, open_desktop
     from deskctl.spec import DesktopSpec, Geometry, Platform
@@ -44,6 +45,7 @@ __all__ = [
     "PreflightError",
     "UsageError",
     "__version__",
+    "aio",
     "attach",
     "open_desktop",
     "preflight",
@@ -60,12 +62,20 @@ _LAZY = {
 }
 
 
+#: submodules reached as attributes (``deskctl.aio``) without importing them with the package
+_LAZY_MODULES = {"aio": "deskctl.aio"}
+
+
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _LAZY_MODULES:
+        value = importlib.import_module(_LAZY_MODULES[name])
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'deskctl' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -74,8 +74,8 @@ def test_public_api_is_pinned() -> None:
     assert deskctl.__all__ == sorted(deskctl.__all__)
     assert set(deskctl.__all__) == {
         "BudgetExceeded", "CleanupIncomplete", "DeskctlError", "Desktop", "DesktopSpec", "Geometry",
-        "InfrastructureError", "Interrupted", "Platform", "PreflightError", "UsageError", "__version__", "attach",
-        "open_desktop", "preflight",
+        "InfrastructureError", "Interrupted", "Platform", "PreflightError", "UsageError", "__version__", "aio",
+        "attach", "open_desktop", "preflight",
     }
     for name in deskctl.__all__:
         assert getattr(deskctl, name) is not None
