@@ -421,16 +421,22 @@ async def main():
     await asyncio.gather(one(0), one(1))
 
 try:
-    asyncio.run(main())
+    if sys.argv[1] == "asyncio.run":
+        asyncio.run(main())
+    else:  # a loop run by hand: SIGINT still has Python's default handler
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(main())
 except deskctl.DeskctlError as err:
     print(json.dumps(err.to_dict()), file=sys.stderr, flush=True)
     sys.exit(err.exit_code)
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_to_an_asyncio_program_destroys_its_desktops(signum: signal.Signals) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+@pytest.mark.parametrize(("runner", "signum"), [("asyncio.run", signal.SIGTERM), ("asyncio.run", signal.SIGINT),
+                                               ("asyncio.run", signal.SIGHUP), ("by hand", signal.SIGINT)],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGINT-loop-by-hand"])
+def test_a_signal_to_an_asyncio_program_destroys_its_desktops(runner: str, signum: signal.Signals) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, runner], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ))
     assert proc.stdout is not None
     try:
@@ -441,11 +447,12 @@ def test_a_signal_to_an_asyncio_program_destroys_its_desktops(signum: signal.Sig
     finally:
         proc.kill()
         proc.communicate()
-    if signum == signal.SIGTERM:  # deskctl's handler: Interrupted, exit 143 after the cleanup
-        assert code == 143, err
-        assert json.loads(err.strip().splitlines()[-1])["error"]["code"] == "interrupted"
-    else:  # asyncio.run's own: the main task is cancelled, then KeyboardInterrupt ends the process
+    if signum == signal.SIGINT and runner == "asyncio.run":
+        # asyncio.run's own handler: the main task is cancelled, then KeyboardInterrupt ends the process
         assert code == -signal.SIGINT, err
+    else:  # deskctl's handler through the loop: Interrupted, exit 128 + signal after the cleanup
+        assert code == 128 + signum, err
+        assert json.loads(err.strip().splitlines()[-1])["error"]["code"] == "interrupted"
     for desk in opened:
         handle = RemoteHandle.from_dict(desk["handle"])
         assert not any(_alive(p) for p in _pids(handle))
