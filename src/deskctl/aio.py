@@ -213,7 +213,6 @@ class AsyncDesktop:
         self._owner = owner
         # one worker per desktop: its calls keep their order and never share an X connection between threads
         self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"deskctl-aio-{desk.id}")
-        self._worker_open = True
 
     # -- the sync session's properties ---------------------------------------------------------------
     @property
@@ -274,10 +273,12 @@ class AsyncDesktop:
 
     # -- plumbing ------------------------------------------------------------------------------------
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        if not self._worker_open:  # closed: the session itself says why it cannot be used
+        try:
+            work = self._worker.submit(fn, *args)
+        except RuntimeError:  # closed (the worker is shut down): the session itself says why it cannot be used
             return await asyncio.to_thread(fn, *args)
         # a cancel before the call starts drops it from the queue; one after leaves it to finish in its thread
-        return await asyncio.wrap_future(self._worker.submit(fn, *args))
+        return await asyncio.wrap_future(work)
 
     async def _end(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run a closing call (destroy or release) to its end on its own thread, shielded from cancels; it
@@ -286,8 +287,8 @@ class AsyncDesktop:
             await _to_the_end(_in_own_thread(fn, *args, name=f"deskctl-aio-close-{self._desk.id}"))
         finally:
             self._owner.done()
-            self._worker_open = False
-            self._worker.shutdown(wait=False, cancel_futures=True)
+            # calls still queued run after it and get the session's own SessionClosed, not a CancelledError
+            self._worker.shutdown(wait=False)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def __aenter__(self) -> AsyncDesktop:

@@ -222,6 +222,28 @@ def test_a_cancel_mid_action_destroys_without_waiting_for_the_action(tmp_path: P
 
 
 @pytest.mark.timeout(150, method="thread")  # a regression hangs: end the run, not wait forever
+def test_close_ends_a_running_call_and_a_queued_one_gets_session_closed(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+
+    seen: dict[str, Any] = {}
+
+    async def run() -> tuple[Any, ...]:
+        desk = await aio.open_desktop("xvfb", geometry="320x240")
+        seen.update(id=desk.id, handle=desk.handle)
+        running = asyncio.create_task(desk.exec(f"touch {started}; exec sleep infinity", timeout=3600))
+        queued = asyncio.create_task(desk.click(1, 1))
+        while not started.exists():
+            await asyncio.sleep(0.01)
+        await desk.close()
+        return tuple(await asyncio.gather(running, queued, return_exceptions=True))
+
+    _, queued_outcome = asyncio.run(run())
+    assert isinstance(queued_outcome, SessionClosed), queued_outcome
+    session_id, handle = seen["id"], seen["handle"]
+    _assert_gone(session_id, handle, "ended", "closed")
+
+
+@pytest.mark.timeout(150, method="thread")  # a regression hangs: end the run, not wait forever
 def test_a_cancel_while_readiness_waits_destroys_what_was_made(held: None) -> None:
     async def run() -> None:
         entered_body = False
