@@ -935,7 +935,8 @@ class _PostgresLedger(Ledger):
         except ImportError as exc:
             raise ConfigInvalid(
                 "DESKCTL_LEDGER_URL names PostgreSQL but psycopg 3 is not installed",
-                remedy="pip install 'deskctl[postgres]'",
+                remedy="pip install 'psycopg[binary]>=3.1' (the postgres extra: pip install '.[postgres]' in a deskctl "
+                       "checkout)",
             ) from exc
         self._psycopg = psycopg
         parts = urlsplit(url)

@@ -5,7 +5,8 @@ ends (stdio: the client closed our stdin), the desktop ends (its time or money l
 signalled. It never destroys the desktop itself: the caller's ``with`` block does, so every guarantee of a
 session (destroy on return, exception, SIGINT and SIGTERM; the end and the cost in the ledger) holds unchanged.
 
-The MCP SDK (``pip install 'deskctl[mcp]'``) is imported only here, and this module only by ``deskctl mcp``.
+The MCP SDK (the ``mcp`` extra: ``pip install '.[mcp]'`` from a checkout) is imported only here, and this module
+only by ``deskctl mcp``.
 
 Tools (coordinates are screenshot pixels, the pinned geometry's space): ``screenshot``, ``click``,
 ``double_click``, ``triple_click``, ``right_click``, ``middle_click``, ``mouse_down``, ``mouse_up``, ``move``,

@@ -296,7 +296,8 @@ def test_without_the_mcp_sdk_the_command_names_the_extra_and_exits_2() -> None:
     assert proc.returncode == 2, proc.stderr
     assert "deskctl mcp needs the MCP SDK" in proc.stderr
     assert "(usage.missing_extra)" in proc.stderr
-    assert "remedy: pip install 'deskctl[mcp]'" in proc.stderr
+    assert "remedy: pip install 'mcp>=2.3,<3' (the mcp extra: pip install '.[mcp]' in a deskctl checkout)" \
+        in proc.stderr
     assert _sessions() == []
 
 

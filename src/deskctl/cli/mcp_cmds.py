@@ -19,7 +19,9 @@ def _require_sdk() -> None:
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise UsageError(f"deskctl mcp needs the MCP SDK, which is not installed ({exc})",
-                         code="usage.missing_extra", remedy="pip install 'deskctl[mcp]'") from exc
+                         code="usage.missing_extra",
+                         remedy="pip install 'mcp>=2.3,<3' (the mcp extra: pip install '.[mcp]' in a deskctl checkout)",
+                         ) from exc
 
 
 @click.command(name="mcp")
