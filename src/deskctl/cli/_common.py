@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["Number", "SuggestingGroup", "UnknownCommand", "echo_json", "iso_time", "json_option", "note"]
+__all__ = ["Number", "SuggestingGroup", "UnknownCommand", "desktop_options", "echo_json", "iso_time", "json_option",
+           "note"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -116,3 +117,42 @@ class SuggestingGroup(click.Group):
             hint = (" Did you mean " + " or ".join(repr(c) for c in close) + "?") if close else ""
             raise UnknownCommand(f"No such command {name!r}.{hint}", ctx=ctx)
         return super().resolve_command(ctx, args)
+
+
+def desktop_options(func: F) -> F:
+    """The flags of a command that makes a desktop (``up``, ``mcp``): what ``spec_from_flags`` reads."""
+    decorators = [
+        click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER",
+                     show_envvar=True, help="Provider name."),
+        click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM", show_envvar=True,
+                     help="ubuntu, windows or macos (aliases linux, win, mac)."),
+        click.option("--geometry", "-g", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY",
+                     show_envvar=True, help="Screen size WxH, or 'native' for the provider's own size."),
+        click.option("--window-geometry", help="Start-URL browser window WxH[+X+Y]."),
+        click.option("--start-url", help="Open a browser at this URL when the desktop is up."),
+        click.option("--window-manager/--no-window-manager", default=False, help="Run a window manager."),
+        click.option("--ttl", envvar="DESKCTL_TTL", show_envvar=True,
+                     help="Lifetime before the reaper may end it (90s, 15m, 2h; more than 0); default 1h."),
+        click.option("--max-minutes", type=Number(0), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
+                     help="End the desktop after this many minutes."),
+        click.option("--max-usd", type=Number(0), envvar="DESKCTL_MAX_USD", show_envvar=True,
+                     help="Refuse, or end the desktop, past this cost."),
+        click.option("--budget", envvar="DESKCTL_BUDGET", show_envvar=True, help="Shared budget to charge."),
+        click.option("--unknown-cost", type=click.Choice(["refuse", "allow"]), envvar="DESKCTL_UNKNOWN_COST",
+                     show_envvar=True,
+                     help="With a money cap, refuse (default) or allow a provider whose price is unknown."),
+        click.option("--label", "labels", multiple=True, help="Label KEY=VALUE (repeatable)."),
+        click.option("--option", "-o", "options", multiple=True,
+                     help="Provider option KEY=VALUE (repeatable; an option the provider does not read is an error)."),
+        click.option("--host", envvar="DESKCTL_SSH_HOST", show_envvar=True, help="ssh: user@host[:port]."),
+        click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key."),
+        click.option("--ready-timeout", type=Number(0), default=120.0, show_default=True,
+                     help="Seconds to wait for ready."),
+        click.option("--record", type=click.Path(file_okay=False),
+                     help="Record a trajectory of every action into this directory (docs/recording.md)."),
+        click.option("--record-settle", type=Number(0, exclusive=False), default=0.0, show_default=True,
+                     help="Seconds the after shot of a recorded action may wait for the screen to change."),
+    ]
+    for decorate in reversed(decorators):
+        func = decorate(func)
+    return func

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from deskctl.cli._common import Number, SuggestingGroup, echo_json, json_option, note
+from deskctl.cli._common import Number, SuggestingGroup, desktop_options, echo_json, json_option, note
 from deskctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -29,35 +29,7 @@ def _ledger() -> Ledger:
 
 
 @click.command()
-@click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER", show_envvar=True,
-              help="Provider name.")
-@click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM", show_envvar=True,
-              help="ubuntu, windows or macos (aliases linux, win, mac).")
-@click.option("--geometry", "-g", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY",
-              show_envvar=True, help="Screen size WxH, or 'native' for the provider's own size.")
-@click.option("--window-geometry", help="Start-URL browser window WxH[+X+Y].")
-@click.option("--start-url", help="Open a browser at this URL when the desktop is up.")
-@click.option("--window-manager/--no-window-manager", default=False, help="Run a window manager.")
-@click.option("--ttl", envvar="DESKCTL_TTL", show_envvar=True,
-              help="Lifetime before the reaper may end it (90s, 15m, 2h; more than 0); default 1h.")
-@click.option("--max-minutes", type=Number(0), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
-              help="End the session after this many minutes.")
-@click.option("--max-usd", type=Number(0), envvar="DESKCTL_MAX_USD", show_envvar=True,
-              help="Refuse or end the session past this cost.")
-@click.option("--budget", envvar="DESKCTL_BUDGET", show_envvar=True, help="Shared budget to charge.")
-@click.option("--unknown-cost", type=click.Choice(["refuse", "allow"]), envvar="DESKCTL_UNKNOWN_COST",
-              show_envvar=True,
-              help="With a money cap, refuse (default) or allow a provider whose price is unknown.")
-@click.option("--label", "labels", multiple=True, help="Label KEY=VALUE (repeatable).")
-@click.option("--option", "-o", "options", multiple=True,
-              help="Provider option KEY=VALUE (repeatable; an option the provider does not read is an error).")
-@click.option("--host", envvar="DESKCTL_SSH_HOST", show_envvar=True, help="ssh: user@host[:port].")
-@click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key.")
-@click.option("--ready-timeout", type=Number(0), default=120.0, show_default=True, help="Seconds to wait for ready.")
-@click.option("--record", type=click.Path(file_okay=False),
-              help="Record a trajectory of every action into this directory (docs/recording.md).")
-@click.option("--record-settle", type=Number(0, exclusive=False), default=0.0, show_default=True,
-              help="Seconds the after shot of a recorded action may wait for the screen to change.")
+@desktop_options
 @json_option
 def up(provider: str, platform: str, geometry: str, window_geometry: str | None, start_url: str | None,
        window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
