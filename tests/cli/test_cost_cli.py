@@ -277,7 +277,8 @@ def test_the_ci_example_workflow_uses_real_commands() -> None:
     import shlex
 
     workflow = (Path(__file__).parents[2] / "examples" / "ci-budget-guard.yml").read_text()
-    calls = re.findall(r"run: (deskctl [^|\n]+)", workflow)
+    # one-line `run: deskctl ...` steps, and deskctl lines of `run: |` blocks
+    calls = re.findall(r"(?m)^\s*(?:- )?(?:run: )?(deskctl [^|\n]+)", workflow)
     assert {c.split()[1] for c in calls} >= {"budget", "preflight", "cost", "reap"}
     for call in calls:
         args = shlex.split(re.sub(r'"?\$\{?\w+\}?"?', "x", call))[1:]
