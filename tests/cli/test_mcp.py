@@ -22,6 +22,7 @@ import anyio
 import pytest
 from PIL import Image
 
+from _procs import alive as _alive
 from deskctl.ledger import SessionRecord, open_ledger
 from deskctl.providers._x11 import X11Address, read_cookie
 from probe import Probe
@@ -48,12 +49,6 @@ def _only_session() -> SessionRecord:
     return record
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _leftovers(record: SessionRecord) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import deskctl
+from _procs import alive as _alive
 from deskctl import aio, session
 from deskctl.errors import SessionClosed
 from deskctl.ledger import SessionRecord, open_ledger
@@ -29,14 +30,6 @@ from deskctl.providers import PROVIDERS
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.xvfb import XvfbProvider
 from deskctl.spec import DesktopSpec
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _pids(handle: RemoteHandle | None) -> list[int]:
@@ -418,15 +411,19 @@ def test_attach_reaches_a_detached_deskctl_up_session_releases_it_then_closes_it
 
 # -- signals -------------------------------------------------------------------------------------------------------
 def test_the_loop_handles_sigterm_only_while_a_desktop_is_open() -> None:
-    before = signal.getsignal(signal.SIGTERM)
+    # a sync session earlier in this process leaves deskctl's own handler installed: start from the default
+    inherited = signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     async def run() -> Any:
         async with aio.open_desktop("xvfb", geometry="320x240"):
             return signal.getsignal(signal.SIGTERM)
 
-    during = asyncio.run(run())
-    assert before is signal.SIG_DFL and during is not signal.SIG_DFL
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    try:
+        during = asyncio.run(run())
+        assert during is not signal.SIG_DFL
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, inherited)
 
 
 _HOLDER = r"""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from _procs import alive as _alive
 from deskctl.ledger import SessionRecord, open_ledger
 
 pytest_plugins = ["pytester"]
@@ -51,14 +52,6 @@ def test_marker_sets_the_geometry(desktop):
 def _sessions() -> dict[str, SessionRecord]:
     with open_ledger() as book:
         return {r.session_id: r for r in book.sessions(active=None)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _xvfb_left(record: SessionRecord) -> list[int]:

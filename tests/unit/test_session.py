@@ -6,7 +6,6 @@ must be gone afterwards.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 import deskctl
+from _procs import alive as _alive
 from deskctl.errors import (
     BudgetExceeded,
     GeometryMismatch,
@@ -27,18 +27,6 @@ from deskctl.providers import PROVIDERS
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.xvfb import XvfbProvider
 from deskctl.spec import DesktopSpec
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _xvfb_pids(handle: RemoteHandle) -> list[int]:

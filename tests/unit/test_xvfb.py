@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from _procs import alive as _alive
 from deskctl.actions import Click
 from deskctl.errors import ProviderUnreachable, SessionLost
 from deskctl.providers._x11 import X11Driver, read_cookie
@@ -33,12 +34,6 @@ pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is no
 PROBE_DIR = Path(__file__).resolve().parent.parent / "probe"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _wait_exit(pid: int, timeout: float = 20.0) -> None:
