@@ -608,8 +608,12 @@ class Ledger:
         """Written before a destroy is sent: until the end is recorded the ledger says ``destroying``, never
         ``ready``, so a process killed between the destroy and the end record (or a ledger that could not take
         it) leaves a row that ``deskctl reap`` finishes. ``by`` is the ``host:pid`` doing it."""
-        self._update(session_id, {"status": "destroying", "reason": redact(reason)},
-                     ("destroying", {"reason": redact(reason), "by": by}, time.time()))  # fmt: skip
+        with self.transaction() as tx:
+            rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
+            if rows and rows[0][0] in ("ended", "failed"):
+                return  # the reaper (or another process) recorded the end already: an end is never reopened
+            self._update_in(tx, session_id, {"status": "destroying", "reason": redact(reason)})
+            self._event(tx, session_id, "destroying", {"reason": redact(reason), "by": by}, time.time())
 
     def record_meter(self, session_id: str, *, rate_usd_per_hour: float | None, rate_source: str | None,
                      budget: str | None = None) -> None:  # fmt: skip

@@ -186,7 +186,7 @@ class Recorder:
             started_mono = time.monotonic()
             sent_wall, sent_mono = time.time(), started_mono  # until the action is sent: the step's start
             try:
-                shot = desk.screenshot()
+                shot = desk._screenshot(count=False)
                 before = self._save(step, "before", shot, time.monotonic())
                 sent_wall, sent_mono = time.time(), time.monotonic()
                 try:
@@ -229,11 +229,11 @@ class Recorder:
 
     def _after(self, desk: Desktop, step: int, before: dict[str, Any], settle: float) -> dict[str, Any]:
         deadline = time.monotonic() + settle
-        shot = desk.screenshot()
+        shot = desk._screenshot(count=False)
         # an application redraws after it received the input: within `settle`, wait for the screen to change
         while hashlib.sha256(shot.png).hexdigest() == before["sha256"] and time.monotonic() < deadline:
             time.sleep(min(SETTLE_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-            shot = desk.screenshot()
+            shot = desk._screenshot(count=False)
         return self._save(step, "after", shot, time.monotonic())
 
     def annotate(self, session_id: str, step: int | None, fields: Mapping[str, Any]) -> int:

@@ -563,6 +563,7 @@ class Desktop:
         try:
             if self.state in (State.CLOSED, State.FAILED, State.ENDED):
                 return
+            self._write_ahead(reason)  # before anything stops: a refused destroy leaves the session as it was
             self.state = State.CLOSING
             self._stop.set()
             _open_desktops.discard(self)
@@ -580,25 +581,26 @@ class Desktop:
             remedy=f"deskctl reap (or deskctl down {self.id})", details={"left": [self.id], "cause": cause.code},
         )
 
+    def _write_ahead(self, reason: str) -> None:
+        """The row says `destroying` before the destroy is sent, so that a process killed between the destroy and
+        the end record, or a ledger that cannot take the end, never leaves `ready` for a desktop that is gone;
+        `deskctl reap` finishes a `destroying` row."""
+        if self._create_sent_at is None:
+            return
+        try:
+            self.ledger.record_destroying(self.id, reason=reason, by=owner_id())
+        except DeskctlError:
+            if not self._owned:
+                # An explicit destroy (`deskctl down`) that the ledger cannot record is not sent: the desktop stays
+                # up and usable, as the ledger says, and the ledger error is the answer (exit 20).
+                raise
+            # Our own desktop is destroyed whatever the ledger says (cleanup comes first); `deskctl reap` finds its
+            # `ready` row gone by its liveness check.
+
     def _destroy_and_record(self, *, status: str, reason: str) -> None:
         from deskctl import budget, metering
 
         provider = self.provider
-        previous = self.state
-        if self._create_sent_at is not None:
-            # Write-ahead: the row says `destroying` before the destroy is sent, so that a process killed between
-            # the destroy and the end record, or a ledger that cannot take the end, never leaves `ready` for a
-            # desktop that is gone; `deskctl reap` finishes a `destroying` row.
-            try:
-                self.ledger.record_destroying(self.id, reason=reason, by=owner_id())
-            except DeskctlError:
-                if not self._owned:
-                    # An explicit destroy (`deskctl down`) that the ledger cannot record is not sent: the desktop
-                    # stays up, as the ledger says, and the ledger error is the answer (exit 20).
-                    self.state = previous
-                    raise
-                # Our own desktop is destroyed whatever the ledger says (cleanup comes first); `deskctl reap`
-                # finds its `ready` row gone by its liveness check.
         left: CleanupIncomplete | None = None
         try:
             if self.handle is not None:
@@ -684,7 +686,9 @@ class Desktop:
             raise SessionClosed(f"session {self.id} has no desktop", provider=self._provider_name)
         return self.handle
 
-    def _guard(self, kind: str) -> Any:
+    def _guard(self, kind: str, *, count: bool = True) -> Any:
+        """Checks the session is usable, counts the call in the ledger (``count``), and ends the session in the
+        ledger when the provider says the desktop is lost."""
         desk = self
 
         class _Guard:
@@ -693,7 +697,8 @@ class Desktop:
 
             def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> None:
                 if exc is None:
-                    desk._counts[kind] += 1
+                    if count:
+                        desk._counts[kind] += 1
                     desk._flush_actions()
                 elif isinstance(exc, InfrastructureError) and exc.code == "provider.session_lost":
                     with contextlib.suppress(Exception):
@@ -747,7 +752,11 @@ class Desktop:
 
     def screenshot(self) -> Screenshot:
         """A PNG whose pixel grid is the action coordinate space."""
-        with self._guard("screenshot"):
+        return self._screenshot(count=True)
+
+    def _screenshot(self, *, count: bool) -> Screenshot:
+        """``count=False``: deskctl's own shots (a recording's before/after) are not the caller's actions."""
+        with self._guard("screenshot", count=count):
             shot = self.provider.screenshot(self._require_handle())
         if self._size is not None and (shot.width, shot.height) != self._size:
             raise GeometryMismatch(
@@ -759,14 +768,8 @@ class Desktop:
     def raw_frame(self) -> RawFrame:
         """The screen's pixels without PNG encoding (the X11 providers' fast capture), for a live view. Not
         counted as an action in the ledger: a viewer takes many a second."""
-        self._check_usable()
-        try:
+        with self._guard("raw_frame", count=False):
             frame = self.provider.raw_frame(self._require_handle())
-        except InfrastructureError as exc:
-            if exc.code == "provider.session_lost" and self._owned:
-                with contextlib.suppress(Exception):
-                    self._teardown(status="failed", reason=exc.code)
-            raise
         if self._size is not None and (frame.width, frame.height) != self._size:
             raise GeometryMismatch(
                 f"the screen is {frame.width}x{frame.height}, the pinned screen {self._size[0]}x{self._size[1]}",

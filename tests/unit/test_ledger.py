@@ -72,6 +72,17 @@ def test_the_reaper_never_overwrites_an_end_recorded_meanwhile(ledger: Ledger) -
     assert ledger.events("dk-race")[1].data == {"reason": "closed", "by": "host:2"}
 
 
+def test_a_destroy_written_ahead_never_reopens_an_end(ledger: Ledger) -> None:
+    """The reaper may record a desktop it found gone as failed while its owner still lives: the owner's later
+    write-ahead must not turn that finished row back into an active `destroying` one."""
+    ledger.record_intent(_record("dk-over"))
+    ledger.record_end("dk-over", status="failed", reason="the desktop is gone", ended_at=time.time(),
+                      billable_seconds=1.0, cost_usd=0.0)
+    ledger.record_destroying("dk-over", reason="closed", by="host:3")
+    assert ledger.get("dk-over").status == "failed"  # type: ignore[union-attr]
+    assert "destroying" not in [e.kind for e in ledger.events("dk-over")]
+
+
 def test_update_of_unknown_session_is_not_found(ledger: Ledger) -> None:
     with pytest.raises(NotFound):
         ledger.record_create_sent("dk-nope", 1.0)

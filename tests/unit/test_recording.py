@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import deskctl
+from _procs import alive
 from deskctl.credentials import register_secret
 from deskctl.errors import GeometryOutOfBounds, InfrastructureError, UsageError
 from deskctl.ledger import open_ledger
@@ -124,6 +125,10 @@ def test_a_failed_action_is_recorded_with_its_code_and_still_raised(tmp_path: Pa
     assert typed["action"] == {"kind": "type", "text": "token ***"}
     assert "sk-live-recording-7f3a" not in (tmp_path / JSONL_NAME).read_text(encoding="utf-8")
     assert (moved["step"], moved["error"]) == (3, None)
+    with open_ledger() as book:
+        record = book.get(desk.id)
+    # the recorder's before/after shots are deskctl's own, not the caller's screenshots
+    assert record is not None and record.action_counts == {"type": 1, "move": 1}
 
 
 def test_a_session_that_is_not_recorded_writes_nothing_and_cannot_be_annotated(tmp_path: Path) -> None:
@@ -176,9 +181,7 @@ def test_a_recording_that_cannot_be_written_raises_and_the_desktop_is_still_dest
     assert info.value.code == "recording.write_failed" and info.value.exit_code == 20
     assert desk.state.value == "failed"
     pids = [int(p["pid"]) for p in handle.data["procs"]]
-    assert pids and not any(Path(f"/proc/{pid}").exists() and
-                            Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
-                            for pid in pids)
+    assert pids and not any(alive(pid) for pid in pids)
     with open_ledger() as book:
         ended = book.get(desk.id)
     assert ended is not None and ended.status == "failed" and ended.reason == "recording.write_failed"
