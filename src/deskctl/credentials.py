@@ -49,7 +49,8 @@ _PATTERNS = [
     # the password of a URL's userinfo (postgresql://u:PASSWORD@h, http://u:PASSWORD@h, tcp://u:PASSWORD@h)
     re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@\"'<>]*:)[^/\s@\"'<>]+(?=@)"),
     # a bare user:PASSWORD@host (an ssh target written with a password)
-    re.compile(r"(?<![\w/:.@-])([\w.-]+:)[^\s@/:\"'<>]+(?=@[\w\[])"),
+    # (not an image pinned by digest: debian:bookworm@sha256:...)
+    re.compile(r"(?<![\w/:.@-])([\w.-]+:)[^\s@/:\"'<>]+(?=@(?!sha\d+:)[\w\[])"),
     # a token alone as the userinfo of a web URL (https://TOKEN@host)
     re.compile(r"(?i)(\bhttps?://)[^/\s:@\"'<>]+(?=@)"),
 ]

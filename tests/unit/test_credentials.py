@@ -171,6 +171,7 @@ def test_provider_declared_variables_are_merged() -> None:
     ('{"url": "http://u:pw-secret1@h", "b": "c@d"}', '{"url": "http://u:***@h", "b": "c@d"}'),
     ("alice@lab-box:2222 and ssh://me@host and postgresql://deskctl@db/x",
      "alice@lab-box:2222 and ssh://me@host and postgresql://deskctl@db/x"),
+    ("image debian:bookworm-slim@sha256:0123abcd", "image debian:bookworm-slim@sha256:0123abcd"),
 ])
 def test_redact_removes_the_password_of_every_url(text: str, shown: str) -> None:
     assert redact(text) == shown
