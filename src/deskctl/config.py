@@ -20,7 +20,6 @@ Secrets do not belong here: they come from the environment or the OS keyring (`d
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 from typing import Any
@@ -101,10 +100,10 @@ def _read(path: Path) -> dict[str, Any]:
             if not isinstance(options, dict):
                 raise ConfigInvalid(f"{path}: [providers.{name}] must be a table")
             if aliases.get(name, name) not in known:
-                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                from deskctl.platforms import suggest
+
                 raise ConfigInvalid(
-                    f"{path}: [providers.{name}] names no provider"
-                    + (f" (did you mean {close[0]!r}?)" if close else "") + f"; known: {', '.join(known)}",
+                    f"{path}: [providers.{name}] names no provider{suggest(name, known)}; known: {', '.join(known)}",
                     remedy="see the Providers section of the README",
                 )
     return data

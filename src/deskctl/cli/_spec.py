@@ -5,13 +5,13 @@ click's default map (:func:`defaults_map`)."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from deskctl.errors import ConfigInvalid, UsageError
+from deskctl.platforms import suggest
 
 if TYPE_CHECKING:
     from deskctl.config import Config
@@ -19,11 +19,6 @@ if TYPE_CHECKING:
 
 __all__ = ["check_environment", "check_option_names", "defaults_map", "option_pairs", "option_value",
            "provider_options", "spec_from_flags"]
-
-
-def _suggest(value: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def option_pairs(values: Iterable[str], what: str) -> dict[str, str]:
@@ -63,7 +58,7 @@ def check_option_names(provider: str, keys: Iterable[str], *, where: str, config
         return
     for key in keys:
         if key not in known:
-            message = (f"{where}: {provider} has no option {key!r}{_suggest(key, known)}; "
+            message = (f"{where}: {provider} has no option {key!r}{suggest(key, sorted(known))}; "
                        f"its options: {', '.join(sorted(known))}")
             if config:
                 raise ConfigInvalid(message, provider=provider, remedy="see the provider's page under docs/")
@@ -167,7 +162,7 @@ def defaults_map(ctx: click.Context, group: click.Group, config: Config) -> dict
         where = config.defaults_source.get(key, "configuration")
         raise ConfigInvalid(
             f"{where}: [defaults] has {key.replace('_', '-')!r}, which is no option of any command"
-            + _suggest(key, known).replace("_", "-"),
+            + suggest(key, sorted(known)).replace("_", "-"),
             remedy="a key of [defaults] is an option's long name, e.g. provider, geometry, ttl, max-usd",
         )
     return out

@@ -185,11 +185,14 @@ class RawFrame:
 
     def image(self) -> Any:
         """The frame as an RGB ``PIL.Image`` (a copy)."""
+        return self.pil_view().convert("RGB")
+
+    def pil_view(self) -> Any:
+        """The frame as a ``PIL.Image`` over ``data`` itself (no copy; grey frames stay ``L``)."""
         from PIL import Image
 
         inner = "L" if self.mode == "L" else "RGB"
-        return Image.frombuffer(inner, (self.width, self.height), self.data, "raw", self.mode, self.stride,
-                                1).convert("RGB")
+        return Image.frombuffer(inner, (self.width, self.height), self.data, "raw", self.mode, self.stride, 1)
 
 
 #: the eight bytes every PNG file starts with
