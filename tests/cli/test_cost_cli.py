@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from _cli import deskctl as _deskctl
 from deskctl.cli import main
 from deskctl.ledger import SessionRecord, open_ledger
 
@@ -210,11 +208,6 @@ def test_budget_check_named_and_all(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 # -- end to end: a real desktop charged to a budget ------------------------------------------------------
-
-
-def _deskctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})  # fmt: skip
 
 
 def test_a_session_that_does_not_fit_is_refused_before_create(tmp_path: Path) -> None:

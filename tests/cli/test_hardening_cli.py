@@ -5,26 +5,17 @@ resource exists; secrets in URLs never echoed; `exec --json` exit codes; negativ
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from _cli import deskctl
+
 SECRET = "pw-7c1e9d44f0"
-
-
-def deskctl(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-            check: bool = False) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"deskctl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
-    return proc
 
 
 def ledger_rows(home: Path) -> list[tuple[str, str]]:

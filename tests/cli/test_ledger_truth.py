@@ -6,24 +6,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from _cli import deskctl
 from deskctl.ledger import open_ledger
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.xvfb import XvfbProvider
-
-
-def deskctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})  # fmt: skip
 
 
 def _up(env: dict[str, str] | None = None) -> str:
@@ -127,25 +121,28 @@ def test_down_on_a_full_ledger_disk_leaves_the_desktop_up_and_the_ledger_true(tm
             record = book.get(sid)
         assert record is not None and record.handle is not None
         handle = RemoteHandle.from_dict(record.handle)
-        # An open connection keeps the -wal and -shm files (the last one to close would delete them, and then
-        # not even an open could succeed). The log is folded into the file and emptied: the next write must grow
-        # it, on a full disk.
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-            filler = _fill(small)
-            try:
-                down = deskctl("down", sid, "--json", env=env)
-                assert down.returncode == 20, down.stderr
-                error = json.loads(down.stdout)["error"]
-                assert error["code"] == "ledger.unavailable"
-                assert "failed while writing" in error["message"]  # the open went through, the write did not
-                # nothing was destroyed that the ledger could not record: it still says ready, and it is
-                assert XvfbProvider().is_alive(handle)
-                [(status,)] = conn.execute("SELECT status FROM sessions WHERE session_id = ?", (sid,)).fetchall()
-                assert status == "ready"
-            finally:
-                filler.unlink()
-        down = deskctl("down", sid, env=env)
-        assert down.returncode == 0, down.stderr
-        assert not XvfbProvider().is_alive(handle)
-        assert _status(sid, f"sqlite://{path}") == "ended"
+        try:
+            # An open connection keeps the -wal and -shm files (the last one to close would delete them, and then
+            # not even an open could succeed). The log is folded into the file and emptied: the next write must grow
+            # it, on a full disk.
+            with contextlib.closing(sqlite3.connect(path)) as conn:
+                assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+                filler = _fill(small)
+                try:
+                    down = deskctl("down", sid, "--json", env=env)
+                    assert down.returncode == 20, down.stderr
+                    error = json.loads(down.stdout)["error"]
+                    assert error["code"] == "ledger.unavailable"
+                    assert "failed while writing" in error["message"]  # the open went through, the write did not
+                    # nothing was destroyed that the ledger could not record: it still says ready, and it is
+                    assert XvfbProvider().is_alive(handle)
+                    [(status,)] = conn.execute("SELECT status FROM sessions WHERE session_id = ?", (sid,)).fetchall()
+                    assert status == "ready"
+                finally:
+                    filler.unlink()
+            down = deskctl("down", sid, env=env)
+            assert down.returncode == 0, down.stderr
+            assert not XvfbProvider().is_alive(handle)
+            assert _status(sid, f"sqlite://{path}") == "ended"
+        finally:  # a failed assertion must not leave the desktop up
+            XvfbProvider().destroy(handle)

@@ -10,13 +10,7 @@ from pathlib import Path
 
 import pytest
 
-
-def deskctl(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=120,
-                          env=os.environ.copy())
-    if check and proc.returncode != 0:
-        raise AssertionError(f"deskctl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
-    return proc
+from _cli import deskctl
 
 
 def test_up_screenshot_do_exec_ls_down(tmp_path: Path) -> None:
@@ -121,16 +115,22 @@ def test_up_charges_the_named_budget_and_refuses_what_does_not_fit(tmp_path: Pat
     deskctl("down", sid, check=True)
 
 
-def test_a_detached_session_past_its_max_minutes_is_ended_with_exit_4_when_next_used() -> None:
-    import time as _time
+def _wait_until_billed(sid: str, seconds: float) -> None:
+    """Until the session has run ``seconds`` by its own clock in the ledger (``deskctl ls``), at most a minute."""
+    import time
 
-    sid = deskctl("up", "--geometry", "320x240", "--max-minutes", "0.05", check=True).stdout.strip()  # 3 s
-    deadline = _time.monotonic() + 60
-    while True:  # until the limit has passed, by the session's own clock in the ledger
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         listing = json.loads(deskctl("ls", "--json", check=True).stdout)["sessions"]
         (row,) = [r for r in listing if r["id"] == sid]
-        if row["seconds"] > 3.3 or _time.monotonic() > deadline:
-            break
+        if row["seconds"] > seconds:
+            return
+    raise AssertionError(f"{sid} did not run {seconds} s by the ledger's clock within a minute")
+
+
+def test_a_detached_session_past_its_max_minutes_is_ended_with_exit_4_when_next_used() -> None:
+    sid = deskctl("up", "--geometry", "320x240", "--max-minutes", "0.05", check=True).stdout.strip()  # 3 s
+    _wait_until_billed(sid, 3.3)
     over = deskctl("do", sid, "click", "1", "1")
     assert over.returncode == 4, over.stderr
     assert f"session {sid} reached its max minutes and was ended (budget.exceeded)" in over.stderr
@@ -165,19 +165,12 @@ def test_do_acts_counts_and_checks_bounds_without_loading_pydantic() -> None:
 def test_a_detached_session_past_its_max_usd_is_ended_with_exit_4_when_next_used(tmp_path: Path,
                                                                                   monkeypatch: pytest.MonkeyPatch
                                                                                   ) -> None:
-    import time as _time
-
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"rates": [{"provider": "xvfb", "platform": "*", "size": "*", "usd_per_hour": 36.0,
                                              "source": "a test's price", "date": "2026-12-01"}]}))
     monkeypatch.setenv("DESKCTL_PRICES", str(prices))
     sid = deskctl("up", "--geometry", "320x240", "--max-usd", "0.012", check=True).stdout.strip()  # 1.2 s at $36/h
-    deadline = _time.monotonic() + 60
-    while True:  # until the limit has passed, by the session's own clock in the ledger
-        listing = json.loads(deskctl("ls", "--json", check=True).stdout)["sessions"]
-        (row,) = [r for r in listing if r["id"] == sid]
-        if row["seconds"] > 1.5 or _time.monotonic() > deadline:
-            break
+    _wait_until_billed(sid, 1.5)
     over = deskctl("do", sid, "click", "1", "1")
     assert over.returncode == 4, over.stderr
     assert f"session {sid} reached its max cost and was ended (budget.exceeded)" in over.stderr

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,17 +15,10 @@ import pytest
 
 import deskctl
 from _chromium import chromium  # noqa: F401
+from _cli import deskctl as deskctl_cli
 from deskctl.recording import JSONL_NAME
 
 pytestmark = pytest.mark.skipif(shutil.which("xterm") is None, reason="xterm is not installed")
-
-
-def deskctl_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=120,
-                          env=os.environ.copy())
-    if check and proc.returncode != 0:
-        raise AssertionError(f"deskctl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
-    return proc
 
 
 def start_xterm(sid: str, out: Path) -> None:

@@ -412,7 +412,9 @@ def test_cli_view_serves_the_screen_and_passes_clicks_on(target: Target) -> None
             assert view.stdout is not None
             ready, _, _ = select.select([view.stdout], [], [], 120)
             url = view.stdout.readline().strip() if ready else ""
-            assert url.startswith("http://127.0.0.1:"), view.stderr.read() if view.stderr else ""
+            if not url.startswith("http://127.0.0.1:"):
+                view.kill()
+                raise AssertionError(f"deskctl view printed no URL: {view.communicate()[1]}")
             base, token = url.split("/?token=")
             with urllib.request.urlopen(f"{base}/frame.jpg?token={token}", timeout=120) as reply:
                 shown = Image.open(io.BytesIO(reply.read())).convert("RGB")

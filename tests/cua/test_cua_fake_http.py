@@ -25,11 +25,13 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
+from deskctl.providers._x11 import X11Address
 from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, RemoteHandle
 from deskctl.providers.cua_cloud import LABEL_MANAGED, CuaCloudProvider
 from deskctl.spec import DesktopSpec
 from fakes._cloud import pointer_at
 from fakes.cua import FakeCua, Pool
+from probe.keys import KeyRecorder
 
 UBUNTU = DesktopSpec.build(provider="cua-cloud", platform="ubuntu", geometry="1920x1080")
 WINDOWS = DesktopSpec.build(provider="cua-cloud", platform="windows", geometry="native")
@@ -370,7 +372,10 @@ def test_linux_input_is_pyautogui_and_needs_no_python_xlib_in_the_guest(provider
         assert pointer(fake, "dk-noxlib") == (400, 300)
         provider.act(handle, Scroll(50, 60, dy=-2))
         assert pointer(fake, "dk-noxlib") == (50, 60)
-        for action in (TypeText("hello\tworld\n"), KeyPress(("ctrl", "s")), KeyDown("shift"), KeyUp("shift")):
+        with KeyRecorder.open(X11Address(fake.display_of("dk-noxlib")), None) as keys:
+            provider.act(handle, TypeText("hello\tworld\n"))
+            assert keys.text() == "hello\tworld\n"  # what reached the desktop, not only what was sent
+        for action in (KeyPress(("ctrl", "s")), KeyDown("shift"), KeyUp("shift")):
             provider.act(handle, action)
         programs = [r.body["command"] for r in fake.log if r.path.endswith("/execute")
                     and isinstance(r.body["command"], list) and r.body["command"][0] == "python3"]
@@ -390,7 +395,9 @@ def test_without_pyautogui_linux_input_falls_back_to_xtest(provider: CuaCloudPro
     try:
         provider.act(handle, Click(222, 111))
         assert pointer(fake, "dk-nopyag") == (222, 111)
-        provider.act(handle, TypeText("héllo"))  # any character, through XTEST
+        with KeyRecorder.open(X11Address(fake.display_of("dk-nopyag")), None) as keys:
+            provider.act(handle, TypeText("héllo"))  # any character, through XTEST
+            assert keys.text() == "héllo"
     finally:
         provider.destroy(handle)
     assert fake.live() == []
