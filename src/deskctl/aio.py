@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import os
 import signal
 import threading
@@ -37,7 +38,7 @@ from collections.abc import Callable, Coroutine, Generator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from deskctl.errors import Interrupted
+from deskctl.errors import Interrupted, UsageError, WaitTimeout
 from deskctl.session import Desktop, State
 
 if TYPE_CHECKING:
@@ -329,19 +330,19 @@ class AsyncDesktop:
     async def raw_frame(self) -> RawFrame:
         return await self._call(self._desk.raw_frame)
 
-    async def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
+    async def click(self, x: int | None = None, y: int | None = None, button: str = "left", count: int = 1) -> None:
         await self._call(self._desk.click, x, y, button, count)
 
-    async def double_click(self, x: int, y: int, button: str = "left") -> None:
+    async def double_click(self, x: int | None = None, y: int | None = None, button: str = "left") -> None:
         await self._call(self._desk.double_click, x, y, button)
 
-    async def triple_click(self, x: int, y: int) -> None:
+    async def triple_click(self, x: int | None = None, y: int | None = None) -> None:
         await self._call(self._desk.triple_click, x, y)
 
-    async def right_click(self, x: int, y: int) -> None:
+    async def right_click(self, x: int | None = None, y: int | None = None) -> None:
         await self._call(self._desk.right_click, x, y)
 
-    async def middle_click(self, x: int, y: int) -> None:
+    async def middle_click(self, x: int | None = None, y: int | None = None) -> None:
         await self._call(self._desk.middle_click, x, y)
 
     async def move(self, x: int, y: int) -> None:
@@ -350,7 +351,7 @@ class AsyncDesktop:
     async def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left") -> None:
         await self._call(self._desk.drag, x1, y1, x2, y2, button)
 
-    async def scroll(self, x: int, y: int, dx: int = 0, dy: int = 0) -> None:
+    async def scroll(self, x: int | None = None, y: int | None = None, dx: int = 0, dy: int = 0) -> None:
         await self._call(self._desk.scroll, x, y, dx, dy)
 
     async def mouse_down(self, x: int, y: int, button: str = "left") -> None:
@@ -374,8 +375,58 @@ class AsyncDesktop:
     async def cursor_position(self) -> tuple[int, int]:
         return await self._call(self._desk.cursor_position)
 
-    async def exec(self, command: str, timeout: float = 60.0) -> ExecResult:
-        return await self._call(self._desk.exec, command, timeout)
+    async def exec(self, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+                   env: Mapping[str, str] | None = None, user: str | None = None,
+                   background: bool = False) -> ExecResult:
+        return await self._call(lambda: self._desk.exec(command, timeout, cwd=cwd, env=env, user=user,
+                                                        background=background))
+
+    async def upload(self, local: str | os.PathLike[str], remote: str) -> None:
+        await self._call(self._desk.upload, local, remote)
+
+    async def download(self, remote: str, local: str | os.PathLike[str]) -> None:
+        await self._call(self._desk.download, remote, local)
+
+    async def clipboard_get(self) -> str:
+        return await self._call(self._desk.clipboard_get)
+
+    async def clipboard_set(self, text: str) -> None:
+        await self._call(self._desk.clipboard_set, text)
+
+    async def open_url(self, url: str, browser: str | None = None) -> None:
+        await self._call(self._desk.open_url, url, browser)
+
+    async def launch(self, app: str, *args: str) -> int | None:
+        return await self._call(self._desk.launch, app, *args)
+
+    async def window_titles(self) -> list[str]:
+        return await self._call(self._desk.window_titles)
+
+    async def wait_for(self, what: str | Callable[[AsyncDesktop], Any], timeout: float = 30.0,
+                       interval: float = 0.25) -> Any:
+        """The sync :meth:`~deskctl.Desktop.wait_for`, polling without a thread: ``what`` is a window title or a
+        callable taking this desktop (a coroutine function too); cancellable between polls."""
+        if not isinstance(what, str) and not callable(what):
+            raise UsageError("wait_for takes a window title or a callable", code="usage.invalid")
+        if isinstance(what, str) and not what:
+            raise UsageError("wait_for needs a non-empty window title", code="usage.invalid")
+        if not (timeout > 0 and interval > 0):
+            raise UsageError("wait_for needs timeout and interval greater than 0", code="usage.bad_limit")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if isinstance(what, str):
+                value: Any = next((t for t in await self.window_titles() if what in t), None)
+            else:
+                value = what(self)
+                if inspect.isawaitable(value):
+                    value = await value
+            if value:
+                return value
+            if loop.time() >= deadline:
+                described = f"a window titled {what!r}" if isinstance(what, str) else "the condition"
+                raise WaitTimeout(f"{described} did not appear within {timeout:g}s", provider=self._desk.spec.provider)
+            await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
 
     def labels(self) -> dict[str, str]:
         return self._desk.labels()

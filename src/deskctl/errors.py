@@ -263,6 +263,13 @@ class CapacityUnavailable(InfrastructureError):
     code = "capacity.unavailable"
 
 
+class WaitTimeout(DeskctlError):
+    """``wait_for`` ran out of time before its condition held (the desktop is fine; the app is not there yet)."""
+
+    code = "wait.timeout"
+    exit_code = 6
+
+
 class Interrupted(DeskctlError):
     """The session was interrupted by a signal; cleanup has already run."""
 

@@ -50,6 +50,7 @@ from deskctl.errors import (
     ProviderUnreachable,
     SessionClosed,
     UsageError,
+    WaitTimeout,
 )
 from deskctl.providers import get_provider
 from deskctl.providers.base import (
@@ -777,19 +778,28 @@ class Desktop:
             )
         return frame
 
-    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
-        self.act(act.Click(x, y, act.validate_button(button), count))
+    def _at(self, x: int | None, y: int | None) -> tuple[int, int]:
+        """``(x, y)``, or where the pointer is when both are None (an action "at the current position")."""
+        if x is None and y is None:
+            return self.cursor_position()
+        if x is None or y is None:
+            raise UsageError("give both x and y, or neither (the pointer's position)", code="usage.invalid")
+        return x, y
 
-    def double_click(self, x: int, y: int, button: str = "left") -> None:
+    def click(self, x: int | None = None, y: int | None = None, button: str = "left", count: int = 1) -> None:
+        """Click at ``(x, y)``, or where the pointer is when both are None."""
+        self.act(act.Click(*self._at(x, y), act.validate_button(button), count))
+
+    def double_click(self, x: int | None = None, y: int | None = None, button: str = "left") -> None:
         self.click(x, y, button, 2)
 
-    def triple_click(self, x: int, y: int) -> None:
+    def triple_click(self, x: int | None = None, y: int | None = None) -> None:
         self.click(x, y, "left", 3)
 
-    def right_click(self, x: int, y: int) -> None:
+    def right_click(self, x: int | None = None, y: int | None = None) -> None:
         self.click(x, y, "right")
 
-    def middle_click(self, x: int, y: int) -> None:
+    def middle_click(self, x: int | None = None, y: int | None = None) -> None:
         self.click(x, y, "middle")
 
     def move(self, x: int, y: int) -> None:
@@ -798,8 +808,9 @@ class Desktop:
     def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left") -> None:
         self.act(act.Drag(x1, y1, x2, y2, act.validate_button(button)))
 
-    def scroll(self, x: int, y: int, dx: int = 0, dy: int = 0) -> None:
-        self.act(act.Scroll(x, y, dx, dy))
+    def scroll(self, x: int | None = None, y: int | None = None, dx: int = 0, dy: int = 0) -> None:
+        """Wheel clicks at ``(x, y)`` (or where the pointer is): ``dy`` > 0 down, ``dx`` > 0 right."""
+        self.act(act.Scroll(*self._at(x, y), dx, dy))
 
     def mouse_down(self, x: int, y: int, button: str = "left") -> None:
         self.act(act.MouseDown(x, y, act.validate_button(button)))
@@ -825,9 +836,89 @@ class Desktop:
         with self._guard("cursor_position"):
             return self.provider.cursor_position(self._require_handle())
 
-    def exec(self, command: str, timeout: float = 60.0) -> ExecResult:
+    def exec(self, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None, background: bool = False) -> ExecResult:
+        """Run ``command`` through the desktop's shell (``sh`` on Linux/macOS, the provider's on Windows) in
+        ``cwd`` with ``env`` added, as ``user``; ``background`` starts it detached and returns at once (a GUI
+        app: ``exec("xterm", background=True)``). A timeout is exit code 124."""
+        from deskctl.providers._guest import check_exec_options
+
+        options: dict[str, Any] = {}
+        clean_env = check_exec_options(env, user, self._provider_name)
+        if cwd is not None:
+            options["cwd"] = cwd
+        if clean_env:
+            options["env"] = clean_env
+        if user is not None:
+            options["user"] = user
+        if background:
+            options["background"] = True
         with self._guard("exec"):
-            return self.provider.exec(self._require_handle(), command, timeout)
+            return self.provider.exec(self._require_handle(), command, timeout, **options)
+
+    # -- files -----------------------------------------------------------------------------------------------
+    def upload(self, local: str | os.PathLike[str], remote: str) -> None:
+        """Make ``remote`` (a path on the desktop) a copy of the local file or directory ``local``."""
+        with self._guard("upload"):
+            self.provider.upload(self._require_handle(), os.fspath(local), remote)
+
+    def download(self, remote: str, local: str | os.PathLike[str]) -> None:
+        """Make ``local`` a copy of the file or directory ``remote`` on the desktop."""
+        with self._guard("download"):
+            self.provider.download(self._require_handle(), remote, os.fspath(local))
+
+    # -- harness actions -------------------------------------------------------------------------------------
+    def clipboard_get(self) -> str:
+        with self._guard("clipboard"):
+            return self.provider.clipboard_get(self._require_handle())
+
+    def clipboard_set(self, text: str) -> None:
+        with self._guard("clipboard"):
+            self.provider.clipboard_set(self._require_handle(), text)
+
+    def open_url(self, url: str, browser: str | None = None) -> None:
+        """Open ``url`` with the desktop's default opener (``xdg-open`` on Linux), or with the program
+        ``browser`` (``"chromium"``)."""
+        if not url:
+            raise UsageError("open_url needs a URL", code="usage.invalid")
+        with self._guard("open_url"):
+            self.provider.open_url(self._require_handle(), url, browser)
+
+    def launch(self, app: str, *args: str) -> int | None:
+        """Start ``app`` with ``args`` detached; returns its process id on the desktop where known."""
+        with self._guard("launch"):
+            return self.provider.launch(self._require_handle(), app, [str(a) for a in args])
+
+    def window_titles(self) -> list[str]:
+        with self._guard("window_titles", count=False):
+            return self.provider.window_titles(self._require_handle())
+
+    def wait_for(self, what: str | Callable[[Desktop], Any], timeout: float = 30.0, interval: float = 0.25) -> Any:
+        """Wait until a window whose title contains ``what`` exists (returns that title), or until
+        ``what(desktop)`` is truthy (returns its value). ``wait.timeout`` (exit 6) when ``timeout`` passes."""
+        check: Callable[[Desktop], Any]
+        if isinstance(what, str):
+            if not what:
+                raise UsageError("wait_for needs a non-empty window title", code="usage.invalid")
+            title = what
+
+            def check(desk: Desktop) -> Any:
+                return next((t for t in desk.window_titles() if title in t), None)
+            described = f"a window titled {what!r}"
+        elif callable(what):
+            check, described = what, getattr(what, "__name__", "the condition")
+        else:
+            raise UsageError("wait_for takes a window title or a callable", code="usage.invalid")
+        if not (timeout > 0 and interval > 0):
+            raise UsageError("wait_for needs timeout and interval greater than 0", code="usage.bad_limit")
+        deadline = time.monotonic() + timeout
+        while True:
+            value = check(self)
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"{described} did not appear within {timeout:g}s", provider=self._provider_name)
+            time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -76,6 +76,10 @@ class Capabilities:
     hidpi_scale: float = 1.0
     #: the provider can tell where the pointer is (:meth:`Provider.cursor_position`)
     cursor_position: bool = False
+    #: :meth:`Provider.clipboard_get` / :meth:`Provider.clipboard_set` work
+    clipboard: bool = False
+    #: :meth:`Provider.window_titles` works (``wait_for("title")``), as do ``open_url`` and ``launch``
+    windows: bool = False
     #: how the provider bills: free | per_second | per_minute | per_hour | external (the host's owner bills it,
     #: deskctl does not know the price: cost "unknown" unless the user's price catalog names one)
     billing: str = "free"
@@ -99,6 +103,8 @@ class Capabilities:
             "local": self.local,
             "hidpi_scale": self.hidpi_scale,
             "cursor_position": self.cursor_position,
+            "clipboard": self.clipboard,
+            "windows": self.windows,
             "billing": self.billing,
         }
 
@@ -218,15 +224,21 @@ def png_size(png: bytes, provider: str) -> tuple[int, int]:
 @dataclass(frozen=True)
 class ExecResult:
     """Result of a command; ``merged`` is True when the provider can only return stdout and stderr together
-    (then everything is in ``stdout`` and ``stderr`` is empty)."""
+    (then everything is in ``stdout`` and ``stderr`` is empty). A ``background`` command's result comes at once:
+    ``exit_code`` 0 when it was started, ``pid`` its process id on the guest where the guest tells it."""
 
     exit_code: int
     stdout: str
     stderr: str = ""
     merged: bool = False
+    pid: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr, "merged": self.merged}
+        out: dict[str, Any] = {"exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr,
+                               "merged": self.merged}
+        if self.pid is not None:
+            out["pid"] = self.pid
+        return out
 
 
 class Provider(ABC):
@@ -303,10 +315,45 @@ class Provider(ABC):
     @abstractmethod
     def act(self, handle: RemoteHandle, action: Action) -> None: ...
 
-    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
+        """Run ``command`` through the guest's shell in ``cwd`` with ``env`` added, as ``user`` (None: the
+        desktop's user). ``background``: start it detached (a GUI app) and return at once, with its ``pid``.
+        A timeout gives exit code 124. Shared shell plumbing: :mod:`deskctl.providers._guest`."""
+        raise self._unsupported("run commands")
+
+    # -- files and harness actions (shared implementations: _files.FileTransfer, _guest.GuestActions) ---------
+    def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
+        """Make ``remote`` a copy of the local file or directory ``local`` (parents created, files replaced)."""
+        raise self._unsupported("copy files")
+
+    def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
+        """Make ``local`` a copy of the remote file or directory ``remote``."""
+        raise self._unsupported("copy files")
+
+    def clipboard_get(self, handle: RemoteHandle) -> str:
+        raise self._unsupported("read the clipboard")
+
+    def clipboard_set(self, handle: RemoteHandle, text: str) -> None:
+        raise self._unsupported("set the clipboard")
+
+    def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
+        """Open ``url`` with the desktop's default opener, or with the program ``browser``."""
+        raise self._unsupported("open URLs")
+
+    def launch(self, handle: RemoteHandle, app: str, args: Sequence[str] = ()) -> int | None:
+        """Start an application detached; its process id where the guest tells it."""
+        raise self._unsupported("launch applications")
+
+    def window_titles(self, handle: RemoteHandle) -> list[str]:
+        """Titles of the desktop's top-level windows."""
+        raise self._unsupported("list windows")
+
+    def _unsupported(self, what: str) -> Exception:
         from deskctl.errors import UsageError
 
-        raise UsageError(f"provider {self.name!r} cannot run commands", code="usage.unsupported")
+        return UsageError(f"provider {self.name!r} cannot {what}", code="usage.unsupported", provider=self.name)
 
     def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
         """Where the pointer is, in action coordinates; only where ``capabilities.cursor_position`` says so."""

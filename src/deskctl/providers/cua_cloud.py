@@ -945,7 +945,9 @@ class CuaCloudProvider(HttpProvider):
             raise ProviderApiError(f"cua-cloud: the guest's input program failed (exit {code}): {error[-300:]}",
                                    provider=self.name, details={"exit_code": code})
 
-    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
         if not command.strip():
             raise UsageError("empty command", code="usage.empty_command", provider=self.name)
         seconds = max(1, math.ceil(min(timeout, GUEST_EXEC_CAP - 5)))

@@ -822,7 +822,9 @@ class DaytonaProvider(HttpProvider):
                 return [("/computeruse/keyboard/up", {"key": toolbox_key_name(key)})]
         raise UsageError(f"daytona cannot perform {action!r}", code="usage.unsupported")
 
-    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
         if not command.strip():
             raise UsageError("empty command", code="usage.empty_command", provider=self.name)
         seconds = max(1, math.ceil(timeout))

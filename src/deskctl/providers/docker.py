@@ -792,7 +792,9 @@ class DockerProvider(Provider):
         with self._x11(handle, "read the pointer position") as driver:
             return driver.cursor_position()
 
-    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
         """Run ``command`` with ``sh -c`` as the desktop user (DISPLAY set) through the Engine API exec.
 
         The command is killed after ``timeout`` seconds (exit code 124, as coreutils ``timeout`` says).

@@ -1990,7 +1990,9 @@ class SSHProvider(Provider):
         return self._idempotent(
             handle, lambda: self._call(handle, "read the pointer position", lambda d: d.cursor_position()))
 
-    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
         """Run ``command`` with ``/bin/sh -c`` on the host, in the home directory, with DISPLAY and XAUTHORITY of
         the desktop, over the session's connection. On timeout the command's process group is ended by
         ``timeout(1)`` on the host and the exit code is 124."""

@@ -678,7 +678,9 @@ class UseComputerProvider(HttpProvider):
         raise UsageError(f"use.computer cannot perform {action!r}", code="usage.unsupported",
                          provider="use-computer")
 
-    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
         if not command.strip():
             raise UsageError("empty command", code="usage.empty_command", provider=self.name)
         seconds = max(1, math.ceil(timeout))

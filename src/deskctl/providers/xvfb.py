@@ -676,7 +676,9 @@ class XvfbProvider(Provider):
         position: tuple[int, int] = self._call(handle, lambda d: d.cursor_position())
         return position
 
-    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0) -> ExecResult:
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
         """Run ``command`` with ``/bin/sh -c`` on this host with DISPLAY and XAUTHORITY of the desktop. On
         timeout its process group is killed and the exit code is 124 (as timeout(1) reports)."""
         if not self._xvfb_alive(handle):

@@ -1,0 +1,181 @@
+"""File transfer built once for every provider: a provider gives two primitives that move ONE regular file
+(``put_file(handle, local_path, remote_path)``, ``get_file(handle, remote_path, local_path)``), and
+:class:`FileTransfer` makes ``upload``/``download`` of files and whole directories from them, with ``exec`` on
+the guest for what a file API lacks: making parent directories, telling a file from a directory, and packing a
+directory into one tar (GNU tar on Linux, bsdtar on macOS and Windows 10+).
+
+Semantics (the library's; ``deskctl cp`` adds docker-cp's "into a directory" rule on top):
+``upload(local, remote)`` makes ``remote`` a copy of ``local`` (a file, or a directory with everything under
+it), creating missing parents and replacing a file that is there; ``download(remote, local)`` the same the
+other way. A source that does not exist is ``usage.no_such_file`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import tarfile
+import tempfile
+import uuid
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING
+
+from deskctl.errors import ProviderApiError, UsageError
+from deskctl.providers._guest import dialect_of
+
+if TYPE_CHECKING:
+    from deskctl.providers.base import RemoteHandle
+
+__all__ = ["FileTransfer", "extract_tar", "pack_dir", "remote_parent"]
+
+
+def remote_parent(remote: str, dialect: str) -> str:
+    path = PureWindowsPath(remote) if dialect != "posix" else PurePosixPath(remote)
+    return str(path.parent)
+
+
+def pack_dir(local: Path, into: Path) -> None:
+    """``local``'s contents (not the folder itself) as an uncompressed tar at ``into``; symlinks kept as links."""
+    with tarfile.open(into, "w") as tar:
+        for entry in sorted(local.iterdir()):
+            tar.add(entry, arcname=entry.name)
+
+
+def extract_tar(archive: Path, dest: Path) -> None:
+    """Unpack with the ``data`` filter: no absolute paths, no ``..``, no links out of ``dest``, no devices."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+
+
+def no_such_file(path: str, where: str, provider: str) -> UsageError:
+    return UsageError(f"{path}: no such file or directory {where}", code="usage.no_such_file", provider=provider)
+
+
+def _q(dialect: str, path: str) -> str:
+    if dialect == "posix":
+        return shlex.quote(path)
+    if dialect == "powershell":
+        return "'" + path.replace("'", "''") + "'"
+    if '"' in path:
+        raise UsageError(f"a Windows path cannot hold a double quote: {path!r}", code="usage.invalid")
+    return f'"{path}"'
+
+
+class FileTransfer:
+    """Mix in before :class:`~deskctl.providers.base.Provider`; implement ``_put_file`` and ``_get_file``.
+    ``_guest_dialect(handle)`` (from :class:`~deskctl.providers._guest.GuestActions`, or here) says which shell
+    ``exec`` runs; ``_guest_tmp(handle)`` where a tar may be staged."""
+
+    name: str
+
+    # -- what a provider implements ------------------------------------------------------------------------------
+    def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
+        raise NotImplementedError
+
+    def _get_file(self, handle: RemoteHandle, remote: str, local: Path) -> None:
+        """Write the remote file to ``local``; raise ``usage.no_such_file`` when it does not exist."""
+        raise NotImplementedError
+
+    # -- overridable -----------------------------------------------------------------------------------------------
+    def _guest_dialect(self, handle: RemoteHandle) -> str:
+        return dialect_of(handle.data.get("platform"))
+
+    def _guest_tmp(self, handle: RemoteHandle) -> str:
+        return "C:\\Windows\\Temp" if self._guest_dialect(handle) != "posix" else "/tmp"
+
+    def _files_run(self, handle: RemoteHandle, line: str, what: str) -> str:
+        result = self.exec(handle, line, 300.0)  # type: ignore[attr-defined]
+        if result.exit_code != 0:
+            detail = (result.stderr or result.stdout).strip()[-400:]
+            raise ProviderApiError(f"{self.name}: cannot {what} (exit {result.exit_code}): {detail}",
+                                   provider=self.name)
+        return str(result.stdout)
+
+    def _remote_kind(self, handle: RemoteHandle, remote: str) -> str:
+        """``dir``, ``file`` or ``none``."""
+        dialect, path = self._guest_dialect(handle), _q(self._guest_dialect(handle), remote)
+        if dialect == "posix":
+            line = f"if [ -d {path} ]; then echo dir; elif [ -e {path} ]; then echo file; else echo none; fi"
+        elif dialect == "powershell":
+            line = (f"if (Test-Path -LiteralPath {path} -PathType Container) {{ 'dir' }} "
+                    f"elseif (Test-Path -LiteralPath {path}) {{ 'file' }} else {{ 'none' }}")
+        else:
+            inner = remote.rstrip("\\")
+            line = f'if exist "{inner}\\*" (echo dir) else if exist {path} (echo file) else (echo none)'
+        kind = self._files_run(handle, line, f"look at {remote}").strip().splitlines()
+        return kind[-1].strip() if kind else "none"
+
+    def _mkdirs(self, handle: RemoteHandle, remote_dir: str) -> None:
+        dialect, path = self._guest_dialect(handle), _q(self._guest_dialect(handle), remote_dir)
+        if dialect == "posix":
+            line = f"mkdir -p -- {path}"
+        elif dialect == "powershell":
+            line = f"New-Item -ItemType Directory -Force -Path {path} | Out-Null"
+        else:
+            line = f"if not exist {path} mkdir {path}"
+        self._files_run(handle, line, f"make the folder {remote_dir}")
+
+    def _remove(self, handle: RemoteHandle, remote: str) -> None:
+        dialect, path = self._guest_dialect(handle), _q(self._guest_dialect(handle), remote)
+        line = {"posix": f"rm -rf -- {path}", "powershell": f"Remove-Item -Recurse -Force -LiteralPath {path}",
+                "cmd": f"del /f /q {path}"}[dialect]
+        with contextlib.suppress(Exception):
+            self.exec(handle, line, 60.0)  # type: ignore[attr-defined]
+
+    def _tar(self, handle: RemoteHandle, args: str) -> str:
+        return f"tar {args}"
+
+    # -- the contract ----------------------------------------------------------------------------------------------
+    def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
+        source = Path(local)
+        if not source.exists():
+            raise no_such_file(local, "here", self.name)
+        dialect = self._guest_dialect(handle)
+        if not source.is_dir():
+            self._mkdirs(handle, remote_parent(remote, dialect))
+            self._put_file(handle, source, remote)
+            return
+        staged = self._stage_name(handle)
+        with tempfile.TemporaryDirectory(prefix="deskctl-cp-") as tmp:
+            archive = Path(tmp) / "tree.tar"
+            pack_dir(source, archive)
+            self._put_file(handle, archive, staged)
+        try:
+            self._mkdirs(handle, remote)
+            self._files_run(handle, self._tar(handle, f"-xf {_q(dialect, staged)} -C {_q(dialect, remote)}"),
+                            f"unpack into {remote}")
+        finally:
+            self._remove(handle, staged)
+
+    def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
+        target = Path(local)
+        kind = self._remote_kind(handle, remote)
+        if kind == "none":
+            raise no_such_file(remote, "on the desktop", self.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "file":
+            partial = target.with_name(f".{target.name}.deskctl-part")
+            try:
+                self._get_file(handle, remote, partial)
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+            return
+        dialect, staged = self._guest_dialect(handle), self._stage_name(handle)
+        try:
+            self._files_run(handle, self._tar(handle, f"-cf {_q(dialect, staged)} -C {_q(dialect, remote)} ."),
+                            f"pack {remote}")
+            with tempfile.TemporaryDirectory(prefix="deskctl-cp-") as tmp:
+                archive = Path(tmp) / "tree.tar"
+                self._get_file(handle, staged, archive)
+                extract_tar(archive, target)
+        finally:
+            self._remove(handle, staged)
+
+    def _stage_name(self, handle: RemoteHandle) -> str:
+        dialect = self._guest_dialect(handle)
+        name = f"deskctl-cp-{uuid.uuid4().hex[:12]}.tar"
+        base = self._guest_tmp(handle)
+        return f"{base}\\{name}" if dialect != "posix" else f"{base}/{name}"

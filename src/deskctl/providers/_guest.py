@@ -1,0 +1,203 @@
+"""Commands run inside a desktop, built once for every provider: exec options (cwd, env, user, background) as
+shell text, and the actions a harness calls that are commands on the guest (clipboard, open a URL, launch an
+app, list window titles).
+
+Every provider whose ``exec`` runs a shell line gets the harness actions from :class:`GuestActions` for free;
+a provider with a native API for one of them (a computer-server ``set_clipboard``, an X connection that reads
+window names) overrides just that method. Three dialects: ``posix`` (``sh``: ubuntu and macOS), ``cmd``
+(``cmd.exe``) and ``powershell``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from deskctl.errors import UsageError
+from deskctl.platforms import Platform
+
+if TYPE_CHECKING:
+    from deskctl.providers.base import ExecResult, RemoteHandle
+
+__all__ = ["GuestActions", "check_exec_options", "cmd_line", "dialect_of", "posix_line", "powershell_line"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]*\Z")
+
+
+def check_exec_options(env: Mapping[str, str] | None, user: str | None, provider: str) -> dict[str, str]:
+    """Refuse names a shell cannot set (``usage.bad_env``) or a user name that is not one (``usage.bad_user``);
+    returns ``env`` as a plain dict of strings."""
+    clean: dict[str, str] = {}
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise UsageError(f"invalid environment variable name {key!r}", code="usage.bad_env", provider=provider,
+                             remedy="names are letters, digits and _, not starting with a digit")
+        if "\0" in str(value):
+            raise UsageError(f"environment variable {key} holds a NUL byte", code="usage.bad_env",
+                             provider=provider)
+        clean[key] = str(value)
+    if user is not None and not _USER_NAME.match(user):
+        raise UsageError(f"invalid user name {user!r}", code="usage.bad_user", provider=provider)
+    return clean
+
+
+def dialect_of(platform: str | Platform | None, windows_shell: str = "cmd") -> str:
+    """``posix`` for ubuntu/macOS (and unknown), else ``windows_shell`` (``cmd`` or ``powershell``)."""
+    return windows_shell if str(platform or "") == Platform.WINDOWS.value else "posix"
+
+
+def posix_line(command: str, *, cwd: str | None = None, env: Mapping[str, str] | None = None,
+               user: str | None = None, background: bool = False, setsid: bool = True) -> str:
+    """One ``sh`` line running ``command`` with ``sh -c`` in ``cwd`` with ``env`` added, as ``user`` (through
+    ``sudo -n``), or detached (``background``: output to /dev/null, the line prints the new process id and
+    returns at once). A missing ``cwd`` fails the line with the shell's message and exit code 2."""
+    argv: list[str] = ["sh", "-c", command]
+    if env:
+        argv = ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
+    if user:
+        argv = ["sudo", "-n", "-H", "-u", user, "--", *argv]
+    line = " ".join(shlex.quote(a) for a in argv)
+    if background:
+        detach = "setsid nohup" if setsid else "nohup"
+        line = f"{detach} {line} </dev/null >/dev/null 2>&1 & echo $!"
+    if cwd:
+        line = f"cd -- {shlex.quote(cwd)} || exit 2; {line}"
+    return line
+
+
+def _cmd_quote(value: str) -> str:
+    if any(c in value for c in '"\r\n'):
+        raise UsageError(f"cannot pass {value!r} to cmd.exe (quotes or line breaks)", code="usage.invalid")
+    return value
+
+
+def cmd_line(command: str, *, cwd: str | None = None, env: Mapping[str, str] | None = None,
+             user: str | None = None, background: bool = False) -> str:
+    """The same for ``cmd.exe``: ``cd /d "X" && set "K=V" && command``; ``background`` starts it with
+    ``start "" /b``. Another ``user`` is not possible in one cmd line: ``usage.unsupported``."""
+    if user:
+        raise UsageError("running a command as another user is not supported on Windows", code="usage.unsupported")
+    parts: list[str] = []
+    if cwd:
+        parts.append(f'cd /d "{_cmd_quote(cwd)}"')
+    parts.extend(f'set "{k}={_cmd_quote(v)}"' for k, v in (env or {}).items())
+    parts.append(f'start "" /b cmd /c {command}' if background else command)
+    return " && ".join(parts)
+
+
+def _ps_quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def powershell_line(command: str, *, cwd: str | None = None, env: Mapping[str, str] | None = None,
+                    user: str | None = None, background: bool = False) -> str:
+    """The same for PowerShell; ``background`` uses ``Start-Process`` and prints the process id."""
+    if user:
+        raise UsageError("running a command as another user is not supported on Windows", code="usage.unsupported")
+    parts: list[str] = []
+    if cwd:
+        parts.append(f"Set-Location -LiteralPath {_ps_quote(cwd)}")
+    parts.extend(f"$env:{k} = {_ps_quote(v)}" for k, v in (env or {}).items())
+    if background:
+        parts.append("(Start-Process -PassThru -WindowStyle Hidden -FilePath cmd.exe -ArgumentList "
+                     f"{_ps_quote('/c ' + command)}).Id")
+    else:
+        parts.append(command)
+    return "; ".join(parts)
+
+
+def background_pid(result: ExecResult) -> int | None:
+    """The process id a background line printed (its last line), when it printed one."""
+    lines = result.stdout.strip().splitlines()
+    return int(lines[-1]) if lines and lines[-1].strip().isdigit() else None
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+class GuestActions:
+    """Harness actions as commands on the guest, for a provider class that has ``exec`` (mix in before
+    :class:`~deskctl.providers.base.Provider`). ``_guest_dialect(handle)`` says which shell ``exec`` runs."""
+
+    name: str
+
+    def _guest_dialect(self, handle: RemoteHandle) -> str:
+        return dialect_of(handle.data.get("platform"))
+
+    def _guest_run(self, handle: RemoteHandle, line: str, what: str, timeout: float = 30.0) -> str:
+        from deskctl.errors import ProviderApiError
+
+        result = self.exec(handle, line, timeout)  # type: ignore[attr-defined]
+        if result.exit_code != 0:
+            detail = (result.stderr or result.stdout).strip()[-400:]
+            raise ProviderApiError(f"{self.name}: cannot {what} (exit {result.exit_code}): {detail}",
+                                   provider=self.name)
+        return str(result.stdout)
+
+    def clipboard_get(self, handle: RemoteHandle) -> str:
+        dialect = self._guest_dialect(handle)
+        if dialect == "posix" and str(handle.data.get("platform")) == Platform.MACOS.value:
+            line = "pbpaste"
+        elif dialect == "posix":
+            line = "xclip -selection clipboard -o 2>/dev/null || true"
+        else:
+            line = ('powershell -NoProfile -Command "[Console]::OutputEncoding=[Text.Encoding]::UTF8; '
+                    'Get-Clipboard -Raw"' if dialect == "cmd" else
+                    "[Console]::OutputEncoding=[Text.Encoding]::UTF8; Get-Clipboard -Raw")
+            return self._guest_run(handle, line, "read the clipboard").removesuffix("\r\n")
+        return self._guest_run(handle, line, "read the clipboard")
+
+    def clipboard_set(self, handle: RemoteHandle, text: str) -> None:
+        dialect = self._guest_dialect(handle)
+        data = _b64(text)
+        if dialect == "posix" and str(handle.data.get("platform")) == Platform.MACOS.value:
+            line = f"printf %s {data} | base64 -D | pbcopy"
+        elif dialect == "posix":
+            # xclip stays behind as the selection's owner: its output must not hold exec's pipes open
+            line = f"printf %s {data} | base64 -d | (xclip -selection clipboard -i >/dev/null 2>&1)"
+        else:
+            script = f"Set-Clipboard -Value ([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('{data}')))"
+            line = f'powershell -NoProfile -Command "{script}"' if dialect == "cmd" else script
+        self._guest_run(handle, line, "set the clipboard")
+
+    def launch(self, handle: RemoteHandle, app: str, args: Sequence[str] = ()) -> int | None:
+        """Start ``app`` with ``args`` detached; returns its process id where the guest tells it."""
+        dialect = self._guest_dialect(handle)
+        if dialect == "posix":
+            command = shlex.join([app, *args])
+        else:
+            command = " ".join(f'"{_cmd_quote(a)}"' if " " in a else _cmd_quote(a) for a in (app, *args))
+        result = self.exec(handle, command, 30.0, background=True)  # type: ignore[attr-defined]
+        if result.exit_code != 0:
+            from deskctl.errors import ProviderApiError
+
+            raise ProviderApiError(f"{self.name}: cannot launch {app!r} (exit {result.exit_code})",
+                                   provider=self.name)
+        return result.pid if result.pid is not None else background_pid(result)
+
+    def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
+        """Open ``url`` with ``browser``, else the desktop's opener (``xdg-open`` / ``open`` / ``explorer.exe``)."""
+        platform = str(handle.data.get("platform") or "")
+        opener = browser or {Platform.MACOS.value: "open", Platform.WINDOWS.value: "explorer.exe"}.get(platform,
+                                                                                                   "xdg-open")
+        self.launch(handle, opener, [url])
+
+    def window_titles(self, handle: RemoteHandle) -> list[str]:
+        """Titles of the desktop's top-level windows (empty names left out)."""
+        dialect = self._guest_dialect(handle)
+        if dialect == "posix" and str(handle.data.get("platform")) == Platform.MACOS.value:
+            line = ("osascript -e 'tell application \"System Events\" to get name of every window of "
+                    "(every process whose background only is false)' | tr ',' '\\n'")
+        elif dialect == "posix":
+            line = "xwininfo -root -tree | sed -n 's/^ *0x[0-9a-f]* \"\\(.*\\)\": .*/\\1/p'"
+        else:
+            script = ("Get-Process | Where-Object { $_.MainWindowTitle } | "
+                      "ForEach-Object { $_.MainWindowTitle }")
+            line = f'powershell -NoProfile -Command "{script}"' if dialect == "cmd" else script
+        out = self._guest_run(handle, line, "list windows")
+        return [t.strip() for t in out.splitlines() if t.strip()]

@@ -1,0 +1,223 @@
+"""The harness part of the contract (issue 14): exec options, files, clipboard, launch/open_url/wait_for and
+actions at the pointer's position, for every target whose guest is Linux (``extra["guest"]``, default
+``linux``). Targets whose loopback fake cannot be the guest's real OS (a Windows or macOS sandbox backed by
+an Xvfb here) check their shell dialect in their own provider tests instead.
+
+Everything is checked on the desktop itself: files by their sha256 computed there, the clipboard by ``xclip``
+run there, windows by the X server's tree, clicks by the probe window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from deskctl.errors import UsageError, WaitTimeout
+
+if TYPE_CHECKING:
+    from conftest import Target
+    from deskctl.session import Desktop
+
+from conftest import TARGETS
+
+
+def _linux_targets() -> list[Any]:
+    return [pytest.param(t, id=t.name, marks=list(t.marks)) for t in TARGETS
+            if t.extra.get("guest", "linux") == "linux"]
+
+
+linux = pytest.mark.parametrize("target", _linux_targets(), indirect=True)
+
+
+def _scratch(desk: Desktop) -> str:
+    """A fresh folder on the desktop that its user can write."""
+    path = f"/tmp/deskctl-conf-{uuid.uuid4().hex[:10]}"
+    result = desk.exec(f"mkdir -p {path} && chmod 777 {path}")
+    assert result.exit_code == 0, result.stderr or result.stdout
+    return path
+
+
+# -- exec options -------------------------------------------------------------------------------------------------
+@linux
+def test_exec_runs_in_cwd_with_env(desk: Desktop) -> None:
+    where = _scratch(desk)
+    result = desk.exec('pwd; printf "%s|%s\\n" "$DK_A" "$DK_B"', cwd=where,
+                       env={"DK_A": "two words", "DK_B": "it's $HOME `x`"})
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == where
+    assert lines[1] == "two words|it's $HOME `x`"
+
+
+@linux
+def test_exec_in_a_missing_cwd_fails_without_running(desk: Desktop) -> None:
+    where = _scratch(desk)
+    result = desk.exec(f"touch {where}/ran", cwd=f"{where}/missing")
+    assert result.exit_code != 0
+    assert desk.exec(f"test -e {where}/ran").exit_code == 1
+
+
+@linux
+@pytest.mark.parametrize("env", [{"1BAD": "x"}, {"A-B": "x"}, {"": "x"}, {"A": "nul\0byte"}])
+def test_exec_refuses_bad_env_before_running(desk: Desktop, env: dict[str, str]) -> None:
+    with pytest.raises(UsageError) as info:
+        desk.exec("true", env=env)
+    assert info.value.code == "usage.bad_env"
+    assert info.value.exit_code == 2
+
+
+@linux
+def test_exec_as_another_user(desk: Desktop, target: Target) -> None:
+    me = desk.exec("id -un").stdout.strip()
+    assert desk.exec("id -un", user=me).stdout.strip() == me
+    other = target.extra.get("other_user", "nobody")
+    result = desk.exec("id -un", user=other)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == other
+
+
+@linux
+def test_exec_background_returns_at_once_with_a_live_pid(desk: Desktop) -> None:
+    # the timeout is shorter than the command: a foreground run would end with 124
+    result = desk.exec("sleep 120", timeout=20, background=True)
+    assert result.exit_code == 0, result.stderr
+    assert result.pid is not None and result.pid > 1
+    try:
+        assert desk.exec(f"kill -0 {result.pid}").exit_code == 0
+        assert "sleep" in desk.exec(f"cat /proc/{result.pid}/cmdline").stdout
+    finally:
+        desk.exec(f"kill {result.pid}")
+
+
+@linux
+def test_exec_timeout_is_124(desk: Desktop) -> None:
+    assert desk.exec("sleep 30", timeout=1).exit_code == 124
+
+
+# -- files --------------------------------------------------------------------------------------------------------
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """relative path -> content (None for a directory)."""
+    out: dict[str, bytes | None] = {}
+    for path in sorted(root.rglob("*")):
+        out[str(path.relative_to(root))] = None if path.is_dir() else path.read_bytes()
+    return out
+
+
+def _make_tree(root: Path) -> None:
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "empty-dir").mkdir()
+    (root / "all-bytes.bin").write_bytes(bytes(range(256)) * 16)
+    (root / "big.bin").write_bytes(os.urandom(3 * 1024 * 1024 + 17))
+    (root / "sub" / "ünïcode name ✓.txt").write_text("héllo\n", encoding="utf-8")
+    (root / "sub" / "deeper" / "empty").write_bytes(b"")
+    (root / "with space's.txt").write_text("quoted\n")
+
+
+@linux
+def test_upload_and_download_a_directory_tree(desk: Desktop, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    _make_tree(source)
+    remote = f"{_scratch(desk)}/a/b/tree"  # parents do not exist yet
+    desk.upload(source, remote)
+    # what arrived, checked on the desktop itself
+    big = hashlib.sha256((source / "big.bin").read_bytes()).hexdigest()
+    result = desk.exec(f"sha256sum {shlex.quote(remote + '/big.bin')}")
+    assert result.stdout.split()[0] == big, result.stderr
+    listed = desk.exec(f"cd {shlex.quote(remote)} && find . -mindepth 1 | sort").stdout.splitlines()
+    assert sorted(p[2:] for p in listed) == sorted(_tree(source))
+    back = tmp_path / "back"
+    desk.download(remote, back)
+    assert _tree(back) == _tree(source)
+
+
+@linux
+def test_upload_and_download_one_file(desk: Desktop, tmp_path: Path) -> None:
+    local = tmp_path / "one.bin"
+    local.write_bytes(os.urandom(70_000))
+    remote = f"{_scratch(desk)}/new/parent/one.bin"
+    desk.upload(local, remote)
+    assert desk.exec(f"sha256sum {remote}").stdout.split()[0] == hashlib.sha256(local.read_bytes()).hexdigest()
+    # a second upload replaces the file
+    local.write_bytes(b"second\n")
+    desk.upload(local, remote)
+    assert desk.exec(f"cat {remote}").stdout == "second\n"
+    out = tmp_path / "out" / "copy.bin"
+    desk.download(remote, out)
+    assert out.read_bytes() == b"second\n"
+
+
+@linux
+def test_missing_sources_are_usage_errors(desk: Desktop, tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as info:
+        desk.upload(tmp_path / "nope", f"{_scratch(desk)}/x")
+    assert info.value.code == "usage.no_such_file"
+    with pytest.raises(UsageError) as info:
+        desk.download(f"{_scratch(desk)}/nope", tmp_path / "x")
+    assert info.value.code == "usage.no_such_file"
+    assert not (tmp_path / "x").exists()
+
+
+# -- clipboard, launch, open_url, wait_for ------------------------------------------------------------------------
+@linux
+def test_clipboard_set_then_get_and_seen_by_the_desktop(desk: Desktop) -> None:
+    text = "héllo\nwörld ✓ 'q' \"d\" $x"
+    desk.clipboard_set(text)
+    assert desk.clipboard_get() == text
+    seen = desk.exec("xclip -selection clipboard -o")
+    assert seen.stdout == text, seen.stderr
+
+
+@linux
+def test_launch_then_wait_for_its_window(desk: Desktop) -> None:
+    title = f"deskctl-launch-{uuid.uuid4().hex[:8]}"
+    pid = desk.launch("xmessage", "-title", title, "hello from deskctl")
+    try:
+        assert desk.wait_for(title, timeout=60) == title
+        assert title in desk.window_titles()
+    finally:
+        if pid is not None:
+            desk.exec(f"kill {pid}")
+        else:
+            desk.exec(f"pkill -f {shlex.quote(title)}")
+
+
+@linux
+def test_wait_for_times_out_with_its_code(desk: Desktop) -> None:
+    with pytest.raises(WaitTimeout) as info:
+        desk.wait_for(f"no-such-window-{uuid.uuid4().hex}", timeout=1.5)
+    assert info.value.code == "wait.timeout" and info.value.exit_code == 6
+    calls: list[int] = []
+    assert desk.wait_for(lambda d: len(calls) > 2 or calls.append(1), timeout=30, interval=0.01) is True
+
+
+@linux
+def test_open_url_hands_the_url_to_the_browser(desk: Desktop, tmp_path: Path) -> None:
+    where = _scratch(desk)
+    browser = tmp_path / "browser.sh"
+    browser.write_text('#!/bin/sh\nprintf "%s" "$1" > "$(dirname "$0")/opened"\n'
+                       'exec xmessage -title "opened $1" "$1"\n')
+    browser.chmod(0o755)
+    desk.upload(browser, f"{where}/browser.sh")
+    url = f"https://example.invalid/path?q={uuid.uuid4().hex[:6]}&x=1"
+    desk.open_url(url, browser=f"{where}/browser.sh")
+    assert desk.wait_for(f"opened {url}", timeout=60)
+    assert desk.exec(f"cat {where}/opened").stdout == url
+    desk.exec(f"pkill -f {shlex.quote('opened ' + url)}")
+
+
+# -- actions at the pointer's position ---------------------------------------------------------------------------
+def test_click_and_scroll_at_the_pointer(desk: Desktop, probe: Any) -> None:
+    desk.move(123, 145)
+    desk.click()
+    desk.scroll(dy=2)
+    probe.wait_for(lambda p: len(p.releases()) >= 3, "a click and two wheel clicks")
+    assert [e.button for e in probe.presses()] == [1, 5, 5]
+    assert {e.pos for e in probe.presses()} == {(123, 145)}
+    with pytest.raises(UsageError):
+        desk.click(10, None)
