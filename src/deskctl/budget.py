@@ -140,8 +140,9 @@ def reserve(ledger: Ledger, *, session_id: str, spec: DesktopSpec, rate: Rate | 
             amount = cost_for(rate, minutes * 60.0) or 0.0
             if spec.max_usd is not None:
                 amount = min(amount, spec.max_usd)  # the watchdog ends the session at its own cap
+        releasable: list[tuple[str, float | None]] = []
         current = _status(tx, budget, now=now, max_usd=budget.max_usd, window_seconds=budget.window_seconds,
-                          alive=owner_alive)  # fmt: skip
+                          alive=owner_alive, releasable=releasable)  # fmt: skip
         if current.total_usd + amount > budget.max_usd + _EPSILON:
             raise BudgetExceeded(
                 f"budget {name!r}: this session's projected {format_cost(amount)} ({minutes:g} min of "
@@ -152,7 +153,8 @@ def reserve(ledger: Ledger, *, session_id: str, spec: DesktopSpec, rate: Rate | 
                 details={"budget": name, "projected_usd": amount, "spent_usd": current.total_usd,
                          "max_usd": budget.max_usd},
             )  # fmt: skip
-        _release_expired(tx, name, now, now - budget.window_seconds)
+        for held_id, cost in releasable:  # holds that count as released already: settle them for good
+            tx.release_reservation(held_id, at=now, cost_usd=cost)
         reservation_id = "rsv-" + secrets.token_hex(8)
         tx.insert_reservation(
             Reservation(
@@ -263,10 +265,15 @@ def _add(status: BudgetStatus, *, session_id: str, running: bool, cost: float | 
 
 
 def _status(tx: Transaction, budget: Budget, *, now: float, max_usd: float, window_seconds: float,
-            alive: Any, unknown_cost: str | None = None) -> BudgetStatus:  # fmt: skip
+            alive: Any, unknown_cost: str | None = None,
+            releasable: list[tuple[str, float | None]] | None = None) -> BudgetStatus:  # fmt: skip
     """Where ``budget`` stands: the reservations whose desktop may still exist or that are still held are
     looked at one by one (``rows``); the settled rest of the window is summed by the database. Time and memory
-    follow what is running, not how many sessions the window holds."""
+    follow what is running, not how many sessions the window holds.
+
+    ``releasable`` (when given) receives ``(reservation id, cost)`` of every hold counted as over although still
+    open - expired, or its owner process died - and whose desktop is not running, in the same single pass, so
+    that a reserve can settle them and they do not pile up."""
     policy = _check_policy(unknown_cost, "--unknown-cost") if unknown_cost else unknown_cost_policy(budget=budget)
     result = BudgetStatus(budget.name, max_usd, window_seconds, now, unknown_cost=policy)
     since = now - window_seconds
@@ -279,22 +286,16 @@ def _status(tx: Transaction, budget: Budget, *, now: float, max_usd: float, wind
 
     for r, record in tx.open_reservations(budget.name, since=since):
         _count_reservation(result, r, record, now, alive_once)
+        if releasable is not None and r.status == "held":
+            running = record is not None and record.active and record.created_at is not None
+            if not running and (now >= r.expires_at or alive_once(r.owner) is False):
+                created = record is not None and record.created_at is not None
+                releasable.append((r.id, record.cost_usd if created and record else 0.0))
     count, known_usd, unknown = tx.settled_totals(budget.name, since=since)
     result.ended_sessions += count
     result.spent_usd += known_usd
     result.unknown_sessions += unknown
     return result
-
-
-def _release_expired(tx: Transaction, budget: str, now: float, since: float) -> None:
-    """Settle the holds that expired while their desktop is not running, at what :func:`_count_reservation`
-    counts them: so that holds of processes that died before settling do not pile up and slow every check."""
-    for r, record in tx.open_reservations(budget, since=since):
-        running = record is not None and record.active and record.created_at is not None
-        if r.status != "held" or now < r.expires_at or running:
-            continue
-        created = record is not None and record.created_at is not None
-        tx.release_reservation(r.id, at=now, cost_usd=record.cost_usd if created and record else 0.0)
 
 
 def _count_reservation(result: BudgetStatus, r: Reservation, record: SessionRecord | None, now: float,

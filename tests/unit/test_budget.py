@@ -473,3 +473,17 @@ def test_an_expired_hold_is_released_at_the_next_reservation(ledger: Ledger) -> 
     after = status(ledger, "ci", now=later)
     assert after.spent_usd == before.spent_usd == 0.0 and after.ended_sessions == before.ended_sessions == 1
     assert [r["session_id"] for r in after.rows] == ["dk-next"]  # no longer looked at one by one
+
+
+def test_a_dead_owners_hold_is_released_at_the_next_reservation_before_it_expires(ledger: Ledger) -> None:
+    ledger.set_budget("ci", max_usd=13.0, window_seconds=86400)
+    now = time.time()
+    spec = _spec(max_minutes=60, budget="ci")
+    rid = reserve(ledger, session_id="dk-dead", spec=spec, rate=SIX_PER_HOUR, now=now)
+    with ledger.transaction() as tx:  # its process died before creating anything
+        tx.run("UPDATE reservations SET owner = ? WHERE id = ?", (f"{os.uname().nodename}:999999999", rid))
+    live = reserve(ledger, session_id="dk-live", spec=spec, rate=SIX_PER_HOUR, now=now + 1)  # this process: alive
+    reserve(ledger, session_id="dk-next", spec=spec, rate=SIX_PER_HOUR, now=now + 2)
+    by_id = {r.id: r for r in ledger.reservations(budget="ci")}
+    assert (by_id[rid].status, by_id[rid].cost_usd, by_id[rid].settled_at) == ("settled", 0.0, now + 1)
+    assert by_id[live].status == "held"
