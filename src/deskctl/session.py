@@ -488,11 +488,19 @@ class Desktop:
         return max(0.0, started + min(limits) - time.time())
 
     def _session_rate(self) -> Rate | None:
-        """The session's rate from the price catalog (looked up when first needed by an attached session)."""
+        """The session's rate. An attached session bills at the price recorded when its desktop was made (a
+        catalog changed since does not re-price it); the catalog gives only the billing steps and minimum."""
         if not self._rate_resolved:
+            import dataclasses
+
             from deskctl import metering
 
-            self._rate = metering.rate_for(self.spec)
+            rate = metering.rate_for(self.spec)
+            recorded = self._recorded_usd_per_hour
+            if recorded is not None:  # set for an attached session only
+                rate = (dataclasses.replace(rate, usd_per_hour=recorded) if rate is not None else
+                        metering.Rate(recorded, 1, 0, source="the ledger (rate recorded at creation)", date=""))
+            self._rate = rate
             self._rate_resolved = True
         return self._rate
 
