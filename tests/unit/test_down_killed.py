@@ -38,7 +38,8 @@ def _wait_for(condition: object, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def test_down_killed_between_destroy_and_end_leaves_destroying_and_reap_finishes(pg_url: str) -> None:
+def test_down_killed_between_destroy_and_end_leaves_destroying_and_reap_finishes(
+        pg_url: str, request: pytest.FixtureRequest) -> None:
     env = {"DESKCTL_LEDGER_URL": pg_url}
     up = _deskctl("up", "--geometry", "320x240", "--ttl", "10m", env=env)
     out, err = up.communicate(timeout=120)
@@ -48,6 +49,7 @@ def test_down_killed_between_destroy_and_end_leaves_destroying_and_reap_finishes
         record = book.get(sid)
     assert record is not None and record.status == "ready" and record.handle is not None
     handle = RemoteHandle.from_dict(record.handle)
+    request.addfinalizer(lambda: XvfbProvider().destroy(handle))  # idempotent: nothing left if an assert fails
 
     with psycopg.connect(pg_url, autocommit=True) as holder:
         holder.execute(
