@@ -130,11 +130,11 @@ from _ssh_target import SSH_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**SSH_TARGET_KWARGS))
 
-# -- use-computer (macos against the loopback fake: tests/use_computer/_use_computer_target.py) ----------------------
+# -- use-computer (macos and ubuntu against the loopback fake: tests/use_computer/_use_computer_target.py) -----------
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "use_computer"))
-from _use_computer_target import USE_COMPUTER_TARGET_KWARGS  # noqa: E402
+from _use_computer_target import USE_COMPUTER_TARGETS_KWARGS  # noqa: E402
 
-TARGETS.append(Target(**USE_COMPUTER_TARGET_KWARGS))
+TARGETS.extend(Target(**kwargs) for kwargs in USE_COMPUTER_TARGETS_KWARGS)
 
 
 def _params() -> list[Any]:

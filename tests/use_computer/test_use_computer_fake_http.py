@@ -183,7 +183,8 @@ def test_ubuntu_and_windows_run_at_their_size(provider: UseComputerProvider, fak
         finally:
             provider.destroy(handle)
     shells = [r.body.get("shell") for r in fake.log if r.path.endswith("/exec")]
-    assert shells == ["bash", None]  # Ubuntu in bash; Windows in the service's default shell
+    # Ubuntu in bash; Windows in PowerShell, named because deskctl's own lines (cwd, env, files) are PowerShell
+    assert shells == ["bash", "powershell"]
 
 
 # every failure injected during create: the error is the right one, create is sent once, nothing is left on the fake

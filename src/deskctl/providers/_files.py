@@ -19,7 +19,7 @@ import tarfile
 import tempfile
 import uuid
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers._guest import dialect_of
@@ -68,7 +68,7 @@ class FileTransfer:
     ``_guest_dialect(handle)`` (from :class:`~deskctl.providers._guest.GuestActions`, or here) says which shell
     ``exec`` runs; ``_guest_tmp(handle)`` where a tar may be staged."""
 
-    name: str
+    name: ClassVar[str]
 
     # -- what a provider implements ------------------------------------------------------------------------------
     def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
@@ -136,6 +136,10 @@ class FileTransfer:
         if not source.is_dir():
             self._mkdirs(handle, remote_parent(remote, dialect))
             self._put_file(handle, source, remote)
+            mode = source.stat().st_mode & 0o7777
+            if dialect == "posix" and mode & 0o111:
+                # a file API writes bytes, not modes: an uploaded script must stay executable (as with docker cp)
+                self._files_run(handle, f"chmod {mode:o} -- {_q(dialect, remote)}", f"make {remote} executable")
             return
         staged = self._stage_name(handle)
         with tempfile.TemporaryDirectory(prefix="deskctl-cp-") as tmp:

@@ -14,7 +14,7 @@ import base64
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from deskctl.errors import UsageError
 from deskctl.platforms import Platform
@@ -124,7 +124,7 @@ class GuestActions:
     """Harness actions as commands on the guest, for a provider class that has ``exec`` (mix in before
     :class:`~deskctl.providers.base.Provider`). ``_guest_dialect(handle)`` says which shell ``exec`` runs."""
 
-    name: str
+    name: ClassVar[str]
 
     def _guest_dialect(self, handle: RemoteHandle) -> str:
         return dialect_of(handle.data.get("platform"))

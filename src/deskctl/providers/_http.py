@@ -297,22 +297,34 @@ def send(
     idempotent: bool,
     deadline: float | None = None,
     ok_statuses: frozenset[int] = frozenset(),
+    stream: bool = False,
     **kwargs: Any,
 ) -> httpx.Response:
     """Send one request with the retry rule of this module and return a 2xx answer (or one whose status is in
     ``ok_statuses``, such as 404 for a delete). Otherwise raise the mapped deskctl error (the last one, when
     retries ran out), chained to the httpx exception when there was one. ``deadline`` (``time.monotonic``)
-    stops retrying early."""
+    stops retrying early. ``stream``: the answer's body is not read yet (a large download); the caller reads
+    and closes it (an error answer is read and closed here)."""
     import httpx
     import tenacity
 
     def attempt_once() -> httpx.Response:
         try:
-            response = client.request(method, url, **kwargs)
+            if stream:
+                response = client.send(client.build_request(method, url, **kwargs), stream=True)
+            else:
+                response = client.request(method, url, **kwargs)
         except httpx.HTTPError as exc:
             raise error_from_transport(exc, context) from exc
         if response.is_success or response.status_code in ok_statuses:
             return response
+        if stream:
+            try:
+                response.read()
+            except httpx.HTTPError as exc:
+                raise error_from_transport(exc, context) from exc
+            finally:
+                response.close()
         raise error_from_response(response, context)
 
     def should_retry(state: tenacity.RetryCallState) -> bool:
@@ -418,11 +430,11 @@ class HttpProvider(Provider):
 
     def _send(
         self, method: str, url: str, action: str, *, idempotent: bool, ok: frozenset[int] = frozenset(),
-        deadline: float | None = None, policy: RetryPolicy | None = None, **kwargs: Any,
+        deadline: float | None = None, policy: RetryPolicy | None = None, stream: bool = False, **kwargs: Any,
     ) -> httpx.Response:
         """:func:`send` with this provider's client, error context and retry policy (unless ``policy``)."""
         return send(self.client, method, url, self._context(action), policy=policy or self.retry,
-                    idempotent=idempotent, ok_statuses=ok, deadline=deadline, **kwargs)
+                    idempotent=idempotent, ok_statuses=ok, deadline=deadline, stream=stream, **kwargs)
 
     def _json(self, response: httpx.Response) -> Any:
         """The answer's JSON, else :class:`ProviderApiError` naming the request."""

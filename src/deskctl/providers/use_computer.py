@@ -31,8 +31,19 @@ The contract was read from the ``use-computer`` SDK and Harbor's ``environments/
 - **Actions**: ``mouse/click|move|drag|scroll``, ``keyboard/type|press``. The API has no mouse down/up and no
   key down/up: those are ``usage.unsupported``. A triple click is a double click then a click.
 - **Exec**: ``POST .../exec`` returns ``stdout`` and ``stderr`` apart (``merged=False``) and the exit code
-  under one of ``return_code``/``exit_code``/``returncode``. Ubuntu runs in ``bash``; Windows in the service's
-  default (PowerShell) unless the ``shell`` option says otherwise; macOS over SSH.
+  under one of ``return_code``/``exit_code``/``returncode``. Ubuntu runs in ``bash``; Windows in
+  ``powershell`` (named in the request: the lines deskctl builds are PowerShell) unless the ``shell`` option
+  says ``cmd``; macOS over SSH (no ``shell`` sent). ``cwd``, ``env``, ``user`` and ``background`` become shell
+  text (:mod:`deskctl.providers._guest`): ``sh`` with ``sudo -n -u`` on Ubuntu and macOS (macOS has no
+  ``setsid``: a background command is only ``nohup``-ed), ``Start-Process`` on Windows (no other user there).
+- **Files**: ``PUT .../files?path=`` with the file's bytes streamed from disk, ``GET .../files?path=`` streamed to
+  disk; parent folders, directories (one tar) and "is it a file" go through ``exec``
+  (:class:`~deskctl.providers._files.FileTransfer`). A 404 on ``/files`` is a missing file while the sandbox
+  still answers ``GET`` (``usage.no_such_file``), else the sandbox is gone (``provider.session_lost``).
+- **Pointer, clipboard, windows**: ``GET .../mouse/position`` (points) is :meth:`cursor_position`, so a click or
+  scroll without coordinates lands where the pointer is. Clipboard, ``launch``, ``open_url`` and window titles
+  are commands on the guest (:class:`~deskctl.providers._guest.GuestActions`: xclip/xwininfo on Ubuntu,
+  pbcopy/osascript on macOS, Set-Clipboard/Get-Process in PowerShell).
 - **Destroy**: ``DELETE`` whose status is checked (404 ``sandbox_not_found`` is success), retried on 5xx (it
   is idempotent), then ``GET`` until 404. 403 ``reservation_expired`` is gone too: the end of a reservation
   destroys its sandboxes (and revokes its key), so the session ends in the ledger instead of "leaked".
@@ -94,6 +105,15 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
+from deskctl.providers._files import FileTransfer, no_such_file
+from deskctl.providers._guest import (
+    GuestActions,
+    background_pid,
+    check_exec_options,
+    cmd_line,
+    posix_line,
+    powershell_line,
+)
 from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy
 from deskctl.providers.base import (
     LABEL_DETACHED,
@@ -107,6 +127,9 @@ from deskctl.providers.base import (
 from deskctl.spec import DesktopSpec, Platform
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
     import httpx
 
     from deskctl.preflight.checks import CheckResult
@@ -170,7 +193,20 @@ def _flag(raw: Any, default: bool) -> bool:
     raise ConfigInvalid(f"use-computer option value {raw!r} is not true or false", provider="use-computer")
 
 
-class UseComputerProvider(HttpProvider):
+class _FileBody:
+    """A file's bytes for an upload, read in chunks; iterable again from the start, so a retried ``PUT`` sends
+    the whole file again (a plain file object would send what is left of it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[bytes]:
+        with self.path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                yield chunk
+
+
+class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
     """use.computer sandboxes (``macos``, and the Beta ``ubuntu`` and ``windows``) through the REST API."""
 
     name = "use-computer"
@@ -182,13 +218,16 @@ class UseComputerProvider(HttpProvider):
         fixed_sizes=FIXED_SIZES,
         exec=True,
         exec_streams_separate=True,
-        files=False,
+        files=True,
         labels=False,
         server_ttl=True,
         isolation="vm",
         start_url=False,
         local=False,
         hidpi_scale=1.0,
+        cursor_position=True,
+        clipboard=True,
+        windows=True,
         billing="per_hour",
     )
     credential_vars = ("USE_COMPUTER_API_KEY", "USE_COMPUTER_BASE_URL")
@@ -683,21 +722,100 @@ class UseComputerProvider(HttpProvider):
              background: bool = False) -> ExecResult:
         if not command.strip():
             raise UsageError("empty command", code="usage.empty_command", provider=self.name)
+        clean_env = check_exec_options(env, user, self.name)
         seconds = max(1, math.ceil(timeout))
+        dialect = self._guest_dialect(handle)
+        if cwd or clean_env or user or background:
+            if dialect == "posix":
+                # macOS has no setsid(1); nohup alone keeps the command past the SSH session
+                setsid = handle.data.get("platform") != Platform.MACOS.value
+                command = posix_line(command, cwd=cwd, env=clean_env, user=user, background=background,
+                                     setsid=setsid)
+            else:
+                build = cmd_line if dialect == "cmd" else powershell_line
+                try:
+                    command = build(command, cwd=cwd, env=clean_env, user=user, background=background)
+                except UsageError as err:
+                    raise UsageError(f"use-computer: {err.message}", code=err.code, provider=self.name) from err
         body: dict[str, Any] = {"command": command, "timeout": seconds}
-        shell = self.options.get("shell") or ("bash" if handle.data.get("platform") == Platform.UBUNTU.value
-                                              else None)
+        shell = self._shell(handle)
         if shell:
-            body["shell"] = str(shell)
+            body["shell"] = shell
         response = self._sandbox(handle, "POST", "/exec", "run a command", idempotent=False, json=body,
                                  timeout=seconds + 15.0)
         answer = self._json(response)
         if not isinstance(answer, dict):
             raise ProviderApiError("use-computer: exec answered an unexpected shape", provider=self.name)
         code = next((answer[k] for k in ("return_code", "exit_code", "returncode") if k in answer), None)
-        return ExecResult(exit_code=int(code) if isinstance(code, int | float) else -1,
-                          stdout=str(answer.get("stdout") or ""), stderr=str(answer.get("stderr") or ""),
-                          merged=False)
+        result = ExecResult(exit_code=int(code) if isinstance(code, int | float) else -1,
+                            stdout=str(answer.get("stdout") or ""), stderr=str(answer.get("stderr") or ""),
+                            merged=False)
+        if background and result.exit_code == 0:
+            return ExecResult(result.exit_code, result.stdout, result.stderr, pid=background_pid(result))
+        return result
+
+    def _shell(self, handle: RemoteHandle) -> str | None:
+        """The ``shell`` the exec request names: the option, else ``bash`` on Ubuntu and ``powershell`` on
+        Windows; none on macOS (SSH runs the user's shell)."""
+        option = self.options.get("shell")
+        if option:
+            return str(option)
+        return {Platform.UBUNTU.value: "bash", Platform.WINDOWS.value: "powershell"}.get(
+            str(handle.data.get("platform") or ""))
+
+    def _guest_dialect(self, handle: RemoteHandle) -> str:
+        if handle.data.get("platform") != Platform.WINDOWS.value:
+            return "posix"
+        return "cmd" if self._shell(handle) == "cmd" else "powershell"
+
+    # -- the pointer and files -----------------------------------------------------------------------------
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        """``GET .../mouse/position``: the pointer in points, the space clicks use (UNVERIFIED on Retina)."""
+        answer = self._json(self._sandbox(handle, "GET", "/mouse/position", "read the pointer position",
+                                          idempotent=True))
+        try:
+            x, y = answer["x"], answer["y"]
+            if isinstance(x, bool) or isinstance(y, bool):
+                raise TypeError("a boolean is not a coordinate")
+            return int(x), int(y)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProviderApiError(f"use-computer: mouse/position is malformed: {redact(str(answer))[:200]}",
+                                   provider=self.name) from exc
+
+    def _file_missing(self, handle: RemoteHandle, what: str) -> DeskctlError:
+        """A 404 on ``/files``: the file when the sandbox still answers, else the sandbox itself."""
+        if self._get(handle) is None:
+            return SessionLost(f"use-computer: sandbox {handle.resource_id} is gone", provider=self.name,
+                               details={"status": 404},
+                               remedy="keep the session's process alive (it sends keepalives) or use "
+                                      "-o ephemeral=false")
+        return no_such_file(what, "on the desktop", self.name)
+
+    def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
+        response = self._sandbox(
+            handle, "PUT", "/files", f"upload {remote}", idempotent=True, ok=frozenset({404}),
+            params={"path": remote}, content=_FileBody(local),
+            headers={"Content-Type": "application/octet-stream", "Content-Length": str(local.stat().st_size)})
+        if response.status_code == 404:
+            raise self._file_missing(handle, f"the folder of {remote}")
+
+    def _get_file(self, handle: RemoteHandle, remote: str, local: Path) -> None:
+        import httpx
+
+        response = self._sandbox(handle, "GET", "/files", f"download {remote}", idempotent=True,
+                                 ok=frozenset({404}), stream=True, params={"path": remote},
+                                 headers={"Accept": "application/octet-stream"})
+        try:
+            if response.status_code == 404:
+                raise self._file_missing(handle, remote)
+            with local.open("wb") as fh:
+                for chunk in response.iter_bytes(1 << 20):
+                    fh.write(chunk)
+        except httpx.HTTPError as exc:
+            raise ProviderUnreachable(f"use-computer: download of {remote} broke off: {type(exc).__name__}",
+                                      provider=self.name) from exc
+        finally:
+            response.close()
 
 
 def _type_requests(text: str, platform: Platform) -> list[tuple[str, dict[str, Any]]]:

@@ -18,6 +18,14 @@ failures ...), :attr:`create_failure` (the sandbox is made, then the answer fail
 ``"hang"``, ``"no_id"``), :attr:`delete_ignored` (DELETE answers 200 but the sandbox stays), :meth:`revoke_key`,
 and :attr:`capacity` (a create past it answers 503 ``unavailable``), :meth:`expire_reservation` (sandboxes
 destroyed, the key answers 403 ``reservation_expired``), :attr:`keepalive_hold` (keepalives wait for an event).
+
+Each sandbox has a real home directory on this host (:meth:`home_of`, removed with the sandbox): ``exec`` runs
+there with ``HOME`` set to it, and ``/files`` resolves a relative path against it (an absolute path is this
+host's, as in ``exec``). ``PUT /files?path=`` takes the raw body and needs the parent directory to exist (404
+``{"error": "not_found"}`` otherwise: the spec says the parent must exist but not which error a missing one
+gives, UNVERIFIED); ``GET /files?path=`` answers the bytes, or 404 ``{"error": "not_found"}`` for a missing
+file (UNVERIFIED code; the sandbox's own 404 stays ``sandbox_not_found``). The log keeps ``{"bytes": n}`` for a
+file body, not the bytes.
 """
 
 from __future__ import annotations
@@ -25,11 +33,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from fakes._desktop import XvfbDesktop
@@ -59,6 +70,11 @@ class _Handler(JsonHandler):
     server_seconds_header = False
 
     def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
+        if path.endswith("/files"):
+            # a file's bytes, not JSON: the log keeps only their size
+            self.logged_body = {"bytes": len(raw)} if self.command == "PUT" else None
+            self.raise_injected(path)
+            return self.owner.handle(self.command, path, query, self.headers, raw)
         if raw:
             try:
                 self.logged_body = json.loads(raw)
@@ -111,6 +127,7 @@ class FakeUseComputer(LoopbackService):
         self.delete_ignored = False
         self.reaped: list[str] = []
         self.sandboxes: dict[str, dict[str, Any]] = {}
+        self._homes: dict[str, Path] = {}
         self._release = threading.Event()
         self._stopping = threading.Event()
 
@@ -128,6 +145,10 @@ class FakeUseComputer(LoopbackService):
         super().stop()
         with self._lock:
             self.sandboxes.clear()
+            homes = list(self._homes.values())
+            self._homes.clear()
+        for home in homes:
+            shutil.rmtree(home, ignore_errors=True)
 
     @property
     def base_url(self) -> str:
@@ -187,8 +208,15 @@ class FakeUseComputer(LoopbackService):
         if self.revoked or not auth.startswith("Bearer ") or auth[7:] != self.api_key:
             raise _error(401, "unauthorized", "invalid or missing API key")
 
+    def home_of(self, sandbox_id: str) -> Path:
+        """The sandbox's home directory on this host."""
+        return self._homes[sandbox_id]
+
     def _remove(self, sandbox_id: str) -> None:
         self.sandboxes.pop(sandbox_id, None)
+        home = self._homes.pop(sandbox_id, None)
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
         desktop = self._desktops.pop(sandbox_id, None)
         if desktop is not None:
             desktop.stop()  # synchronously: a 404 means nothing of the sandbox is left
@@ -241,7 +269,12 @@ class FakeUseComputer(LoopbackService):
             if sub == "/keepalive" and method == "POST":
                 return 200, {"status": "ok"}, "application/json"
             desktop = self._desktops[sandbox_id]
+            home = self._homes[sandbox_id]
             scale = self.macos_scale if sandbox["type"] == "macos" else 1
+        if sub == "/files":
+            return self._files(method, query, body, home)
+        if method == "POST" and sub == "/exec":
+            return self._exec(body, desktop, home)
         return self._data_plane(method, sub, query, body, sandbox, desktop, scale)
 
     def _create(self, body: Any) -> tuple[int, Any, str]:
@@ -276,6 +309,7 @@ class FakeUseComputer(LoopbackService):
         width, height = self.sizes[kind]
         scale = self.macos_scale if kind == "macos" else 1
         self._desktops[sandbox_id] = XvfbDesktop(width * scale, height * scale, provider="use-computer-fake")
+        self._homes[sandbox_id] = Path(tempfile.mkdtemp(prefix=f"fake-uc-{sandbox_id}-"))
         sandbox: dict[str, Any] = {
             "sandbox_id": sandbox_id, "type": kind, "vnc_url": f"/v1/sandboxes/{sandbox_id}/vnc",
             "vm_ip": "192.168.64.2", "host": body.get("host") or "mm001",
@@ -373,12 +407,38 @@ class FakeUseComputer(LoopbackService):
                     raise _error(400, "invalid_request", "keys must be a chord such as cmd+s")
                 driver.key(*[_modifier(p) for p in parts[:-1]], _key(parts[-1]))
                 return 200, ok, "application/json"
-        if method == "POST" and sub == "/exec":
-            return self._exec(body, desktop)
+            if method == "GET" and sub == "/mouse/position":
+                x, y = driver.cursor_position()
+                return 200, {"x": x // scale, "y": y // scale}, "application/json"
         raise _error(404, "not_found", f"no route {method} {sub}")
 
     @staticmethod
-    def _exec(body: Any, desktop: XvfbDesktop) -> tuple[int, Any, str]:
+    def _files(method: str, query: dict[str, list[str]], body: Any, home: Path) -> tuple[int, Any, str]:
+        """``PUT``/``GET /files?path=``: the raw bytes of one regular file."""
+        raw_path = (query.get("path") or [""])[0]
+        if not raw_path:
+            raise _error(400, "invalid_request", "path is required")
+        path = home / raw_path  # an absolute path replaces home
+        if method == "PUT":
+            if not isinstance(body, bytes):
+                raise _error(400, "invalid_request", "the body must be the file's bytes")
+            if not path.parent.is_dir():
+                raise _error(404, "not_found", f"parent directory of {raw_path} does not exist")
+            if path.is_dir():
+                raise _error(400, "invalid_request", f"{raw_path} is a directory")
+            path.write_bytes(body)
+            return 200, {"status": "ok"}, "application/json"
+        if method == "GET":
+            if path.is_dir():
+                raise _error(400, "invalid_request", f"{raw_path} is a directory")
+            try:
+                return 200, path.read_bytes(), "application/octet-stream"
+            except FileNotFoundError:
+                raise _error(404, "not_found", f"no such file: {raw_path}") from None
+        raise _error(405, "method_not_allowed", f"{method} /files")
+
+    @staticmethod
+    def _exec(body: Any, desktop: XvfbDesktop, home: Path) -> tuple[int, Any, str]:
         if not isinstance(body, dict) or not isinstance(body.get("command"), str):
             raise _error(400, "invalid_request", "command must be a string")
         shell = body.get("shell", "bash")
@@ -386,7 +446,8 @@ class FakeUseComputer(LoopbackService):
             raise _error(400, "invalid_request", f"invalid shell {shell!r}")
         timeout = body.get("timeout", 300)
         proc = subprocess.Popen(["sh" if shell == "sh" else "bash", "-c", body["command"]], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=dict(os.environ, DISPLAY=desktop.display),
+                                stderr=subprocess.PIPE, cwd=home,
+                                env=dict(os.environ, DISPLAY=desktop.display, HOME=str(home)),
                                 start_new_session=True)
         try:
             out, err = proc.communicate(timeout=timeout)
