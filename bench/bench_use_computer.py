@@ -5,9 +5,12 @@ Per action: the client's wall time through ``UseComputerProvider`` minus the ser
 body, as the SDK does), so the provider's overhead over a hand-written call is a ratio. Then up/down round trips:
 the naive way (POST, then a DELETE whose status is ignored, as the SDK's ``close()`` does), provider create +
 wait_ready + destroy (DELETE checked, GET until 404), and the full session (``deskctl.open_desktop`` with
-preflight, ledger and metering, then close).
+preflight, ledger and metering, then close). Last, file transfer on an Ubuntu sandbox: one large file and a tree
+of small files, up and down, through ``upload``/``download`` (streamed PUT/GET; a tree as one tar) next to the
+naive way with the same API (the whole file read into memory for one PUT, and a ``.content`` GET; a tree as one
+``mkdir -p`` exec then one PUT per file, and down one ``find`` exec then one GET per file).
 
-    .venv/bin/python bench/bench_use_computer.py [--iterations 200] [--cycles 10]
+    .venv/bin/python bench/bench_use_computer.py [--iterations 200] [--cycles 10] [--file-mb 64] [--files 200]
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--cycles", type=int, default=10)
+    parser.add_argument("--file-mb", type=int, default=64, help="size of the one large file")
+    parser.add_argument("--files", type=int, default=200, help="small files in the tree")
+    parser.add_argument("--rounds", type=int, default=5, help="transfers of each kind")
     args = parser.parse_args()
 
     import httpx
@@ -103,11 +110,104 @@ def main() -> None:
               f"session / provider: up {median_ms(opens) / median_ms(ups):.2f}x, "
               f"down {median_ms(closes) / median_ms(downs):.2f}x")
         print(f"  sandboxes left on the fake: {len(fake.live())}")
+        files_section(fake, provider, raw, args)
     finally:
         raw.close()
         provider.close()
         fake.stop()
         home.cleanup()
+
+
+def files_section(fake: FakeUseComputer, provider: UseComputerProvider, raw: Any, args: argparse.Namespace) -> None:
+    """Upload/download throughput: deskctl against the naive way, medians over ``args.rounds``."""
+    ubuntu = DesktopSpec.build(provider="use-computer", platform="ubuntu", geometry="1920x1080")
+    handle = provider.create(ubuntu, "dk-bench-files", {})
+    work = tempfile.TemporaryDirectory(prefix="deskctl-bench-files-")
+    try:
+        provider.wait_ready(handle, time.monotonic() + 60)
+        base = f"/v1/sandboxes/{handle.resource_id}"
+        root = Path(work.name)
+        remote_root = fake.home_of(handle.resource_id)
+
+        def run(command: str) -> str:
+            answer = raw.post(f"{base}/exec", json={"command": command, "shell": "bash", "timeout": 300},
+                              timeout=330)
+            answer.raise_for_status()
+            return str(answer.json()["stdout"])
+
+        big = root / "big.bin"
+        with big.open("wb") as fh:
+            for _ in range(args.file_mb):
+                fh.write(os.urandom(1 << 20))
+        tree = root / "tree"
+        for i in range(args.files):
+            leaf = tree / f"d{i % 10}" / f"f{i}.txt"
+            leaf.parent.mkdir(parents=True, exist_ok=True)
+            leaf.write_bytes(os.urandom(4096))
+        tree_bytes = sum(f.stat().st_size for f in tree.rglob("*") if f.is_file())
+
+        def naive_put_file(local: Path, remote: str) -> None:
+            raw.put(f"{base}/files", params={"path": remote}, content=local.read_bytes(),
+                    timeout=300).raise_for_status()
+
+        def naive_get_file(remote: str, local: Path) -> None:
+            answer = raw.get(f"{base}/files", params={"path": remote}, timeout=300)
+            answer.raise_for_status()
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(answer.content)
+
+        def naive_put_tree(remote: str) -> None:
+            dirs = sorted({str(f.parent.relative_to(tree)) for f in tree.rglob("*") if f.is_file()})
+            run("mkdir -p " + " ".join(f"'{remote}/{d}'" for d in dirs))
+            for f in tree.rglob("*"):
+                if f.is_file():
+                    naive_put_file(f, f"{remote}/{f.relative_to(tree)}")
+
+        def naive_get_tree(remote: str, local: Path) -> None:
+            for name in run(f"cd '{remote}' && find . -type f").split():
+                naive_get_file(f"{remote}/{name[2:]}", local / name[2:])
+
+        counter = iter(range(1_000_000))
+
+        def fresh() -> str:
+            return f"{remote_root}/t{next(counter)}"
+
+        def samples(fn: Callable[[], None]) -> list[float]:
+            out = []
+            for _ in range(args.rounds):
+                started = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - started)
+            return out
+
+        up_file = f"{remote_root}/big.bin"
+        provider.upload(handle, str(big), up_file)
+        provider.upload(handle, str(tree), f"{remote_root}/tree")
+        rows = [
+            ("upload file", args.file_mb << 20,
+             samples(lambda: provider.upload(handle, str(big), f"{fresh()}/big.bin")),
+             samples(lambda: naive_put_file(big, up_file))),
+            ("download file", args.file_mb << 20,
+             samples(lambda: provider.download(handle, up_file, str(root / f"down{next(counter)}.bin"))),
+             samples(lambda: naive_get_file(up_file, root / f"naive{next(counter)}.bin"))),
+            (f"upload tree ({args.files})", tree_bytes,
+             samples(lambda: provider.upload(handle, str(tree), fresh())),
+             samples(lambda: naive_put_tree(fresh()))),
+            (f"download tree ({args.files})", tree_bytes,
+             samples(lambda: provider.download(handle, f"{remote_root}/tree", str(root / f"dt{next(counter)}"))),
+             samples(lambda: naive_get_tree(f"{remote_root}/tree", root / f"nt{next(counter)}"))),
+        ]
+        print()
+        print(f"file transfer on an ubuntu sandbox of the fake, medians over {args.rounds} rounds "
+              f"(file {args.file_mb} MiB; tree {args.files} files of 4 KiB in 10 folders)")
+        for label, size, ours, naive in rows:
+            ours_ms, naive_ms = median_ms(ours), median_ms(naive)
+            print(f"  {label:<22} deskctl {ours_ms:9.1f} ms ({size / (1 << 20) / (ours_ms / 1000):7.1f} MiB/s)   "
+                  f"naive {naive_ms:9.1f} ms ({size / (1 << 20) / (naive_ms / 1000):7.1f} MiB/s)   "
+                  f"naive/deskctl x{naive_ms / ours_ms:.2f}")
+    finally:
+        provider.destroy(handle)
+        work.cleanup()
 
 
 if __name__ == "__main__":
