@@ -200,7 +200,9 @@ def test_a_retried_upload_sends_the_whole_file_again(provider: UseComputerProvid
                                                   (200, {"bytes": local.stat().st_size})]
     assert Path(remote).read_bytes() == local.read_bytes()
     back = tmp_path / "back.bin"
+    fake.inject("GET", r"/files$", 502, {"error": "bad_gateway"})  # a streamed GET's error answer, retried
     provider.download(sandbox, "big.bin", str(back))  # relative: the sandbox's home
+    assert [r.status for r in fake.log if r.method == "GET" and r.path.endswith("/files")] == [502, 200]
     assert hashlib.sha256(back.read_bytes()).digest() == hashlib.sha256(local.read_bytes()).digest()
     assert not list(tmp_path.glob(".*deskctl-part"))
 
