@@ -170,6 +170,15 @@ def test_windows_files_use_windows_paths(provider: UseComputerProvider, fake: Fa
     assert _sent(fake)[-1]["command"].startswith("if (Test-Path -LiteralPath 'C:\\nope.txt' -PathType Container)")
 
 
+@pytest.mark.parametrize("sandbox", ["ubuntu"], indirect=True)
+def test_ubuntu_commands_get_the_desktop_display_unless_set(provider: UseComputerProvider, fake: FakeUseComputer,
+                                                            sandbox: RemoteHandle) -> None:
+    assert provider.exec(sandbox, "echo $DISPLAY").stdout == fake.display_of(sandbox.resource_id) + "\n"
+    assert _sent(fake)[-1]["command"] == 'export DISPLAY="${DISPLAY:-:0}"; echo $DISPLAY'
+    fake.exec_display = False  # an exec environment without DISPLAY: the desktop's :0 (spec) is named
+    assert provider.exec(sandbox, "echo $DISPLAY").stdout == ":0\n"
+
+
 # -- files over real HTTP: 404s, retries, big files ---------------------------------------------------------------
 @pytest.mark.parametrize("sandbox", ["ubuntu"], indirect=True)
 def test_a_missing_file_is_no_such_file_but_a_gone_sandbox_is_session_lost(

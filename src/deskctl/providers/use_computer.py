@@ -737,6 +737,9 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
                     command = build(command, cwd=cwd, env=clean_env, user=user, background=background)
                 except UsageError as err:
                     raise UsageError(f"use-computer: {err.message}", code=err.code, provider=self.name) from err
+        if handle.data.get("platform") == Platform.UBUNTU.value:
+            # the Ubuntu desktop is DISPLAY=:0 (spec); an exec environment without it could start no GUI app
+            command = f'export DISPLAY="${{DISPLAY:-:0}}"; {command}'
         body: dict[str, Any] = {"command": command, "timeout": seconds}
         shell = self._shell(handle)
         if shell:

@@ -126,6 +126,8 @@ class FakeUseComputer(LoopbackService):
         self.create_failure: str | None = None
         self.delete_ignored = False
         self.reaped: list[str] = []
+        #: whether exec's environment names the sandbox's display (False: a service whose exec has no DISPLAY)
+        self.exec_display = True
         self.sandboxes: dict[str, dict[str, Any]] = {}
         self._homes: dict[str, Path] = {}
         self._release = threading.Event()
@@ -437,8 +439,14 @@ class FakeUseComputer(LoopbackService):
                 raise _error(404, "not_found", f"no such file: {raw_path}") from None
         raise _error(405, "method_not_allowed", f"{method} /files")
 
-    @staticmethod
-    def _exec(body: Any, desktop: XvfbDesktop, home: Path) -> tuple[int, Any, str]:
+    def _exec_env(self, desktop: XvfbDesktop, home: Path) -> dict[str, str]:
+        env = dict(os.environ, HOME=str(home))
+        env.pop("DISPLAY", None)
+        if self.exec_display:
+            env["DISPLAY"] = desktop.display
+        return env
+
+    def _exec(self, body: Any, desktop: XvfbDesktop, home: Path) -> tuple[int, Any, str]:
         if not isinstance(body, dict) or not isinstance(body.get("command"), str):
             raise _error(400, "invalid_request", "command must be a string")
         shell = body.get("shell", "bash")
@@ -447,7 +455,7 @@ class FakeUseComputer(LoopbackService):
         timeout = body.get("timeout", 300)
         proc = subprocess.Popen(["sh" if shell == "sh" else "bash", "-c", body["command"]], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, cwd=home,
-                                env=dict(os.environ, DISPLAY=desktop.display, HOME=str(home)),
+                                env=self._exec_env(desktop, home),
                                 start_new_session=True)
         try:
             out, err = proc.communicate(timeout=timeout)
