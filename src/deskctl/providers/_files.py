@@ -136,7 +136,7 @@ class FileTransfer:
         if not source.is_dir():
             self._mkdirs(handle, remote_parent(remote, dialect))
             self._put_file(handle, source, remote)
-            mode = source.stat().st_mode & 0o7777
+            mode = source.stat().st_mode & 0o777
             if dialect == "posix" and mode & 0o111:
                 # a file API writes bytes, not modes: an uploaded script must stay executable (as with docker cp)
                 self._files_run(handle, f"chmod {mode:o} -- {_q(dialect, remote)}", f"make {remote} executable")
