@@ -4,6 +4,7 @@ conformance conftest appends ``Target(**kwargs)`` for each of :data:`DAYTONA_TAR
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,15 @@ daytona_probe_address = _fakes.probe_address
 
 
 def daytona_leftovers(handle: RemoteHandle) -> list[str]:
-    """Sandboxes of the session still on the fake (by id and by label), with their Xvfb."""
+    """Sandboxes of the session still on the fake (by id and by label), with their Xvfb and their folder."""
+    fake = _fakes.current()
     left: list[str] = []
-    for sandbox in _fakes.current().live():
+    for sandbox in fake.live():
         if sandbox["id"] == handle.resource_id or sandbox["labels"].get(LABEL_SESSION) == handle.session_id:
             left.append(f"sandbox {sandbox['id']} ({sandbox['state']})")
+    root = fake.roots.get(handle.resource_id)
+    if root is not None and os.path.exists(root):
+        left.append(f"folder {root} of sandbox {handle.resource_id}")
     return left
 
 
@@ -41,6 +46,9 @@ DAYTONA_TARGETS_KWARGS: list[dict[str, Any]] = [
         "leftovers": daytona_leftovers,
         "environment": daytona_environment,
         "geometry": "1024x768",
+        # the windows fake's guest is this host's bash, not cmd.exe: its shell lines are checked by what the
+        # provider sends (tests/daytona/test_daytona_harness.py), not by the Linux harness suite
+        "extra": {"guest": "windows"} if platform == "windows" else {},
     }
     for platform in ("windows", "ubuntu")
 ]

@@ -25,8 +25,18 @@ The contract was read from github.com/daytonaio/daytona (v0.190.0) and the gener
   ``delete:sandboxes``) says so and names the TTL that will end the sandbox.
 - **Listing** (reap, preflight leftovers): the list is eventually consistent, so every listed sandbox is
   confirmed by ``GET`` before it is called a leftover.
-- **Exec**: ``process/execute`` merges stdout and stderr: the result has ``merged=True``. A command that
-  outlives its timeout is killed by the service and reported as exit code 124 (as GNU ``timeout`` does).
+- **Exec**: ``process/execute`` with its own ``cwd`` and ``envs`` fields; another user through ``sudo -n`` and
+  a detached start through :func:`~deskctl.providers._guest.posix_line` (``cmd.exe`` lines from
+  :func:`~deskctl.providers._guest.cmd_line` on Windows). The service merges stdout and stderr; on Linux the
+  line sends stderr to an unlinked temp file and prints it after a random marker, so the two come back apart;
+  on Windows the result has ``merged=True``. A command that outlives its timeout is killed by the service and
+  reported as exit code 124 (as GNU ``timeout`` does).
+- **Files**: ``files/bulk-upload`` (multipart, the file streamed from disk) and ``files/bulk-download`` (a
+  multipart answer streamed to disk; an ``error`` part for a missing file is ``usage.no_such_file``),
+  ``files/info`` and ``files/folder``; directories as one tar unpacked by ``exec``
+  (:class:`~deskctl.providers._files.FileTransfer`). Relative paths resolve against the sandbox's work dir.
+- **Pointer**: ``computeruse/mouse/position``. Clipboard, launch, open_url and window titles are commands on
+  the guest (:class:`~deskctl.providers._guest.GuestActions`).
 
 Provider options (``provider_options``): ``api_url``, ``target``, ``snapshot``, ``auto_stop_minutes``
 (default 15), ``ttl_minutes`` (default from the session's limits, else 1440; 0 disables), ``poll_interval``,
@@ -41,8 +51,12 @@ import base64
 import contextlib
 import json
 import math
+import re
+import stat
 import time
+import uuid
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl.actions import (
@@ -75,7 +89,9 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
-from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy
+from deskctl.providers._files import FileTransfer, no_such_file
+from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, cmd_line, posix_line
+from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy, error_from_transport
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
@@ -94,7 +110,8 @@ if TYPE_CHECKING:
 
     from deskctl.preflight.checks import CheckResult
 
-__all__ = ["DEFAULT_API_URL", "LABEL_MANAGED", "WINDOWS_RESOURCES", "DaytonaProvider", "toolbox_key_name"]
+__all__ = ["DEFAULT_API_URL", "LABEL_MANAGED", "WINDOWS_RESOURCES", "DaytonaProvider", "MultipartReader",
+           "toolbox_key_name"]
 
 DEFAULT_API_URL = "https://app.daytona.io/api"
 #: marks every sandbox deskctl made, so one label query finds them all
@@ -143,7 +160,7 @@ def _ceil_minutes(seconds: float) -> int:
     return max(1, math.ceil(seconds / 60.0))
 
 
-class DaytonaProvider(HttpProvider):
+class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
     """Daytona sandboxes (``windows`` and ``ubuntu``) reached through the REST and toolbox APIs."""
 
     name = "daytona"
@@ -156,13 +173,17 @@ class DaytonaProvider(HttpProvider):
         max_size=(3840, 2160),
         fixed_sizes={Platform.WINDOWS: (WINDOWS_SIZE,)},
         exec=True,
+        # apart on Linux (see exec), merged on Windows: ExecResult.merged tells for each result
         exec_streams_separate=False,
-        files=False,
+        files=True,
         labels=True,
         server_ttl=True,
         isolation="vm",
         start_url=False,
         local=False,
+        cursor_position=True,
+        clipboard=True,
+        windows=True,
         billing="per_second",
     )
     credential_vars = ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
@@ -822,25 +843,232 @@ class DaytonaProvider(HttpProvider):
                 return [("/computeruse/keyboard/up", {"key": toolbox_key_name(key)})]
         raise UsageError(f"daytona cannot perform {action!r}", code="usage.unsupported")
 
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        body = self._json(self._toolbox(handle, "GET", "/computeruse/mouse/position", "read the pointer position",
+                                        idempotent=True))
+        try:
+            return int(body["x"]), int(body["y"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProviderApiError(f"daytona: mouse/position is malformed: {redact(str(body))[:200]}",
+                                   provider=self.name) from exc
+
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
              background: bool = False) -> ExecResult:
         if not command.strip():
             raise UsageError("empty command", code="usage.empty_command", provider=self.name)
+        clean_env = check_exec_options(env, user, self.name)
         seconds = max(1, math.ceil(timeout))
+        request: dict[str, Any] = {"timeout": seconds}
+        if cwd:
+            request["cwd"] = cwd
+        marker: str | None = None
+        if self._guest_dialect(handle) == "posix":
+            # sudo starts the other user with a clean environment: env then travels inside the line
+            line = posix_line(command, env=clean_env if user else None, user=user, background=background)
+            if clean_env and not user:
+                request["envs"] = clean_env
+            if not background:
+                marker = f"--deskctl-stderr-{uuid.uuid4().hex}--"
+                line = _stderr_apart(line, marker)
+        else:
+            line = cmd_line(command, user=user, background=background)
+            if clean_env:
+                request["envs"] = clean_env
+        request["command"] = line
         try:
             response = self._toolbox(handle, "POST", "/process/execute", "run a command", idempotent=False,
-                                     json={"command": command, "timeout": seconds}, timeout=seconds + 5.0)
+                                     json=request, timeout=seconds + 5.0)
         except ProviderApiError as err:
             if err.status == 408:
-                return ExecResult(exit_code=124, stdout="", stderr="", merged=True)
+                return ExecResult(exit_code=124, stdout="", stderr="", merged=marker is None)
             raise
         body = self._json(response)
         if not isinstance(body, dict):
             raise ProviderApiError("daytona: process/execute answered an unexpected shape", provider=self.name)
-        exit_code = body.get("exitCode", body.get("code"))
-        return ExecResult(exit_code=int(exit_code) if isinstance(exit_code, int | float) else -1,
-                          stdout=str(body.get("result") or ""), stderr="", merged=True)
+        raw_code = body.get("exitCode", body.get("code"))
+        exit_code = int(raw_code) if isinstance(raw_code, int | float) else -1
+        text = str(body.get("result") or "")
+        if background:  # the line printed the new process's id (posix) or nothing (cmd.exe's start)
+            pid = background_pid(ExecResult(exit_code, text)) if exit_code == 0 else None
+            return ExecResult(exit_code=exit_code, stdout=text, stderr="", merged=False, pid=pid)
+        if marker is not None:
+            out, found, errors = text.partition(marker)
+            if found:
+                return ExecResult(exit_code=exit_code, stdout=out, stderr=errors, merged=False)
+            if exit_code == -1:
+                # the service could not start the shell (a cwd that does not exist): its message is the error
+                return ExecResult(exit_code=exit_code, stdout="", stderr=text, merged=False)
+        return ExecResult(exit_code=exit_code, stdout=text, stderr="", merged=True)
+
+    # -- files (FileTransfer's primitives, over the toolbox's file API) ---------------------------------------
+    def _mkdirs(self, handle: RemoteHandle, remote_dir: str) -> None:
+        self._toolbox(handle, "POST", "/files/folder", f"make the folder {remote_dir}", idempotent=True,
+                      params={"path": remote_dir, "mode": "755"})
+
+    def _remote_kind(self, handle: RemoteHandle, remote: str) -> str:
+        response = self._toolbox(handle, "GET", "/files/info", f"look at {remote}", idempotent=True,
+                                 params={"path": remote}, ok=frozenset({404}))
+        body = self._json(response) if response.content else {}
+        if response.status_code == 404:
+            message = str(body.get("message") or body.get("error") or "") if isinstance(body, dict) else ""
+            if "sandbox" in message.lower():  # the sandbox itself is gone, not the file
+                raise SessionLost(f"daytona: sandbox {handle.resource_id} is not running any more ({message})",
+                                  provider=self.name)
+            return "none"
+        if not isinstance(body, dict) or not isinstance(body.get("isDir"), bool):
+            raise ProviderApiError(f"daytona: files/info about {remote} is malformed", provider=self.name)
+        return "dir" if body["isDir"] else "file"
+
+    def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
+        size = local.stat().st_size
+        with local.open("rb") as stream:
+            # httpx streams the open file in chunks (and rewinds it for a retry): never all in memory
+            response = self._toolbox(
+                handle, "POST", "/files/bulk-upload", f"upload {remote}", idempotent=True,
+                data={"files[0].path": remote},
+                files={"files[0].file": (local.name or "file", stream, "application/octet-stream")},
+            )
+        body = self._json(response) if response.content else {}
+        files = body.get("files") if isinstance(body, dict) else None
+        written = files[0].get("bytes") if isinstance(files, list) and files and isinstance(files[0], dict) else None
+        if written is not None and written != size:
+            raise ProviderApiError(f"daytona: {remote} arrived with {written} of {size} bytes", provider=self.name)
+        mode = stat.S_IMODE(local.stat().st_mode)
+        if mode != 0o644 and self._guest_dialect(handle) == "posix":
+            # the daemon writes every upload 0644: a script must stay executable, a key private
+            self._toolbox(handle, "POST", "/files/permissions", f"set the mode of {remote}", idempotent=True,
+                          params={"path": remote, "mode": f"{mode:04o}"})
+
+    def _get_file(self, handle: RemoteHandle, remote: str, local: Path) -> None:
+        import httpx
+
+        response = self._toolbox(handle, "POST", "/files/bulk-download", f"download {remote}", idempotent=True,
+                                 json={"paths": [remote]}, stream=True)
+        error = bytearray()
+        parts: list[str] = []
+        with contextlib.closing(response), local.open("wb") as out:
+            def on_part(headers: Mapping[str, str]) -> Callable[[bytes], object]:
+                name = _form_name(headers.get("content-disposition", ""))
+                # the current daemon names a file's part "file" (older ones: the path) and an error's "error"
+                parts.append("error" if name == "error" else "file")
+                if name == "error":
+                    return error.extend
+                if parts.count("file") > 1:
+                    raise ProviderApiError(f"daytona: bulk-download of {remote} answered several files",
+                                           provider=self.name)
+                return out.write
+
+            reader = MultipartReader(_boundary(response.headers.get("content-type", ""), self.name), on_part)
+            try:
+                for chunk in response.iter_bytes(256 * 1024):
+                    reader.feed(chunk)
+            except httpx.HTTPError as exc:  # the connection broke mid-body
+                raise error_from_transport(exc, self._context(f"download {remote}")) from exc
+        if error:
+            raise self._download_error(remote, bytes(error))
+        if not reader.done or "file" not in parts:
+            raise ProviderApiError(f"daytona: the download of {remote} ended early (no complete file part)",
+                                   provider=self.name)
+
+    def _download_error(self, remote: str, payload: bytes) -> DeskctlError:
+        text = payload.decode("utf-8", "replace").strip()
+        try:
+            detail = json.loads(text)
+        except ValueError:
+            detail = {"message": text}
+        if not isinstance(detail, dict):
+            detail = {"message": text}
+        code = str(detail.get("code") or detail.get("error_code") or "")
+        status = detail.get("statusCode", detail.get("status_code"))
+        message = str(detail.get("message") or text)
+        if code == "FILE_NOT_FOUND" or status == 404 or "not found" in message.lower():
+            return no_such_file(remote, "on the desktop", self.name)
+        return ProviderApiError(f"daytona: cannot download {remote}: {redact(message)[:300]}", provider=self.name,
+                                status=status if isinstance(status, int) else None)
+
+
+def _stderr_apart(line: str, marker: str) -> str:
+    """``line`` with its stderr kept apart: in a temp file unlinked at once (a killed command leaves nothing),
+    printed after ``marker`` once the line is done; exit status kept. One line: the service feeds it to the
+    shell on stdin, and the command must not read the rest of it."""
+    return (f'__dk_e=$(mktemp) || exit 125; exec 3>"$__dk_e" 4<"$__dk_e"; rm -f "$__dk_e"; '
+            f"{line} 2>&3 3>&- 4<&- </dev/null; __dk_rc=$?; exec 3>&-; printf %s {marker}; cat <&4; "
+            "exit $__dk_rc")
+
+
+_FORM_NAME = re.compile(r'(?:^|;)\s*name="((?:[^"\\]|\\.)*)"', re.IGNORECASE)
+_BOUNDARY = re.compile(r'boundary="?([^";]+)"?', re.IGNORECASE)
+
+
+def _form_name(disposition: str) -> str:
+    match = _FORM_NAME.search(disposition)
+    return match.group(1) if match else ""
+
+
+def _boundary(content_type: str, provider: str) -> bytes:
+    match = _BOUNDARY.search(content_type)
+    if not content_type.lower().startswith("multipart/") or match is None:
+        raise ProviderApiError(f"daytona: bulk-download answered {content_type or 'no content type'}, not multipart",
+                               provider=provider)
+    return match.group(1).strip().encode("latin-1")
+
+
+class MultipartReader:
+    """A multipart body fed in chunks of any size: for each part ``on_part(headers)`` (lower-case names) says
+    where its bytes go. Only the tail that could begin a boundary is held back, so a part of any size streams
+    through. ``done`` once the closing boundary was read."""
+
+    def __init__(self, boundary: bytes, on_part: Callable[[Mapping[str, str]], Callable[[bytes], object]]) -> None:
+        self._delimiter = b"\r\n--" + boundary
+        self._buffer = b"\r\n"  # the first boundary then looks like every other one
+        self._state = "preamble"
+        self._on_part = on_part
+        self._sink: Callable[[bytes], object] | None = None
+        self.done = False
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        while not self.done:
+            if self._state in ("preamble", "body"):
+                at = self._buffer.find(self._delimiter)
+                if at < 0:
+                    keep = len(self._delimiter) - 1
+                    if self._sink is not None and self._state == "body" and len(self._buffer) > keep:
+                        self._sink(self._buffer[:-keep])
+                        self._buffer = self._buffer[-keep:]
+                    return
+                if self._sink is not None and self._state == "body":
+                    self._sink(self._buffer[:at])
+                self._buffer = self._buffer[at + len(self._delimiter):]
+                self._state = "boundary"
+            elif self._state == "boundary":
+                if len(self._buffer) < 2:
+                    return
+                if self._buffer.startswith(b"--"):
+                    self.done, self._buffer = True, b""
+                    return
+                end = self._buffer.find(b"\r\n")
+                if end < 0:
+                    return
+                self._buffer = self._buffer[end + 2:]
+                self._state = "headers"
+            else:  # headers
+                if self._buffer.startswith(b"\r\n"):
+                    end, header_block = 0, b""
+                else:
+                    end = self._buffer.find(b"\r\n\r\n")
+                    if end < 0:
+                        return
+                    header_block = self._buffer[:end]
+                    end += 2
+                headers: dict[str, str] = {}
+                for raw in header_block.split(b"\r\n"):
+                    name, _, value = raw.decode("utf-8", "replace").partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                self._buffer = self._buffer[end + 2:]
+                self._sink = self._on_part(headers)
+                self._state = "body"
 
 
 def _type_requests(text: str) -> list[tuple[str, dict[str, Any]]]:

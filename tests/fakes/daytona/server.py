@@ -13,6 +13,15 @@ change in progress"), :attr:`FakeDaytona.create_failure` (the sandbox is made, t
 ``"failed_to_start"``, ``"bare_502"``, ``"hang"``, ``"drop"``), :attr:`FakeDaytona.cu_unavailable` (503s after
 ``computeruse/start`` while the plugin loads), :meth:`FakeDaytona.revoke_key`, and a slow start
 (:attr:`FakeDaytona.start_polls`: GETs in ``creating`` before ``started``).
+
+Files and commands (spec sections 5 and 11): every sandbox has a real folder of its own (:meth:`FakeDaytona.root_of`)
+holding its work dir (``GET /work-dir``), against which relative paths resolve. A Linux sandbox's absolute
+paths are this host's; a Windows sandbox's (``C:\\Users\\...``) are mapped into its folder (``<root>/C/Users/...``),
+since its guest is this host's bash. ``files/bulk-upload`` reads multipart parts ``files[i].path`` and
+``files[i].file``; ``files/bulk-download`` answers a multipart body (a ``file`` part per file, an ``error`` part
+with error JSON per failure, each part's ``filename`` the requested path); ``files/info`` (404/403/400) and
+``files/folder`` as the daemon's; ``process/execute`` runs bash in ``cwd`` (default: the work dir) with
+``envs``, answers ``exitCode: -1`` when it cannot start there, and 408 ``PROCESS_EXECUTION_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -20,9 +29,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import posixpath
 import re
+import shutil
 import signal
+import stat as stat_module
 import subprocess
+import tempfile
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -63,7 +76,8 @@ class _Handler(JsonHandler):
 
     def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
         owner = self.owner
-        if raw:
+        multipart = (self.headers.get("Content-Type") or "").lower().startswith("multipart/")
+        if raw and not multipart:
             try:
                 self.logged_body = json.loads(raw)
             except ValueError:
@@ -72,7 +86,12 @@ class _Handler(JsonHandler):
         if path.startswith("/api/") or path == "/api":
             status, answer = owner.handle_api(self.command, path, query, self.headers, self.logged_body)
         elif path.startswith("/toolbox/"):
-            status, answer = owner.handle_toolbox(self.command, path, query, self.headers, self.logged_body)
+            body: Any = raw if multipart else self.logged_body
+            status, answer = owner.handle_toolbox(self.command, path, query, self.headers, body)
+            if isinstance(answer, _Multipart):
+                return status, answer.payload, answer.content_type
+            if multipart:
+                self.logged_body = owner.last_upload
         else:
             raise owner._error(404, f"Cannot {self.command} {path}", path)
         return status, answer, "application/json"
@@ -81,6 +100,66 @@ class _Handler(JsonHandler):
         return {"statusCode": 500, "message": f"fake error: {type(exc).__name__}: {exc}"}
 
     do_PATCH = JsonHandler.dispatch
+
+
+class _Multipart:
+    """A multipart/form-data answer (bulk-download)."""
+
+    boundary = "DAYTONA-FILE-BOUNDARY"
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def part(self, name: str, filename: str, content_type: str, data: bytes) -> None:
+        quoted = filename.replace("\\", "\\\\").replace('"', '\\"')
+        self.chunks.append(f'--{self.boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{quoted}"'
+                           f"\r\nContent-Type: {content_type}\r\n\r\n".encode() + data + b"\r\n")
+
+    @property
+    def payload(self) -> bytes:
+        return b"".join(self.chunks) + f"--{self.boundary}--\r\n".encode()
+
+    @property
+    def content_type(self) -> str:
+        return f"multipart/form-data; boundary={self.boundary}"
+
+
+def _split_multipart(raw: bytes, content_type: str) -> list[tuple[dict[str, str], bytes]] | None:
+    """The parts of a multipart body as (headers with lower-case names, bytes); None when it is not one (no
+    boundary, or no closing boundary: a truncated body)."""
+    match = re.search(r'boundary="?([^";]+)"?', content_type)
+    if not content_type.lower().startswith("multipart/form-data") or match is None:
+        return None
+    delimiter = b"--" + match.group(1).encode()
+    start = raw.find(delimiter)
+    if start < 0:
+        return None
+    parts: list[tuple[dict[str, str], bytes]] = []
+    for piece in (b"\r\n" + raw[start:]).split(b"\r\n" + delimiter)[1:]:
+        if piece.startswith(b"--"):
+            return parts
+        line_end = piece.find(b"\r\n")
+        if line_end < 0:
+            return None
+        piece = piece[line_end + 2:]
+        if piece.startswith(b"\r\n"):
+            head, data = b"", piece[2:]
+        else:
+            head, sep, data = piece.partition(b"\r\n\r\n")
+            if not sep:
+                return None
+        headers: dict[str, str] = {}
+        for line in head.split(b"\r\n"):
+            name, colon, value = line.decode("utf-8", "replace").partition(":")
+            if colon:
+                headers[name.strip().lower()] = value.strip()
+        parts.append((headers, data))
+    return None
+
+
+def _form_field(disposition: str, key: str) -> str | None:
+    match = re.search(rf'(?:^|;)\s*{key}="((?:[^"\\]|\\.)*)"', disposition)
+    return match.group(1) if match else None
 
 
 class FakeDaytona(LoopbackService):
@@ -130,12 +209,27 @@ class FakeDaytona(LoopbackService):
         self.cu_unavailable = 0
         self.create_failure: str | None = None
         self.sandboxes: dict[str, dict[str, Any]] = {}
+        #: sandbox id -> its folder (every sandbox ever made: a test checks the removed ones are gone)
+        self.roots: dict[str, str] = {}
+        #: what the last bulk-upload carried (part name -> path, or the file's name and size): the request log
+        self.last_upload: dict[str, Any] = {}
         self._release = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def stop(self) -> None:
         self._release.set()  # a create held by create_failure="hang" answers now
         super().stop()
+        for root in self.roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+
+    def root_of(self, sandbox_id: str) -> str:
+        """The folder of a sandbox on this host (where a Windows sandbox's drives are)."""
+        return self.roots[sandbox_id]
+
+    def host_path(self, sandbox_id: str, path: str) -> str:
+        """Where a path the client names lies on this host (see the module docstring)."""
+        with self._lock:
+            return self._host_path(self.sandboxes[sandbox_id], path)
 
     @property
     def api_url(self) -> str:
@@ -221,6 +315,9 @@ class FakeDaytona(LoopbackService):
         desktop = self._desktops.pop(sandbox_id, None)
         if desktop is not None:
             desktop.stop()  # synchronously: a 404 means nothing of the sandbox is left
+        root = self.roots.get(sandbox_id)
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
     def _current_key(self, headers: Any, path: str) -> dict[str, Any]:
         """``GET /api-keys/current`` (daytona-api-client 0.231: ``ApiKeyList``). A JWT is no API key: the
@@ -399,6 +496,13 @@ class FakeDaytona(LoopbackService):
         if failure == "failed_to_start":
             sandbox["state"] = "error"
             sandbox["errorReason"] = "runner failed to start the sandbox"
+        root = tempfile.mkdtemp(prefix="fake-daytona-")
+        self.roots[sandbox_id] = root
+        if sandbox_class == "windows":
+            sandbox["_workdir"] = "C:\\Users\\daytona"  # UNVERIFIED: the live Windows work dir
+        else:
+            sandbox["_workdir"] = os.path.join(root, "home", "daytona")
+        os.makedirs(self._host_path(sandbox, sandbox["_workdir"]), exist_ok=True)
         self.sandboxes[sandbox_id] = sandbox
         if failure != "failed_to_start":
             if sandbox_class == "windows":
@@ -519,8 +623,153 @@ class FakeDaytona(LoopbackService):
         if sub.startswith("/computeruse/"):
             return self._computer_use(method, sub[len("/computeruse"):], query, body, desktop, windows)
         if sub == "/process/execute" and method == "POST":
-            return self._execute(body, desktop, path)
+            return self._execute(sandbox, body, desktop, path)
+        if method == "GET" and sub in ("/work-dir", "/user-home-dir"):
+            return 200, {"dir": sandbox["_workdir"]}
+        if sub.startswith("/files"):
+            return self._files(method, sub, query, headers, body, sandbox, path)
         raise HttpError(404, {"statusCode": 404, "message": f"Cannot {method} {sub}", "code": "NOT_FOUND"})
+
+    # -- files ---------------------------------------------------------------------------------------------
+    def _host_path(self, sandbox: dict[str, Any], path: str) -> str:
+        root = self.roots[sandbox["id"]]
+        if sandbox["sandboxClass"] != "windows":
+            return path if path.startswith("/") else os.path.join(self._host_path(sandbox, sandbox["_workdir"]),
+                                                                  path)
+        text = path.replace("/", "\\")
+        drive = re.match(r"([A-Za-z]):\\?", text)
+        if drive is None and not text.startswith("\\"):  # relative: against the work dir
+            text = sandbox["_workdir"] + "\\" + text
+            drive = re.match(r"([A-Za-z]):\\?", text)
+        letter, rest = (drive.group(1).upper(), text[drive.end():]) if drive else ("C", text)
+        inside = posixpath.normpath("/" + rest.replace("\\", "/")).lstrip("/")
+        return os.path.join(root, letter, inside) if inside not in ("", ".") else os.path.join(root, letter)
+
+    def _daemon_error(self, status: int, code: str, message: str, path: str, method: str) -> HttpError:
+        return HttpError(status, {"statusCode": status, "message": message, "code": code, "source": "DAYTONA_DAEMON",
+                                   "timestamp": _now(), "path": path, "method": method})
+
+    def _files(self, method: str, sub: str, query: dict[str, list[str]], headers: Any, body: Any,
+               sandbox: dict[str, Any], path: str) -> tuple[int, Any]:
+        wanted = (query.get("path") or [""])[0]
+        if method == "GET" and sub == "/files/info":
+            if not wanted:
+                raise self._daemon_error(400, "BAD_REQUEST", "path is required", path, method)
+            host = self._host_path(sandbox, wanted)
+            try:
+                info = os.stat(host)
+            except FileNotFoundError:
+                raise self._daemon_error(404, "FILE_NOT_FOUND", f"stat {wanted}: no such file or directory", path,
+                                         method) from None
+            except PermissionError:
+                raise self._daemon_error(403, "FILE_ACCESS_DENIED", f"stat {wanted}: permission denied", path,
+                                         method) from None
+            except OSError as exc:
+                raise self._daemon_error(400, "BAD_REQUEST", f"stat {wanted}: {exc.strerror}", path, method) from None
+            return 200, {"name": posixpath.basename(host), "size": info.st_size,
+                         "mode": stat_module.filemode(info.st_mode), "isDir": stat_module.S_ISDIR(info.st_mode),
+                         "modTime": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+                         "owner": str(info.st_uid), "group": str(info.st_gid),
+                         "permissions": f"{info.st_mode & 0o7777:04o}"}
+        if method == "POST" and sub == "/files/folder":
+            mode = (query.get("mode") or ["755"])[0]
+            if not wanted:
+                raise self._daemon_error(400, "BAD_REQUEST", "path is required", path, method)
+            if not re.fullmatch(r"[0-7]{1,4}", mode):
+                raise self._daemon_error(400, "BAD_REQUEST", "invalid mode format", path, method)
+            try:
+                os.makedirs(self._host_path(sandbox, wanted), int(mode, 8), exist_ok=True)
+            except OSError as exc:
+                raise self._daemon_error(400, "BAD_REQUEST", f"mkdir {wanted}: {exc.strerror}", path,
+                                         method) from None
+            return 201, None
+        if method == "POST" and sub == "/files/permissions":
+            mode = (query.get("mode") or [""])[0]
+            if not wanted:
+                raise self._daemon_error(400, "BAD_REQUEST", "path is required", path, method)
+            host = self._host_path(sandbox, wanted)
+            if not os.path.exists(host):
+                raise self._daemon_error(404, "FILE_NOT_FOUND", f"stat {wanted}: no such file or directory", path,
+                                         method)
+            if mode:
+                if not re.fullmatch(r"[0-7]{1,4}", mode):
+                    raise self._daemon_error(400, "BAD_REQUEST", "invalid mode format", path, method)
+                os.chmod(host, int(mode, 8))
+            return 200, None
+        if method == "POST" and sub == "/files/bulk-upload":
+            return self._bulk_upload(sandbox, headers, body)
+        if method == "POST" and sub == "/files/bulk-download":
+            return self._bulk_download(sandbox, body, path, method)
+        raise HttpError(404, {"statusCode": 404, "message": f"Cannot {method} {sub}", "code": "NOT_FOUND"})
+
+    def _bulk_upload(self, sandbox: dict[str, Any], headers: Any, raw: Any) -> tuple[int, Any]:
+        parts = _split_multipart(raw if isinstance(raw, bytes) else b"", headers.get("Content-Type") or "")
+        self.last_upload = {}
+        if parts is None:
+            raise HttpError(400, {"errors": ["invalid multipart form"]})
+        destinations: dict[str, str] = {}
+        errors: list[str] = []
+        files: list[dict[str, Any]] = []
+        for part_headers, data in parts:
+            name = _form_field(part_headers.get("content-disposition", ""), "name") or ""
+            index = name.removeprefix("files[").removesuffix("].path").removesuffix("].file")
+            if name.endswith(".path"):
+                destination = data.decode("utf-8", "replace").strip()
+                self.last_upload[name] = destination
+                if not destination:
+                    errors.append(f"path[{index}]: empty path")
+                else:
+                    destinations[index] = destination
+            elif name.endswith(".file"):
+                self.last_upload[name] = {"bytes": len(data)}
+                destination = destinations.get(index, "")
+                if not destination:
+                    errors.append(f"file[{index}]: missing .path metadata")
+                    continue
+                host = self._host_path(sandbox, destination)
+                try:
+                    os.makedirs(os.path.dirname(host), 0o755, exist_ok=True)
+                    handle, temp = tempfile.mkstemp(dir=os.path.dirname(host), prefix=".daytona-upload-")
+                    with os.fdopen(handle, "wb") as out:
+                        out.write(data)
+                    os.chmod(temp, 0o644)
+                    try:
+                        os.replace(temp, host)
+                    except OSError:
+                        os.unlink(temp)
+                        raise
+                except OSError as exc:
+                    errors.append(f"{destination}: {exc.strerror}")
+                    continue
+                files.append({"path": destination, "bytes": len(data)})
+        if errors:
+            raise HttpError(400, {"errors": errors, "files": files})
+        return 200, {"files": files}
+
+    def _bulk_download(self, sandbox: dict[str, Any], body: Any, path: str, method: str) -> tuple[int, Any]:
+        paths = body.get("paths") if isinstance(body, dict) else None
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+            raise HttpError(400, {"error": 'request body must be {"paths": [ ... ]} and non-empty'})
+        answer = _Multipart()
+        for wanted in paths:
+            host = self._host_path(sandbox, wanted)
+            try:
+                if os.path.isdir(host):
+                    raise IsADirectoryError
+                with open(host, "rb") as fh:
+                    data = fh.read()
+            except (FileNotFoundError, IsADirectoryError):
+                error = {"message": f"file not found or invalid: {wanted}", "statusCode": 404,
+                         "code": "FILE_NOT_FOUND", "source": "DAYTONA_DAEMON"}
+                answer.part("error", wanted, "application/json", json.dumps(error).encode())
+                continue
+            except PermissionError:
+                error = {"message": f"error opening file: permission denied: {wanted}", "statusCode": 403,
+                         "code": "FILE_ACCESS_DENIED", "source": "DAYTONA_DAEMON"}
+                answer.part("error", wanted, "application/json", json.dumps(error).encode())
+                continue
+            answer.part("file", wanted, "application/octet-stream", data)
+        return 200, answer
 
     @staticmethod
     def _process_status(windows: bool) -> dict[str, Any]:
@@ -560,6 +809,9 @@ class FakeDaytona(LoopbackService):
                 shot = driver.screenshot()
                 return 200, {"screenshot": base64.b64encode(shot.png).decode("ascii"),
                              "cursorPosition": {"x": 0, "y": 0}}
+            if method == "GET" and sub == "/mouse/position":
+                x, y = driver.cursor_position()
+                return 200, {"x": x, "y": y}
             if method == "POST" and sub == "/mouse/move":
                 b = need("x", "y")
                 driver.move(b["x"], b["y"])
@@ -619,13 +871,20 @@ class FakeDaytona(LoopbackService):
         raise HttpError(404, {"statusCode": 404, "message": f"Cannot {method} /computeruse{sub}",
                                "code": "NOT_FOUND"})
 
-    def _execute(self, body: Any, desktop: XvfbDesktop, path: str) -> tuple[int, Any]:
+    def _execute(self, sandbox: dict[str, Any], body: Any, desktop: XvfbDesktop, path: str) -> tuple[int, Any]:
         if not isinstance(body, dict) or not isinstance(body.get("command"), str) or not body["command"].strip():
             raise HttpError(400, {"statusCode": 400, "message": "command is required", "code": "BAD_REQUEST"})
+        envs = body.get("envs") or {}
+        if not isinstance(envs, dict) or not all(isinstance(v, str) for v in envs.values()):
+            raise HttpError(400, {"statusCode": 400, "message": "envs must be an object of strings",
+                                  "code": "BAD_REQUEST"})
         timeout = body.get("timeout")
-        env = dict(os.environ, DISPLAY=desktop.display, **{str(k): str(v) for k, v in (body.get("envs") or {}).items()})
+        env = dict(os.environ, DISPLAY=desktop.display, **{str(k): str(v) for k, v in envs.items()})
+        cwd = self._host_path(sandbox, body.get("cwd") or sandbox["_workdir"])
+        if not os.path.isdir(cwd):  # the daemon's cmd.Start fails: 200 with exit code -1 and Go's message
+            return 200, {"exitCode": -1, "result": f"chdir {body.get('cwd')}: no such file or directory"}
         proc = subprocess.Popen(["bash"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                cwd=body.get("cwd") or None, env=env, start_new_session=True)
+                                cwd=cwd, env=env, start_new_session=True)
         try:
             out, _ = proc.communicate(body["command"].encode(), timeout=timeout if timeout and timeout > 0 else None)
         except subprocess.TimeoutExpired:
