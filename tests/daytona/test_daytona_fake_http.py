@@ -397,7 +397,7 @@ def test_actions_reach_the_real_display(provider: DaytonaProvider, fake: FakeDay
     assert scrolls == ["down", "left"]
 
 
-def test_exec_output_is_merged_and_timeouts_are_124(provider: DaytonaProvider, ready: RemoteHandle) -> None:
+def test_windows_exec_output_is_merged_and_timeouts_are_124(provider: DaytonaProvider, ready: RemoteHandle) -> None:
     result = provider.exec(ready, "echo out; echo err >&2; exit 7")
     assert (result.exit_code, result.stdout, result.stderr, result.merged) == (7, "out\nerr\n", "", True)
     assert provider.exec(ready, "sleep 30", timeout=1).exit_code == 124

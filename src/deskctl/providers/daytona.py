@@ -253,6 +253,13 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
     # -- HTTP ----------------------------------------------------------------------------------------------
     def _classify(self, status: int, message: str, body: Mapping[str, Any]) -> DeskctlError | None:
         low = message.lower()
+        code = str(body.get("code") or "")
+        # the toolbox's file errors are about the caller's path, never the sandbox or the key
+        if code == "FILE_NOT_FOUND":
+            return UsageError(f"daytona: {message}", code="usage.no_such_file", provider=self.name)
+        if code == "FILE_ACCESS_DENIED":
+            return ProviderApiError(f"daytona: permission denied on the desktop: {message}", provider=self.name,
+                                    status=status)
         if status == 403 and ("not available" in low or "region" in low or "class" in low):
             return CompatError(
                 f"daytona: {message}", code="compat.region_unavailable", provider=self.name,
@@ -1064,8 +1071,9 @@ class MultipartReader:
                     end += 2
                 headers: dict[str, str] = {}
                 for raw in header_block.split(b"\r\n"):
-                    name, _, value = raw.decode("utf-8", "replace").partition(":")
-                    headers[name.strip().lower()] = value.strip()
+                    name, colon, value = raw.decode("utf-8", "replace").partition(":")
+                    if colon:
+                        headers[name.strip().lower()] = value.strip()
                 self._buffer = self._buffer[end + 2:]
                 self._sink = self._on_part(headers)
                 self._state = "body"

@@ -76,7 +76,9 @@ class _Handler(JsonHandler):
 
     def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
         owner = self.owner
-        multipart = (self.headers.get("Content-Type") or "").lower().startswith("multipart/")
+        # the upload route reads its body as multipart whatever it is (gin's MultipartReader), never as JSON
+        multipart = (self.headers.get("Content-Type") or "").lower().startswith("multipart/") or (
+            path.startswith("/toolbox/") and path.endswith("/files/bulk-upload"))
         if raw and not multipart:
             try:
                 self.logged_body = json.loads(raw)
