@@ -263,3 +263,13 @@ def test_a_truncated_multipart_body_is_not_done() -> None:
     reader = MultipartReader(b"b0undary", lambda headers: (lambda data: None))
     reader.feed(BODY[:BODY.index(b"headerless") + 4])
     assert not reader.done
+
+
+def test_a_refused_upload_names_the_daemons_reasons(provider: DaytonaProvider, linux: RemoteHandle,
+                                                    tmp_path: Path) -> None:
+    (tmp_path / "plain").write_text("a file, not a folder")
+    local = tmp_path / "x.txt"
+    local.write_text("x")
+    with pytest.raises(ProviderApiError) as info:  # bulk-upload's 400 carries {"errors": [...]}
+        provider._put_file(linux, local, str(tmp_path / "plain" / "x.txt"))
+    assert info.value.status == 400 and "mkdir" in info.value.message and "not a directory" in info.value.message

@@ -731,6 +731,11 @@ class FakeDaytona(LoopbackService):
                 host = self._host_path(sandbox, destination)
                 try:
                     os.makedirs(os.path.dirname(host), 0o755, exist_ok=True)
+                except OSError as exc:  # the daemon's words (Go's MkdirAll)
+                    why = "not a directory" if isinstance(exc, FileExistsError) else str(exc.strerror).lower()
+                    errors.append(f"{destination}: mkdir {posixpath.dirname(destination)}: {why}")
+                    continue
+                try:
                     handle, temp = tempfile.mkstemp(dir=os.path.dirname(host), prefix=".daytona-upload-")
                     with os.fdopen(handle, "wb") as out:
                         out.write(data)
