@@ -33,7 +33,7 @@ The contract was read from github.com/daytonaio/daytona (v0.190.0) and the gener
   reported as exit code 124 (as GNU ``timeout`` does).
 - **Files**: ``files/bulk-upload`` (multipart, the file streamed from disk) and ``files/bulk-download`` (a
   multipart answer streamed to disk; an ``error`` part for a missing file is ``usage.no_such_file``),
-  ``files/info`` and ``files/folder``; directories as one tar unpacked by ``exec``
+  ``files/info``, ``files/folder`` and ``files/permissions``; directories as one tar unpacked by ``exec``
   (:class:`~deskctl.providers._files.FileTransfer`). Relative paths resolve against the sandbox's work dir.
 - **Pointer**: ``computeruse/mouse/position``. Clipboard, launch, open_url and window titles are commands on
   the guest (:class:`~deskctl.providers._guest.GuestActions`).
