@@ -14,14 +14,15 @@ change in progress"), :attr:`FakeDaytona.create_failure` (the sandbox is made, t
 ``computeruse/start`` while the plugin loads), :meth:`FakeDaytona.revoke_key`, and a slow start
 (:attr:`FakeDaytona.start_polls`: GETs in ``creating`` before ``started``).
 
-Files and commands (spec sections 5 and 11): every sandbox has a real folder of its own (:meth:`FakeDaytona.root_of`)
-holding its work dir (``GET /work-dir``), against which relative paths resolve. A Linux sandbox's absolute
-paths are this host's; a Windows sandbox's (``C:\\Users\\...``) are mapped into its folder (``<root>/C/Users/...``),
-since its guest is this host's bash. ``files/bulk-upload`` reads multipart parts ``files[i].path`` and
-``files[i].file``; ``files/bulk-download`` answers a multipart body (a ``file`` part per file, an ``error`` part
-with error JSON per failure, each part's ``filename`` the requested path); ``files/info`` (404/403/400) and
-``files/folder`` as the daemon's; ``process/execute`` runs bash in ``cwd`` (default: the work dir) with
-``envs``, answers ``exitCode: -1`` when it cannot start there, and 408 ``PROCESS_EXECUTION_TIMEOUT``.
+Files and commands (spec sections 5 and 11): every sandbox has a real folder of its own
+(:meth:`FakeDaytona.root_of`) holding its work dir (``GET /work-dir``), against which relative paths resolve.
+A Linux sandbox's absolute paths are this host's; a Windows sandbox's (``C:\\Users\\...``) are mapped into its
+folder (``<root>/C/Users/...``), since its guest is this host's shell. ``files/bulk-upload`` reads multipart
+parts ``files[i].path`` and ``files[i].file``; ``files/bulk-download`` answers a multipart body (a ``file`` part
+per file, an ``error`` part with error JSON per failure, each part's ``filename`` the requested path);
+``files/info`` (404/403/400), ``files/folder`` and ``files/permissions`` as the daemon's; ``process/execute``
+runs the daemon's shell (the first of zsh, bash, sh) in ``cwd`` (default: the work dir) with ``envs``, answers
+``exitCode: -1`` when it cannot start there, and 408 ``PROCESS_EXECUTION_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -890,7 +891,9 @@ class FakeDaytona(LoopbackService):
         cwd = self._host_path(sandbox, body.get("cwd") or sandbox["_workdir"])
         if not os.path.isdir(cwd):  # the daemon's cmd.Start fails: 200 with exit code -1 and Go's message
             return 200, {"exitCode": -1, "result": f"chdir {body.get('cwd')}: no such file or directory"}
-        proc = subprocess.Popen(["bash"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # the daemon's common.GetShell(): the first of zsh, bash or sh (zsh in Daytona's default snapshots)
+        shell = shutil.which("zsh") or shutil.which("bash") or "sh"
+        proc = subprocess.Popen([shell], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 cwd=cwd, env=env, start_new_session=True)
         try:
             out, _ = proc.communicate(body["command"].encode(), timeout=timeout if timeout and timeout > 0 else None)
