@@ -273,3 +273,20 @@ def test_a_refused_upload_names_the_daemons_reasons(provider: DaytonaProvider, l
     with pytest.raises(ProviderApiError) as info:  # bulk-upload's 400 carries {"errors": [...]}
         provider._put_file(linux, local, str(tmp_path / "plain" / "x.txt"))
     assert info.value.status == 400 and "mkdir" in info.value.message and "not a directory" in info.value.message
+
+
+def test_windows_harness_actions_send_cmd_and_powershell_lines(provider: DaytonaProvider, fake: FakeDaytona,
+                                                               windows: RemoteHandle) -> None:
+    # the fake's guest is not Windows: each line fails there, and what was sent is what is checked
+    url = "https://example.invalid/path?x=1&y=(2)"
+    with pytest.raises(ProviderApiError):
+        provider.open_url(windows, url)
+    # cmd.exe would split an unquoted & into a second command: the URL goes as one quoted argument
+    assert _executed(fake)[-1]["command"] == f'start "" /b cmd /c explorer.exe "{url}"'
+    with pytest.raises(ProviderApiError):
+        provider.clipboard_set(windows, "héllo")
+    sent = str(_executed(fake)[-1]["command"])
+    assert sent.startswith('powershell -NoProfile -Command "Set-Clipboard -Value') and "héllo" not in sent
+    with pytest.raises(ProviderApiError):
+        provider.window_titles(windows)
+    assert "MainWindowTitle" in str(_executed(fake)[-1]["command"])

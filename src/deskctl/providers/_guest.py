@@ -69,6 +69,9 @@ def posix_line(command: str, *, cwd: str | None = None, env: Mapping[str, str] |
     return line
 
 
+_CMD_SPECIAL = frozenset(" \t&|<>^(),;=")
+
+
 def _cmd_quote(value: str) -> str:
     if any(c in value for c in '"\r\n'):
         raise UsageError(f"cannot pass {value!r} to cmd.exe (quotes or line breaks)", code="usage.invalid")
@@ -171,7 +174,9 @@ class GuestActions:
         if dialect == "posix":
             command = shlex.join([app, *args])
         else:
-            command = " ".join(f'"{_cmd_quote(a)}"' if " " in a else _cmd_quote(a) for a in (app, *args))
+            # quoted, cmd.exe takes & | < > ^ ( ) literally (a URL's & would otherwise start a second command)
+            command = " ".join(f'"{_cmd_quote(a)}"' if any(c in a for c in _CMD_SPECIAL) else _cmd_quote(a)
+                               for a in (app, *args))
         result = self.exec(handle, command, 30.0, background=True)  # type: ignore[attr-defined]
         if result.exit_code != 0:
             from deskctl.errors import ProviderApiError
