@@ -139,6 +139,11 @@ def test_linux_relative_paths_resolve_against_the_work_dir(provider: DaytonaProv
         work_dir = client.get("/work-dir").json()["dir"]
     assert Path(work_dir, "docs", "notes.txt").read_text() == "relative\n"
     assert provider.exec(linux, "cat docs/notes.txt").stdout == "relative\n"
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    provider.upload(linux, str(empty), "docs/empty")
+    provider.download(linux, "docs/empty", str(tmp_path / "empty-back"))
+    assert (tmp_path / "empty-back").read_bytes() == b""
 
 
 def test_a_missing_remote_file_is_no_such_file_at_every_step(provider: DaytonaProvider, linux: RemoteHandle,
