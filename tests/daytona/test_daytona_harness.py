@@ -270,14 +270,24 @@ def test_a_truncated_multipart_body_is_not_done() -> None:
     assert not reader.done
 
 
-def test_a_refused_upload_names_the_daemons_reasons(provider: DaytonaProvider, linux: RemoteHandle,
-                                                    tmp_path: Path) -> None:
+def test_a_refused_upload_names_the_daemons_reasons(provider: DaytonaProvider, fake: FakeDaytona,
+                                                    linux: RemoteHandle, tmp_path: Path) -> None:
     (tmp_path / "plain").write_text("a file, not a folder")
     local = tmp_path / "x.txt"
     local.write_text("x")
     with pytest.raises(ProviderApiError) as info:  # bulk-upload's 400 carries {"errors": [...]}
         provider._put_file(linux, local, str(tmp_path / "plain" / "x.txt"))
     assert info.value.status == 400 and "mkdir" in info.value.message and "not a directory" in info.value.message
+    assert fake.api_key not in json.dumps(info.value.to_dict())
+
+
+def test_a_download_error_part_is_mapped_by_its_code(provider: DaytonaProvider) -> None:
+    denied = provider._download_error("/root/x", json.dumps({
+        "message": "error opening file: permission denied", "statusCode": 403, "code": "FILE_ACCESS_DENIED",
+        "source": "DAYTONA_DAEMON"}).encode())
+    assert isinstance(denied, ProviderApiError) and denied.status == 403 and "permission denied" in denied.message
+    legacy = provider._download_error("/x", b"file not found or invalid: /x")  # an older daemon's plain text
+    assert isinstance(legacy, UsageError) and legacy.code == "usage.no_such_file"
 
 
 def test_windows_harness_actions_send_cmd_and_powershell_lines(provider: DaytonaProvider, fake: FakeDaytona,
