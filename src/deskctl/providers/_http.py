@@ -193,11 +193,11 @@ def _body(response: httpx.Response) -> dict[str, Any]:
 
 
 def response_message(response: httpx.Response) -> str:
-    """The server's own words: ``message`` (joined when a list), else ``error``, plus ``details``; or the
-    body text; or ``HTTP <status>`` for an empty body. Redacted."""
+    """The server's own words: ``message`` (joined when a list), else ``error`` / ``errors``, plus ``details``;
+    or the body text; or ``HTTP <status>`` for an empty body. Redacted."""
     body = _body(response)
     parts: list[str] = []
-    for key in ("message", "error", "details"):
+    for key in ("message", "error", "errors", "details"):
         value = body.get(key)
         if isinstance(value, list):
             value = ", ".join(str(v) for v in value)
