@@ -122,7 +122,9 @@ def test_the_async_surface_mirrors_the_sync_one() -> None:
     sync_properties = {n for n, v in sync.items() if isinstance(v, property)}
     assert sync_methods <= set(asynchronous), f"missing in AsyncDesktop: {sync_methods - set(asynchronous)}"
     for name in sorted(sync_methods):
-        assert inspect.signature(asynchronous[name]) == inspect.signature(sync[name]), name
+        # the one difference: wait_for's predicate is given the desktop of its own kind (AsyncDesktop here)
+        async_signature = str(inspect.signature(asynchronous[name])).replace("AsyncDesktop", "Desktop")
+        assert async_signature == str(inspect.signature(sync[name])), name
         assert inspect.iscoroutinefunction(asynchronous[name]) == (name != "labels"), name
     assert sync_properties <= {n for n, v in asynchronous.items() if isinstance(v, property)}
     extra = set(asynchronous) - sync_methods - sync_properties
@@ -477,3 +479,32 @@ def test_a_signal_to_an_asyncio_program_destroys_its_desktops(runner: str, signu
         assert not any(_alive(p) for p in _pids(handle))
         record = _record(desk["id"])
         assert record.status == "failed" and record.ended_at is not None
+
+
+def test_wait_for_polls_without_a_thread_and_takes_async_predicates() -> None:
+    from deskctl.errors import UsageError, WaitTimeout
+
+    async def run() -> tuple[Any, Any, str, str]:
+        async with aio.open_desktop("xvfb", geometry="320x240") as desk:
+            title = "deskctl-aio-wait"
+            pid = await desk.launch("xmessage", "-title", title, "hi")
+            try:
+                found = await desk.wait_for(title, timeout=60)
+                polls: list[int] = []
+
+                async def third_time(d: aio.AsyncDesktop) -> bool:
+                    assert d is desk
+                    polls.append(1)
+                    await asyncio.sleep(0)
+                    return len(polls) >= 3
+
+                flag = await desk.wait_for(third_time, timeout=60, interval=0.01)
+            finally:
+                await desk.exec(f"kill {pid}")
+            with pytest.raises(WaitTimeout) as late:
+                await desk.wait_for("no such window", timeout=0.5, interval=0.1)
+            with pytest.raises(UsageError) as bad:
+                await desk.wait_for("", timeout=1)
+            return found, flag, late.value.code, bad.value.code
+
+    assert asyncio.run(run()) == ("deskctl-aio-wait", True, "wait.timeout", "usage.invalid")
