@@ -21,7 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 from deskctl.providers._x11 import X11Driver
 from fakes._desktop import XvfbDesktop
 
-__all__ = ["Drop", "HttpError", "Injection", "JsonHandler", "LoggedRequest", "LoopbackService"]
+__all__ = ["Drop", "FormFile", "HttpError", "Injection", "JsonHandler", "LoggedRequest", "LoopbackService",
+           "parse_form"]
 
 
 @dataclass
@@ -234,3 +235,59 @@ class JsonHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_DELETE = dispatch
+
+
+@dataclass(frozen=True)
+class FormFile:
+    """One file part of a ``multipart/form-data`` body."""
+
+    filename: str
+    data: bytes
+    content_type: str = "application/octet-stream"
+
+
+def _header_params(value: str) -> tuple[str, dict[str, str]]:
+    """A header's main value (lower case) and its parameters (``name="x"; filename*=utf-8''...`` decoded)."""
+    from email.message import Message
+    from email.utils import collapse_rfc2231_value
+
+    holder = Message()
+    holder["X"] = value
+    params = holder.get_params(header="X") or []
+    main = params[0][0].lower() if params else ""
+    return main, {str(k).lower(): collapse_rfc2231_value(v) for k, v in params[1:]}
+
+
+def parse_form(content_type: str, raw: bytes) -> tuple[dict[str, str], dict[str, FormFile]]:
+    """The fields and the files of a form body, as a web framework (Flask/werkzeug) gives them: a
+    ``multipart/form-data`` part with a ``filename`` is a file, any other part a field;
+    ``application/x-www-form-urlencoded`` has fields only. Any other body, or a multipart body without its
+    closing boundary, is no form at all (two empty dicts), as the framework then sees none."""
+    kind, params = _header_params(content_type or "")
+    if kind == "application/x-www-form-urlencoded":
+        return {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}, {}
+    boundary = params.get("boundary", "").encode()
+    if kind != "multipart/form-data" or not boundary:
+        return {}, {}
+    chunks = (b"\r\n" + raw).split(b"\r\n--" + boundary)
+    if len(chunks) < 2 or not chunks[-1].startswith(b"--"):
+        return {}, {}
+    fields: dict[str, str] = {}
+    files: dict[str, FormFile] = {}
+    for chunk in chunks[1:-1]:
+        head, sep, data = chunk.partition(b"\r\n\r\n")
+        if not sep:
+            return {}, {}
+        headers: dict[str, str] = {}
+        for line in head.decode("utf-8", "replace").split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        disposition, dparams = _header_params(headers.get("content-disposition", ""))
+        if disposition != "form-data" or "name" not in dparams:
+            continue
+        if "filename" in dparams:
+            files.setdefault(dparams["name"], FormFile(dparams["filename"], data,
+                                                       headers.get("content-type", "application/octet-stream")))
+        else:
+            fields.setdefault(dparams["name"], data.decode("utf-8", "replace"))
+    return fields, files

@@ -51,11 +51,12 @@ def dialect_of(platform: str | Platform | None, windows_shell: str = "cmd") -> s
 
 
 def posix_line(command: str, *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-               user: str | None = None, background: bool = False, setsid: bool = True) -> str:
-    """One ``sh`` line running ``command`` with ``sh -c`` in ``cwd`` with ``env`` added, as ``user`` (through
-    ``sudo -n``), or detached (``background``: output to /dev/null, the line prints the new process id and
-    returns at once). A missing ``cwd`` fails the line with the shell's message and exit code 2."""
-    argv: list[str] = ["sh", "-c", command]
+               user: str | None = None, background: bool = False, setsid: bool = True, shell: str = "sh") -> str:
+    """One ``sh`` line running ``command`` with ``sh -c`` (``shell -c``: a guest whose commands are bash's)
+    in ``cwd`` with ``env`` added, as ``user`` (through ``sudo -n``), or detached (``background``: output to
+    /dev/null, the line prints the new process id and returns at once). A missing ``cwd`` fails the line with
+    the shell's message and exit code 2."""
+    argv: list[str] = [shell, "-c", command]
     if env:
         argv = ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
     if user:

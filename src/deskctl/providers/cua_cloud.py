@@ -82,12 +82,15 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
+from deskctl.providers._files import FileTransfer, no_such_file
+from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, cmd_line, posix_line
 from deskctl.providers._http import (
     HTTP_OPTIONS,
     HttpErrorContext,
     HttpProvider,
     RetryPolicy,
     error_from_response,
+    error_from_transport,
     send,
 )
 from deskctl.providers.base import (
@@ -105,6 +108,8 @@ from deskctl.providers.base import (
 from deskctl.spec import DesktopSpec, Platform
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import httpx
 
     from deskctl.preflight.checks import CheckResult
@@ -344,7 +349,7 @@ def _dns_label(value: str) -> str:
     return cleaned.strip("._-")
 
 
-class CuaCloudProvider(HttpProvider):
+class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
     """cua cloud sandboxes claimed from a Fleet warm pool, driven through the OSWorld guest server."""
 
     name = "cua-cloud"
@@ -356,12 +361,15 @@ class CuaCloudProvider(HttpProvider):
         fixed_sizes={Platform.UBUNTU: (UBUNTU_SIZE,)},
         exec=True,
         exec_streams_separate=True,
-        files=False,
+        files=True,
         labels=True,
         server_ttl=True,
         isolation="vm",
         start_url=False,
         local=False,
+        cursor_position=True,
+        clipboard=True,
+        windows=True,
         billing="per_hour",
     )
     credential_vars = ("CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_TOKEN_URL", "CUA_BASE_URL",
@@ -483,6 +491,8 @@ class CuaCloudProvider(HttpProvider):
                                   deadline=deadline, policy=policy, headers=headers, **kwargs)
             if response.status_code not in _REDIRECTS and response.status_code != 401:
                 return response
+            if kwargs.get("stream"):
+                response.read()  # a streamed refusal: read (and so release) its short body
         assert response is not None
         if response.status_code == 401 and 401 in ok:
             return response
@@ -950,12 +960,20 @@ class CuaCloudProvider(HttpProvider):
              background: bool = False) -> ExecResult:
         if not command.strip():
             raise UsageError("empty command", code="usage.empty_command", provider=self.name)
+        clean_env = check_exec_options(env, user, self.name)
         seconds = max(1, math.ceil(min(timeout, GUEST_EXEC_CAP - 5)))
         wrapped: list[str] | str
         if handle.data.get("platform") == Platform.WINDOWS.value:
-            wrapped = command  # cmd.exe through shell=True; the guest's 120 s cap is the timeout
+            if user:
+                raise UsageError("cua-cloud: running a command as another user is not supported on Windows",
+                                 code="usage.unsupported", provider=self.name)
+            # cmd.exe through shell=True; the guest's 120 s cap is the timeout
+            wrapped = cmd_line(command, cwd=cwd, env=clean_env, background=background)
         else:
-            wrapped = ["timeout", "-k", "5", str(seconds), "bash", "-lc", command]
+            # a login bash around the line (the guest user's profile, as Harbor runs it), and bash, not sh, for
+            # the command itself: tasks written for Harbor's cua environment use bash syntax
+            line = posix_line(command, cwd=cwd, env=clean_env, user=user, background=background, shell="bash")
+            wrapped = ["timeout", "-k", "5", str(seconds), "bash", "-lc", line]
         try:
             result = self._execute(handle, wrapped, "run a command", float(seconds))
         except ProviderApiError as err:
@@ -964,9 +982,53 @@ class CuaCloudProvider(HttpProvider):
                 return ExecResult(exit_code=124, stdout="", stderr="")
             raise
         code = result.get("returncode", result.get("return_code"))
-        return ExecResult(exit_code=int(code) if isinstance(code, int) else -1,
-                          stdout=str(result.get("output", result.get("stdout")) or ""),
-                          stderr=str(result.get("error", result.get("stderr")) or ""))
+        ran = ExecResult(exit_code=int(code) if isinstance(code, int) else -1,
+                         stdout=str(result.get("output", result.get("stdout")) or ""),
+                         stderr=str(result.get("error", result.get("stderr")) or ""))
+        if background and ran.exit_code == 0:
+            return ExecResult(ran.exit_code, ran.stdout, ran.stderr, pid=background_pid(ran))
+        return ran
+
+    # -- files: the guest's /setup/upload and /file, one regular file each (FileTransfer does the rest) -------
+    def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
+        # the multipart body is streamed from the file (and rewound by httpx if a retry sends it again): an
+        # upload replaces the file, so sending it twice is harmless
+        with local.open("rb") as fh:
+            self._guest(handle, "POST", "/setup/upload", f"upload {remote}", idempotent=True,
+                        data={"file_path": remote},
+                        files={"file_data": (local.name, fh, "application/octet-stream")})
+
+    def _get_file(self, handle: RemoteHandle, remote: str, local: Path) -> None:
+        import httpx
+
+        action = f"download {remote}"
+        try:
+            response = self._guest(handle, "POST", "/file", action, idempotent=True, stream=True,
+                                   data={"file_path": remote})
+        except ProviderApiError as err:
+            if err.status == 404 and "file not found" in err.message.lower():
+                raise no_such_file(remote, "on the desktop", self.name) from err
+            raise
+        try:
+            with local.open("wb") as fh:
+                for chunk in response.iter_bytes(1 << 20):
+                    fh.write(chunk)
+        except httpx.HTTPError as exc:
+            raise error_from_transport(exc, self._context(action)) from exc
+        finally:
+            response.close()
+
+    # -- the pointer ----------------------------------------------------------------------------------------
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        """The guest's ``GET /cursor_position`` (pyautogui's position, in screenshot pixels). OSWorld answers
+        ``[x, y]``; ``{"x": .., "y": ..}`` is taken too."""
+        body = self._json(self._guest(handle, "GET", "/cursor_position", "read the pointer position",
+                                      idempotent=True))
+        pair = [body.get("x"), body.get("y")] if isinstance(body, dict) else body
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int | float) for v in pair):
+            return int(pair[0]), int(pair[1])
+        raise ProviderApiError(f"cua-cloud: /cursor_position is malformed: {redact(str(body))[:200]}",
+                               provider=self.name)
 
 
 def _bound_sandbox(claim: Mapping[str, Any]) -> str | None:

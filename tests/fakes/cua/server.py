@@ -20,7 +20,15 @@ request), :attr:`FakeCua.can_write` (403 on create, renew and delete), :meth:`Fa
 that disappears mid-session) and :meth:`FakeCua.reap_expired` (what the pool's reaper does past
 ``shutdownTime``).
 
-Not modelled (see docs/cua.md): the cursor the real guest composites into screenshots, file routes, VNC.
+The guest's files are real files: each bound sandbox has its own directory (removed with the sandbox), which
+is the guest server's working directory and ``HOME`` for ``/execute``, ``/setup/upload`` and ``/file``, so a
+relative or ``~`` path lands there. An absolute path is the same path on this host (the guest runs its commands
+here); on a Windows pool a drive path ``C:\\x`` is the sandbox directory's ``C/x``. The file routes are as strict as
+the guest's Flask server: a form without ``file_path`` (or an upload without the ``file_data`` file) is 400, a
+missing file 404 ``{"error": "File not found"}``, a missing parent folder or a folder where a file is wanted the
+server's own 500.
+
+Not modelled (see docs/cua.md): the cursor the real guest composites into screenshots, VNC.
 """
 
 from __future__ import annotations
@@ -29,8 +37,10 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -40,7 +50,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from fakes._desktop import XvfbDesktop
-from fakes._http import Drop, HttpError, JsonHandler, LoggedRequest, LoopbackService
+from fakes._http import Drop, FormFile, HttpError, JsonHandler, LoggedRequest, LoopbackService, parse_form
 
 __all__ = ["API_VERSION", "FakeCua", "LoggedRequest", "Pool"]
 
@@ -107,7 +117,11 @@ class _Handler(JsonHandler):
         if path.startswith("/api/k8s/"):
             status, answer = owner.handle_k8s(self.command, path, query, self.headers, self.logged_body)
         elif path.startswith("/api/svc/"):
-            status, answer = owner.handle_svc(self.command, path, self.headers, self.logged_body, raw)
+            form = parse_form(self.headers.get("Content-Type") or "", raw)
+            if any(form):  # the fields, and the files by name and size (never their bytes)
+                self.logged_body = {"form": form[0], "files": {k: {"filename": f.filename, "size": len(f.data)}
+                                                               for k, f in form[1].items()}}
+            status, answer = owner.handle_svc(self.command, path, self.headers, self.logged_body, raw, form)
         else:
             raise _status(404, "NotFound", "the server could not find the requested resource")
         return status, answer, "application/json"
@@ -152,6 +166,8 @@ class FakeCua(LoopbackService):
         self.create_failure: str | None = None
         self.tokens: dict[str, float] = {}  # token -> time.monotonic() expiry
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        #: sandbox name -> its own directory (the guest server's working directory and HOME)
+        self.homes: dict[str, Path] = {}
         # self._desktops: sandbox name -> desktop
 
     @property
@@ -226,6 +242,17 @@ class FakeCua(LoopbackService):
         desktop = self._desktops.pop(str(sandbox.get("name")), None)
         if desktop is not None:
             desktop.stop()  # Retain resets the VM and returns it to the pool; Delete destroys it: gone either way
+        home = self.homes.pop(str(sandbox.get("name")), None)
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
+
+    def stop(self) -> None:
+        super().stop()
+        with self._lock:
+            homes = list(self.homes.values())
+            self.homes.clear()
+        for home in homes:
+            shutil.rmtree(home, ignore_errors=True)
 
     def _authorize(self, headers: Any) -> None:
         auth = headers.get("Authorization") or ""
@@ -432,13 +459,15 @@ class FakeCua(LoopbackService):
                 else:
                     sandbox = f"{pool.name}-{secrets.token_hex(3)}"
                     self._desktops[sandbox] = XvfbDesktop(*pool.size, provider="cua-fake")
+                    self.homes[sandbox] = Path(tempfile.mkdtemp(prefix=f"cua-fake-{sandbox}-"))
                     claim["status"] = {"phase": "Bound", "sandbox": {"name": sandbox, "service": f"{sandbox}-server"},
                                        "conditions": [{"type": "Bound", "status": "True", "reason": "Bound",
                                                        "lastTransitionTime": _now(), "message": ""}]}
         return self._public(claim)
 
     # -- the data plane: the service proxy to the OSWorld guest server ------------------------------------
-    def handle_svc(self, method: str, path: str, headers: Any, body: Any, raw: bytes) -> tuple[int, Any]:
+    def handle_svc(self, method: str, path: str, headers: Any, body: Any, raw: bytes,
+                   form: tuple[dict[str, str], dict[str, FormFile]] = ({}, {})) -> tuple[int, Any]:
         self._authorize(headers)
         match = re.fullmatch(r"/api/svc/([^/]+)/([^/]+)-server(/.*)", path)
         if match is None:
@@ -447,10 +476,11 @@ class FakeCua(LoopbackService):
         with self._lock:
             pool = self.pools.get(namespace)
             desktop = self._desktops.get(sandbox)
+            home = self.homes.get(sandbox)
             owned = pool is not None and any(
                 ns == namespace and (c["status"].get("sandbox") or {}).get("name") == sandbox
                 for (ns, _), c in self.claims.items())
-        if pool is None or desktop is None or not owned:
+        if pool is None or desktop is None or home is None or not owned:
             raise _status(404, "NotFound", f'services "{sandbox}-server" not found')
         if method == "GET" and sub == "/platform":
             raise HttpError(200, raw=pool.platform.encode(), content_type="text/html; charset=utf-8")
@@ -464,10 +494,52 @@ class FakeCua(LoopbackService):
         if method == "POST" and sub in ("/execute", "/setup/execute"):
             if not (headers.get("Content-Type") or "").startswith("application/json"):
                 raise HttpError(415, raw=b"<h1>Unsupported Media Type</h1>", content_type="text/html")
-            return self._execute(body, desktop, pool.guest_missing)
+            return self._execute(body, desktop, home, pool.guest_missing)
+        if method == "GET" and sub == "/cursor_position":
+            with desktop.lock:
+                x, y = desktop.driver.cursor_position()
+            return 200, [x, y]  # OSWorld: jsonify(pos.x, pos.y)
+        if method == "POST" and sub in ("/setup/upload", "/file"):
+            return self._file_route(sub, form, home, pool.platform == "Windows")
         raise HttpError(404, raw=b"<h1>Not Found</h1>", content_type="text/html")
 
-    def _execute(self, body: Any, desktop: XvfbDesktop, missing: tuple[str, ...] = ()) -> tuple[int, Any]:
+    # -- the guest's files ---------------------------------------------------------------------------------
+    @staticmethod
+    def guest_path(home: Path, path: str, windows: bool = False) -> Path:
+        """Where the guest keeps ``path``: a drive path of a Windows pool under ``home`` (``C:\\x`` is
+        ``home/C/x``); ``~`` is ``home``; a relative path is under ``home`` (the server's working directory)."""
+        if windows:
+            drive, _, rest = path.partition(":")
+            if len(drive) == 1 and drive.isalpha() and rest[:1] in ("\\", "/"):
+                return home.joinpath(drive.upper(), *[p for p in re.split(r"[\\/]+", rest) if p])
+        if path == "~" or path.startswith("~/"):
+            path = str(home) + path[1:]
+        return home / path  # an absolute path stays itself
+
+    def _file_route(self, sub: str, form: tuple[dict[str, str], dict[str, FormFile]], home: Path,
+                    windows: bool) -> tuple[int, Any]:
+        fields, files = form
+        if sub == "/setup/upload":
+            if "file_path" not in fields or "file_data" not in files:
+                return 400, {"error": "file_path and file_data are required"}
+            data = files["file_data"].data
+            try:
+                self.guest_path(home, fields["file_path"], windows).write_bytes(data)  # werkzeug's save()
+            except OSError as exc:  # a missing parent, a folder there: Flask's unhandled-exception page
+                raise HttpError(500, raw=b"<h1>Internal Server Error</h1>", content_type="text/html") from exc
+            raise HttpError(200, raw=f"File Uploaded: {len(data)} bytes".encode(), content_type="text/html")
+        if "file_path" not in fields:
+            return 400, {"error": "file_path is required"}
+        try:
+            content = self.guest_path(home, fields["file_path"], windows).read_bytes()
+        except FileNotFoundError:
+            return 404, {"error": "File not found"}
+        except OSError as exc:
+            raise HttpError(500, raw=b"<h1>Internal Server Error</h1>", content_type="text/html") from exc
+        raise HttpError(200, raw=content, content_type="application/octet-stream")
+
+    def _execute(self, body: Any, desktop: XvfbDesktop, home: Path, missing: tuple[str, ...] = ()
+                 ) -> tuple[int, Any]:
         if not isinstance(body, dict):
             return 500, {"status": "error", "message": "'NoneType' object has no attribute 'get'"}
         shell = bool(body.get("shell", False))
@@ -476,11 +548,11 @@ class FakeCua(LoopbackService):
                 not shell and not (isinstance(command, list) and all(isinstance(c, str) for c in command))):
             return 500, {"status": "error", "message": f"invalid command: {command!r}"}
         env = dict(os.environ, DISPLAY=desktop.display, PYTHONPATH=_GUEST_DIR, FAKE_GUEST_MISSING=",".join(missing),
-                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""), HOME=str(home))
         env.pop("XAUTHORITY", None)
         try:
             proc = subprocess.run(command, shell=shell, capture_output=True, text=True, timeout=self.exec_cap,
-                                  env=env, start_new_session=True)
+                                  env=env, start_new_session=True, cwd=home)
         except subprocess.TimeoutExpired:
             return 500, {"status": "error", "message": f"Command '{command}' timed out after {self.exec_cap:g} seconds"}
         except OSError as exc:
