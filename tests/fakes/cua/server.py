@@ -33,6 +33,7 @@ Not modelled (see docs/cua.md): the cursor the real guest composites into screen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -104,6 +105,9 @@ class _Handler(JsonHandler):
 
     def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
         owner = self.owner
+        if path != TOKEN_PATH and raw and "json" in (self.headers.get("Content-Type") or ""):
+            with contextlib.suppress(ValueError):
+                self.logged_body = json.loads(raw)  # what was sent is logged even when an injection answers
         self.raise_injected(path)
         if path == TOKEN_PATH and self.command == "POST":
             status, answer = owner.handle_token(self.headers, raw)
