@@ -5,6 +5,7 @@ exactly what the provider sends: cmd.exe lines and ``C:\\`` paths, checked in th
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 from deskctl.actions import Move
 from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers.base import RemoteHandle
-from deskctl.providers.cua_cloud import CuaCloudProvider
+from deskctl.providers.cua_cloud import CuaCloudProvider, windows_background_line
 from deskctl.spec import DesktopSpec
 from fakes.cua import FakeCua
 
@@ -176,10 +177,16 @@ def test_windows_exec_sends_cmd_lines(provider: CuaCloudProvider, fake: FakeCua,
     result = provider.exec(windows, "cd", cwd="C:\\Users\\Public", env={"DK_A": "two words", "DK_B": "x%y"})
     assert (result.exit_code, result.stdout) == (0, "C:\\Users\\Public\r\n")
     assert executed(fake)[-1] == 'cd /d "C:\\Users\\Public" && set "DK_A=two words" && set "DK_B=x%y" && cd'
-    answer(fake, "")
-    started = provider.exec(windows, "notepad.exe C:\\a.txt", background=True)
-    assert started.exit_code == 0 and started.pid is None  # cmd's start tells no process id
-    assert executed(fake)[-1] == 'start "" /b cmd /c notepad.exe C:\\a.txt'
+    answer(fake, "4242\r\n")
+    started = provider.exec(windows, "notepad.exe C:\\a.txt", cwd="C:\\Users\\Public", env={"DK": "it's"},
+                            background=True)
+    assert started.exit_code == 0 and started.pid == 4242
+    assert executed(fake)[-1] == windows_background_line("notepad.exe C:\\a.txt", "C:\\Users\\Public", {"DK": "it's"})
+    encoded = executed(fake)[-1].split()
+    assert encoded[:4] == ["powershell", "-NoProfile", "-NonInteractive", "-EncodedCommand"] and len(encoded) == 5
+    assert base64.b64decode(encoded[4]).decode("utf-16-le") == (
+        "Set-Location -LiteralPath 'C:\\Users\\Public'; $env:DK = 'it''s'; (Start-Process -PassThru -WindowStyle "
+        "Hidden -FilePath cmd.exe -ArgumentList '/c notepad.exe C:\\a.txt').Id")
     sent = len(fake.log)
     for bad in ({"user": "Administrator"}, {"cwd": 'C:\\"quoted"'}):
         with pytest.raises(UsageError):
@@ -239,10 +246,10 @@ def test_windows_harness_actions_are_powershell_through_cmd(provider: CuaCloudPr
     answer(fake)
     provider.clipboard_set(windows, "héllo")
     assert "Set-Clipboard" in executed(fake)[-1] and "aMOpbGxv" in executed(fake)[-1]  # base64, never raw text
-    answer(fake)
-    provider.open_url(windows, "https://example.invalid/")
-    assert executed(fake)[-1] == 'start "" /b cmd /c explorer.exe https://example.invalid/'
-    answer(fake)
+    answer(fake, "77\r\n")
+    assert provider.launch(windows, "calc.exe") == 77
+    assert executed(fake)[-1] == windows_background_line("calc.exe", None, {})
+    answer(fake, "78\r\n")
     provider.open_url(windows, "https://example.invalid/?a=1&b=(2)")  # cmd.exe would end the command at &
-    assert executed(fake)[-1] == 'start "" /b cmd /c explorer.exe "https://example.invalid/?a=1&b=(2)"'
+    assert executed(fake)[-1] == windows_background_line('explorer.exe "https://example.invalid/?a=1&b=(2)"', None, {})
     assert provider.cursor_position(windows) == fake.desktop("dk-win2").cursor_position()

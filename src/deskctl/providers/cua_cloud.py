@@ -83,7 +83,14 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.providers._files import FileTransfer, no_such_file
-from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, cmd_line, posix_line
+from deskctl.providers._guest import (
+    GuestActions,
+    background_pid,
+    check_exec_options,
+    cmd_line,
+    posix_line,
+    powershell_line,
+)
 from deskctl.providers._http import (
     HTTP_OPTIONS,
     HttpErrorContext,
@@ -121,6 +128,7 @@ __all__ = [
     "UBUNTU_SIZE",
     "CuaCloudProvider",
     "linux_input_ops",
+    "windows_background_line",
     "windows_input_code",
 ]
 
@@ -968,7 +976,8 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
                 raise UsageError("cua-cloud: running a command as another user is not supported on Windows",
                                  code="usage.unsupported", provider=self.name)
             # cmd.exe through shell=True; the guest's 120 s cap is the timeout
-            wrapped = cmd_line(command, cwd=cwd, env=clean_env, background=background)
+            wrapped = windows_background_line(command, cwd, clean_env) if background else \
+                cmd_line(command, cwd=cwd, env=clean_env)
         else:
             # a login bash around the line (the guest user's profile, as Harbor runs it), and bash, not sh, for
             # the command itself: tasks written for Harbor's cua environment use bash syntax
@@ -1029,6 +1038,21 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
             return int(pair[0]), int(pair[1])
         raise ProviderApiError(f"cua-cloud: /cursor_position is malformed: {redact(str(body))[:200]}",
                                provider=self.name)
+
+
+def windows_background_line(command: str, cwd: str | None, env: Mapping[str, str]) -> str:
+    """The cmd.exe line that starts ``command`` detached on a Windows guest and prints its process id.
+
+    Not ``start /b``: a process cmd.exe starts inherits its handles, the guest server's output pipes among
+    them, and the server's ``/execute`` waits for those pipes to close, so it would answer only when the app
+    exits (or at its 120 s cap). PowerShell's ``Start-Process`` shell-executes the program without inheriting
+    them and tells its id; the script travels base64-encoded (``-EncodedCommand``), so no quoting of cmd.exe's
+    can break it."""
+    import base64
+
+    script = powershell_line(command, cwd=cwd, env=env, background=True)
+    encoded = base64.b64encode(script.encode("utf-16-le")).decode()
+    return f"powershell -NoProfile -NonInteractive -EncodedCommand {encoded}"
 
 
 def _bound_sandbox(claim: Mapping[str, Any]) -> str | None:
