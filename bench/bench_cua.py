@@ -5,8 +5,11 @@ fake logs it; for an action that includes running the guest's input program), an
 naive way (one bare ``httpx.Client.post``/``get`` with the same body and a token minted once by hand), so the
 provider's overhead over a hand-written call is a ratio. Then up/down round trips: provider create + wait_ready
 + destroy, and the full session (``deskctl.open_desktop`` with preflight, ledger and metering, then close).
+Then file throughput: ``upload``/``download`` of one file (and of a folder of small files) through the provider
+against the naive way Harbor's cua environment uses (one hand-written ``POST /setup/upload`` or ``POST /file``
+per file, into a folder that exists), with MB/s and ratios.
 
-    .venv/bin/python bench/bench_cua.py [--iterations 100] [--cycles 10]
+    .venv/bin/python bench/bench_cua.py [--iterations 100] [--cycles 10] [--file-mb 1 16 64] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -22,7 +26,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import compare_action, open_close_cycles, print_action_header, print_round_trips, up_down_cycles
+from _common import (
+    compare_action,
+    median_ms,
+    open_close_cycles,
+    print_action_header,
+    print_round_trips,
+    row,
+    timed,
+    up_down_cycles,
+)
 
 from deskctl.actions import Action, Click, KeyPress, Move, TypeText
 from deskctl.providers.cua_cloud import _LINUX_INPUT, CuaCloudProvider, linux_input_ops, linux_pyautogui_code
@@ -36,6 +49,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--cycles", type=int, default=10)
+    parser.add_argument("--file-mb", type=int, nargs="*", default=[1, 16, 64])
+    parser.add_argument("--rounds", type=int, default=5, help="transfers per file size and way")
+    parser.add_argument("--tree-files", type=int, default=200, help="small files in the folder transfer")
     args = parser.parse_args()
 
     import httpx
@@ -86,6 +102,7 @@ def main() -> None:
                     assert response.json()["returncode"] == 0
 
             compare_action(fake, label, via_provider, naive, args.iterations, warmup=5)
+        compare_files(provider, handle, raw, base, args.file_mb, args.rounds, args.tree_files)
         provider.destroy(handle)
 
         ups, downs = up_down_cycles(provider, spec, args.cycles)
@@ -97,6 +114,61 @@ def main() -> None:
         provider.close()
         fake.stop()
         home.cleanup()
+
+
+def compare_files(provider: CuaCloudProvider, handle: Any, raw: Any, base: str, sizes: list[int], rounds: int,
+                  tree_files: int) -> None:
+    """Upload and download medians (and MB/s) through the provider and the naive way, side by side."""
+    work = Path(tempfile.mkdtemp(prefix="deskctl-bench-files-"))
+    remote = f"/tmp/deskctl-bench-{os.getpid()}"
+    try:
+        provider.exec(handle, f"mkdir -p {remote}")
+        print(f"\nfile transfer medians over {rounds} rounds (naive: one POST per file into a folder that exists)")
+        for mb in sizes:
+            local = work / f"f{mb}.bin"
+            local.write_bytes(os.urandom(mb * 1024 * 1024))
+
+            def naive_up(local: Path = local, mb: int = mb) -> None:
+                with local.open("rb") as fh:
+                    raw.post(f"{base}/setup/upload", data={"file_path": f"{remote}/naive{mb}.bin"},
+                             files={"file_data": (local.name, fh)}).raise_for_status()
+
+            def naive_down(mb: int = mb) -> None:
+                answer = raw.post(f"{base}/file", data={"file_path": f"{remote}/naive{mb}.bin"})
+                answer.raise_for_status()
+                (work / "naive.out").write_bytes(answer.content)
+
+            ours_up = timed(lambda local=local, mb=mb: provider.upload(handle, str(local), f"{remote}/d{mb}.bin"),
+                            rounds)
+            theirs_up = timed(naive_up, rounds)
+            ours_down = timed(lambda mb=mb: provider.download(handle, f"{remote}/d{mb}.bin", str(work / "d.out")),
+                              rounds)
+            theirs_down = timed(naive_down, rounds)
+            assert (work / "d.out").read_bytes() == local.read_bytes() == (work / "naive.out").read_bytes()
+            for way, ours, theirs in (("up", ours_up, theirs_up), ("down", ours_down, theirs_down)):
+                rate = mb / (median_ms(ours) / 1000.0)
+                row(f"{mb:>3} MB {way}", ours, {"naive": theirs}, f"deskctl {rate:.0f} MB/s")
+        tree = work / "tree"
+        for i in range(tree_files):
+            sub = tree / f"d{i % 10}"
+            sub.mkdir(parents=True, exist_ok=True)
+            (sub / f"f{i}.txt").write_bytes(os.urandom(2048))
+        files = sorted(p for p in tree.rglob("*") if p.is_file())
+
+        def naive_tree_up() -> None:
+            provider.exec(handle, f"mkdir -p {remote}/naive-tree/d{{0..9}}")  # Harbor makes folders with a command
+            for path in files:
+                with path.open("rb") as fh:
+                    raw.post(f"{base}/setup/upload", data={"file_path": f"{remote}/naive-tree/"
+                                                                        f"{path.relative_to(tree)}"},
+                             files={"file_data": (path.name, fh)}).raise_for_status()
+
+        ours_tree = timed(lambda: provider.upload(handle, str(tree), f"{remote}/tree"), rounds)
+        theirs_tree = timed(naive_tree_up, rounds)
+        row(f"{tree_files} files up", ours_tree, {"naive per file": theirs_tree}, "deskctl: one tar")
+    finally:
+        provider.exec(handle, f"rm -rf {remote}")
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

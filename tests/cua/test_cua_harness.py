@@ -110,6 +110,34 @@ def test_files_go_through_upload_and_file_and_keep_the_executable_mode(provider:
         ({"form": {"file_path": "deep/data.bin"}, "files": {}}, 200)]
 
 
+def test_one_request_per_file_where_it_settles_it(provider: CuaCloudProvider, fake: FakeCua, ready: RemoteHandle,
+                                                  tmp_path: Path) -> None:
+    local = tmp_path / "a.txt"
+    local.write_text("a\n")
+    local.chmod(0o644)
+    provider.exec(ready, "mkdir there")
+    steps = len(fake.log)
+    provider.upload(ready, str(local), "there/a.txt")  # the parent is there: one request
+    provider.download(ready, "there/a.txt", str(tmp_path / "b.txt"))
+    assert [(r.path.rsplit("/", 1)[-1], r.status) for r in fake.log[steps:]] == [("upload", 200), ("file", 200)]
+    assert (tmp_path / "b.txt").read_text() == "a\n"
+    steps = len(fake.log)
+    provider.upload(ready, str(local), "not/yet/a.txt")  # the guest's 500 (no parent): the shared way
+    assert [(r.path.rsplit("/", 1)[-1], r.status) for r in fake.log[steps:]] == [
+        ("upload", 500), ("execute", 200), ("upload", 200)]
+    assert "mkdir -p -- not/yet" in executed(fake)[-1][-1]
+    steps = len(fake.log)
+    provider.download(ready, "not", str(tmp_path / "tree"))  # a folder: the guest's 500, then one tar
+    assert (tmp_path / "tree/yet/a.txt").read_text() == "a\n"
+    assert [(r.path.rsplit("/", 1)[-1], r.status) for r in fake.log[steps:]][:2] == [("file", 500), ("execute", 200)]
+    steps = len(fake.log)
+    with pytest.raises(UsageError) as info:
+        provider.download(ready, "not/here", str(tmp_path / "x"))
+    assert info.value.code == "usage.no_such_file" and not (tmp_path / "x").exists()
+    assert [(r.path.rsplit("/", 1)[-1], r.status) for r in fake.log[steps:] if "/api/svc/" in r.path] == [
+        ("file", 404)]
+
+
 def test_a_file_gone_before_its_download_is_no_such_file(provider: CuaCloudProvider, fake: FakeCua,
                                                          ready: RemoteHandle, tmp_path: Path) -> None:
     with pytest.raises(UsageError) as info:
@@ -201,21 +229,26 @@ def test_windows_files_use_drive_paths_and_cmd(provider: CuaCloudProvider, fake:
     local = tmp_path / "one.txt"
     local.write_bytes(b"hello\r\nwindows\r\n")
     (home / "C/Users/Public/dk").mkdir(parents=True)  # what the mkdir line below makes on a real guest
+    fake.inject("POST", r"/setup/upload$", 500, raw=b"<h1>Internal Server Error</h1>")  # as if it were not there
     answer(fake)
     provider.upload(windows, str(local), "C:\\Users\\Public\\dk\\one.txt")
     assert executed(fake)[-1] == 'if not exist "C:\\Users\\Public\\dk" mkdir "C:\\Users\\Public\\dk"'
     assert (home / "C/Users/Public/dk/one.txt").read_bytes() == local.read_bytes()
-    assert [r.body["form"] for r in fake.log if r.path.endswith("/setup/upload")] == [
-        {"file_path": "C:\\Users\\Public\\dk\\one.txt"}]
+    assert [r.status for r in fake.log if r.path.endswith("/setup/upload")] == [500, 200]
+    assert [r.body["form"] for r in fake.log if r.path.endswith("/setup/upload")][-1] == {
+        "file_path": "C:\\Users\\Public\\dk\\one.txt"}
+    provider.download(windows, "C:\\Users\\Public\\dk\\one.txt", str(tmp_path / "fast.txt"))  # one request
+    assert (tmp_path / "fast.txt").read_bytes() == local.read_bytes()
+    fake.inject("POST", r"/file$", 500, raw=b"<h1>Internal Server Error</h1>")  # as a folder answers
     answer(fake, "file\r\n")
     provider.download(windows, "C:\\Users\\Public\\dk\\one.txt", str(tmp_path / "back.txt"))
     assert executed(fake)[-1] == ('if exist "C:\\Users\\Public\\dk\\one.txt\\*" (echo dir) else if exist '
                                   '"C:\\Users\\Public\\dk\\one.txt" (echo file) else (echo none)')
     assert (tmp_path / "back.txt").read_bytes() == local.read_bytes()
-    answer(fake, "none\r\n")
     with pytest.raises(UsageError) as info:
         provider.download(windows, "C:\\missing.txt", str(tmp_path / "x"))
     assert info.value.code == "usage.no_such_file"
+    assert [r.body["form"] for r in fake.log if r.path.endswith("/file")][-1] == {"file_path": "C:\\missing.txt"}
 
 
 def test_windows_directory_upload_stages_one_tar(provider: CuaCloudProvider, fake: FakeCua,

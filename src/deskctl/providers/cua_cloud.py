@@ -999,20 +999,20 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         return ran
 
     # -- files: the guest's /setup/upload and /file, one regular file each (FileTransfer does the rest) -------
-    def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
+    def _put_file(self, handle: RemoteHandle, local: Path, remote: str, policy: RetryPolicy | None = None) -> None:
         # the multipart body is streamed from the file (and rewound by httpx if a retry sends it again): an
         # upload replaces the file, so sending it twice is harmless
         with local.open("rb") as fh:
-            self._guest(handle, "POST", "/setup/upload", f"upload {remote}", idempotent=True,
+            self._guest(handle, "POST", "/setup/upload", f"upload {remote}", idempotent=True, policy=policy,
                         data={"file_path": remote},
                         files={"file_data": (local.name, fh, "application/octet-stream")})
 
-    def _get_file(self, handle: RemoteHandle, remote: str, local: Path) -> None:
+    def _get_file(self, handle: RemoteHandle, remote: str, local: Path, policy: RetryPolicy | None = None) -> None:
         import httpx
 
         action = f"download {remote}"
         try:
-            response = self._guest(handle, "POST", "/file", action, idempotent=True, stream=True,
+            response = self._guest(handle, "POST", "/file", action, idempotent=True, stream=True, policy=policy,
                                    data={"file_path": remote})
         except ProviderApiError as err:
             if err.status == 404 and "file not found" in err.message.lower():
@@ -1026,6 +1026,41 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
             raise error_from_transport(exc, self._context(action)) from exc
         finally:
             response.close()
+
+    # One file in one request where that settles it; else the shared way, whose exec round trips (make the
+    # parent folder, tell a file from a folder) would otherwise precede every file. The guest answers 500 when
+    # it cannot write the file (no parent folder) or read it (a folder): those, and only those, take the
+    # shared way; a first try is never retried (a 500 there is expected), the shared way retries as usual.
+    def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
+        from pathlib import Path
+
+        source = Path(local)
+        if source.is_file() and not source.stat().st_mode & 0o111:  # an executable needs its chmod
+            try:
+                self._put_file(handle, source, remote, self.retry.with_attempts_at_most(1))
+                return
+            except (ProviderApiError, ProviderUnreachable) as err:
+                if not _worth_the_shared_way(err):
+                    raise
+        super().upload(handle, local, remote)
+
+    def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
+        import os
+        from pathlib import Path
+
+        target = Path(local)
+        if target.parent.is_dir() and not target.is_dir():
+            partial = target.with_name(f".{target.name}.deskctl-part")
+            try:
+                self._get_file(handle, remote, partial, self.retry.with_attempts_at_most(1))
+                os.replace(partial, target)
+                return
+            except (ProviderApiError, ProviderUnreachable) as err:
+                if not _worth_the_shared_way(err):
+                    raise
+            finally:
+                partial.unlink(missing_ok=True)
+        super().download(handle, remote, local)
 
     # -- the pointer ----------------------------------------------------------------------------------------
     def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
@@ -1053,6 +1088,13 @@ def windows_background_line(command: str, cwd: str | None, env: Mapping[str, str
     script = powershell_line(command, cwd=cwd, env=env, background=True)
     encoded = base64.b64encode(script.encode("utf-16-le")).decode()
     return f"powershell -NoProfile -NonInteractive -EncodedCommand {encoded}"
+
+
+def _worth_the_shared_way(err: DeskctlError) -> bool:
+    """Whether a one-request transfer's failure leaves the shared way worth taking: the guest's 500 (no parent
+    folder, a folder where a file was meant) or what the shared way retries (a busy proxy, a dropped line)."""
+    return isinstance(err, ProviderUnreachable) or (isinstance(err, ProviderApiError) and err.status in
+                                                    (500, 502, 503, 504))
 
 
 def _bound_sandbox(claim: Mapping[str, Any]) -> str | None:

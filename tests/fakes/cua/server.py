@@ -105,9 +105,14 @@ class _Handler(JsonHandler):
 
     def route(self, path: str, query: dict[str, list[str]], raw: bytes) -> tuple[int, Any, str]:
         owner = self.owner
+        # what was sent is logged even when an injection answers it
         if path != TOKEN_PATH and raw and "json" in (self.headers.get("Content-Type") or ""):
             with contextlib.suppress(ValueError):
-                self.logged_body = json.loads(raw)  # what was sent is logged even when an injection answers
+                self.logged_body = json.loads(raw)
+        form = parse_form(self.headers.get("Content-Type") or "", raw) if path.startswith("/api/svc/") else ({}, {})
+        if any(form):  # the fields, and the files by name and size (never their bytes)
+            self.logged_body = {"form": form[0], "files": {k: {"filename": f.filename, "size": len(f.data)}
+                                                           for k, f in form[1].items()}}
         self.raise_injected(path)
         if path == TOKEN_PATH and self.command == "POST":
             status, answer = owner.handle_token(self.headers, raw)
@@ -121,10 +126,6 @@ class _Handler(JsonHandler):
         if path.startswith("/api/k8s/"):
             status, answer = owner.handle_k8s(self.command, path, query, self.headers, self.logged_body)
         elif path.startswith("/api/svc/"):
-            form = parse_form(self.headers.get("Content-Type") or "", raw)
-            if any(form):  # the fields, and the files by name and size (never their bytes)
-                self.logged_body = {"form": form[0], "files": {k: {"filename": f.filename, "size": len(f.data)}
-                                                               for k, f in form[1].items()}}
             status, answer = owner.handle_svc(self.command, path, self.headers, self.logged_body, raw, form)
         else:
             raise _status(404, "NotFound", "the server could not find the requested resource")
