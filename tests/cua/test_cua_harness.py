@@ -85,6 +85,17 @@ def test_a_background_command_returns_its_pid_at_once(provider: CuaCloudProvider
         provider.exec(ready, f"kill {started.pid}")
 
 
+def test_a_released_sandbox_leaves_no_process_behind(provider: CuaCloudProvider, fake: FakeCua) -> None:
+    handle = provider.create(UBUNTU, "dk-reset1", {})
+    try:
+        provider.wait_ready(handle, time.monotonic() + 30)
+        pid = provider.exec(handle, "sleep 300", background=True).pid
+        assert pid is not None and Path(f"/proc/{pid}").exists()
+    finally:
+        provider.destroy(handle)
+    assert not Path(f"/proc/{pid}/cmdline").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
 # -- Linux: files ---------------------------------------------------------------------------------------------
 def test_files_go_through_upload_and_file_and_keep_the_executable_mode(provider: CuaCloudProvider,
                                                                        fake: FakeCua, ready: RemoteHandle,

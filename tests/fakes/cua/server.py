@@ -100,6 +100,21 @@ def _parse_time(value: Any) -> float | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
+def _end_sandbox(home: Path) -> None:
+    """What the VM's reset does to what its commands left running (a detached app, a ``sleep``): the processes
+    whose environment carries this sandbox's marker end; then its folder goes."""
+    marker = b"\0" + f"CUA_FAKE_SANDBOX={home}".encode() + b"\0"
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if marker in b"\0" + fh.read():
+                        os.kill(int(entry), 9)
+            except OSError:
+                pass  # gone meanwhile, or not ours to read
+    shutil.rmtree(home, ignore_errors=True)
+
+
 class _Handler(JsonHandler):
     owner: FakeCua
 
@@ -249,7 +264,7 @@ class FakeCua(LoopbackService):
             desktop.stop()  # Retain resets the VM and returns it to the pool; Delete destroys it: gone either way
         home = self.homes.pop(str(sandbox.get("name")), None)
         if home is not None:
-            shutil.rmtree(home, ignore_errors=True)
+            _end_sandbox(home)
 
     def stop(self) -> None:
         super().stop()
@@ -257,7 +272,7 @@ class FakeCua(LoopbackService):
             homes = list(self.homes.values())
             self.homes.clear()
         for home in homes:
-            shutil.rmtree(home, ignore_errors=True)
+            _end_sandbox(home)
 
     def _authorize(self, headers: Any) -> None:
         auth = headers.get("Authorization") or ""
@@ -553,7 +568,8 @@ class FakeCua(LoopbackService):
                 not shell and not (isinstance(command, list) and all(isinstance(c, str) for c in command))):
             return 500, {"status": "error", "message": f"invalid command: {command!r}"}
         env = dict(os.environ, DISPLAY=desktop.display, PYTHONPATH=_GUEST_DIR, FAKE_GUEST_MISSING=",".join(missing),
-                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""), HOME=str(home))
+                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""), HOME=str(home),
+                   CUA_FAKE_SANDBOX=str(home))
         env.pop("XAUTHORITY", None)
         try:
             proc = subprocess.run(command, shell=shell, capture_output=True, text=True, timeout=self.exec_cap,
