@@ -146,7 +146,7 @@ def test_one_request_per_file_where_it_settles_it(provider: CuaCloudProvider, fa
         provider.download(ready, "not/here", str(tmp_path / "x"))
     assert info.value.code == "usage.no_such_file" and not (tmp_path / "x").exists()
     assert [(r.path.rsplit("/", 1)[-1], r.status) for r in fake.log[steps:] if "/api/svc/" in r.path] == [
-        ("file", 404)]
+        ("file", 404), ("execute", 200)]  # the guest's word checked: not there at all, not a folder
 
 
 def test_a_file_gone_before_its_download_is_no_such_file(provider: CuaCloudProvider, fake: FakeCua,
@@ -256,6 +256,7 @@ def test_windows_files_use_drive_paths_and_cmd(provider: CuaCloudProvider, fake:
     assert executed(fake)[-1] == ('if exist "C:\\Users\\Public\\dk\\one.txt\\*" (echo dir) else if exist '
                                   '"C:\\Users\\Public\\dk\\one.txt" (echo file) else (echo none)')
     assert (tmp_path / "back.txt").read_bytes() == local.read_bytes()
+    answer(fake, "none\r\n")
     with pytest.raises(UsageError) as info:
         provider.download(windows, "C:\\missing.txt", str(tmp_path / "x"))
     assert info.value.code == "usage.no_such_file"

@@ -27,8 +27,13 @@ the OSWorld guest server as data plane (docs/cua.md). What the caller may rely o
   program falls back to python-xlib + XTEST only when pyautogui is absent or cannot express the action (text
   beyond its ASCII key table, a key it has no name for), so any character can still be typed there; a Windows
   guest types ASCII only.
-  ``exec`` runs ``bash -lc`` (``cmd.exe`` on Windows) with separate stdout and stderr; the guest caps a command
-  at 120 s, and a command that outlives its timeout reports exit code 124.
+  ``exec`` runs ``bash -lc`` (``cmd.exe`` on Windows) with separate stdout and stderr, with the options
+  (``cwd``, ``env``, ``user``, ``background``) as the shared guest lines of :mod:`deskctl.providers._guest`; the
+  guest caps a command at 120 s, and a command that outlives its timeout reports exit code 124.
+- **Harness**: files through the guest's ``POST /setup/upload`` and ``POST /file`` (one request per file where
+  that settles it, else :class:`~deskctl.providers._files.FileTransfer`'s way: parents, folders as one tar);
+  the pointer from ``GET /cursor_position``; clipboard, launch, ``open_url`` and window titles as commands
+  (:class:`~deskctl.providers._guest.GuestActions`).
 - **Destroy**: DELETE of the claim, then GET until 404; a 404 is success. Unconfirmed is
   :class:`~deskctl.errors.CleanupIncomplete` naming the claim.
 
@@ -45,10 +50,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl.actions import (
@@ -115,8 +122,6 @@ from deskctl.providers.base import (
 from deskctl.spec import DesktopSpec, Platform
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import httpx
 
     from deskctl.preflight.checks import CheckResult
@@ -1032,8 +1037,6 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
     # it cannot write the file (no parent folder) or read it (a folder): those, and only those, take the
     # shared way; a first try is never retried (a 500 there is expected), the shared way retries as usual.
     def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
-        from pathlib import Path
-
         source = Path(local)
         if source.is_file() and not source.stat().st_mode & 0o111:  # an executable needs its chmod
             try:
@@ -1045,9 +1048,6 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         super().upload(handle, local, remote)
 
     def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
-        import os
-        from pathlib import Path
-
         target = Path(local)
         if target.parent.is_dir() and not target.is_dir():
             partial = target.with_name(f".{target.name}.deskctl-part")
@@ -1055,8 +1055,9 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
                 self._get_file(handle, remote, partial, self.retry.with_attempts_at_most(1))
                 os.replace(partial, target)
                 return
-            except (ProviderApiError, ProviderUnreachable) as err:
-                if not _worth_the_shared_way(err):
+            except (ProviderApiError, ProviderUnreachable, UsageError) as err:
+                # "File not found" too: the shared way tells a missing path from a folder a guest calls so
+                if not (_worth_the_shared_way(err) or err.code == "usage.no_such_file"):
                     raise
             finally:
                 partial.unlink(missing_ok=True)
