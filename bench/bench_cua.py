@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,17 @@ def main() -> None:
         home.cleanup()
 
 
+def alternating(ours: Callable[[], object], naive: Callable[[], object], rounds: int
+                ) -> tuple[list[float], list[float]]:
+    """Seconds of ``rounds`` calls of each, taken in turns (so a busy moment of the machine weighs on both)."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    for _ in range(rounds):
+        mine += timed(ours, 1)
+        theirs += timed(naive, 1)
+    return mine, theirs
+
+
 def compare_files(provider: CuaCloudProvider, handle: Any, raw: Any, base: str, sizes: list[int], rounds: int,
                   tree_files: int) -> None:
     """Upload and download medians (and MB/s) through the provider and the naive way, side by side."""
@@ -138,12 +150,10 @@ def compare_files(provider: CuaCloudProvider, handle: Any, raw: Any, base: str, 
                 answer.raise_for_status()
                 (work / "naive.out").write_bytes(answer.content)
 
-            ours_up = timed(lambda local=local, mb=mb: provider.upload(handle, str(local), f"{remote}/d{mb}.bin"),
-                            rounds)
-            theirs_up = timed(naive_up, rounds)
-            ours_down = timed(lambda mb=mb: provider.download(handle, f"{remote}/d{mb}.bin", str(work / "d.out")),
-                              rounds)
-            theirs_down = timed(naive_down, rounds)
+            ours_up, theirs_up = alternating(
+                lambda local=local, mb=mb: provider.upload(handle, str(local), f"{remote}/d{mb}.bin"), naive_up, rounds)
+            ours_down, theirs_down = alternating(
+                lambda mb=mb: provider.download(handle, f"{remote}/d{mb}.bin", str(work / "d.out")), naive_down, rounds)
             assert (work / "d.out").read_bytes() == local.read_bytes() == (work / "naive.out").read_bytes()
             for way, ours, theirs in (("up", ours_up, theirs_up), ("down", ours_down, theirs_down)):
                 rate = mb / (median_ms(ours) / 1000.0)
@@ -163,8 +173,8 @@ def compare_files(provider: CuaCloudProvider, handle: Any, raw: Any, base: str, 
                                                                         f"{path.relative_to(tree)}"},
                              files={"file_data": (path.name, fh)}).raise_for_status()
 
-        ours_tree = timed(lambda: provider.upload(handle, str(tree), f"{remote}/tree"), rounds)
-        theirs_tree = timed(naive_tree_up, rounds)
+        ours_tree, theirs_tree = alternating(lambda: provider.upload(handle, str(tree), f"{remote}/tree"),
+                                             naive_tree_up, rounds)
         row(f"{tree_files} files up", ours_tree, {"naive per file": theirs_tree}, "deskctl: one tar")
     finally:
         provider.exec(handle, f"rm -rf {remote}")
