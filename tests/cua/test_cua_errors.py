@@ -319,3 +319,18 @@ def test_destroy_of_a_claim_already_gone_is_success(provider: CuaCloudProvider, 
         httpx_mock.add_response(method=method, url=f"{CLAIMS}/dk-err", status_code=404,
                                 json=status(404, "NotFound", "gone"))
     provider.destroy(handle)
+
+
+@pytest.mark.parametrize(("platform", "waited"), [("ubuntu", 31.0), ("windows", 150.0)])
+def test_exec_waits_for_the_guest_as_long_as_the_command_may_run(provider: CuaCloudProvider,
+                                                                 httpx_mock: HTTPXMock, handle: RemoteHandle,
+                                                                 platform: str, waited: float) -> None:
+    # Linux ends the command at its timeout (coreutils timeout); on Windows only the guest's 120 s cap ends it
+    handle.data["platform"] = platform
+    token(httpx_mock)
+    httpx_mock.add_response(method="POST", url=f"{SVC}/execute",
+                            json={"status": "success", "output": "", "error": "", "returncode": 0})
+    assert provider.exec(handle, "ping -n 30 localhost", timeout=1).exit_code == 0
+    sent = api_requests(httpx_mock, "POST")[-1]
+    assert sent.extensions["timeout"]["read"] == waited
+    assert json.loads(sent.read())["timeout"] == 1

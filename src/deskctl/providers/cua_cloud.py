@@ -944,12 +944,13 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         width, height = png_size(png, self.name)
         return Screenshot(png=png, width=width, height=height)
 
-    def _execute(self, handle: RemoteHandle, command: list[str] | str, action: str, timeout: float
-                 ) -> dict[str, Any]:
+    def _execute(self, handle: RemoteHandle, command: list[str] | str, action: str, timeout: float,
+                 runs_for: float | None = None) -> dict[str, Any]:
+        """``runs_for``: how long the guest may take to answer (default ``timeout``), never past its cap."""
         body: dict[str, Any] = {"command": command, "shell": isinstance(command, str),
                                 "timeout": max(1, math.ceil(timeout))}
         response = self._guest(handle, "POST", "/execute", action, idempotent=False, json=body,
-                               timeout=min(timeout, GUEST_EXEC_CAP) + 30.0)
+                               timeout=min(timeout if runs_for is None else runs_for, GUEST_EXEC_CAP) + 30.0)
         result = self._json(response)
         if not isinstance(result, dict):
             raise ProviderApiError("cua-cloud: /execute answered an unexpected shape", provider=self.name)
@@ -976,7 +977,11 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         clean_env = check_exec_options(env, user, self.name)
         seconds = max(1, math.ceil(min(timeout, GUEST_EXEC_CAP - 5)))
         wrapped: list[str] | str
+        runs_for: float | None = None
         if handle.data.get("platform") == Platform.WINDOWS.value:
+            # nothing on the guest ends a Windows command at its timeout: only the guest's cap does, so the
+            # answer is awaited that long (a shorter wait would fail a command that is still running there)
+            runs_for = float(GUEST_EXEC_CAP)
             if user:
                 raise UsageError("cua-cloud: running a command as another user is not supported on Windows",
                                  code="usage.unsupported", provider=self.name)
@@ -989,7 +994,7 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
             line = posix_line(command, cwd=cwd, env=clean_env, user=user, background=background, shell="bash")
             wrapped = ["timeout", "-k", "5", str(seconds), "bash", "-lc", line]
         try:
-            result = self._execute(handle, wrapped, "run a command", float(seconds))
+            result = self._execute(handle, wrapped, "run a command", float(seconds), runs_for)
         except ProviderApiError as err:
             # the guest answers 500 {"status": "error", "message": ...} when its own 120 s cap kills the command
             if err.status == 500 and "timed out" in err.message.lower():
