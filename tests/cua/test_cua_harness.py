@@ -77,7 +77,7 @@ def test_exec_options_run_bash_in_a_login_shell(provider: CuaCloudProvider, fake
 
 
 def test_a_background_command_returns_its_pid_at_once(provider: CuaCloudProvider, ready: RemoteHandle) -> None:
-    started = provider.exec(ready, "sleep 100", timeout=5, background=True)
+    started = provider.exec(ready, "sleep 100", timeout=5, background=True)  # in the foreground: 124
     try:
         assert started.exit_code == 0 and started.pid is not None
         assert provider.exec(ready, f"cat /proc/{started.pid}/cmdline | tr '\\0' ' '").stdout == "sleep 100 "
