@@ -57,4 +57,6 @@ DOCKER_TARGET_KWARGS: dict[str, Any] = {
     "probe_address": docker_probe_address,
     "leftovers": docker_leftovers,
     "marks": (pytest.mark.docker,),
+    # commands run as the desktop user (uid 1000) by default: the other user of the exec-as-user test is root
+    "extra": {"other_user": "root"},
 }

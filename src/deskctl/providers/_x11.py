@@ -703,6 +703,7 @@ class X11Driver:
         # Errors of requests without a reply arrive later; python-xlib would print them. Keep them, and raise
         # the first at the next round trip (every action ends with one).
         self._async_errors: list[Any] = []
+        self._atoms: dict[str, int] = {}
         display.set_error_handler(lambda err, request=None: self._async_errors.append(err))
         with self._errors("set up"):
             if not display.has_extension("XTEST"):
@@ -930,6 +931,67 @@ class X11Driver:
         with self._lock, self._errors("read the pointer position"):
             reply = self._root.query_pointer()
             return int(reply.root_x), int(reply.root_y)
+
+    # -- windows ------------------------------------------------------------------------------------------------
+    def _atom(self, name: str) -> int:
+        if name not in self._atoms:
+            self._atoms[name] = int(self._display.intern_atom(name))
+        return self._atoms[name]
+
+    def _window_name(self, window: Any) -> str:
+        """``_NET_WM_NAME`` (UTF-8), else ``WM_NAME`` (Latin-1 STRING, or UTF-8 from clients that set that);
+        empty when the window has neither."""
+        from Xlib import X, Xatom
+
+        utf8 = self._atom("UTF8_STRING")
+        for atom, kind in ((self._atom("_NET_WM_NAME"), utf8), (Xatom.WM_NAME, X.AnyPropertyType)):
+            prop = window.get_full_property(atom, kind)
+            if prop is None or prop.format != 8 or not prop.value:
+                continue
+            raw = prop.value if isinstance(prop.value, bytes) else str(prop.value).encode("latin-1", "replace")
+            encoding = "latin-1" if prop.property_type == Xatom.STRING else "utf-8"
+            return raw.decode(encoding, errors="replace")
+        return ""
+
+    def window_titles(self) -> list[str]:
+        """Titles of the top-level windows, bottom to top (empty names left out; a window that closes meanwhile
+        is skipped). With an EWMH window manager: its managed clients (``_NET_CLIENT_LIST``, so minimised
+        windows count too); without one: the mapped children of the root, and under a mapped window without a
+        name (a frame of a window manager that is not EWMH), the first named mapped windows below it."""
+        import Xlib.error
+        from Xlib import X, Xatom
+
+        with self._lock, self._errors("list windows"):
+            display = self._display
+            clients = self._root.get_full_property(self._atom("_NET_CLIENT_LIST"), Xatom.WINDOW)
+            titles: list[str] = []
+            if clients is not None and clients.format == 32:
+                for wid in clients.value:
+                    with contextlib.suppress(Xlib.error.BadWindow, Xlib.error.BadMatch):
+                        name = self._window_name(display.create_resource_object("window", int(wid)))
+                        if name:
+                            titles.append(name)
+                return titles
+
+            def walk(window: Any, depth: int) -> None:
+                try:
+                    children = window.query_tree().children
+                except (Xlib.error.BadWindow, Xlib.error.BadMatch):
+                    return
+                for child in children:
+                    try:
+                        if child.get_attributes().map_state != X.IsViewable:
+                            continue
+                        name = self._window_name(child)
+                    except (Xlib.error.BadWindow, Xlib.error.BadMatch):
+                        continue
+                    if name:
+                        titles.append(name)
+                    elif depth < 3:
+                        walk(child, depth + 1)
+
+            walk(self._root, 0)
+            return titles
 
     def scroll(self, x: int, y: int, dx: int = 0, dy: int = 0) -> None:
         """Wheel clicks at (x, y): ``dy`` > 0 down (button 5), < 0 up (4); ``dx`` > 0 right (7), < 0 left (6)."""

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -52,6 +54,7 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.platforms import Platform
+from deskctl.providers._guest import GuestActions
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
@@ -186,7 +189,7 @@ def _watch() -> None:
 # -- the provider ----------------------------------------------------------------------------------------------
 
 
-class DockerProvider(Provider):
+class DockerProvider(GuestActions, Provider):
     """Desktops in containers on the local Docker engine; see the module docstring."""
 
     name: ClassVar[str] = "docker"
@@ -198,6 +201,7 @@ class DockerProvider(Provider):
         settable_geometry=True,
         exec=True,
         exec_streams_separate=True,
+        files=True,
         labels=True,
         server_ttl=False,  # the container stops itself after its TTL, but removal is the reaper's job
         isolation="container",
@@ -205,6 +209,8 @@ class DockerProvider(Provider):
         local=True,
         billing="free",
         cursor_position=True,
+        clipboard=True,
+        windows=True,
     )
     credential_vars: ClassVar[tuple[str, ...]] = ()
 
@@ -792,23 +798,34 @@ class DockerProvider(Provider):
         with self._x11(handle, "read the pointer position") as driver:
             return driver.cursor_position()
 
+    def window_titles(self, handle: RemoteHandle) -> list[str]:
+        with self._x11(handle, "list windows") as driver:
+            return driver.window_titles()
+
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
              background: bool = False) -> ExecResult:
-        """Run ``command`` with ``sh -c`` as the desktop user (DISPLAY set) through the Engine API exec.
+        """Run ``command`` with ``sh -c`` through the Engine API exec, as the desktop user (DISPLAY set) or as
+        ``user``, with ``env`` added (both passed to the API as they are: no quoting), in ``cwd`` (a ``cd`` in
+        the shell line, so that a missing folder fails as on every provider: exit 2, the shell's message).
+        ``background``: detached from the exec's streams, its pid (in the container) returned at once.
 
         The command is killed after ``timeout`` seconds (exit code 124, as coreutils ``timeout`` says).
         """
+        from deskctl.providers._guest import background_pid, check_exec_options, posix_line
+
+        extra = check_exec_options(env, user, self.name)
         container = str(handle.data.get("container") or handle.resource_id)
         seconds = max(1, round(timeout))
-        argv = ["timeout", "-k", "5", str(seconds), "sh", "-c", command]
+        line = posix_line(command, cwd=cwd, background=background) if cwd or background else command
+        argv = ["timeout", "-k", "5", str(seconds), "sh", "-c", line]
         from deskctl.images import connect
 
         client = self.client if timeout + 10 <= 60 else connect(timeout=timeout + 15)
         try:
             with self._errors("run a command"):
                 exec_id = str(client.api.exec_create(container, argv, stdout=True, stderr=True,
-                                                     user=DESKTOP_USER)["Id"])
+                                                     user=user or DESKTOP_USER, environment=extra or None)["Id"])
                 out, err = client.api.exec_start(exec_id, demux=True)
                 code = client.api.exec_inspect(exec_id).get("ExitCode")
         except (NotFound, InfrastructureError) as exc:
@@ -817,14 +834,85 @@ class DockerProvider(Provider):
             state = self._state(container)
             if state is None or not state.get("Running"):
                 raise self._gone_error(handle, state, "run a command") from exc
+            if user and "unable to find user" in exc.message:
+                raise UsageError(f"no user {user!r} in the container {handle.data.get('name', container)}",
+                                 code="usage.bad_user", provider=self.name) from exc
             raise
         finally:
             if client is not self._client:
                 with contextlib.suppress(Exception):
                     client.close()
-        return ExecResult(exit_code=int(code if code is not None else -1),
-                          stdout=(out or b"").decode(errors="replace"),
-                          stderr=(err or b"").decode(errors="replace"))
+        result = ExecResult(exit_code=int(code if code is not None else -1),
+                            stdout=(out or b"").decode(errors="replace"),
+                            stderr=(err or b"").decode(errors="replace"))
+        if background and result.exit_code == 0:
+            return ExecResult(0, result.stdout, result.stderr, pid=background_pid(result))
+        return result
+
+    # -- files: the Engine API's archive endpoints (what `docker cp` uses), streamed both ways -------------------
+    def _remote_path(self, handle: RemoteHandle, remote: str) -> str:
+        """``remote`` as an absolute path in the container; a relative one is taken from the desktop user's
+        working directory, as ``exec`` does."""
+        if not remote:
+            raise UsageError("an empty path on the desktop", code="usage.bad_path", provider=self.name)
+        if remote.startswith("/"):
+            return posixpath.normpath(remote)
+        here = self.exec(handle, "pwd", 30.0)
+        return posixpath.normpath(posixpath.join(here.stdout.strip() or "/", remote))
+
+    def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
+        """One ``PUT /containers/{id}/archive`` of a tar streamed as it is made (the desktop user owns what
+        arrives); missing parents are made first, as the desktop user, by ``mkdir -p``."""
+        from deskctl.providers._files import no_such_file
+
+        source = Path(local)
+        if not source.exists() and not source.is_symlink():
+            raise no_such_file(local, "here", self.name)
+        path = self._remote_path(handle, remote)
+        parent, name = posixpath.split(path)
+        if not name:
+            raise UsageError(f"cannot replace {path} on the desktop", code="usage.bad_path", provider=self.name)
+        made = self.exec(handle, f"mkdir -p -- {shlex.quote(parent)}", 60.0)
+        if made.exit_code != 0:
+            raise ProviderApiError(f"docker: cannot make the folder {parent}: {made.stderr.strip()[-300:]}",
+                                   provider=self.name)
+        container = str(handle.data.get("container") or handle.resource_id)
+        uid, gid = (int(x) for x in DESKTOP_USER.split(":"))
+        try:
+            with self._errors(f"copy {local} to {path}"):
+                self.client.api.put_archive(container, parent, _tar_stream(source, name, uid, gid))
+        except NotFound as exc:
+            raise self._gone_error(handle, self._state(container), "copy files") from exc
+
+    def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
+        """One ``GET /containers/{id}/archive``, unpacked as it streams in (the ``data`` filter: nothing lands
+        outside ``local``); a file is written beside ``local`` and renamed over it."""
+        from deskctl.providers._files import no_such_file
+
+        path = self._remote_path(handle, remote)
+        container = str(handle.data.get("container") or handle.resource_id)
+        target = Path(local)
+        for _ in range(8):  # a symlink is followed (to its target, as the other providers' tar -C does)
+            try:
+                with self._errors(f"copy {path} from the desktop"):
+                    stream, stat = self.client.api.get_archive(container, path, chunk_size=1 << 20)
+            except NotFound as exc:
+                state = self._state(container)
+                if state is None or not state.get("Running"):
+                    raise self._gone_error(handle, state, "copy files") from exc
+                raise no_such_file(remote, "on the desktop", self.name) from exc
+            mode = int((stat or {}).get("mode") or 0)
+            link = str((stat or {}).get("linkTarget") or "")
+            if mode & _GO_MODE_SYMLINK and link:
+                stream.close()
+                path = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
+                continue
+            break
+        try:
+            _untar_stream(stream, target, is_dir=bool(mode & _GO_MODE_DIR), provider=self.name)
+        finally:
+            with contextlib.suppress(Exception):
+                stream.close()
 
     def close(self) -> None:
         with self._drivers_lock:
@@ -931,3 +1019,109 @@ def _host_memory(field: str) -> int | None:
     except OSError:
         return None
     return None
+
+
+#: bits of a Go ``os.FileMode``, as the archive endpoint's stat header gives them
+_GO_MODE_DIR = 1 << 31
+_GO_MODE_SYMLINK = 1 << 27
+
+
+def _tar_stream(source: Path, name: str, uid: int, gid: int) -> Iterator[bytes]:
+    """``source`` as a tar whose single top entry is ``name``, owned by ``uid:gid``, made in a thread while it
+    is sent: nothing is staged on disk, and memory holds a pipe's worth."""
+    import tarfile
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+        return info
+
+    read_end, write_end = os.pipe()
+    failure: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            with os.fdopen(write_end, "wb", buffering=1 << 20) as out, \
+                    tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                tar.add(source, arcname=name, filter=owned)
+        except BrokenPipeError:
+            pass  # the request ended early: its error is the one to report
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=produce, name="deskctl-tar", daemon=True)
+    worker.start()
+    with os.fdopen(read_end, "rb", buffering=0) as source_pipe:
+        while chunk := source_pipe.read(1 << 20):
+            yield chunk
+    worker.join()
+    if failure:
+        exc = failure[0]
+        raise UsageError(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}", code="usage.bad_path",
+                         provider="docker") from exc
+
+
+class _ChunkReader:
+    """A read-only file over an iterator of byte chunks (the archive response), for ``tarfile`` stream mode."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._buffer = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buffer += chunk
+        if size < 0:
+            out, self._buffer = self._buffer, b""
+        else:
+            out, self._buffer = self._buffer[:size], self._buffer[size:]
+        return out
+
+
+def _untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> None:
+    """Unpack the archive endpoint's tar (one top entry: the file or folder asked for) so that ``target`` is
+    that file or folder."""
+    import tarfile
+
+    reader = _ChunkReader(chunks)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(fileobj=reader, mode="r|") as tar:  # type: ignore[call-overload]
+            if not is_dir:
+                member = tar.next()
+                source = tar.extractfile(member) if member is not None else None
+                if member is None or source is None:
+                    raise ProviderApiError("docker: the archive of a file holds no file", provider=provider)
+                partial = target.with_name(f".{target.name}.deskctl-part")
+                try:
+                    with open(partial, "wb") as out:
+                        shutil.copyfileobj(source, out, 1 << 20)
+                    os.chmod(partial, member.mode & 0o777)
+                    os.replace(partial, target)
+                finally:
+                    partial.unlink(missing_ok=True)
+                return
+            target.mkdir(exist_ok=True)
+            top: list[str] = []
+
+            def inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+                if not top:
+                    top.append(member.name.rstrip("/"))
+                    return None  # the folder itself: ``target``
+                prefix = top[0] + "/"
+                if not member.name.startswith(prefix):
+                    return None
+                renamed = member.replace(name=member.name[len(prefix):], deep=False)
+                if member.islnk() and member.linkname.startswith(prefix):
+                    renamed = renamed.replace(linkname=member.linkname[len(prefix):], deep=False)
+                return tarfile.data_filter(renamed, dest)
+
+            tar.extractall(target, filter=inside)
+    except tarfile.FilterError as exc:
+        raise ProviderApiError(f"docker: refused an archive entry that would land outside {target}: {exc}",
+                               provider=provider) from exc
+    except tarfile.TarError as exc:
+        raise ProviderApiError(f"docker: the archive from the container is not readable: {exc}",
+                               provider=provider) from exc

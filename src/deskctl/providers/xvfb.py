@@ -55,8 +55,10 @@ from deskctl.errors import (
     ProviderUnreachable,
     ReadinessTimeout,
     SessionLost,
+    UsageError,
 )
 from deskctl.platforms import Platform
+from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, posix_line
 from deskctl.providers._x11 import X11Driver, new_cookie, read_cookie, write_xauthority
 from deskctl.providers.base import (
     LABEL_CREATED,
@@ -285,7 +287,34 @@ def _claim_lock(number: int, pid: int) -> None:
         return
 
 
-class XvfbProvider(Provider):
+def _copy_path(source: str, target: str, where: str, provider: str) -> None:
+    """Make ``target`` a copy of the file or directory ``source`` on this host (the desktop's filesystem is this
+    host's): parents made, a file replaced whole (written beside it, then renamed over it), a directory merged
+    into one that is there; symlinks copied as links, modes and times kept."""
+    from deskctl.providers._files import no_such_file
+
+    src, dst = Path(source), Path(target)
+    if not src.exists() and not src.is_symlink():
+        raise no_such_file(source, where, provider)
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+            return
+        partial = dst.with_name(f".{dst.name}.deskctl-part")
+        try:
+            shutil.copy2(src, partial, follow_symlinks=False)
+            os.replace(partial, dst)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
+    except (OSError, shutil.Error) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot copy {source} to {target}: {detail}", code="usage.bad_path",
+                         provider=provider) from exc
+
+
+class XvfbProvider(GuestActions, Provider):
     """Desktops on the host's Xvfb. ``handle.data``: ``display`` (":N"), ``display_number``, ``cookie_file`` (also
     as ``xauthority``: the value for XAUTHORITY), ``dir``, ``marker``, ``geometry``, ``procs`` ([{"role", "pid",
     "ticks"}]). The cookie itself stays in its 0600 file."""
@@ -299,7 +328,7 @@ class XvfbProvider(Provider):
         max_size=(8192, 8192),
         exec=True,
         exec_streams_separate=True,
-        files=False,
+        files=True,
         labels=True,
         server_ttl=False,
         isolation="none",
@@ -307,6 +336,8 @@ class XvfbProvider(Provider):
         local=True,
         billing="free",
         cursor_position=True,
+        clipboard=True,
+        windows=True,
     )
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -676,15 +707,27 @@ class XvfbProvider(Provider):
         position: tuple[int, int] = self._call(handle, lambda d: d.cursor_position())
         return position
 
+    def window_titles(self, handle: RemoteHandle) -> list[str]:
+        titles: list[str] = self._call(handle, lambda d: d.window_titles())
+        return titles
+
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
              background: bool = False) -> ExecResult:
-        """Run ``command`` with ``/bin/sh -c`` on this host with DISPLAY and XAUTHORITY of the desktop. On
-        timeout its process group is killed and the exit code is 124 (as timeout(1) reports)."""
+        """Run ``command`` with ``sh -c`` on this host with DISPLAY and XAUTHORITY of the desktop, in ``cwd``
+        with ``env`` added, as ``user`` (through ``sudo``: only when deskctl runs as root). On timeout its
+        process group is killed and the exit code is 124 (as timeout(1) reports). ``background``: the command
+        is detached from every pipe of this call (its output goes to /dev/null) and its pid comes back."""
+        extra = check_exec_options(env, user, self.name)
+        other = self._other_user(user)
         if not self._xvfb_alive(handle):
             raise SessionLost(f"the Xvfb of {handle.session_id} is gone", provider=self.name)
+        if other is not None:
+            # sudo resets the environment: the session tag (destroy ends what carries it) goes in explicitly
+            extra = {SESSION_ENV: handle.session_id, **extra}
+        line = posix_line(command, cwd=cwd, env=extra, user=other, background=background)
         try:
-            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(["/bin/sh", "-c", line], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=self._env(handle), start_new_session=True)
         except OSError as exc:
             raise ProviderApiError(f"cannot run /bin/sh: {exc.strerror}", provider=self.name) from exc
@@ -693,10 +736,50 @@ class XvfbProvider(Provider):
         except subprocess.TimeoutExpired:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            try:
+                out, err = proc.communicate(timeout=_TERM_GRACE)
+            except subprocess.TimeoutExpired:
+                # something that left the group (a daemon) still holds the pipes: do not wait for it
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        stream.close()
+                proc.wait()
+                out, err = b"", b""
             message = f"deskctl: command timed out after {timeout:g}s\n"
             return ExecResult(124, out.decode(errors="replace"), err.decode(errors="replace") + message)
-        return ExecResult(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+        result = ExecResult(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+        if background and result.exit_code == 0:
+            return ExecResult(0, result.stdout, result.stderr, pid=background_pid(result))
+        return result
+
+    def _other_user(self, user: str | None) -> str | None:
+        """``user`` when it is not the one deskctl runs as (then sudo switches to it), else None. Only root may
+        switch here: anyone else gets ``usage.unsupported`` rather than a sudo password prompt that fails."""
+        if user is None:
+            return None
+        import pwd
+
+        try:
+            wanted = pwd.getpwnam(user)
+        except KeyError:
+            raise UsageError(f"no user {user!r} on this host", code="usage.bad_user", provider=self.name) from None
+        if wanted.pw_uid == os.geteuid():
+            return None
+        if os.geteuid() != 0:
+            raise UsageError(f"xvfb runs commands as another user ({user}) only when deskctl runs as root",
+                             code="usage.unsupported", provider=self.name,
+                             remedy="run deskctl as root, or leave user unset")
+        if shutil.which("sudo") is None:
+            raise ProviderUnreachable("running a command as another user needs sudo, which is not installed",
+                                      provider=self.name, remedy="apt-get install sudo")
+        return user
+
+    # -- files: this host's own filesystem -----------------------------------------------------------------
+    def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
+        _copy_path(local, remote, "here", self.name)
+
+    def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
+        _copy_path(remote, local, "on the desktop", self.name)
 
     # -- detach / destroy ----------------------------------------------------------------------------------
     def detach(self, handle: RemoteHandle) -> None:
