@@ -155,6 +155,66 @@ def test_exec_is_killed_at_its_timeout(desk: deskctl.Desktop) -> None:
     assert result.exit_code == 124
 
 
+def test_exec_user_and_env_reach_the_engine_as_they_are_and_an_unknown_user_is_a_usage_error(
+        desk: deskctl.Desktop) -> None:
+    root = desk.exec('id -u; printf "%s|%s" "$DK_A" "$DISPLAY"', user="root", env={"DK_A": "a 'b' $c `d`"})
+    assert root.stdout == "0\na 'b' $c `d`|:0", root.stderr  # the container's own environment is kept
+    assert desk.exec("id -u", user="1000").stdout == "1000\n"
+    with pytest.raises(UsageError) as info:
+        desk.exec("id", user="no-such-user")
+    assert info.value.code == "usage.bad_user"
+
+
+def test_a_gui_app_started_in_the_background_returns_at_once_and_shows_its_window(desk: deskctl.Desktop) -> None:
+    # the timeout is far shorter than the app lives: a foreground exec holding its pipes would end with 124
+    started = desk.exec("xmessage -title dk-background hello", timeout=5, background=True, cwd="/tmp")
+    assert started.exit_code == 0 and started.pid is not None
+    assert desk.wait_for("dk-background", timeout=30) == "dk-background"
+    assert desk.exec(f"readlink /proc/{started.pid}/cwd").stdout == "/tmp\n"
+    desk.exec(f"kill {started.pid}")
+
+
+def test_uploads_belong_to_the_desktop_user_keep_modes_and_may_land_in_root_owned_folders(
+        desk: deskctl.Desktop, tmp_path: Path) -> None:
+    source = tmp_path / "tree"
+    (source / "bin").mkdir(parents=True)
+    tool = source / "bin" / "dk-tool"
+    tool.write_text("#!/bin/sh\necho tool ran\n")
+    tool.chmod(0o755)
+    (source / "data.txt").write_text("data\n")
+    desk.upload(source, "/tmp/dk-up/a/tree")
+    listed = desk.exec("cd /tmp/dk-up && stat -c '%U:%G %a %n' a a/tree a/tree/bin a/tree/bin/dk-tool "
+                       "a/tree/data.txt").stdout.splitlines()
+    assert [line.split()[0] for line in listed] == ["desk:desk"] * 5, listed
+    assert listed[3].split()[1] == "755"
+    # like docker cp, the engine writes into a folder the desktop user may not (its own /usr/local/bin)
+    desk.upload(tool, "/usr/local/bin/dk-tool")
+    assert desk.exec("dk-tool").stdout == "tool ran\n"
+
+
+def test_download_follows_a_symlink_and_keeps_links_inside_a_tree(desk: deskctl.Desktop, tmp_path: Path) -> None:
+    made = desk.exec("mkdir -p /tmp/dk-down/tree/sub && echo hi > /tmp/dk-down/tree/sub/file && "
+                     "ln -s sub/file /tmp/dk-down/tree/alias && ln -s /tmp/dk-down/tree /tmp/dk-down/link")
+    assert made.exit_code == 0, made.stderr
+    back = tmp_path / "back"
+    desk.download("/tmp/dk-down/link", back)
+    assert (back / "sub" / "file").read_text() == "hi\n"
+    assert os.readlink(back / "alias") == "sub/file"
+    desk.download("/tmp/dk-down/tree/alias", tmp_path / "one")
+    assert (tmp_path / "one").read_text() == "hi\n" and not (tmp_path / "one").is_symlink()
+
+
+def test_files_of_a_container_removed_from_outside_are_a_lost_session(docker_sdk: Any, tmp_path: Path) -> None:
+    local = tmp_path / "f.txt"
+    local.write_text("x")
+    with deskctl.open_desktop("docker", geometry="640x480") as desk:
+        assert desk.handle is not None
+        docker_sdk.api.remove_container(desk.handle.resource_id, force=True)
+        with pytest.raises(SessionLost):
+            desk.download("/etc/hostname", tmp_path / "h")
+    assert not (tmp_path / "h").exists()
+
+
 def test_network_is_opt_in_and_limits_come_from_provider_options(docker_sdk: Any) -> None:
     options = {"network": "bridge", "cpus": 0.5, "memory": "256m"}
     with deskctl.open_desktop("docker", geometry="640x480", provider_options=options) as desk:

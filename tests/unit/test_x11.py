@@ -524,3 +524,12 @@ def test_a_server_that_stops_answering_fails_the_call_instead_of_hanging_it(tmp_
         srv.proc.send_signal(signal.SIGCONT)
         drv.close()
         stop_xvfb(srv)
+
+
+def test_compound_text_titles_decode_latin1_and_utf8_segments() -> None:
+    from deskctl.providers._x11 import decode_compound_text
+
+    # what xterm -T "ünï ✓ x" writes as WM_NAME: Latin-1, then UTF-8 in an ESC % G ... ESC % @ segment
+    assert decode_compound_text(b"\xfcn\xef \x1b%G\xe2\x9c\x93\x1b%@ x") == "ünï ✓ x"
+    assert decode_compound_text(b"\x1b-A\xe9t\xe9") == "été"  # a designation of the Latin-1 right half
+    assert decode_compound_text(b"plain") == "plain"

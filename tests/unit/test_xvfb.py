@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import select
 import shutil
 import signal
@@ -467,3 +468,91 @@ def test_a_megabyte_typed_through_a_session_arrives_and_the_session_stays_usable
             desk.click(5, 5)  # the session is still there
     assert len(received) == len(text)
     assert received == text
+
+
+# -- harness: exec options, files, windows (the contract's tests are in tests/conformance) -----------------------
+
+
+def test_a_timeout_returns_even_when_a_daemon_keeps_the_output_pipes(provider: XvfbProvider) -> None:
+    """The process group is killed at the timeout; a daemon that left it still holds stdout. Before, exec
+    then waited for that daemon (here ten minutes, past the test's own timeout)."""
+    handle = provider.create(_spec(), "dk-pipes", _labels("dk-pipes"))
+    result = provider.exec(handle, "setsid sleep 600 & echo started; exec sleep 60", timeout=0.5)
+    assert result.exit_code == 124 and "timed out" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("sudo") is None, reason="needs root and sudo")
+def test_a_daemon_started_as_another_user_is_tagged_and_ended_by_destroy(provider: XvfbProvider) -> None:
+    from deskctl.providers.xvfb import _tagged_processes
+
+    handle = provider.create(_spec(), "dk-nobody", _labels("dk-nobody"))
+    # a daemon started as nobody (sudo resets the environment: the tag must be passed on explicitly)
+    started = provider.exec(handle, "setsid -f sleep 1000 >/dev/null 2>&1", user="nobody", cwd="/")
+    assert started.exit_code == 0, started.stderr
+    nobody = str(pwd.getpwnam("nobody").pw_uid)
+    tagged = []
+    for pid, _ in _tagged_processes("dk-nobody"):
+        with open(f"/proc/{pid}/status") as fh:
+            if next(line.split()[1] for line in fh if line.startswith("Uid:")) == nobody:
+                tagged.append(pid)
+    assert tagged, "the daemon runs as nobody and carries the session tag"
+    provider.destroy(handle)
+    for pid in tagged:
+        assert not _alive(pid)
+
+
+def test_another_user_needs_root_and_an_existing_name(provider: XvfbProvider,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from deskctl.errors import UsageError
+
+    handle = provider.create(_spec(), "dk-user", _labels("dk-user"))
+    with pytest.raises(UsageError) as info:
+        provider.exec(handle, "true", user="no-such-user-here")
+    assert info.value.code == "usage.bad_user"
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert provider.exec(handle, "id -un", user=me).stdout.strip() == me  # oneself: no sudo at all
+    other = "nobody" if me != "nobody" else "root"
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)  # as a non-root caller sees it
+    with pytest.raises(UsageError) as info:
+        provider.exec(handle, "id -un", user=other)
+    assert info.value.code == "usage.unsupported" and "root" in info.value.message
+
+
+def test_files_are_copied_on_this_host_with_links_and_modes(provider: XvfbProvider, tmp_path: Path) -> None:
+    from deskctl.errors import UsageError
+
+    handle = provider.create(_spec(), "dk-files", _labels("dk-files"))
+    source = tmp_path / "src"
+    (source / "bin").mkdir(parents=True)
+    (source / "bin" / "tool").write_text("#!/bin/sh\necho tool\n")
+    (source / "bin" / "tool").chmod(0o750)
+    (source / "link").symlink_to("bin/tool")
+    provider.upload(handle, str(source), str(tmp_path / "a" / "b" / "dst"))
+    dst = tmp_path / "a" / "b" / "dst"
+    assert os.readlink(dst / "link") == "bin/tool"
+    assert stat.S_IMODE((dst / "bin" / "tool").stat().st_mode) == 0o750
+    assert provider.exec(handle, f"{dst}/link").stdout == "tool\n"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(UsageError) as info:
+        provider.download(handle, str(dst / "bin" / "tool"), str(blocker / "under" / "tool"))
+    assert info.value.code == "usage.bad_path"
+    assert [p.name for p in tmp_path.iterdir() if "deskctl-part" in p.name] == []
+
+
+@pytest.mark.skipif(shutil.which("xterm") is None or shutil.which("openbox") is None
+                    or shutil.which("xdotool") is None, reason="needs xterm, openbox and xdotool")
+@pytest.mark.parametrize("window_manager", [False, True], ids=["bare", "openbox"])
+def test_window_titles_are_read_over_x_in_utf8_and_include_minimised_windows(window_manager: bool) -> None:
+    import deskctl
+
+    title = f"ünï ✓ {os.getpid()}"
+    with deskctl.open_desktop("xvfb", geometry="640x480", window_manager=window_manager) as desk:
+        pid = desk.launch("xterm", "-u8", "-T", title, "-e", "sleep 600")
+        assert desk.wait_for(title, timeout=60) == title
+        assert desk.window_titles().count(title) == 1  # a frame of the window manager is no window of its own
+        if window_manager:
+            assert desk.exec(f"xdotool search --sync --name '{title}' windowminimize --sync").exit_code == 0
+            assert title in desk.window_titles()
+        assert pid is not None
+        desk.exec(f"kill {pid}")

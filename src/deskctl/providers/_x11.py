@@ -43,6 +43,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import re
 import socket
 import struct
 import threading
@@ -80,6 +81,7 @@ __all__ = [
     "X11Address",
     "X11Driver",
     "adler32_combine",
+    "decode_compound_text",
     "encode_png",
     "keysym_for_char",
     "keysym_for_key",
@@ -939,8 +941,8 @@ class X11Driver:
         return self._atoms[name]
 
     def _window_name(self, window: Any) -> str:
-        """``_NET_WM_NAME`` (UTF-8), else ``WM_NAME`` (Latin-1 STRING, or UTF-8 from clients that set that);
-        empty when the window has neither."""
+        """``_NET_WM_NAME`` (UTF-8), else ``WM_NAME`` (a Latin-1 STRING, COMPOUND_TEXT as Xt clients such as
+        xterm write it, or UTF-8); empty when the window has neither."""
         from Xlib import X, Xatom
 
         utf8 = self._atom("UTF8_STRING")
@@ -949,8 +951,11 @@ class X11Driver:
             if prop is None or prop.format != 8 or not prop.value:
                 continue
             raw = prop.value if isinstance(prop.value, bytes) else str(prop.value).encode("latin-1", "replace")
-            encoding = "latin-1" if prop.property_type == Xatom.STRING else "utf-8"
-            return raw.decode(encoding, errors="replace")
+            if prop.property_type == Xatom.STRING:
+                return raw.decode("latin-1")
+            if prop.property_type == self._atom("COMPOUND_TEXT"):
+                return decode_compound_text(raw)
+            return raw.decode("utf-8", errors="replace")
         return ""
 
     def window_titles(self) -> list[str]:
@@ -1291,6 +1296,25 @@ class X11Driver:
                 self._shm = None
             with contextlib.suppress(Exception):
                 self._display.close()
+
+
+_CT_ESCAPE = re.compile(rb"(\x1b%G|\x1b%@|\x1b[\x20-\x2f]*[\x30-\x7e])")
+
+
+def decode_compound_text(raw: bytes) -> str:
+    """An X COMPOUND_TEXT string (ISO 2022): Latin-1 by default, UTF-8 between ``ESC % G`` and ``ESC % @`` (how
+    Xlib writes characters outside Latin-1 today). Other character set designations are dropped and their bytes
+    read as Latin-1: a title in a legacy Asian encoding comes out garbled, never as an error."""
+    out: list[str] = []
+    utf8 = False
+    for part in _CT_ESCAPE.split(raw):
+        if part == b"\x1b%G":
+            utf8 = True
+        elif part == b"\x1b%@":
+            utf8 = False
+        elif not part.startswith(b"\x1b"):
+            out.append(part.decode("utf-8", errors="replace") if utf8 else part.decode("latin-1"))
+    return "".join(out)
 
 
 def _button_number(button: str) -> int:

@@ -834,9 +834,6 @@ class DockerProvider(GuestActions, Provider):
             state = self._state(container)
             if state is None or not state.get("Running"):
                 raise self._gone_error(handle, state, "run a command") from exc
-            if user and "unable to find user" in exc.message:
-                raise UsageError(f"no user {user!r} in the container {handle.data.get('name', container)}",
-                                 code="usage.bad_user", provider=self.name) from exc
             raise
         finally:
             if client is not self._client:
@@ -847,6 +844,13 @@ class DockerProvider(GuestActions, Provider):
                             stderr=(err or b"").decode(errors="replace"))
         if background and result.exit_code == 0:
             return ExecResult(0, result.stdout, result.stderr, pid=background_pid(result))
+        if user and result.exit_code == 126 and not result.stderr and (
+                not result.stdout or "unable to find user" in result.stdout):
+            # the engine could not start the process: its message (sometimes none at all) comes on stdout
+            known = self.exec(handle, f"id -u -- {shlex.quote(user.split(':')[0])}", 30.0)
+            if known.exit_code != 0 and not user.split(":")[0].isdigit():
+                raise UsageError(f"no user {user!r} in the container {handle.data.get('name', container)}",
+                                 code="usage.bad_user", provider=self.name)
         return result
 
     # -- files: the Engine API's archive endpoints (what `docker cp` uses), streamed both ways -------------------
