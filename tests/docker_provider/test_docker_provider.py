@@ -204,6 +204,17 @@ def test_download_follows_a_symlink_and_keeps_links_inside_a_tree(desk: deskctl.
     assert (tmp_path / "one").read_text() == "hi\n" and not (tmp_path / "one").is_symlink()
 
 
+def test_the_client_kept_after_preflight_has_the_api_timeout_not_the_pings() -> None:
+    """Preflight pings with a 5 s timeout; create, copies and destroy then used that client (a container with
+    many files took longer than 5 s to remove: cleanup.incomplete)."""
+    provider = DockerProvider({"api_timeout": 45})
+    try:
+        provider.preflight(DesktopSpec.build(provider="docker", geometry="640x480"))
+        assert provider.client.api.timeout == 45
+    finally:
+        provider.close()
+
+
 def test_files_of_a_container_removed_from_outside_are_a_lost_session(docker_sdk: Any, tmp_path: Path) -> None:
     local = tmp_path / "f.txt"
     local.write_text("x")

@@ -27,6 +27,7 @@ desktop stops itself; default 60).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import posixpath
 import re
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -328,6 +329,8 @@ class DockerProvider(GuestActions, Provider):
 
                 client = connect(timeout=5)
                 version = client.api.version()
+            # the short timeout is for this ping only: the client is kept for create, exec, copies and destroy
+            client.api.timeout = int(self.options.get("api_timeout", 60))
             self._client = client
         except DeskctlError as exc:
             add("fail", "docker.daemon", exc.message, exc.remedy, started)
@@ -864,9 +867,24 @@ class DockerProvider(GuestActions, Provider):
         here = self.exec(handle, "pwd", 30.0)
         return posixpath.normpath(posixpath.join(here.stdout.strip() or "/", remote))
 
+    @contextlib.contextmanager
+    def _bulk_client(self) -> Iterator[docker.DockerClient]:
+        """A client for one copy, closed afterwards: the daemon answers a PUT only once it has unpacked
+        everything, which for a large tree takes longer than any API call (hence an hour's read timeout)."""
+        from deskctl.images import connect
+
+        client = connect(timeout=float(self.options.get("api_timeout", 60)))
+        client.api.timeout = 3600
+        try:
+            yield client
+        finally:
+            with contextlib.suppress(Exception):
+                client.close()
+
     def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
         """One ``PUT /containers/{id}/archive`` of a tar streamed as it is made (the desktop user owns what
-        arrives); missing parents are made first, as the desktop user, by ``mkdir -p``."""
+        arrives). When the parent folder is missing, it is made (``mkdir -p``, as the desktop user) and the PUT
+        sent again."""
         from deskctl.providers._files import no_such_file
 
         source = Path(local)
@@ -876,30 +894,46 @@ class DockerProvider(GuestActions, Provider):
         parent, name = posixpath.split(path)
         if not name:
             raise UsageError(f"cannot replace {path} on the desktop", code="usage.bad_path", provider=self.name)
-        made = self.exec(handle, f"mkdir -p -- {shlex.quote(parent)}", 60.0)
-        if made.exit_code != 0:
-            raise ProviderApiError(f"docker: cannot make the folder {parent}: {made.stderr.strip()[-300:]}",
-                                   provider=self.name)
         container = str(handle.data.get("container") or handle.resource_id)
         uid, gid = (int(x) for x in DESKTOP_USER.split(":"))
-        try:
-            with self._errors(f"copy {local} to {path}"):
-                self.client.api.put_archive(container, parent, _tar_stream(source, name, uid, gid))
-        except NotFound as exc:
-            raise self._gone_error(handle, self._state(container), "copy files") from exc
+        with self._bulk_client() as client:
+            for attempt in range(2):
+                stream = _tar_stream(source, name, uid, gid)
+                try:
+                    with self._errors(f"copy {local} to {path}"):
+                        client.api.put_archive(container, parent, stream)
+                    return
+                except NotFound as exc:
+                    state = self._state(container)
+                    if state is None or not state.get("Running"):
+                        raise self._gone_error(handle, state, "copy files") from exc
+                    if attempt:
+                        raise ProviderApiError(f"docker: the folder {parent} vanished while copying into it",
+                                               provider=self.name) from exc
+                finally:
+                    stream.close()
+                made = self.exec(handle, f"mkdir -p -- {shlex.quote(parent)}", 60.0)
+                if made.exit_code != 0:
+                    raise ProviderApiError(f"docker: cannot make the folder {parent}: "
+                                           f"{made.stderr.strip()[-300:]}", provider=self.name)
 
     def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
         """One ``GET /containers/{id}/archive``, unpacked as it streams in (the ``data`` filter: nothing lands
         outside ``local``); a file is written beside ``local`` and renamed over it."""
-        from deskctl.providers._files import no_such_file
-
         path = self._remote_path(handle, remote)
         container = str(handle.data.get("container") or handle.resource_id)
         target = Path(local)
+        with self._bulk_client() as client:
+            self._download(handle, client, container, path, remote, target)
+
+    def _download(self, handle: RemoteHandle, client: docker.DockerClient, container: str, path: str, remote: str,
+                  target: Path) -> None:
+        from deskctl.providers._files import no_such_file
+
         for _ in range(8):  # a symlink is followed (to its target, as the other providers' tar -C does)
             try:
                 with self._errors(f"copy {path} from the desktop"):
-                    stream, stat = self.client.api.get_archive(container, path, chunk_size=1 << 20)
+                    stream, stat = client.api.get_archive(container, path, chunk_size=None)
             except NotFound as exc:
                 state = self._state(container)
                 if state is None or not state.get("Running"):
@@ -1030,7 +1064,7 @@ _GO_MODE_DIR = 1 << 31
 _GO_MODE_SYMLINK = 1 << 27
 
 
-def _tar_stream(source: Path, name: str, uid: int, gid: int) -> Iterator[bytes]:
+def _tar_stream(source: Path, name: str, uid: int, gid: int) -> Generator[bytes, None, None]:
     """``source`` as a tar whose single top entry is ``name``, owned by ``uid:gid``, made in a thread while it
     is sent: nothing is staged on disk, and memory holds a pipe's worth."""
     import tarfile
@@ -1064,24 +1098,28 @@ def _tar_stream(source: Path, name: str, uid: int, gid: int) -> Iterator[bytes]:
                          provider="docker") from exc
 
 
-class _ChunkReader:
-    """A read-only file over an iterator of byte chunks (the archive response), for ``tarfile`` stream mode."""
+class _ChunkReader(io.RawIOBase):
+    """A read-only raw file over an iterator of byte chunks (the archive response), for ``tarfile``'s stream
+    mode: each read copies out of the current chunk, never joins chunks."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
+        super().__init__()
         self._chunks = iter(chunks)
-        self._buffer = b""
+        self._chunk = memoryview(b"")
 
-    def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._buffer) < size:
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._chunk:
             chunk = next(self._chunks, None)
             if chunk is None:
-                break
-            self._buffer += chunk
-        if size < 0:
-            out, self._buffer = self._buffer, b""
-        else:
-            out, self._buffer = self._buffer[:size], self._buffer[size:]
-        return out
+                return 0
+            self._chunk = memoryview(chunk)
+        size = min(len(buffer), len(self._chunk))
+        buffer[:size] = self._chunk[:size]
+        self._chunk = self._chunk[size:]
+        return size
 
 
 def _untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> None:
@@ -1089,10 +1127,10 @@ def _untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> 
     that file or folder."""
     import tarfile
 
-    reader = _ChunkReader(chunks)
+    reader = io.BufferedReader(_ChunkReader(chunks), buffer_size=1 << 20)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with tarfile.open(fileobj=reader, mode="r|") as tar:  # type: ignore[call-overload]
+        with tarfile.open(fileobj=reader, mode="r|", bufsize=1 << 20) as tar:
             if not is_dir:
                 member = tar.next()
                 source = tar.extractfile(member) if member is not None else None

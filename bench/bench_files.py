@@ -1,0 +1,203 @@
+"""Benchmark: Desktop.upload / Desktop.download next to the naive copy of each provider, in one run.
+
+Two workloads, each copied to the desktop and back: one 64 MiB file of random bytes, and a tree of 2000 small
+files (1-4 KiB, in 40 folders). Per target, deskctl's way and the naive way copy the same data to and from the
+same desktop, alternating round by round; every copy is checked (sizes) once before anything is timed.
+
+    .venv/bin/python bench/bench_files.py [--rounds N] [--targets docker,xvfb]
+
+Prints medians (milliseconds), throughput (MiB/s) and the naive way's time over deskctl's ("x2.0": deskctl
+takes half as long). A target is one entry of :data:`TARGETS`: a function that opens a desktop and yields a
+:class:`Ways` (deskctl's and the naive way's upload and download, a scratch folder on the desktop); adding a
+provider (ssh next to scp) is one such function and one line in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _common import median_ms, timed
+
+BIG_FILE_MIB = 64
+TREE_FILES = 2000
+TREE_FOLDERS = 40
+
+Copy = Callable[[Path, str], None]  # (local path, remote path) -> None
+Fetch = Callable[[str, Path], None]  # (remote path, local path) -> None
+
+
+@dataclass
+class Ways:
+    """deskctl's and the naive way's copies for one open desktop."""
+
+    naive_label: str  # what the naive way is called in the table ("docker cp")
+    upload: Copy
+    download: Fetch
+    naive_upload: Copy
+    naive_download: Fetch
+    scratch: str  # a folder on the desktop both ways may write under
+    remove: Callable[[str], None]  # removes a path on the desktop (between rounds, not timed)
+    size: Callable[[str], int]  # bytes of the files under a path on the desktop (the check)
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:3])} ... failed: {done.stderr.strip()}")
+
+
+def _desk_ways(desk: Any, naive_label: str, naive_upload: Copy, naive_download: Fetch) -> Ways:
+    scratch = f"/tmp/deskctl-bench-files-{os.getpid()}"
+    made = desk.exec(f"mkdir -p {scratch}")
+    assert made.exit_code == 0, made.stderr
+
+    def remove(path: str) -> None:
+        desk.exec(f"rm -rf -- '{path}'", timeout=120)
+
+    def size(path: str) -> int:
+        out = desk.exec(f"find '{path}' -type f -printf '%s\\n'", timeout=120).stdout
+        return sum(int(n) for n in out.split())
+
+    return Ways(naive_label, desk.upload, desk.download, naive_upload, naive_download, scratch, remove, size)
+
+
+@contextlib.contextmanager
+def docker_target() -> Iterator[Ways]:
+    """The docker provider (the Engine API's archive endpoints) next to the ``docker cp`` CLI."""
+    import deskctl
+
+    with deskctl.open_desktop("docker", geometry="640x480") as desk:
+        container = str(desk.handle.resource_id)  # type: ignore[union-attr]
+
+        def cp_up(local: Path, remote: str) -> None:
+            _run(["docker", "cp", str(local), f"{container}:{remote}"])
+
+        def cp_down(remote: str, local: Path) -> None:
+            _run(["docker", "cp", f"{container}:{remote}", str(local)])
+
+        yield _desk_ways(desk, "docker cp", cp_up, cp_down)
+
+
+@contextlib.contextmanager
+def xvfb_target() -> Iterator[Ways]:
+    """The xvfb provider (the desktop's files are this host's) next to ``cp -r``."""
+    import deskctl
+
+    with deskctl.open_desktop("xvfb", geometry="640x480") as desk:
+
+        def cp_up(local: Path, remote: str) -> None:
+            _run(["cp", "-r", str(local), remote])
+
+        def cp_down(remote: str, local: Path) -> None:
+            _run(["cp", "-r", remote, str(local)])
+
+        yield _desk_ways(desk, "cp -r", cp_up, cp_down)
+
+
+#: name -> a function that opens a desktop and yields its Ways (closing it afterwards)
+TARGETS: dict[str, Callable[[], contextlib.AbstractContextManager[Ways]]] = {
+    "docker": docker_target,
+    "xvfb": xvfb_target,
+}
+
+
+def make_workloads(root: Path) -> dict[str, tuple[Path, int]]:
+    """name -> (local path, total bytes)."""
+    rng = random.Random(14)
+    root.mkdir(parents=True, exist_ok=True)
+    big = root / "big.bin"
+    with open(big, "wb") as fh:
+        for _ in range(BIG_FILE_MIB):
+            fh.write(rng.randbytes(2**20))
+    tree = root / "tree"
+    total = 0
+    for i in range(TREE_FILES):
+        folder = tree / f"d{i % TREE_FOLDERS:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        body = rng.randbytes(rng.randint(1024, 4096))
+        (folder / f"f{i:04d}.txt").write_bytes(body)
+        total += len(body)
+    return {f"{BIG_FILE_MIB} MiB file": (big, BIG_FILE_MIB * 2**20), f"{TREE_FILES} files": (tree, total)}
+
+
+def _local_size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def bench_target(name: str, ways: Ways, workloads: dict[str, tuple[Path, int]], rounds: int, tmp: Path) -> None:
+    counter = iter(range(10**9))
+
+    def fresh_remote() -> str:
+        return f"{ways.scratch}/r{next(counter)}"
+
+    def fresh_local() -> Path:
+        return tmp / f"back{next(counter)}"
+
+    for label, (local, total) in workloads.items():
+        # the remote copy every download reads, made once; each upload goes to a new path that is removed after
+        source = fresh_remote()
+        ways.upload(local, source)
+        for what, check in (("deskctl", ways.upload), (ways.naive_label, ways.naive_upload)):
+            target = fresh_remote()
+            check(local, target)
+            if ways.size(target) != total:
+                raise SystemExit(f"{name}: {what} uploaded {ways.size(target)} bytes of {total}")
+            ways.remove(target)
+        for what, fetch in (("deskctl", ways.download), (ways.naive_label, ways.naive_download)):
+            back = fresh_local()
+            fetch(source, back)
+            if _local_size(back) != total:
+                raise SystemExit(f"{name}: {what} downloaded {_local_size(back)} bytes of {total}")
+            shutil.rmtree(back) if back.is_dir() else back.unlink()
+
+        samples: dict[str, dict[str, list[float]]] = {"upload": {}, "download": {}}
+        for _ in range(rounds):  # alternate, so that a busy moment of the machine hits both ways alike
+            for what, copy in (("deskctl", ways.upload), ("naive", ways.naive_upload)):
+                target = fresh_remote()
+                samples["upload"].setdefault(what, []).extend(timed(lambda: copy(local, target), 1))  # noqa: B023
+                ways.remove(target)
+            for what, fetch in (("deskctl", ways.download), ("naive", ways.naive_download)):
+                back = fresh_local()
+                samples["download"].setdefault(what, []).extend(timed(lambda: fetch(source, back), 1))  # noqa: B023
+                shutil.rmtree(back) if back.is_dir() else back.unlink()
+        ways.remove(source)
+        for direction in ("upload", "download"):
+            ours, naive = median_ms(samples[direction]["deskctl"]), median_ms(samples[direction]["naive"])
+            mib = total / 2**20
+            print(f"{name:<8}{direction:<9}{label:<14} deskctl {ours:9.1f} ms {mib / (ours / 1000):8.1f} MiB/s"
+                  f"   {ways.naive_label:<10}{naive:9.1f} ms {mib / (naive / 1000):8.1f} MiB/s   (x{naive / ours:.2f})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds of each copy")
+    parser.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
+    args = parser.parse_args()
+    names = [n.strip() for n in args.targets.split(",") if n.strip()]
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        parser.error(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(TARGETS)}")
+    os.environ.setdefault("DESKCTL_HOME", tempfile.mkdtemp(prefix="deskctl-bench-"))
+    with tempfile.TemporaryDirectory(prefix="deskctl-bench-files-") as tmp:
+        root = Path(tmp)
+        workloads = make_workloads(root / "data")
+        print(f"upload and download medians over {args.rounds} rounds; (xN) = naive time / deskctl time")
+        for name in names:
+            with TARGETS[name]() as ways:
+                bench_target(name, ways, workloads, args.rounds, root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
