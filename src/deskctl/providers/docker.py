@@ -1129,8 +1129,11 @@ def _untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> 
 
     reader = io.BufferedReader(_ChunkReader(chunks), buffer_size=1 << 20)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # tarfile's stream keeps what it read ahead as one bytes object and re-slices it on every read: a large
+    # buffer suits one big file, and costs a copy of it per header when a tree has many small files
+    bufsize = tarfile.RECORDSIZE if is_dir else 1 << 20
     try:
-        with tarfile.open(fileobj=reader, mode="r|", bufsize=1 << 20) as tar:
+        with tarfile.open(fileobj=reader, mode="r|", bufsize=bufsize) as tar:
             if not is_dir:
                 member = tar.next()
                 source = tar.extractfile(member) if member is not None else None
