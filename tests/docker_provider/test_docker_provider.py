@@ -7,6 +7,7 @@ The contract itself (input, capture, geometry, cleanup) is covered by tests/conf
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import select
@@ -202,6 +203,16 @@ def test_download_follows_a_symlink_and_keeps_links_inside_a_tree(desk: deskctl.
     assert os.readlink(back / "alias") == "sub/file"
     desk.download("/tmp/dk-down/tree/alias", tmp_path / "one")
     assert (tmp_path / "one").read_text() == "hi\n" and not (tmp_path / "one").is_symlink()
+    # a name past the 100 bytes of a tar header (an extended header precedes the file), an empty file, a mode
+    long = "n" * 150
+    made = desk.exec(f"cd /tmp/dk-down && head -c 100000 /dev/urandom > {long} && : > empty && chmod 751 {long}")
+    assert made.exit_code == 0, made.stderr
+    desk.download(f"/tmp/dk-down/{long}", tmp_path / "long")
+    digest = desk.exec(f"sha256sum /tmp/dk-down/{long}").stdout.split()[0]
+    assert hashlib.sha256((tmp_path / "long").read_bytes()).hexdigest() == digest
+    assert (tmp_path / "long").stat().st_mode & 0o777 == 0o751
+    desk.download("/tmp/dk-down/empty", tmp_path / "empty")
+    assert (tmp_path / "empty").read_bytes() == b""
 
 
 def test_the_client_kept_after_preflight_has_the_api_timeout_not_the_pings() -> None:

@@ -1129,25 +1129,18 @@ def _untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> 
 
     reader = io.BufferedReader(_ChunkReader(chunks), buffer_size=1 << 20)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # tarfile's stream keeps what it read ahead as one bytes object and re-slices it on every read: a large
-    # buffer suits one big file, and costs a copy of it per header when a tree has many small files
-    bufsize = tarfile.RECORDSIZE if is_dir else 1 << 20
     try:
-        with tarfile.open(fileobj=reader, mode="r|", bufsize=bufsize) as tar:
-            if not is_dir:
-                member = tar.next()
-                source = tar.extractfile(member) if member is not None else None
-                if member is None or source is None:
-                    raise ProviderApiError("docker: the archive of a file holds no file", provider=provider)
-                partial = target.with_name(f".{target.name}.deskctl-part")
-                try:
-                    with open(partial, "wb") as out:
-                        shutil.copyfileobj(source, out, 1 << 20)
-                    os.chmod(partial, member.mode & 0o777)
-                    os.replace(partial, target)
-                finally:
-                    partial.unlink(missing_ok=True)
-                return
+        if not is_dir:
+            partial = target.with_name(f".{target.name}.deskctl-part")
+            try:
+                with open(partial, "wb") as out:
+                    mode = _copy_only_file(reader, out)
+                os.chmod(partial, mode & 0o777)
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+            return
+        with tarfile.open(fileobj=reader, mode="r|") as tar:
             target.mkdir(exist_ok=True)
             top: list[str] = []
 
@@ -1170,3 +1163,33 @@ def _untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> 
     except tarfile.TarError as exc:
         raise ProviderApiError(f"docker: the archive from the container is not readable: {exc}",
                                provider=provider) from exc
+
+
+def _copy_only_file(reader: io.BufferedIOBase, out: Any) -> int:
+    """Copy the one regular file of an archive of a file to ``out``; returns its mode. Headers are read here
+    and the data goes straight from the response to the file: tarfile's stream mode copies every byte three
+    more times (the benchmark's 64 MiB download took half as long again)."""
+    import tarfile
+
+    block = 512
+    while True:
+        header = reader.read(block)
+        if len(header) < block or header == bytes(block):
+            raise tarfile.ReadError("the archive of a file holds no file")
+        info = tarfile.TarInfo.frombuf(header, tarfile.ENCODING, "surrogateescape")
+        padded = -(-info.size // block) * block
+        if info.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK):
+            if len(reader.read(padded)) < padded:  # extended headers (a long name): nothing we need
+                raise tarfile.ReadError("the archive ends inside a header")
+            continue
+        if not info.isreg():
+            raise tarfile.ReadError(f"the archive of a file holds a {info.type!r} entry")
+        buffer = memoryview(bytearray(1 << 20))
+        left = info.size
+        while left:
+            got = reader.readinto(buffer[:min(left, len(buffer))])
+            if not got:
+                raise tarfile.ReadError("the archive ends inside the file")
+            out.write(buffer[:got])
+            left -= got
+        return info.mode
