@@ -9,7 +9,8 @@ How a desktop is made (all through the Docker Engine API with the ``docker`` SDK
   of ``<runtime_dir>/docker/<session>/x11`` on the host, and the server demands an MIT-MAGIC-COOKIE that the
   host wrote (``.../xauth/Xauthority``, mounted read-only). No TCP port is open anywhere;
 * input and capture go through the shared X11 driver over that socket: one connection per desktop, no
-  ``docker exec`` per action. :meth:`DockerProvider.exec` uses the Engine API exec, stdout and stderr apart.
+  ``docker exec`` per action. :meth:`DockerProvider.exec` uses the Engine API exec, stdout and stderr apart
+  (``env`` and ``user`` are its fields); ``upload``/``download`` stream tars through its archive endpoints.
 
 Orphans: before a container is created, its name is registered with a watcher process (one per owner
 process, testcontainers' Ryuk pattern) that holds the read end of a pipe whose write end only the owner has.

@@ -26,6 +26,11 @@ owner's pidfd and ends the desktop's processes when the owner dies, even by SIGK
 find and to record, and the SIGKILL case stays observable. ``provider_options={"owner_watch": False}`` turns
 the watcher off (then the reaper alone removes the live orphan).
 
+Harness: ``exec`` runs ``sh -c`` here with the desktop's DISPLAY/XAUTHORITY (``cwd``/``env``/``background``
+through :func:`~deskctl.providers._guest.posix_line`; ``user`` through sudo, only when deskctl runs as root:
+that user cannot read the desktop's cookie, so its commands are not X clients); ``upload``/``download`` are
+copies on this host's filesystem; the clipboard is ``xclip``; window titles come over the X connection.
+
 Provider options: ``window_manager`` (bool, also ``spec.window_manager``), ``browser`` (a command name or path),
 ``owner_watch`` (bool, default True), ``xvfb_args`` (extra arguments), ``start_timeout`` (seconds, default 30).
 """
