@@ -92,9 +92,10 @@ class DeskctlOptions(EnvironmentOptions):  # type: ignore[misc]  # harbor is not
     @property
     def base_spec(self) -> DesktopSpec:
         """The spec of the options alone (checked once, when they were validated)."""
-        if self._spec is None:
-            self._spec = self.spec()
-        return self._spec
+        spec: DesktopSpec | None = self._spec
+        if spec is None:
+            spec = self._spec = self.spec()
+        return spec
 
     def spec(self, **overrides: Any) -> DesktopSpec:
         """The deskctl spec these options ask for; ``overrides`` replace provider options (the task image)."""
@@ -152,17 +153,17 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
     @classmethod
     def preflight(cls, kwargs: dict[str, Any] | None = None) -> None:
         """Harbor's check before any trial is queued: the options, then deskctl's own preflight of the provider
-        (read-only; nothing is created). A failure is the SystemExit Harbor expects, with deskctl's remedy."""
+        (read-only; nothing is created). Not ready is the SystemExit Harbor expects, with deskctl's remedy."""
         super().preflight(kwargs)
         options = DeskctlOptions.model_validate(kwargs or {})
         import deskctl
 
         try:
             deskctl.preflight(options.spec()).raise_for_failures()
-        except PreflightError as exc:
-            raise SystemExit(_explain(exc)) from None
-        except DeskctlError as exc:
+        except UsageError as exc:  # bad input: Harbor's option errors are ValueError
             raise ValueError(_explain(exc)) from None
+        except DeskctlError as exc:  # not ready (credentials, engine down, no image): Harbor's is SystemExit
+            raise SystemExit(_explain(exc)) from None
 
     @property
     def _provider(self) -> str:
@@ -190,6 +191,9 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
                 f"deskctl platform={self.options.platform!r} and the task's [environment].os="
                 f"{self.task_env_config.os.value!r} do not match: a Windows task needs platform=windows, "
                 "and platform=windows needs a Windows task")
+        if (self.environment_dir / "docker-compose.yaml").exists():
+            raise ValueError("deskctl runs one desktop per trial, not a docker-compose project: this task's "
+                             "environment needs Harbor's docker environment")
         if self._provider != "docker" and self._image_definition() and not self.options.ignore_dockerfile:
             raise ValueError(
                 f"deskctl provider {self._provider!r} does not build images: this task's environment "
@@ -315,7 +319,7 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
                                      code="preflight.image_missing", provider="docker",
                                      remedy=f"deskctl image build --variant {variant}")
             with docker_errors(f"inspect the desktop image {base}"):
-                base_info = client.api.inspect_image(base)
+                base_info = client.api.inspect_image(base)  # type: ignore[no-untyped-call]
             if not (self.environment_dir / "Dockerfile").is_file():
                 image = str(self.task_env_config.docker_image)
                 _check_derived(client, image, base_info, what=f"the task's docker_image {image}")

@@ -1,0 +1,125 @@
+"""Run by .venv-harbor's Python (Harbor needs >= 3.12), not collected by pytest: drives DeskctlEnvironment the way
+Harbor's trial does, on a real docker desktop, and prints one JSON object for tests/harbor/test_harbor.py to check.
+
+    python _probe.py SCENARIO ENVIRONMENT_DIR WORK_DIR [key=value ...]   (extra args: --ek options, JSON values)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harbor.models.task.config import EnvironmentConfig, NetworkMode, NetworkPolicy
+from harbor.models.trial.paths import TrialPaths
+
+from deskctl.integrations.harbor import DeskctlEnvironment
+
+
+def make(environment_dir: Path, work: Path, kwargs: dict[str, Any]) -> DeskctlEnvironment:
+    trial = TrialPaths(trial_dir=work / "trial")
+    trial.mkdir()
+    network = NetworkMode(kwargs.pop("task_network", NetworkMode.NO_NETWORK.value))
+    return DeskctlEnvironment(
+        environment_dir=environment_dir, environment_name="probe", session_id="probe__x__env", trial_paths=trial,
+        task_env_config=EnvironmentConfig(network_mode=network), network_policy=NetworkPolicy(network_mode=network),
+        logger=logging.getLogger("probe"), **kwargs,
+    )
+
+
+async def mapping(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
+    """exec options and files, as Harbor's agents and verifier use them."""
+    out: dict[str, Any] = {}
+    await env.start(force_build=False)
+    try:
+        assert env._desk is not None
+        out["session"] = env._desk.id
+        out["network"] = env._desk.handle.data.get("network") if env._desk.handle else None
+        r = await env.exec("echo out; echo err >&2; exit 3")
+        out["streams"] = [r.stdout, r.stderr, r.return_code]
+        r = await env.exec("pwd; echo $FOO; id -un", cwd="/tmp", env={"FOO": "a b'c"})
+        out["cwd_env_user"] = (r.stdout or "").split("\n")
+        out["root"] = (await env.exec("id -u", user="root")).stdout
+        out["uid0"] = (await env.exec("id -u", user=0)).stdout
+        out["bash"] = (await env.exec("set -o pipefail; false | true; echo $?")).stdout
+        out["timeout"] = (await env.exec("sleep 30", timeout_sec=1)).return_code
+        with env.with_default_user("root"):
+            out["default_user"] = (await env.exec("id -un")).stdout
+        src = work / "up"
+        (src / "sub").mkdir(parents=True)
+        (src / "sub" / "run.sh").write_text("#!/bin/bash\necho ran as $(id -un)\n")
+        (src / "top.txt").write_text("top\n")
+        await env.upload_dir(src, "/tests")  # made by start() as root, like /solution
+        assert env._desk is not None  # deskctl itself, without the environment's fallback: root cannot chmod
+        out["chmod_root_alone"] = (await env._desk.exec("chmod +x /tests/sub/run.sh", user="root")).exit_code
+        chmod = await env.exec("chmod +x /tests/sub/run.sh", user="root")
+        out["chmod"] = chmod.return_code
+        out["run"] = (await env.exec("/tests/sub/run.sh")).stdout
+        out["is_dir"] = [await env.is_dir("/tests/sub"), await env.is_file("/tests/top.txt"),
+                         await env.is_dir("/tests/top.txt")]
+        await env.upload_file(src / "top.txt", "/home/desk/deep/er/copy.txt")
+        await env.download_file("/home/desk/deep/er/copy.txt", work / "down" / "copy.txt")
+        await env.download_dir("/tests", work / "down" / "tests")
+        out["downloaded"] = sorted(str(p.relative_to(work / "down")) for p in (work / "down").rglob("*") if p.is_file())
+        out["dirs"] = (await env.exec("stat -c '%a %U %n' /logs/verifier /solution /tests", user="root")).stdout
+        out["display"] = (await env.exec("xdpyinfo | awk '/dimensions:/ {print $2}'")).stdout
+    finally:
+        await env.stop(delete=True)
+    out["stopped"] = env._desk is None
+    return out
+
+
+async def crash(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
+    """Start, say which desktop, then wait to be killed (the test sends SIGKILL: no stop() runs)."""
+    await env.start(force_build=False)
+    assert env._desk is not None
+    print(json.dumps({"session": env._desk.id}), flush=True)
+    await asyncio.sleep(600)
+    return {}
+
+
+async def start_only(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
+    try:
+        await env.start(force_build=False)
+    except Exception as exc:
+        return {"error": type(exc).__name__, "code": getattr(exc, "code", None), "message": str(exc)}
+    assert env._desk is not None and env._desk.handle is not None
+    network = env._desk.handle.data.get("network")
+    await env.stop(delete=True)
+    return {"started": True, "network": network}
+
+
+def preflight(kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        DeskctlEnvironment.preflight(kwargs)
+    except SystemExit as exc:
+        return {"exit": str(exc.code)}
+    except ValueError as exc:
+        return {"value_error": str(exc)}
+    return {"ok": True}
+
+
+def main() -> None:
+    scenario, environment_dir, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    kwargs: dict[str, Any] = {}
+    for item in sys.argv[4:]:
+        key, _, raw = item.partition("=")
+        try:
+            kwargs[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            kwargs[key] = raw
+    if scenario == "preflight":
+        result = preflight(kwargs)
+    else:
+        runner = {"mapping": mapping, "crash": crash, "start": start_only}[scenario]
+        result = asyncio.run(runner(make(environment_dir, work, kwargs), work))
+    print(json.dumps(result), flush=True)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""deskctl.integrations.harbor:DeskctlEnvironment under real Harbor 0.26 (its own venv, .venv-harbor, made by
+scripts/setup.d/50-harbor.sh) on the real docker provider: `harbor run` of tests/harbor/task with the oracle agent
+(reward 1.0) and the nop agent (reward 0.0), the exec/file mapping, a crash that `deskctl reap` cleans up, a task
+image not derived from the desktop image refused, and option/preflight errors translated for Harbor."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _cli import deskctl
+
+pytestmark = [pytest.mark.docker, pytest.mark.harbor, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv-harbor"
+TASK = Path(__file__).resolve().parent / "task"
+PROBE = Path(__file__).resolve().parent / "_probe.py"
+ENVIRONMENT = "deskctl.integrations.harbor:DeskctlEnvironment"
+
+
+@pytest.fixture
+def harbor_env(deskctl_home: Path) -> dict[str, str]:
+    if not (VENV / "bin" / "harbor").exists():
+        pytest.skip(f"no {VENV.name}: run scripts/setup.d/50-harbor.sh (Harbor needs Python >= 3.12)")
+    # LITELLM_LOCAL_MODEL_COST_MAP: litellm (imported by Harbor) would fetch model prices from the network
+    return {**os.environ, "DESKCTL_HOME": str(deskctl_home), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "HARBOR_TELEMETRY": "0", "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}"}
+
+
+def probe(env: dict[str, str], scenario: str, work: Path, *options: str, environment_dir: Path = TASK / "environment",
+          timeout: float = 300) -> dict[str, Any]:
+    proc = subprocess.run([str(VENV / "bin" / "python"), str(PROBE), scenario, str(environment_dir), str(work),
+                           *options], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def containers(docker_sdk: Any, session: str) -> list[Any]:
+    return list(docker_sdk.api.containers(all=True, filters={"label": f"deskctl.session={session}"}))
+
+
+def ledger_rows(env: dict[str, str]) -> list[dict[str, Any]]:
+    proc = deskctl("ls", "--all", "--json", env=env, check=True)
+    return list(json.loads(proc.stdout)["sessions"])
+
+
+def harbor_run(env: dict[str, str], jobs: Path, agent: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [str(VENV / "bin" / "harbor"), "run", "-p", str(TASK), "-a", agent, "-e", ENVIRONMENT,
+         "--ek", "provider=docker", "--ek", "geometry=800x600", "-o", str(jobs), "--job-name", agent,
+         "-n", "1", "-y", "-q"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=jobs)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    trials = [json.loads(p.read_text()) for p in (jobs / agent).glob("*/result.json")]
+    assert len(trials) == 1, list((jobs / agent).iterdir())
+    return dict(trials[0])
+
+
+def test_harbor_run_oracle_gets_1_and_nop_gets_0(harbor_env: dict[str, str], tmp_path: Path,
+                                                 docker_sdk: Any) -> None:
+    oracle = harbor_run(harbor_env, tmp_path, "oracle")
+    assert oracle["exception_info"] is None, oracle["exception_info"]
+    assert oracle["verifier_result"]["rewards"] == {"reward": 1.0}
+    nop = harbor_run(harbor_env, tmp_path, "nop")
+    assert nop["exception_info"] is None, nop["exception_info"]
+    assert nop["verifier_result"]["rewards"] == {"reward": 0.0}
+    # the verifier saw deskctl's desktop at the pinned size, without the answer the oracle wrote
+    stdout = next((tmp_path / "nop").glob("*/verifier/test-stdout.txt")).read_text()
+    assert "live screen: 800x600; interfaces: lo " in stdout
+
+    rows = ledger_rows(harbor_env)
+    assert len(rows) == 2, rows
+    for row in rows:
+        assert row["provider"] == "docker" and row["geometry"] == "800x600"
+        assert row["status"] == "ended", row
+        assert containers(docker_sdk, row["id"]) == []
+    # the desktop ran the task's image, built FROM the deskctl desktop image
+    tags = [t for image in docker_sdk.images.list(name="deskctl-harbor") for t in image.tags]
+    assert any(t.startswith("deskctl-harbor:task-") for t in tags), tags
+
+
+def test_exec_and_files_map_onto_deskctl(harbor_env: dict[str, str], tmp_path: Path, docker_sdk: Any) -> None:
+    out = probe(harbor_env, "mapping", tmp_path, "geometry=800x600")
+    assert out["network"] == "none"  # the task's no-network mode, enforced by the desktop's network
+    assert out["streams"] == ["out\n", "err\n", 3]  # stdout and stderr apart, the exit code as it was
+    assert out["cwd_env_user"][:3] == ["/tmp", "a b'c", "desk"]  # user None: the desktop's user
+    assert out["root"] == out["uid0"] == out["default_user"].replace("root", "0") == "0\n"
+    assert out["bash"] == "1\n"  # Harbor's commands run under bash, as on its own environments
+    assert out["timeout"] == 124
+    # root holds no capabilities in a deskctl docker desktop: Harbor's chmod of an uploaded script needs the owner
+    assert out["chmod_root_alone"] != 0
+    assert out["chmod"] == 0 and out["run"] == "ran as desk\n"
+    assert out["is_dir"] == [True, True, False]
+    assert out["downloaded"] == ["copy.txt", "tests/sub/run.sh", "tests/top.txt"]
+    assert (tmp_path / "down" / "copy.txt").read_text() == "top\n"
+    assert "777 root /logs/verifier" in out["dirs"] and "777 root /solution" in out["dirs"]
+    assert out["display"] == "800x600\n"
+    assert out["stopped"] and containers(docker_sdk, out["session"]) == []
+    row = next(r for r in ledger_rows(harbor_env) if r["id"] == out["session"])
+    assert row["status"] == "ended"
+
+
+def test_a_killed_harbor_leaves_a_desktop_that_deskctl_reap_removes(harbor_env: dict[str, str], tmp_path: Path,
+                                                                  docker_sdk: Any) -> None:
+    # reaper=false: no watcher removes the container when its owner dies, so `deskctl reap` must find it by label
+    proc = subprocess.Popen([str(VENV / "bin" / "python"), str(PROBE), "crash", str(TASK / "environment"),
+                             str(tmp_path), 'provider_options={"reaper": false}'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=harbor_env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else ""
+        session = json.loads(line)["session"]
+        (found,) = containers(docker_sdk, session)
+        assert found["Labels"]["harbor.session"] == "probe__x__env"
+        assert found["Labels"]["harbor.task"] == "probe"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    assert containers(docker_sdk, session) != []  # nothing ran stop(): the desktop is still there
+    reaped = deskctl("reap", "--json", env=harbor_env)
+    assert reaped.returncode == 0, reaped.stderr
+    assert session in reaped.stdout
+    assert containers(docker_sdk, session) == []
+    row = next(r for r in ledger_rows(harbor_env) if r["id"] == session)
+    assert row["status"] in ("ended", "failed"), row
+
+
+def test_a_task_image_not_built_from_the_desktop_image_is_refused(harbor_env: dict[str, str], tmp_path: Path,
+                                                                 docker_sdk: Any) -> None:
+    environment = tmp_path / "environment"
+    environment.mkdir()
+    (environment / "Dockerfile").write_text("FROM deskctl-base:bookworm\nLABEL made.by=test\n")
+    before = {i.id for i in docker_sdk.images.list(name="deskctl-harbor")}
+    out = probe(harbor_env, "start", tmp_path, environment_dir=environment)
+    assert out.get("code") == "usage.bad_image", out
+    assert "FROM ${DESKCTL_IMAGE}" in out["message"] or "not built FROM" in out["message"]
+    assert ledger_rows(harbor_env) == []  # refused before any desktop was made
+    assert {i.id for i in docker_sdk.images.list(name="deskctl-harbor")} == before  # the refused build is removed
+
+
+def test_a_task_that_wants_the_network_gets_a_bridge(harbor_env: dict[str, str], tmp_path: Path) -> None:
+    assert probe(harbor_env, "start", tmp_path, "task_network=public") == {"started": True, "network": "bridge"}
+    # the user's choice wins over the task's
+    chosen = probe(harbor_env, "start", tmp_path, "task_network=public", 'provider_options={"network": "none"}')
+    assert chosen == {"started": True, "network": "none"}
+
+
+def test_options_and_preflight_errors_reach_harbor_in_its_own_terms(harbor_env: dict[str, str],
+                                                                   tmp_path: Path) -> None:
+    bad = probe(harbor_env, "preflight", tmp_path, "geometry=80x")
+    assert "usage.bad_geometry" in bad["value_error"]
+    typo = probe(harbor_env, "preflight", tmp_path, 'provider_options={"imagee": "x"}')
+    assert "did you mean 'image'" in typo["value_error"]
+    # a Docker engine that does not answer: Harbor's preflight contract is SystemExit, with deskctl's remedy
+    down = probe({**harbor_env, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"}, "preflight", tmp_path)
+    assert "exit" in down and "docker" in down["exit"].lower(), down
+    assert probe(harbor_env, "preflight", tmp_path, "geometry=800x600") == {"ok": True}
+
+
+def test_harbor_run_refuses_a_dockerfile_task_on_a_provider_that_cannot_build(harbor_env: dict[str, str],
+                                                                             tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(VENV / "bin" / "harbor"), "run", "-p", str(TASK), "-a", "oracle", "-e", ENVIRONMENT,
+         "--ek", "provider=xvfb", "-o", str(tmp_path), "--job-name", "xvfb", "-n", "1", "-y", "-q"],
+        capture_output=True, text=True, env=harbor_env, timeout=300, cwd=tmp_path)
+    trials = [json.loads(p.read_text()) for p in (tmp_path / "xvfb").glob("*/result.json")]
+    text = proc.stdout + proc.stderr + json.dumps(trials)
+    assert "does not build images" in text, text[-3000:]
+    assert ledger_rows(harbor_env) == []
+
