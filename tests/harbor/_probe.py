@@ -67,6 +67,17 @@ async def mapping(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
         out["downloaded"] = sorted(str(p.relative_to(work / "down")) for p in (work / "down").rglob("*") if p.is_file())
         out["dirs"] = (await env.exec("stat -c '%a %U %n' /logs/verifier /solution /tests", user="root")).stdout
         out["display"] = (await env.exec("xdpyinfo | awk '/dimensions:/ {print $2}'")).stdout
+        # Harbor's timeout cancels a call mid-command: the command must end, or every later call waits behind it
+        running = asyncio.ensure_future(env.exec("touch /tmp/started; sleep 100000"))
+        while (await asyncio.to_thread(env._desk.sync.exec, "test -e /tmp/started")).exit_code != 0:
+            await asyncio.sleep(0.2)
+        running.cancel()
+        try:
+            await running
+        except asyncio.CancelledError:
+            out["cancelled"] = True
+        left = "pgrep -f 'sleep 10000[0]' || echo none; ls /tmp/.deskctl-harbor-* | wc -l"  # [0]: not pgrep's own line
+        out["after_cancel"] = (await env.exec(left)).stdout
     finally:
         await env.stop(delete=True)
     out["stopped"] = env._desk is None

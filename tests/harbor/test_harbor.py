@@ -102,6 +102,8 @@ def test_exec_and_files_map_onto_deskctl(harbor_env: dict[str, str], tmp_path: P
     assert (tmp_path / "down" / "copy.txt").read_text() == "top\n"
     assert "777 root /logs/verifier" in out["dirs"] and "777 root /solution" in out["dirs"]
     assert out["display"] == "800x600\n"
+    # a call cancelled mid-command (Harbor's timeouts) ends the command: the next call ran, nothing is left
+    assert out["cancelled"] and out["after_cancel"].split() == ["none", "1"], out["after_cancel"]
     assert out["stopped"] and containers(docker_sdk, out["session"]) == []
     row = next(r for r in ledger_rows(harbor_env) if r["id"] == out["session"])
     assert row["status"] == "ended"

@@ -25,9 +25,11 @@ that is not derived from the desktop image is refused. docs/harbor.md has the op
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
 import shlex
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -259,11 +261,24 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
                    timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
         desk = self._require()
         who = _user_name(self._resolve_user(user))
-        line = command if self._windows else f"bash -c {shlex.quote(command)}"
+        pidfile: str | None = None
+        if self._windows:
+            line = command
+        else:
+            # the shell writes down its pid so that a cancelled call can end the command (_end_command): the
+            # desktop runs one call at a time, and a command left running would hold every later call back
+            pidfile = f"/tmp/.deskctl-harbor-{uuid.uuid4().hex[:16]}.pid"
+            line = (f"echo $$ > {pidfile}; trap 'rm -f {pidfile}' EXIT; trap 'exit 143' TERM; "
+                    f"bash -c {shlex.quote(command)}")
         options: dict[str, Any] = {"cwd": cwd or self.task_env_config.workdir, "env": self._merge_env(env),
                                    "user": who}
         timeout = float(timeout_sec) if timeout_sec else self.options.exec_timeout
-        result = await desk.exec(line, timeout, **options)
+        try:
+            result = await desk.exec(line, timeout, **options)
+        except asyncio.CancelledError:  # Harbor's agent or verifier timeout
+            if pidfile is not None:
+                await asyncio.shield(asyncio.to_thread(_end_command, desk, pidfile, who))
+            raise
         if result.exit_code not in (0, 124) and who == "root" and _owner_may_retry(command):
             # Files deskctl copies in belong to the desktop user, and a desktop's root may hold no capabilities
             # (the docker provider drops them all): Harbor's `chmod` of a script it uploaded then needs the owner.
@@ -386,6 +401,16 @@ def _image_exists(client: Any, tag: str) -> bool:
     except (NotFound, PreflightError):
         return False
     return True
+
+
+def _end_command(desk: AsyncDesktop, pidfile: str, user: str | None) -> None:
+    """End the command whose shell wrote ``pidfile``, children first, as the user it runs as. Called from a thread
+    while the desktop's worker is still inside that command's exec (the sync session takes calls from threads)."""
+    line = (f"p=$(cat {pidfile} 2>/dev/null) || exit 0; "
+            '_k() { for c in $(pgrep -P "$1"); do _k "$c"; done; kill -TERM "$1" 2>/dev/null; }; '
+            f'_k "$p"; rm -f {pidfile}')
+    with contextlib.suppress(Exception):  # best effort: the call's own timeout still ends it
+        desk.sync.exec(line, 30.0, user=user)
 
 
 def _user_name(user: str | int | None) -> str | None:
