@@ -1,14 +1,17 @@
 """deskctl.integrations.harbor:DeskctlEnvironment under real Harbor 0.26 (its own venv, .venv-harbor, made by
 scripts/setup.d/50-harbor.sh) on the real docker provider: `harbor run` of tests/harbor/task with the oracle agent
-(reward 1.0) and the nop agent (reward 0.0), the exec/file mapping, a crash that `deskctl reap` cleans up, a task
-image not derived from the desktop image refused, and option/preflight errors translated for Harbor."""
+(reward 1.0) and the nop agent (reward 0.0), the exec/file mapping, SIGTERM to Harbor mid-trial, a crash that
+`deskctl reap` cleans up, a task image not derived from the desktop image refused, the network by the task's mode,
+and option/preflight errors translated for Harbor."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +136,36 @@ def test_a_killed_harbor_leaves_a_desktop_that_deskctl_reap_removes(harbor_env: 
     assert containers(docker_sdk, session) == []
     row = next(r for r in ledger_rows(harbor_env) if r["id"] == session)
     assert row["status"] in ("ended", "failed"), row
+
+
+def test_sigterm_to_harbor_mid_trial_destroys_the_desktop(harbor_env: dict[str, str], tmp_path: Path,
+                                                          docker_sdk: Any) -> None:
+    task = tmp_path / "task"
+    shutil.copytree(TASK, task)
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\nsleep 100000\n")
+    proc = subprocess.Popen(
+        [str(VENV / "bin" / "harbor"), "run", "-p", str(task), "-a", "oracle", "-e", ENVIRONMENT,
+         "--ek", "provider=docker", "-o", str(tmp_path / "jobs"), "--job-name", "term", "-n", "1", "-y", "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=harbor_env, cwd=tmp_path)
+    try:
+        session = None
+        while session is None:  # the oracle's command is running on the desktop (bounded by pytest's timeout)
+            assert proc.poll() is None, "harbor ended before the agent ran"
+            for raw in docker_sdk.api.containers(filters={"label": "harbor.task=task"}):
+                if str(raw["Labels"].get("deskctl.docker.dir", "")).startswith(harbor_env["DESKCTL_HOME"]):
+                    top = docker_sdk.api.top(raw["Id"])
+                    if any("sleep 100000" in " ".join(map(str, p)) for p in top.get("Processes") or []):
+                        session = raw["Labels"]["deskctl.session"]
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert containers(docker_sdk, session) == []
+    # the ledger row ended: stop() ran (a process that died without it leaves the row open until `deskctl reap`)
+    row = next(r for r in ledger_rows(harbor_env) if r["id"] == session)
+    assert row["status"] in ("ended", "failed") and row["reason"], row
 
 
 def test_a_task_image_not_built_from_the_desktop_image_is_refused(harbor_env: dict[str, str], tmp_path: Path,
