@@ -24,9 +24,11 @@ def make(environment_dir: Path, work: Path, kwargs: dict[str, Any]) -> DeskctlEn
     trial = TrialPaths(trial_dir=work / "trial")
     trial.mkdir()
     network = NetworkMode(kwargs.pop("task_network", NetworkMode.NO_NETWORK.value))
+    memory_mb = kwargs.pop("task_memory_mb", None)
     return DeskctlEnvironment(
         environment_dir=environment_dir, environment_name="probe", session_id="probe__x__env", trial_paths=trial,
-        task_env_config=EnvironmentConfig(network_mode=network), network_policy=NetworkPolicy(network_mode=network),
+        task_env_config=EnvironmentConfig(network_mode=network, memory_mb=memory_mb),
+        network_policy=NetworkPolicy(network_mode=network),
         logger=logging.getLogger("probe"), **kwargs,
     )
 
@@ -99,9 +101,9 @@ async def start_only(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
     except Exception as exc:
         return {"error": type(exc).__name__, "code": getattr(exc, "code", None), "message": str(exc)}
     assert env._desk is not None and env._desk.handle is not None
-    network = env._desk.handle.data.get("network")
+    network, memory = env._desk.handle.data.get("network"), env._desk.handle.data.get("memory")
     await env.stop(delete=True)
-    return {"started": True, "network": network}
+    return {"started": True, "network": network, "memory": memory}
 
 
 def preflight(kwargs: dict[str, Any]) -> dict[str, Any]:

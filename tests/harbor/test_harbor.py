@@ -181,11 +181,13 @@ def test_a_task_image_not_built_from_the_desktop_image_is_refused(harbor_env: di
     assert {i.id for i in docker_sdk.images.list(name="deskctl-harbor")} == before  # the refused build is removed
 
 
-def test_a_task_that_wants_the_network_gets_a_bridge(harbor_env: dict[str, str], tmp_path: Path) -> None:
-    assert probe(harbor_env, "start", tmp_path, "task_network=public") == {"started": True, "network": "bridge"}
-    # the user's choice wins over the task's
-    chosen = probe(harbor_env, "start", tmp_path, "task_network=public", 'provider_options={"network": "none"}')
-    assert chosen == {"started": True, "network": "none"}
+def test_the_task_network_and_memory_reach_the_docker_desktop(harbor_env: dict[str, str], tmp_path: Path) -> None:
+    out = probe(harbor_env, "start", tmp_path, "task_network=public", "task_memory_mb=1536")
+    assert out == {"started": True, "network": "bridge", "memory": 1536 * 2**20}
+    # the user's provider options win over the task's
+    chosen = probe(harbor_env, "start", tmp_path, "task_network=public", "task_memory_mb=1536",
+                   'provider_options={"network": "none", "memory": "2g"}')
+    assert chosen == {"started": True, "network": "none", "memory": 2 * 2**30}
 
 
 def test_options_and_preflight_errors_reach_harbor_in_its_own_terms(harbor_env: dict[str, str],

@@ -308,10 +308,11 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
             # deskctl's docker desktops are offline by default; a task that asks for the network gets a bridge
             wants = self.network_policy.network_mode
             out["network"] = "none" if wants == NetworkMode.NO_NETWORK else "bridge"
-        if "memory" not in given and self.task_env_config.memory_mb:
-            out["memory"] = f"{int(self.task_env_config.memory_mb)}m"
-        if "cpus" not in given and self.task_env_config.cpus:
-            out["cpus"] = float(self.task_env_config.cpus)
+        # the task's resources, as Harbor's enforcement policy leaves them (None when told to ignore them)
+        if "memory" not in given and self._effective_memory_mb:
+            out["memory"] = f"{int(self._effective_memory_mb)}m"
+        if "cpus" not in given and self._effective_cpus:
+            out["cpus"] = float(self._effective_cpus)
         return out
 
     async def _task_image(self, force_build: bool) -> str:
@@ -328,7 +329,10 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
         try:
             given = self.options.provider_options
             variant = str(given.get("variant") or ("browser" if self.options.start_url else "minimal"))
-            base = str(given.get("image") or "") or find_image(variant if variant in VARIANTS else "minimal", client)
+            if variant not in VARIANTS:
+                raise UsageError(f"unknown image variant {variant!r}; allowed: {', '.join(VARIANTS)}",
+                                 code="usage.bad_variant", provider="docker")
+            base = str(given.get("image") or "") or find_image(variant, client)
             if not base:
                 raise PreflightError(f"no {variant} deskctl desktop image is on this Docker engine",
                                      code="preflight.image_missing", provider="docker",
