@@ -30,8 +30,9 @@ find_python() {
 python=$(find_python || true)
 if [[ -z "$python" || ! -x "$python" ]] \
     || ! "$python" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then
-  log "50-harbor: Harbor $harbor_version needs Python >= 3.12 and none was found${python:+ ($python does not run or is older)}."
-  log "50-harbor: install one (pyenv install 3.12, or Debian's python3.12) or set DESKCTL_HARBOR_PYTHON=/path/to/python3.12"
+  if [[ -n "$python" ]]; then log "50-harbor: $python is not a Python >= 3.12 that runs"; fi
+  log "50-harbor: Harbor $harbor_version needs Python >= 3.12 (Debian 12 has 3.11): install one (for example"
+  log "50-harbor: \`pyenv install 3.12\`) or set DESKCTL_HARBOR_PYTHON=/path/to/python3.12"
   exit 1
 fi
 
