@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _sshd import SshServer, processes_with, unavailable_reason
+from _sshd import OTHER_USER, SshServer, processes_with, unavailable_reason
 
 from deskctl.providers._x11 import X11Address, read_cookie
 from deskctl.providers.base import RemoteHandle
@@ -150,5 +150,6 @@ SSH_TARGET_KWARGS: dict[str, Any] = {
     "marks": (pytest.mark.ssh,),
     "environment": ssh_environment,
     # the price catalog has no rate for a host you run yourself: its cost is "unknown", never 0
-    "extra": {"cost_known": False},
+    # exec(user=...) runs sudo -n on the host: 40-ssh.sh lets the login user act as OTHER_USER, nobody else
+    "extra": {"cost_known": False, "other_user": OTHER_USER},
 }

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TEST_USER = "deskctl-ssh"
+#: a second unprivileged user TEST_USER may run commands as (sudo -n, no password): exec(user=...)
+OTHER_USER = "deskctl-ssh-other"
 SSHD = "/usr/sbin/sshd"
 
 
@@ -29,10 +31,11 @@ def unavailable_reason() -> str | None:
         return "the ssh tests run sshd as root (they switch to the test user)"
     if not os.access(SSHD, os.X_OK) or shutil.which("ssh-keygen") is None:
         return "openssh-server is not installed (run scripts/setup.d/40-ssh.sh)"
-    try:
-        pwd.getpwnam(TEST_USER)
-    except KeyError:
-        return f"the test user {TEST_USER} does not exist (run scripts/setup.d/40-ssh.sh)"
+    for user in (TEST_USER, OTHER_USER):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            return f"the test user {user} does not exist (run scripts/setup.d/40-ssh.sh)"
     return None
 
 

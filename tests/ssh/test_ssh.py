@@ -13,7 +13,9 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -24,7 +26,7 @@ import keyring
 import keyring.core
 import pytest
 from _ssh_target import remote_path, wait_until_released
-from _sshd import SshServer, keygen, processes_with
+from _sshd import OTHER_USER, SshServer, keygen, processes_with
 
 import deskctl
 from deskctl.actions import Click
@@ -478,7 +480,8 @@ def test_window_manager_missing_and_start_url_are_refused_in_preflight(ssh_env: 
     assert results["compat.start_url"].status == "fail"
 
 
-def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: dict[str, str]) -> None:
+def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: dict[str, str],
+                                                      tmp_path: Path) -> None:
     def sessions() -> set[int]:
         return {p for p in sshd.connection_pids()
                 if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"sshd: deskctl-ssh@notty")}
@@ -495,6 +498,15 @@ def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: 
         result = desk.exec("echo $DISPLAY; echo oops >&2; exit 4")
         assert (result.exit_code, result.stdout, result.stderr) == (4, f":{desk.handle.data['display']}\n",  # type: ignore[union-attr]
                                                                     "oops\n")
+        # files (SFTP and tar streams) and the clipboard travel on the same connection
+        local = tmp_path / "tree"
+        (local / "sub").mkdir(parents=True)
+        (local / "sub" / "f.txt").write_text("f\n")
+        desk.upload(local / "sub" / "f.txt", "one-conn/f.txt")
+        desk.upload(local, "one-conn/tree")
+        desk.download("one-conn", tmp_path / "back")
+        assert (tmp_path / "back" / "tree" / "sub" / "f.txt").read_text() == "f\n"
+        desk.clipboard_set("x")
         logins = sum("Accepted publickey" in line for line in sshd.log_lines) - before
         # preflight's connection is handed over to create: one login for the whole session
         assert logins == 1
@@ -502,6 +514,22 @@ def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: 
         handle = desk.handle
     assert handle is not None
     assert_nothing_left(handle)
+    home = Path("~" + sshd.user).expanduser()
+    shutil.rmtree(home / "one-conn")
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _session(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _ends(pid: int, within: float = 20.0) -> bool:
@@ -545,6 +573,176 @@ def test_destroy_ends_what_exec_left_running(provider: SSHProvider) -> None:
         provider.destroy(handle)
     assert started_by_exec(remote_dir) == []
     assert_nothing_left(handle)
+
+
+def test_a_background_gui_app_returns_at_once_and_ends_with_the_desktop(provider: SSHProvider) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id))
+    remote_dir = str(handle.data["dir"])
+    try:
+        # xmessage keeps the X connection and, without background, the channel's stdout: a foreground run of
+        # the same line would end with 124 after the 5 s timeout
+        result = provider.exec(handle, "xmessage -title deskctl-bg hello", timeout=5, background=True)
+        assert result.exit_code == 0, result.stderr
+        assert result.pid is not None
+        assert result.pid in started_by_exec(remote_dir)
+        deadline = time.monotonic() + 60
+        while "deskctl-bg" not in provider.window_titles(handle):
+            assert time.monotonic() < deadline, "the window never appeared"
+            time.sleep(0.05)
+        # the pid is the leader of the new session xmessage runs in (setsid), so it names the app
+        assert [p for p in started_by_exec(remote_dir) if _comm(p) == "xmessage" and _session(p) == result.pid]
+    finally:
+        provider.destroy(handle)
+    assert result.pid is not None and _ends(result.pid)
+    assert started_by_exec(remote_dir) == []
+    assert_nothing_left(handle)
+
+
+def test_exec_as_another_user_in_a_folder_with_env(provider: SSHProvider) -> None:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id))
+    try:
+        result = provider.exec(handle, 'id -un; pwd; echo "$DK_X"', cwd="/tmp", env={"DK_X": "a b"},
+                               user=OTHER_USER)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.splitlines() == [OTHER_USER, "/tmp", "a b"]
+        # sudo -n never asks: a user the host's sudoers does not allow fails at once with sudo's message
+        refused = provider.exec(handle, "id -un", user="root", timeout=20)
+        assert refused.exit_code != 0 and "password" in refused.stderr
+        with pytest.raises(UsageError) as info:
+            provider.exec(handle, "true", user="bad user")
+        assert info.value.code == "usage.bad_user"
+    finally:
+        provider.destroy(handle)
+
+
+@pytest.fixture
+def opened(provider: SSHProvider) -> Iterator[RemoteHandle]:
+    session_id = new_id()
+    handle = provider.create(SPEC, session_id, labels(session_id))
+    try:
+        yield handle
+    finally:
+        provider.destroy(handle)
+
+
+@pytest.fixture
+def host_dir(sshd: SshServer) -> Iterator[Path]:
+    """A fresh folder in the test user's home on the host (this machine), removed afterwards."""
+    home = Path("~" + sshd.user).expanduser()
+    path = home / f"files-{os.urandom(4).hex()}"
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_upload_replaces_a_file_in_one_rename_and_keeps_its_mode(provider: SSHProvider, opened: RemoteHandle,
+                                                                 host_dir: Path, tmp_path: Path) -> None:
+    local = tmp_path / "tool.sh"
+    local.write_text("#!/bin/sh\necho one\n")
+    local.chmod(0o750)
+    # "~/" and relative paths are in the login user's home, as in exec
+    provider.upload(opened, str(local), f"~/{host_dir.name}/bin/tool.sh")
+    remote = host_dir / "bin" / "tool.sh"
+    assert remote.read_text() == "#!/bin/sh\necho one\n"
+    assert stat.S_IMODE(remote.stat().st_mode) == 0o750
+    assert provider.exec(opened, f"{host_dir.name}/bin/tool.sh").stdout == "one\n"
+    before = remote.stat().st_ino
+    local.write_text("#!/bin/sh\necho two\n")
+    provider.upload(opened, str(local), f"{host_dir.name}/bin/tool.sh")
+    # a new file renamed over the old one (never the old one rewritten in place), no temporary left behind
+    assert remote.stat().st_ino != before
+    assert remote.read_text() == "#!/bin/sh\necho two\n"
+    assert sorted(p.name for p in remote.parent.iterdir()) == ["tool.sh"]
+
+
+def test_a_failed_upload_leaves_the_old_file_and_no_partial(provider: SSHProvider, opened: RemoteHandle,
+                                                            host_dir: Path, tmp_path: Path) -> None:
+    (host_dir / "locked").mkdir(parents=True)
+    (host_dir / "locked" / "keep.txt").write_text("old\n")
+    os.system(f"chown -R {OTHER_USER} {host_dir}/locked")  # the login user may no longer write there
+    local = tmp_path / "keep.txt"
+    local.write_text("new\n")
+    with pytest.raises(UsageError) as info:
+        provider.upload(opened, str(local), f"{host_dir}/locked/keep.txt")
+    assert info.value.code == "usage.permission_denied" and info.value.exit_code == 2
+    assert (host_dir / "locked" / "keep.txt").read_text() == "old\n"
+    assert sorted(p.name for p in (host_dir / "locked").iterdir()) == ["keep.txt"]
+    with pytest.raises(UsageError) as info:
+        provider.upload(opened, str(local), str(host_dir / "locked"))  # a directory is not a file's name
+    assert info.value.code in ("usage.invalid", "usage.permission_denied")
+    (host_dir / "plain").write_text("")
+    with pytest.raises(UsageError) as info:
+        provider.upload(opened, str(local), f"{host_dir}/plain/below/x.txt")  # a file where a folder must be
+    assert info.value.code == "usage.invalid"
+
+
+def test_a_large_file_is_streamed_not_held_in_memory(provider: SSHProvider, opened: RemoteHandle, host_dir: Path,
+                                                     tmp_path: Path) -> None:
+    import tracemalloc
+
+    size = 24 * 1024 * 1024 + 5
+    local = tmp_path / "big.bin"
+    with local.open("wb") as fh:
+        for _ in range(24):
+            fh.write(os.urandom(1024 * 1024))
+        fh.write(b"tail!")
+    provider.upload(opened, str(local), f"{host_dir}/warm.bin")  # the SFTP session opened outside the trace
+    tracemalloc.start()
+    try:
+        provider.upload(opened, str(local), f"{host_dir}/big.bin")
+        _, up_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        provider.download(opened, f"{host_dir}/big.bin", str(tmp_path / "back.bin"))
+        _, down_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    digest = hashlib.sha256(local.read_bytes()).hexdigest()
+    assert hashlib.sha256((host_dir / "big.bin").read_bytes()).hexdigest() == digest
+    assert hashlib.sha256((tmp_path / "back.bin").read_bytes()).hexdigest() == digest
+    assert (tmp_path / "back.bin").stat().st_size == size
+    # both directions hold a few MiB (the SSH window, the read-ahead) at most, never the file
+    assert up_peak < size // 4, up_peak
+    assert down_peak < size // 4, down_peak
+
+
+def test_a_tree_with_links_round_trips_and_a_link_out_of_it_is_refused(provider: SSHProvider, opened: RemoteHandle,
+                                                                        host_dir: Path, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    (source / "a" / "b").mkdir(parents=True)
+    (source / "a" / "b" / "f.txt").write_text("f\n")
+    (source / "a" / "run.sh").write_text("#!/bin/sh\n")
+    (source / "a" / "run.sh").chmod(0o755)
+    (source / "link").symlink_to("a/b/f.txt")
+    provider.upload(opened, str(source), f"{host_dir}/tree")
+    assert (host_dir / "tree" / "link").is_symlink()
+    assert os.readlink(host_dir / "tree" / "link") == "a/b/f.txt"
+    assert stat.S_IMODE((host_dir / "tree" / "a" / "run.sh").stat().st_mode) == 0o755
+    back = tmp_path / "back"
+    provider.download(opened, f"{host_dir}/tree", str(back))
+    assert (back / "a" / "b" / "f.txt").read_text() == "f\n"
+    assert os.readlink(back / "link") == "a/b/f.txt"
+    assert stat.S_IMODE((back / "a" / "run.sh").stat().st_mode) == 0o755
+    # a tree on the host with a link pointing out of it cannot plant a file outside ``local``
+    (host_dir / "evil").mkdir()
+    (host_dir / "evil" / "out").symlink_to("/etc/passwd")
+    with pytest.raises(DeskctlError):
+        provider.download(opened, f"{host_dir}/evil", str(tmp_path / "evil"))
+    assert not (tmp_path / "evil" / "out").exists()
+
+
+def test_files_over_a_dropped_connection_are_session_lost(sshd: SshServer, provider: SSHProvider,
+                                                          opened: RemoteHandle, tmp_path: Path) -> None:
+    local = tmp_path / "x.txt"
+    local.write_text("x")
+    provider.upload(opened, str(local), "x.txt")
+    sshd.drop_connections()
+    with pytest.raises(SessionLost):
+        provider.upload(opened, str(local), "x.txt")
+    with pytest.raises(SessionLost):
+        provider.download(opened, "x.txt", str(tmp_path / "y.txt"))
 
 
 def test_list_owned_finds_the_marker_by_label(provider: SSHProvider) -> None:

@@ -19,7 +19,7 @@ import tarfile
 import tempfile
 import uuid
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, BinaryIO, ClassVar
 
 from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers._guest import dialect_of
@@ -27,7 +27,7 @@ from deskctl.providers._guest import dialect_of
 if TYPE_CHECKING:
     from deskctl.providers.base import RemoteHandle
 
-__all__ = ["FileTransfer", "extract_tar", "pack_dir", "remote_parent"]
+__all__ = ["FileTransfer", "extract_tar", "no_such_file", "pack_dir", "remote_parent"]
 
 
 def remote_parent(remote: str, dialect: str) -> str:
@@ -35,17 +35,19 @@ def remote_parent(remote: str, dialect: str) -> str:
     return str(path.parent)
 
 
-def pack_dir(local: Path, into: Path) -> None:
-    """``local``'s contents (not the folder itself) as an uncompressed tar at ``into``; symlinks kept as links."""
-    with tarfile.open(into, "w") as tar:
+def pack_dir(local: Path, into: Path | BinaryIO) -> None:
+    """``local``'s contents (not the folder itself) as an uncompressed tar at ``into`` (a path, or a stream
+    written front to back); symlinks kept as links."""
+    with (tarfile.open(into, "w") if isinstance(into, Path) else tarfile.open(fileobj=into, mode="w|")) as tar:
         for entry in sorted(local.iterdir()):
             tar.add(entry, arcname=entry.name)
 
 
-def extract_tar(archive: Path, dest: Path) -> None:
-    """Unpack with the ``data`` filter: no absolute paths, no ``..``, no links out of ``dest``, no devices."""
+def extract_tar(archive: Path | BinaryIO, dest: Path) -> None:
+    """Unpack (a file, or a stream read front to back) with the ``data`` filter: no absolute paths, no ``..``,
+    no links out of ``dest``, no devices."""
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive) as tar:
+    with (tarfile.open(archive) if isinstance(archive, Path) else tarfile.open(fileobj=archive, mode="r|")) as tar:
         tar.extractall(dest, filter="data")
 
 

@@ -82,18 +82,22 @@ import hashlib
 import io
 import json
 import os
+import posixpath
 import re
 import shlex
 import socket
+import stat
 import struct
+import tarfile
 import threading
 import time
+import uuid
 import weakref
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from deskctl.errors import (
     CleanupIncomplete,
@@ -109,6 +113,7 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.platforms import Platform
+from deskctl.providers._guest import GuestActions
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_DETACHED,
@@ -155,6 +160,10 @@ _X_WINDOW = 16 * 1024 * 1024
 _X_PACKET = 32768
 _KEEPALIVE_SECONDS = 15
 _EXEC_GRACE = 10.0
+#: one SFTP write request (paramiko's own limit per request); a file is streamed in pieces of this size
+_SFTP_CHUNK = 32768
+#: SFTP reads in flight while downloading a file (2 MiB of read-ahead)
+_SFTP_READ_AHEAD = 64
 
 T = TypeVar("T")
 
@@ -319,6 +328,20 @@ if [ -d /tmp/.X11-unix ]; then
 elif [ -w /tmp ]; then echo "socket-dir creatable"; else echo "socket-dir missing"; fi
 echo "os $(uname -s)"
 """
+
+
+def _home_relative(remote: str) -> str:
+    """A path on the host as SFTP and a command in the home directory both read it: ``~`` and ``~/x`` become
+    relative to the home directory (where both start); anything else is as given."""
+    if remote == "~":
+        return "."
+    return remote[2:] or "." if remote.startswith("~/") else remote
+
+
+def _pack(source: Path, into: BinaryIO) -> None:
+    from deskctl.providers._files import pack_dir
+
+    pack_dir(source, into)
 
 
 def _sh(script: str, *args: str, name: str = "deskctl-ssh") -> str:
@@ -952,6 +975,47 @@ class _Connection:
             raise ProviderApiError(f"a deskctl script on {self.settings.target.host} did not finish in {timeout:g}s",
                                    provider=PROVIDER) from exc
 
+    def stream(self, command: str, *, send: Callable[[BinaryIO], None] | None = None,
+               receive: Callable[[BinaryIO], None] | None = None) -> tuple[int, bytes, BaseException | None]:
+        """Run ``command`` with its stdin written by ``send`` or its stdout read by ``receive`` as it flows (a tar
+        stream: nothing held whole in memory); stderr is read apart. (exit status, stderr, what ``send`` or
+        ``receive`` raised: the command's own failure usually explains it, so the caller judges both)."""
+        import paramiko
+
+        chan = self.session(command)
+        err_chunks: list[bytes] = []
+
+        def read_stderr() -> None:
+            with contextlib.suppress(Exception):
+                while data := chan.recv_stderr(65536):
+                    err_chunks.append(data)
+
+        reader = threading.Thread(target=read_stderr, name="deskctl-ssh-stderr", daemon=True)
+        reader.start()
+        failure: BaseException | None = None
+        try:
+            try:
+                if send is not None:
+                    with chan.makefile("wb") as stdin:
+                        send(stdin)
+                chan.shutdown_write()
+                if receive is not None:
+                    with chan.makefile("rb") as stdout:
+                        receive(stdout)
+            except (OSError, EOFError, paramiko.SSHException, tarfile.TarError) as exc:
+                failure = exc
+                if receive is not None:
+                    chan.close()  # the command may be blocked writing what we no longer read: end it
+            # the command's exit status (or, failing that, the channel's end: the connection died)
+            ended = chan.status_event.wait(self.settings.connect_timeout if failure else None)
+            status = chan.exit_status if ended else -1
+            reader.join(self.settings.connect_timeout)
+            if status == -1 and not self.alive:
+                raise self.lost("copy files") from failure
+            return int(status), b"".join(err_chunks), failure
+        finally:
+            chan.close()
+
     def streamlocal(self, path: str) -> Any:
         import paramiko
 
@@ -1325,8 +1389,15 @@ class _Desktop:
     frames: _FrameCache | None = None
     frames_tried: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock)
+    #: the SFTP session for uploads and downloads (a channel on ``conn``), opened on first use, one user at a time
+    sftp: Any = None
+    sftp_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def close(self, *, keep_owner: bool = False) -> None:
+        if self.sftp is not None:
+            with contextlib.suppress(Exception):
+                self.sftp.close()
+            self.sftp = None
         if self.driver is not None:
             self.driver.close()
             self.driver = None
@@ -1340,7 +1411,7 @@ class _Desktop:
             self.owner = None
 
 
-class SSHProvider(Provider):
+class SSHProvider(GuestActions, Provider):
     """Desktops on a Linux host over SSH. ``handle.data``: ``host``, ``port``, ``user``, ``key_file``,
     ``known_hosts``, ``agent``, ``xvfb_path``, ``remote_dir``, ``dir`` (the session directory on the host),
     ``display`` (int), ``xvfb_pid``, ``watcher_pid``, ``detached``, ``geometry``. No secret: the cookie stays in
@@ -1363,7 +1434,7 @@ class SSHProvider(Provider):
         max_size=(8192, 8192),
         exec=True,
         exec_streams_separate=True,
-        files=False,
+        files=True,
         labels=True,
         server_ttl=False,
         isolation="host",
@@ -1371,6 +1442,8 @@ class SSHProvider(Provider):
         local=False,
         billing="external",
         cursor_position=True,
+        clipboard=True,
+        windows=True,
     )
     credential_vars = (ENV_HOST, ENV_KEY_FILE, ENV_KNOWN_HOSTS, ENV_KEY_PASSPHRASE, ENV_PRIVATE_KEY, ENV_PASSWORD)
 
@@ -1993,9 +2066,15 @@ class SSHProvider(Provider):
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
              background: bool = False) -> ExecResult:
-        """Run ``command`` with ``/bin/sh -c`` on the host, in the home directory, with DISPLAY and XAUTHORITY of
-        the desktop, over the session's connection. On timeout the command's process group is ended by
-        ``timeout(1)`` on the host and the exit code is 124."""
+        """Run ``command`` with ``sh -c`` on the host over the session's connection, in ``cwd`` (default: the
+        home directory) with DISPLAY and XAUTHORITY of the desktop and ``env`` added, as ``user`` (``sudo -n``).
+        On timeout the command's process group is ended by ``timeout(1)`` on the host and the exit code is 124.
+        ``background``: started in a session of its own with its output to /dev/null, so the channel closes at
+        once; the result carries its ``pid``, and it still ends with the desktop (its marker)."""
+        from deskctl.providers._guest import background_pid, check_exec_options, posix_line
+
+        line = posix_line(command, cwd=cwd, env=check_exec_options(env, user, PROVIDER), user=user,
+                          background=background)
         desk = self._desktop(handle)
         auth = f"{desk.dir}/Xauthority"
         # DESKCTL_SSH_DESKTOP marks everything the command starts: destroy (or the watcher) ends it all
@@ -2003,7 +2082,7 @@ class SSHProvider(Provider):
                  " export DISPLAY XAUTHORITY DESKCTL_SSH_DESKTOP; cd; ")
         seconds = max(1, int(timeout + 0.999))
         inner += (f"if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 {seconds} /bin/sh -c "
-                  f"{shlex.quote(command)}; else exec /bin/sh -c {shlex.quote(command)}; fi")
+                  f"{shlex.quote(line)}; else exec /bin/sh -c {shlex.quote(line)}; fi")
         try:
             status, out, err = desk.conn.run(_sh(inner), timeout=timeout + _EXEC_GRACE)
         except TimeoutError:
@@ -2011,7 +2090,161 @@ class SSHProvider(Provider):
         stderr = err.decode(errors="replace")
         if status == 124:
             stderr += f"deskctl: command timed out after {timeout:g}s\n"
-        return ExecResult(status, out.decode(errors="replace"), stderr)
+        result = ExecResult(status, out.decode(errors="replace"), stderr)
+        if background and status == 0:
+            result = dataclasses.replace(result, pid=background_pid(result))
+        return result
+
+    # -- files: SFTP for one file, a tar stream for a tree, both on the session's connection -------------------
+    def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
+        """Make ``remote`` a copy of ``local``. A file goes over SFTP (pipelined writes, streamed from disk) to a
+        temporary name beside ``remote``, gets the local file's mode, and replaces ``remote`` in one rename
+        (``posix-rename@openssh.com``): a reader never sees half a file. A directory goes as one tar stream
+        into ``tar -x`` on the host (no staged archive on either side). Missing parents are made. A relative
+        ``remote`` (or ``~/...``) is in the login user's home directory."""
+        from deskctl.providers._files import no_such_file
+
+        source = Path(local)
+        if not source.exists():
+            raise no_such_file(local, "here", PROVIDER)
+        path = _home_relative(remote)
+        desk = self._desktop(handle)
+        if source.is_dir():
+            self._tree_call(desk, _sh('mkdir -p -- "$1" && exec tar -xf - -C "$1"', path), f"unpack into {remote}",
+                            send=functools.partial(_pack, source))
+            return
+        with self._sftp(desk, f"copy {local} to {remote}") as sftp:
+            self._sftp_makedirs(sftp, posixpath.dirname(path) or ".", remote)
+            try:
+                kind = sftp.stat(path).st_mode
+            except FileNotFoundError:
+                kind = None
+            if kind is not None and stat.S_ISDIR(kind):
+                raise UsageError(f"{remote} is a directory on the desktop; name the file to write",
+                                 code="usage.invalid", provider=PROVIDER)
+            name = f".{posixpath.basename(path)}.deskctl-{uuid.uuid4().hex[:8]}"
+            partial = posixpath.join(posixpath.dirname(path), name)
+            try:
+                with source.open("rb") as reader, sftp.open(partial, "wb") as writer:
+                    writer.set_pipelined(True)  # writes are not waited for one by one; close collects the acks
+                    while chunk := reader.read(_SFTP_CHUNK):
+                        writer.write(chunk)
+                    writer.chmod(stat.S_IMODE(source.stat().st_mode))
+                try:
+                    sftp.posix_rename(partial, path)
+                except OSError:  # a server without posix-rename: replace in two steps
+                    with contextlib.suppress(FileNotFoundError):
+                        sftp.remove(path)
+                    sftp.rename(partial, path)
+                partial = ""
+            finally:
+                if partial:
+                    with contextlib.suppress(Exception):
+                        sftp.remove(partial)
+
+    def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
+        """Make ``local`` a copy of ``remote``: a file over SFTP (prefetched reads) into a partial file renamed
+        into place, a directory as one ``tar -c`` stream unpacked here as it arrives (no absolute paths, no
+        ``..``, no links out of ``local``). ``usage.no_such_file`` when ``remote`` does not exist."""
+        from deskctl.providers._files import extract_tar, no_such_file
+
+        target = Path(local)
+        path = _home_relative(remote)
+        desk = self._desktop(handle)
+        with self._sftp(desk, f"copy {remote} to {local}") as sftp:
+            try:
+                mode = sftp.stat(path).st_mode
+            except FileNotFoundError:
+                raise no_such_file(remote, "on the desktop", PROVIDER) from None
+            if not stat.S_ISDIR(mode or 0):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                partial = target.with_name(f".{target.name}.deskctl-part")
+                try:
+                    with partial.open("wb") as writer:
+                        # a bounded read-ahead: many reads in flight, never the whole file in memory
+                        sftp.getfo(path, writer, max_concurrent_prefetch_requests=_SFTP_READ_AHEAD)
+                    os.replace(partial, target)
+                finally:
+                    partial.unlink(missing_ok=True)
+                return
+        self._tree_call(desk, _sh('exec tar -cf - -C "$1" .', path), f"pack {remote}",
+                        receive=functools.partial(extract_tar, dest=target))
+
+    @contextlib.contextmanager
+    def _sftp(self, desk: _Desktop, doing: str) -> Iterator[Any]:
+        """The desktop's SFTP session (opened once, on the session's connection), for one transfer at a time;
+        SFTP and OS errors become deskctl errors."""
+        import paramiko
+
+        with desk.sftp_lock:
+            try:
+                if desk.sftp is None:
+                    if not desk.conn.alive:
+                        raise desk.conn.lost(doing)
+                    try:
+                        desk.sftp = paramiko.SFTPClient.from_transport(desk.conn.transport)
+                    except (paramiko.SSHException, OSError, EOFError) as exc:
+                        if not desk.conn.alive:
+                            raise desk.conn.lost(doing) from exc
+                        raise ProviderApiError(
+                            f"{desk.conn.settings.target.host} refused an SFTP session: {exc}", provider=PROVIDER,
+                            remedy="the host's sshd needs its sftp subsystem (Subsystem sftp internal-sftp)",
+                        ) from exc
+                yield desk.sftp
+            except (paramiko.SSHException, EOFError) as exc:
+                desk.sftp = None
+                if not desk.conn.alive:
+                    raise desk.conn.lost(doing) from exc
+                raise ProviderApiError(f"cannot {doing}: {exc}", provider=PROVIDER) from exc
+            except PermissionError as exc:
+                raise UsageError(f"cannot {doing}: permission denied ({exc.filename or exc})",
+                                 code="usage.permission_denied", provider=PROVIDER) from exc
+            except OSError as exc:
+                if not desk.conn.alive:
+                    desk.sftp = None
+                    raise desk.conn.lost(doing) from exc
+                raise ProviderApiError(f"cannot {doing}: {exc.strerror or exc}", provider=PROVIDER) from exc
+
+    @staticmethod
+    def _sftp_makedirs(sftp: Any, path: str, remote: str) -> None:
+        """``mkdir -p`` over SFTP (a directory made meanwhile by someone else is fine)."""
+        try:
+            mode = sftp.stat(path).st_mode
+        except FileNotFoundError:
+            parent = posixpath.dirname(path.rstrip("/"))
+            if parent and parent != path:
+                SSHProvider._sftp_makedirs(sftp, parent, remote)
+            try:
+                sftp.mkdir(path)
+            except OSError:
+                if not stat.S_ISDIR(sftp.stat(path).st_mode or 0):
+                    raise
+            return
+        if not stat.S_ISDIR(mode or 0):
+            raise UsageError(f"cannot copy to {remote}: {path} is not a directory on the desktop",
+                             code="usage.invalid", provider=PROVIDER)
+
+    @staticmethod
+    def _tree_call(desk: _Desktop, command: str, doing: str, *, send: Callable[[BinaryIO], None] | None = None,
+                   receive: Callable[[BinaryIO], None] | None = None) -> None:
+        status, err, failure = desk.conn.stream(command, send=send, receive=receive)
+        if isinstance(failure, tarfile.TarError):  # what the host sent is refused here (a link out of the tree...)
+            raise ProviderApiError(f"cannot {doing}: {failure}", provider=PROVIDER) from failure
+        if status != 0:
+            detail = err.decode(errors="replace").strip()[-400:]
+            if status == 127:
+                detail = f"the host has no tar ({detail})"
+            raise ProviderApiError(f"cannot {doing} on {desk.conn.settings.target.host} (exit {status}): {detail}",
+                                   provider=PROVIDER) from failure
+        if failure is not None:
+            if isinstance(failure, PermissionError):
+                raise UsageError(f"cannot {doing}: permission denied ({failure.filename or failure})",
+                                 code="usage.permission_denied", provider=PROVIDER) from failure
+            raise ProviderApiError(f"cannot {doing}: {failure}", provider=PROVIDER) from failure
+
+    # -- harness actions: clipboard, launch and open_url through exec (GuestActions) ------------------------------
+    def _guest_dialect(self, handle: RemoteHandle) -> str:
+        return "posix"
 
     def keepalive(self, handle: RemoteHandle) -> None:
         """One X round trip over the connection: proves the connection, sshd and Xvfb are all still there."""
