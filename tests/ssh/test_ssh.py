@@ -518,6 +518,20 @@ def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: 
     shutil.rmtree(home / "one-conn")
 
 
+def _pids_of(user: str) -> list[int]:
+    import pwd
+
+    uid = pwd.getpwnam(user).pw_uid
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid]
+
+
+def _owner(proc: Path) -> int:
+    try:
+        return proc.stat().st_uid
+    except OSError:
+        return -1
+
+
 def _comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -613,8 +627,18 @@ def test_exec_as_another_user_in_a_folder_with_env(provider: SSHProvider) -> Non
         with pytest.raises(UsageError) as info:
             provider.exec(handle, "true", user="bad user")
         assert info.value.code == "usage.bad_user"
+        # what runs as another user ends with the desktop too (the login user cannot signal it: destroy asks
+        # sudo to, as that user)
+        started = provider.exec(handle, "sleep 300", user=OTHER_USER, background=True)
+        assert started.exit_code == 0 and started.pid is not None
+        deadline = time.monotonic() + 30
+        while not (sleepers := [p for p in _pids_of(OTHER_USER) if _comm(p) == "sleep"
+                                and _session(p) == started.pid]):
+            assert time.monotonic() < deadline, "the sleep never started"
+            time.sleep(0.05)
     finally:
         provider.destroy(handle)
+    assert all(_ends(p) for p in sleepers)
 
 
 @pytest.fixture

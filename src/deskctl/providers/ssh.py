@@ -169,10 +169,20 @@ T = TypeVar("T")
 
 # -- the scripts run on the host (POSIX sh; arguments always passed as quoted positional parameters) ----------
 
-#: the pids of processes a desktop's exec started (their environment carries the desktop's directory)
+#: the pids of processes a desktop's exec started (their environment carries the desktop's directory);
+#: others_kill signals those started as other users (exec(user=...): listed in $1/users, reached by sudo -n as
+#: each of them, since only that user may read their environment)
 _MARKED = r"""
 marked() {
   grep -lzxF -- "DESKCTL_SSH_DESKTOP=$1" /proc/[0-9]*/environ 2>/dev/null | sed -n 's,^/proc/\([0-9]*\)/environ$,\1,p'
+}
+others_kill() {
+  [ -f "$1/users" ] || return 0
+  while IFS= read -r u; do
+    sudo -n -u "$u" /bin/sh -c 'grep -lzxF -- "DESKCTL_SSH_DESKTOP=$1" /proc/[0-9]*/environ 2>/dev/null |
+      sed -n "s,^/proc/\([0-9]*\)/environ\$,\1,p" | xargs -r kill -"$2" 2>/dev/null' sh "$1" "$2" \
+      </dev/null >/dev/null 2>&1
+  done < "$1/users"
 }
 """
 
@@ -241,12 +251,14 @@ while :; do wait "$xpid"; st=$?; kill -0 "$xpid" 2>/dev/null || break; done
 [ -n "$rpid" ] && kill "$rpid" 2>/dev/null
 [ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid"
 # what exec started for this desktop (marked in its environment) ends with it
+others_kill "$dir" TERM
 pids=$(marked "$dir")
 if [ -n "$pids" ]; then
   kill -TERM $pids 2>/dev/null
   n=0; while [ $n -lt 20 ] && [ -n "$(marked "$dir")" ]; do sleep 0.1; n=$((n+1)); done
   pids=$(marked "$dir"); [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
 fi
+others_kill "$dir" KILL
 rm -rf "$dir"
 echo "exited $st"
 """
@@ -262,6 +274,7 @@ everything() { ours "$1"; marked "$1"; }
 """
 
 _DESTROY_BODY = r"""
+others_kill "$dir" TERM
 pids=$(everything "$dir")
 [ -n "$pids" ] && kill -TERM $pids 2>/dev/null
 if command -v flock >/dev/null 2>&1 && [ -e "$dir/lock" ]; then
@@ -273,6 +286,7 @@ if [ -n "$pids" ]; then
   kill -KILL $pids 2>/dev/null
   n=0; while [ -n "$(everything "$dir")" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n+1)); done
 fi
+others_kill "$dir" KILL
 rm -rf "$dir"
 left=$(everything "$dir" | tr '\n' ' ')
 if [ -n "$left" ] || [ -e "$dir" ]; then echo "left $left"; else echo gone; fi
@@ -2073,13 +2087,19 @@ class SSHProvider(GuestActions, Provider):
         once; the result carries its ``pid``, and it still ends with the desktop (its marker)."""
         from deskctl.providers._guest import background_pid, check_exec_options, posix_line
 
-        line = posix_line(command, cwd=cwd, env=check_exec_options(env, user, PROVIDER), user=user,
-                          background=background)
+        clean = check_exec_options(env, user, PROVIDER)
         desk = self._desktop(handle)
         auth = f"{desk.dir}/Xauthority"
         # DESKCTL_SSH_DESKTOP marks everything the command starts: destroy (or the watcher) ends it all
         inner = (f"DISPLAY=:{desk.display} XAUTHORITY={shlex.quote(auth)} DESKCTL_SSH_DESKTOP={shlex.quote(desk.dir)};"
                  " export DISPLAY XAUTHORITY DESKCTL_SSH_DESKTOP; cd; ")
+        if user:
+            # sudo resets the environment: the marker goes in explicitly, and the user is listed so that destroy
+            # ends that user's marked processes as that user (others_kill)
+            clean = {"DESKCTL_SSH_DESKTOP": desk.dir, **clean}
+            users, quoted = shlex.quote(f"{desk.dir}/users"), shlex.quote(user)
+            inner += f"grep -qxF -- {quoted} {users} 2>/dev/null || printf '%s\\n' {quoted} >> {users}; "
+        line = posix_line(command, cwd=cwd, env=clean, user=user, background=background)
         seconds = max(1, int(timeout + 0.999))
         inner += (f"if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 {seconds} /bin/sh -c "
                   f"{shlex.quote(line)}; else exec /bin/sh -c {shlex.quote(line)}; fi")
