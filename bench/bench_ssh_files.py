@@ -5,8 +5,9 @@ OpenSSH server on a loopback port (started here, as in the tests: run as root af
   pipelined writes, bounded read-ahead) vs ``scp FILE host:PATH`` / ``scp host:PATH FILE``;
 * a tree of 2000 small files (1-4 KiB) in 40 folders: ``desk.upload`` / ``desk.download`` of the folder (one tar
   stream on the same connection) vs ``scp -r``;
+* rounds interleave the ways (one copy of each per round), each copy checked;
 * scp both as a new connection per copy and with OpenSSH connection sharing (``ControlMaster``), the best a shell
-  script can do. Every copy is checked (sha256 of the big file, the file count and bytes of the tree).
+  script can do. Checks: sha256 of the big file, the file count and bytes of the tree.
 
 Prints medians and ratios (naive / deskctl; above 1 means deskctl is faster).
 
@@ -117,19 +118,19 @@ def main() -> None:
 
             def measure(name: str, ways: dict[str, Callable[[], object]], verify: Callable[[], None],
                         setup: Callable[[], None] = lambda: None) -> None:
-                """One checked, untimed copy of each way, then ``rounds`` timed copies each (``setup`` untimed
-                before every copy)."""
+                """One checked, untimed copy of each way, then ``rounds`` rounds of one timed copy of each way
+                (interleaved, so a busy moment of the machine weighs on every way alike; ``setup`` untimed before
+                every copy)."""
                 for fn in ways.values():
                     setup()
                     fn()
                     verify()
-                samples: dict[str, list[float]] = {}
-                for label, fn in ways.items():
-                    samples[label] = []
-                    for _ in range(args.rounds):
+                samples: dict[str, list[float]] = {label: [] for label in ways}
+                for _ in range(args.rounds):
+                    for label, fn in ways.items():
                         setup()
                         samples[label] += timed(fn, 1)
-                    verify()
+                        verify()
                 results[name] = samples
                 row(name, samples["deskctl"], {k: v for k, v in samples.items() if k != "deskctl"}, ratio_width=5)
 

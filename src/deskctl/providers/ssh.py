@@ -47,7 +47,8 @@ Who owns the remote Xvfb:
   watcher to this mode on the fly.
 
 What ``exec`` starts carries ``DESKCTL_SSH_DESKTOP=<session dir>`` in its environment and ends with the desktop
-(destroy and the watcher end every process so marked). Every process of a desktop holds ``lock`` (``flock``)
+(destroy and the watcher end every process so marked; those run as another user, ``exec(user=...)`` through
+``sudo -n``, are listed in ``users`` and signalled as that user). ``exec(background=True)`` returns at once. Every process of a desktop holds ``lock`` (``flock``)
 until it exits, so destroy *waits* for the last one to go, then confirms nothing with the session's markers is
 left (else ``cleanup.incomplete``).
 
@@ -55,7 +56,8 @@ Fast path: one SSH connection per session. The X11 driver (:mod:`deskctl.provide
 remote Xvfb's unix socket through a ``direct-streamlocal@openssh.com`` channel (OpenSSH's unix-socket
 forwarding) on that connection, bridged to a local socketpair; each action is one X round trip, never a new
 ssh command. Screenshots fetch only what the X DAMAGE extension reports changed (:class:`_FrameCache`).
-``exec`` opens a session channel on the same connection (exit code, stdout and stderr apart).
+``exec`` opens a session channel on the same connection (exit code, stdout and stderr apart). Files too: one file
+over SFTP (pipelined, streamed, replaced by one rename), a folder as one tar stream on a command channel.
 
 Errors: a host that does not answer is ``provider.unreachable``; wrong or missing credentials are
 ``credentials.invalid`` / ``credentials.missing``; a connection that drops while a desktop is open is
