@@ -340,7 +340,7 @@ if p=$(command -v "$1" 2>/dev/null); then echo "xvfb $p"; else echo "xvfb-missin
 if [ -n "$2" ]; then
   if p=$(command -v "$2" 2>/dev/null); then echo "wm $p"; else echo "wm-missing $2"; fi
 fi
-for t in mkfifo flock timeout grep sed od; do command -v "$t" >/dev/null 2>&1 || echo "tool-missing $t"; done
+for t in mkfifo flock timeout grep sed od tar; do command -v "$t" >/dev/null 2>&1 || echo "tool-missing $t"; done
 n=0; for s in /tmp/.X11-unix/X*; do [ -e "$s" ] && n=$((n+1)); done; echo "displays-in-use $n"
 if [ -d /tmp/.X11-unix ]; then
   if [ -w /tmp/.X11-unix ]; then echo "socket-dir ok"; else echo "socket-dir not-writable"; fi
@@ -1588,8 +1588,9 @@ class SSHProvider(GuestActions, Provider):
         if soft:
             check("warn", "ssh.tools", f"{host} lacks {', '.join(soft)}: "
                   + ("no expiry backstop for detached desktops; " if "timeout" in soft else "")
-                  + ("destroy polls instead of waiting on a lock" if "flock" in soft else ""),
-                  "install coreutils and util-linux on the host", started)
+                  + ("destroy polls instead of waiting on a lock; " if "flock" in soft else "")
+                  + ("folders cannot be copied (upload/download of a directory)" if "tar" in soft else ""),
+                  "install coreutils, util-linux and tar on the host", started)
         socket_dir = facts.get("socket-dir", "")
         in_use = facts.get("displays-in-use", "?")
         if socket_dir in ("ok", "creatable"):
