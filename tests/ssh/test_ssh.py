@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import stat
@@ -519,8 +520,6 @@ def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: 
 
 
 def _pids_of(user: str) -> list[int]:
-    import pwd
-
     uid = pwd.getpwnam(user).pw_uid
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid]
 
@@ -749,6 +748,19 @@ def test_a_tree_with_links_round_trips_and_a_link_out_of_it_is_refused(provider:
     assert (back / "a" / "b" / "f.txt").read_text() == "f\n"
     assert os.readlink(back / "link") == "a/b/f.txt"
     assert stat.S_IMODE((back / "a" / "run.sh").stat().st_mode) == 0o755
+    # a folder where a file is, or where the login user may not write: usage errors, nothing written
+    with pytest.raises(UsageError) as info:
+        provider.upload(opened, str(source), f"{host_dir}/tree/a/run.sh")
+    assert info.value.code == "usage.invalid"
+    with pytest.raises(UsageError) as info:
+        provider.upload(opened, str(source), f"{host_dir}/tree/a/run.sh/below")
+    assert info.value.code == "usage.invalid"
+    (host_dir / "locked").mkdir()
+    os.chown(host_dir / "locked", pwd.getpwnam(OTHER_USER).pw_uid, -1)
+    with pytest.raises(UsageError) as info:
+        provider.upload(opened, str(source), f"{host_dir}/locked/tree")
+    assert info.value.code == "usage.permission_denied"
+    assert list((host_dir / "locked").iterdir()) == []
     # a tree on the host with a link pointing out of it cannot plant a file outside ``local``
     (host_dir / "evil").mkdir()
     (host_dir / "evil" / "out").symlink_to("/etc/passwd")

@@ -334,6 +334,14 @@ echo "auth $(od -An -v -tx1 "$dir/Xauthority" | tr -d ' \n')"
 if [ -n "$(ours "$dir")" ]; then echo "alive yes"; else echo "alive no"; fi
 """
 
+_NOT_A_FOLDER = 3
+#: $1 the folder to unpack the tar on stdin into (made with its parents); C messages, so errors can be told apart
+_UNPACK_SCRIPT = r"""
+LC_ALL=C; export LC_ALL
+if [ -e "$1" ] && [ ! -d "$1" ]; then echo "$1 is a file, not a folder" >&2; exit 3; fi
+mkdir -p -- "$1" && exec tar -xf - -C "$1"
+"""
+
 #: $1 Xvfb, $2 window manager ("" = none). What preflight needs to know about the host.
 _PROBE_SCRIPT = r"""
 if p=$(command -v "$1" 2>/dev/null); then echo "xvfb $p"; else echo "xvfb-missing"; fi
@@ -2141,7 +2149,7 @@ class SSHProvider(GuestActions, Provider):
         path = _home_relative(remote)
         desk = self._desktop(handle)
         if source.is_dir():
-            self._tree_call(desk, _sh('mkdir -p -- "$1" && exec tar -xf - -C "$1"', path), f"unpack into {remote}",
+            self._tree_call(desk, _sh(_UNPACK_SCRIPT, path), f"unpack into {remote}",
                             send=functools.partial(_pack, source))
             return
         with self._sftp(desk, f"copy {local} to {remote}") as sftp:
@@ -2203,7 +2211,7 @@ class SSHProvider(GuestActions, Provider):
                 finally:
                     partial.unlink(missing_ok=True)
                 return
-        self._tree_call(desk, _sh('exec tar -cf - -C "$1" .', path), f"pack {remote}",
+        self._tree_call(desk, _sh('LC_ALL=C; export LC_ALL; exec tar -cf - -C "$1" .', path), f"pack {remote}",
                         receive=functools.partial(extract_tar, dest=target))
 
     @contextlib.contextmanager
@@ -2270,6 +2278,11 @@ class SSHProvider(GuestActions, Provider):
             detail = err.decode(errors="replace").strip()[-400:]
             if status == 127:
                 detail = f"the host has no tar ({detail})"
+            elif "Permission denied" in detail:
+                raise UsageError(f"cannot {doing}: {detail}", code="usage.permission_denied",
+                                 provider=PROVIDER) from failure
+            elif status == _NOT_A_FOLDER or "Not a directory" in detail:
+                raise UsageError(f"cannot {doing}: {detail}", code="usage.invalid", provider=PROVIDER) from failure
             raise ProviderApiError(f"cannot {doing} on {desk.conn.settings.target.host} (exit {status}): {detail}",
                                    provider=PROVIDER) from failure
         if failure is not None:
