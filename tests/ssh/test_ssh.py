@@ -681,6 +681,12 @@ def test_upload_replaces_a_file_in_one_rename_and_keeps_its_mode(provider: SSHPr
     assert sorted(p.name for p in remote.parent.iterdir()) == ["tool.sh"]
 
 
+def test_the_connection_prefers_aes_gcm(provider: SSHProvider, opened: RemoteHandle) -> None:
+    transport = provider._desktops[opened.session_id].conn.transport
+    # one pass of AES-GCM instead of AES-CTR plus HMAC on every byte: OpenSSH offers it, so it is chosen
+    assert (transport.local_cipher, transport.remote_cipher) == ("aes128-gcm@openssh.com",) * 2
+
+
 def test_a_failed_upload_leaves_the_old_file_and_no_partial(provider: SSHProvider, opened: RemoteHandle,
                                                             host_dir: Path, tmp_path: Path) -> None:
     (host_dir / "locked").mkdir(parents=True)

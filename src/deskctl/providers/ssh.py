@@ -742,6 +742,7 @@ class _Connection:
             recorded = known.lookup(target.known_hosts_name)
             if recorded:
                 self._prefer_key_types(transport, list(recorded.keys()))
+            self._prefer_aead_ciphers(transport)
             try:
                 transport.start_client(timeout=timeout)
             except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -755,6 +756,16 @@ class _Connection:
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def _prefer_aead_ciphers(transport: Any) -> None:
+        # AES-GCM encrypts and authenticates in one pass inside the crypto library, where paramiko's default
+        # (AES-CTR, then a separate HMAC) makes two: about a third less CPU per byte received, which is what bounds
+        # screenshots and downloads here. OpenSSH offers it by default; other ciphers stay as fallbacks.
+        options = transport.get_security_options()
+        offered = list(options.ciphers)
+        first = [c for c in ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") if c in offered]
+        options.ciphers = first + [c for c in offered if c not in first]
 
     @staticmethod
     def _prefer_key_types(transport: Any, known_types: list[str]) -> None:
