@@ -2183,7 +2183,8 @@ class SSHProvider(GuestActions, Provider):
                     writer.set_pipelined(True)  # writes are not waited for one by one; close collects the acks
                     while chunk := reader.read(request):
                         writer.write(chunk)
-                    writer.chmod(stat.S_IMODE(source.stat().st_mode))
+                    # permission bits only: a setuid or sticky bit is not the guest user's to set (as _files)
+                    writer.chmod(source.stat().st_mode & 0o777)
                 try:
                     sftp.posix_rename(partial, path)
                 except OSError:  # a server without posix-rename: replace in two steps
