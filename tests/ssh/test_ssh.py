@@ -776,15 +776,16 @@ def test_a_tree_with_links_round_trips_and_a_link_out_of_it_is_refused(provider:
 
 
 def test_files_over_a_dropped_connection_are_session_lost(sshd: SshServer, provider: SSHProvider,
-                                                          opened: RemoteHandle, tmp_path: Path) -> None:
+                                                          opened: RemoteHandle, host_dir: Path,
+                                                          tmp_path: Path) -> None:
     local = tmp_path / "x.txt"
     local.write_text("x")
-    provider.upload(opened, str(local), "x.txt")
+    provider.upload(opened, str(local), f"{host_dir}/x.txt")
     sshd.drop_connections()
     with pytest.raises(SessionLost):
-        provider.upload(opened, str(local), "x.txt")
+        provider.upload(opened, str(local), f"{host_dir}/x.txt")
     with pytest.raises(SessionLost):
-        provider.download(opened, "x.txt", str(tmp_path / "y.txt"))
+        provider.download(opened, f"{host_dir}/x.txt", str(tmp_path / "y.txt"))
 
 
 def test_list_owned_finds_the_marker_by_label(provider: SSHProvider) -> None:
