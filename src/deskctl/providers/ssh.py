@@ -364,7 +364,9 @@ def _home_relative(remote: str) -> str:
     relative to the home directory (where both start); anything else is as given."""
     if remote == "~":
         return "."
-    return remote[2:] or "." if remote.startswith("~/") else remote
+    if remote.startswith("~/"):
+        return remote[2:] or "."
+    return remote
 
 
 def _sftp_request_size(conn: _Connection) -> int:
@@ -2187,7 +2189,10 @@ class SSHProvider(GuestActions, Provider):
                     writer.chmod(source.stat().st_mode & 0o777)
                 try:
                     sftp.posix_rename(partial, path)
-                except OSError:  # a server without posix-rename: replace in two steps
+                except OSError as exc:
+                    if exc.errno is not None or "unsupported" not in str(exc).lower():
+                        raise
+                    # a server without the posix-rename extension: replace in two steps
                     with contextlib.suppress(FileNotFoundError):
                         sftp.remove(path)
                     sftp.rename(partial, path)
@@ -2250,7 +2255,9 @@ class SSHProvider(GuestActions, Provider):
                         ) from exc
                 yield desk.sftp
             except (paramiko.SSHException, EOFError) as exc:
-                desk.sftp = None
+                broken, desk.sftp = desk.sftp, None  # the next transfer opens a new SFTP session
+                with contextlib.suppress(Exception):
+                    broken.close()
                 if not desk.conn.alive:
                     raise desk.conn.lost(doing) from exc
                 raise ProviderApiError(f"cannot {doing}: {exc}", provider=PROVIDER) from exc
