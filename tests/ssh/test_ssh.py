@@ -508,6 +508,7 @@ def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: 
         desk.download("one-conn", tmp_path / "back")
         assert (tmp_path / "back" / "tree" / "sub" / "f.txt").read_text() == "f\n"
         desk.clipboard_set("x")
+        assert isinstance(desk.window_titles(), list)
         logins = sum("Accepted publickey" in line for line in sshd.log_lines) - before
         # preflight's connection is handed over to create: one login for the whole session
         assert logins == 1

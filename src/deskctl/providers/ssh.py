@@ -2312,9 +2312,14 @@ class SSHProvider(GuestActions, Provider):
                                  code="usage.permission_denied", provider=PROVIDER) from failure
             raise ProviderApiError(f"cannot {doing}: {failure}", provider=PROVIDER) from failure
 
-    # -- harness actions: clipboard, launch and open_url through exec (GuestActions) ------------------------------
+    # -- harness actions: clipboard, launch and open_url through exec (GuestActions), window titles over X -------
     def _guest_dialect(self, handle: RemoteHandle) -> str:
         return "posix"
+
+    def window_titles(self, handle: RemoteHandle) -> list[str]:
+        """The top-level windows' titles read by the shared X11 driver over the forwarded display: a few X round
+        trips on the session's connection, no command on the host (``wait_for`` polls this)."""
+        return self._idempotent(handle, lambda: self._call(handle, "list windows", lambda d: d.window_titles()))
 
     def keepalive(self, handle: RemoteHandle) -> None:
         """One X round trip over the connection: proves the connection, sshd and Xvfb are all still there."""
