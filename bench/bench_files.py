@@ -4,12 +4,13 @@ Two workloads, each copied to the desktop and back: one 64 MiB file of random by
 files (1-4 KiB, in 40 folders). Per target, deskctl's way and the naive way copy the same data to and from the
 same desktop, alternating round by round; every copy is checked (sizes) once before anything is timed.
 
-    .venv/bin/python bench/bench_files.py [--rounds N] [--targets docker,xvfb]
+    .venv/bin/python bench/bench_files.py [--rounds N] [--targets docker,xvfb,ssh]
 
 Prints medians (milliseconds), throughput (MiB/s) and the naive way's time over deskctl's ("x2.0": deskctl
 takes half as long). A target is one entry of :data:`TARGETS`: a function that opens a desktop and yields a
 :class:`Ways` (deskctl's and the naive way's upload and download, a scratch folder on the desktop); adding a
-provider (ssh next to scp) is one such function and one line in the table.
+provider is one such function and one line in the table. ``ssh`` starts its own loopback sshd (run as root after
+scripts/setup.d/40-ssh.sh) and compares with ``scp -r`` over a shared OpenSSH connection.
 """
 
 from __future__ import annotations
@@ -105,10 +106,59 @@ def xvfb_target() -> Iterator[Ways]:
         yield _desk_ways(desk, "cp -r", cp_up, cp_down)
 
 
+@contextlib.contextmanager
+def ssh_target() -> Iterator[Ways]:
+    """The ssh provider (SFTP for a file, one tar stream for a folder, on the session's one connection) next to
+    ``scp`` with OpenSSH connection sharing (the best a script can do: no handshake per copy), against a real
+    loopback sshd (root, after scripts/setup.d/40-ssh.sh)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "ssh"))
+    from _sshd import SshServer, unavailable_reason
+
+    import deskctl
+
+    reason = unavailable_reason()
+    if reason:
+        raise SystemExit(f"ssh: {reason}")
+    work = Path(tempfile.mkdtemp(prefix="deskctl-bench-files-ssh-"))
+    server = SshServer().start()
+    known_hosts = server.write_known_hosts(work / "known_hosts")
+    saved = {k: os.environ.get(k) for k in ("DESKCTL_SSH_HOST", "DESKCTL_SSH_KEY_FILE", "DESKCTL_SSH_KNOWN_HOSTS",
+                                            "SSH_AUTH_SOCK")}
+    os.environ.update({"DESKCTL_SSH_HOST": server.target, "DESKCTL_SSH_KEY_FILE": str(server.client_key),
+                       "DESKCTL_SSH_KNOWN_HOSTS": str(known_hosts)})
+    os.environ.pop("SSH_AUTH_SOCK", None)
+    control = str(work / "ctl-%C")
+    options = ["-q", "-i", str(server.client_key), "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={known_hosts}",
+               "-o", "StrictHostKeyChecking=yes", "-o", "ControlMaster=auto", "-o", f"ControlPath={control}",
+               "-o", "ControlPersist=300"]
+    where = f"{server.user}@127.0.0.1"
+    try:
+        _run(["ssh", "-p", str(server.port), *options, where, "true"])  # the shared connection, made once
+        with deskctl.open_desktop("ssh", geometry="640x480") as desk:
+
+            def scp_up(local: Path, remote: str) -> None:
+                _run(["scp", "-P", str(server.port), *options, "-r", str(local), f"{where}:{remote}"])
+
+            def scp_down(remote: str, local: Path) -> None:
+                _run(["scp", "-P", str(server.port), *options, "-r", f"{where}:{remote}", str(local)])
+
+            yield _desk_ways(desk, "scp", scp_up, scp_down)
+    finally:
+        subprocess.run(["ssh", "-o", f"ControlPath={control}", "-O", "exit", where], capture_output=True)
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 #: name -> a function that opens a desktop and yields its Ways (closing it afterwards)
 TARGETS: dict[str, Callable[[], contextlib.AbstractContextManager[Ways]]] = {
     "docker": docker_target,
     "xvfb": xvfb_target,
+    "ssh": ssh_target,
 }
 
 
