@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "screenshot": ("deskctl.cli.session_cmds:screenshot", "Save a PNG screenshot of a desktop."),
     "do": ("deskctl.cli.session_cmds:do", "Send one action (click, type, key, ...) to a desktop."),
     "exec": ("deskctl.cli.session_cmds:exec_cmd", "Run a command on a desktop."),
+    "cp": ("deskctl.cli.cp_cmds:cp", "Copy files or directories to or from a desktop (docker cp syntax)."),
     "reap": ("deskctl.cli.session_cmds:reap", "Destroy leftovers of dead or expired sessions."),
     "providers": ("deskctl.cli.session_cmds:providers", "List providers and their capabilities."),
     "cost": ("deskctl.cli.cost_cmds:cost", "Summarise session time and cost."),
@@ -97,7 +98,8 @@ def cli(ctx: click.Context) -> None:
 
 
 def wants_json(argv: list[str]) -> bool:
-    return "--json" in argv
+    """``--json`` among deskctl's own arguments (not after ``--``, where it belongs to an exec'd command)."""
+    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
 
 
 def emit_error(err: DeskctlError, *, as_json: bool) -> None:

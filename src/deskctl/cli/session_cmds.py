@@ -333,52 +333,67 @@ def _xy(func: F) -> F:
     return click.argument("x", type=int)(click.argument("y", type=int)(func))
 
 
+def _xy_or_pointer(func: F) -> F:
+    """``[X Y]``: a point, or none for where the pointer is."""
+    return click.argument("x", type=int, required=False)(click.argument("y", type=int, required=False)(func))
+
+
+def _pair(x: int | None, y: int | None) -> None:
+    if (x is None) != (y is None):
+        raise UsageError("give both X and Y, or neither (the pointer's position)", code="usage.invalid")
+
+
 _button = click.option("--button", default="left", show_default=True, help="left, middle or right.")
 
 
 @do.command(name="click", cls=_ActionCommand)
-@_xy
+@_xy_or_pointer
 @_button
 @json_option
 @click.pass_context
-def _click(ctx: click.Context, x: int, y: int, button: str, as_json: bool) -> None:
-    """Click at X Y."""
+def _click(ctx: click.Context, x: int | None, y: int | None, button: str, as_json: bool) -> None:
+    """Click at X Y (without them: where the pointer is)."""
+    _pair(x, y)
     _run(ctx, "click", as_json, lambda d: d.click(x, y, button), x=x, y=y, button=button)
 
 
 @do.command(name="double-click", cls=_ActionCommand)
-@_xy
+@_xy_or_pointer
 @json_option
 @click.pass_context
-def _double(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
-    """Double-click at X Y."""
+def _double(ctx: click.Context, x: int | None, y: int | None, as_json: bool) -> None:
+    """Double-click at X Y (without them: where the pointer is)."""
+    _pair(x, y)
     _run(ctx, "double-click", as_json, lambda d: d.double_click(x, y), x=x, y=y)
 
 
 @do.command(name="triple-click", cls=_ActionCommand)
-@_xy
+@_xy_or_pointer
 @json_option
 @click.pass_context
-def _triple(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
-    """Triple-click at X Y."""
+def _triple(ctx: click.Context, x: int | None, y: int | None, as_json: bool) -> None:
+    """Triple-click at X Y (without them: where the pointer is)."""
+    _pair(x, y)
     _run(ctx, "triple-click", as_json, lambda d: d.triple_click(x, y), x=x, y=y)
 
 
 @do.command(name="right-click", cls=_ActionCommand)
-@_xy
+@_xy_or_pointer
 @json_option
 @click.pass_context
-def _right(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
-    """Right-click at X Y."""
+def _right(ctx: click.Context, x: int | None, y: int | None, as_json: bool) -> None:
+    """Right-click at X Y (without them: where the pointer is)."""
+    _pair(x, y)
     _run(ctx, "right-click", as_json, lambda d: d.right_click(x, y), x=x, y=y)
 
 
 @do.command(name="middle-click", cls=_ActionCommand)
-@_xy
+@_xy_or_pointer
 @json_option
 @click.pass_context
-def _middle(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
-    """Middle-click at X Y."""
+def _middle(ctx: click.Context, x: int | None, y: int | None, as_json: bool) -> None:
+    """Middle-click at X Y (without them: where the pointer is)."""
+    _pair(x, y)
     _run(ctx, "middle-click", as_json, lambda d: d.middle_click(x, y), x=x, y=y)
 
 
@@ -405,13 +420,24 @@ def _drag(ctx: click.Context, x1: int, y1: int, x2: int, y2: int, button: str, a
 
 
 @do.command(name="scroll", cls=_ActionCommand)
-@_xy
-@click.argument("dy", type=int, default=0)
+@click.argument("numbers", nargs=-1, type=int, metavar="[X Y] [DY]")
 @click.option("--dx", type=int, default=0, help="Sideways wheel clicks (positive: right).")
 @json_option
 @click.pass_context
-def _scroll(ctx: click.Context, x: int, y: int, dy: int, dx: int, as_json: bool) -> None:
-    """Scroll at X Y by DY wheel clicks (positive: down)."""
+def _scroll(ctx: click.Context, numbers: tuple[int, ...], dx: int, as_json: bool) -> None:
+    """Scroll at X Y (or the pointer) by DY wheel clicks.
+
+    DY > 0 scrolls down; without X Y it scrolls where the pointer is.
+
+    \b
+    scroll 100 200 -3   three clicks up at (100, 200)
+    scroll 3            three clicks down where the pointer is
+    scroll 100 200 --dx 2
+    """
+    if len(numbers) > 3:
+        raise UsageError(f"scroll takes [X Y] [DY], not {len(numbers)} numbers", code="usage.invalid")
+    x, y = numbers[:2] if len(numbers) >= 2 else (None, None)
+    dy = numbers[-1] if len(numbers) in (1, 3) else 0
     _run(ctx, "scroll", as_json, lambda d: d.scroll(x, y, dx=dx, dy=dy), x=x, y=y, dx=dx, dy=dy)
 
 
@@ -471,22 +497,159 @@ def _mouse_up(ctx: click.Context, x: int, y: int, button: str, as_json: bool) ->
     _run(ctx, "mouse-up", as_json, lambda d: d.mouse_up(x, y, button), x=x, y=y, button=button)
 
 
+@do.command(name="clipboard", cls=_ActionCommand)
+@json_option
+@click.pass_context
+def _clipboard(ctx: click.Context, as_json: bool) -> None:
+    """Print the clipboard text.
+
+    As it is, with no newline added (--json: {"text": ...}).
+    """
+    session_id: str = ctx.obj
+    with _attached(session_id) as desk:
+        text = desk.clipboard_get()
+    if as_json:
+        echo_json({"id": session_id, "action": "clipboard", "ok": True, "text": text})
+        return
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@do.command(name="clipboard-set", cls=_ActionCommand)
+@click.argument("text")
+@json_option
+@click.pass_context
+def _clipboard_set(ctx: click.Context, text: str, as_json: bool) -> None:
+    """Set the clipboard to TEXT (any Unicode; "" empties it)."""
+    _run(ctx, "clipboard-set", as_json, lambda d: d.clipboard_set(text), text=text)
+
+
+@do.command(name="open-url", cls=_ActionCommand)
+@click.argument("url")
+@click.option("--browser", help="Program to open it with (default: the desktop's opener, xdg-open on Linux).")
+@json_option
+@click.pass_context
+def _open_url(ctx: click.Context, url: str, browser: str | None, as_json: bool) -> None:
+    """Open URL in a browser.
+
+    Returns once the URL is handed over: `deskctl do ID wait-for TITLE` waits for its window.
+    """
+    _run(ctx, "open-url", as_json, lambda d: d.open_url(url, browser), url=url, browser=browser)
+
+
+@do.command(name="launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@json_option
+@click.argument("app")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def _launch(ctx: click.Context, app: str, args: tuple[str, ...], as_json: bool) -> None:
+    """Start an app detached; print its pid.
+
+    APP runs with ARGS, detached; its process id on the desktop is printed (when the desktop tells it).
+
+    Everything after APP is its arguments (--json goes before APP):
+    deskctl do ID launch xmessage -title hello "hi there".
+    """
+    session_id: str = ctx.obj
+    with _attached(session_id) as desk:
+        pid = desk.launch(app, *args)
+    if as_json:
+        echo_json({"id": session_id, "action": "launch", "ok": True, "app": app, "args": list(args), "pid": pid})
+    elif pid is not None:
+        click.echo(str(pid))
+    else:
+        note(f"{app} started; the desktop did not tell its process id")
+
+
+@do.command(name="windows", cls=_ActionCommand)
+@json_option
+@click.pass_context
+def _windows(ctx: click.Context, as_json: bool) -> None:
+    """Print the window titles, one per line."""
+    session_id: str = ctx.obj
+    with _attached(session_id) as desk:
+        titles = desk.window_titles()
+    if as_json:
+        echo_json({"id": session_id, "action": "windows", "ok": True, "titles": titles})
+        return
+    for title in titles:
+        click.echo(title)
+
+
+@do.command(name="wait-for", cls=_ActionCommand)
+@click.argument("title")
+@click.option("--timeout", type=Number(0), default=30.0, show_default=True,
+              help="Seconds to wait; then wait.timeout, exit 6.")
+@json_option
+@click.pass_context
+def _wait_for(ctx: click.Context, title: str, timeout: float, as_json: bool) -> None:
+    """Wait for a window whose title contains TITLE.
+
+    Prints that window's whole title.
+
+    Exit 6 (wait.timeout) when none appears within --timeout seconds.
+    """
+    session_id: str = ctx.obj
+    with _attached(session_id) as desk:
+        found = desk.wait_for(title, timeout=timeout)
+    if as_json:
+        echo_json({"id": session_id, "action": "wait-for", "ok": True, "title": title, "window": found})
+        return
+    click.echo(str(found))
+
+
+def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--env K=V`` flags as a mapping; a flag without ``=`` or with a name a shell cannot set is
+    ``usage.bad_env`` (exit 2), before the desktop is reached."""
+    from deskctl.providers._guest import check_exec_options
+
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--env {pair!r} is not of the form KEY=VALUE", code="usage.bad_env",
+                             remedy="--env NAME=value (repeatable); NAME= sets an empty value")
+        env[name] = value
+    return check_exec_options(env, None, None)
+
+
 @click.command(name="exec", context_settings={"ignore_unknown_options": True})
 @click.argument("session_id")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--cwd", help="Directory on the desktop to run the command in (missing: the command fails unrun).")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Add a variable to the command's environment (repeatable).")
+@click.option("--user", help="Run as this user of the desktop (Linux: sudo -n -u USER).")
+@click.option("--background", is_flag=True,
+              help="Start it detached (a GUI app) and print its process id at once, without waiting.")
 @click.option("--timeout", type=Number(0), default=60.0, show_default=True,
-              help="Seconds before the command is killed.")
+              help="Seconds before the command is killed (exit code 124).")
 @json_option
-def exec_cmd(session_id: str, command: tuple[str, ...], timeout: float, as_json: bool) -> None:
-    """Run a command on a desktop: deskctl exec ID -- CMD ARGS...
+def exec_cmd(session_id: str, command: tuple[str, ...], cwd: str | None, env_pairs: tuple[str, ...],
+             user: str | None, background: bool, timeout: float, as_json: bool) -> None:
+    """Run a command on a desktop: deskctl exec ID [OPTIONS] -- CMD ARGS...
 
     Prints its stdout and stderr and exits with its exit code (with --json: one document, and the same exit code).
+    A single CMD argument is a shell line ("cd /tmp && ls"); several are quoted as words. With --background it
+    prints the process id on the desktop (--json: {"pid": N}) and exits 0 once the command has started.
     """
     import shlex
 
+    from deskctl.providers._guest import check_exec_options
+
+    env = _parse_env(env_pairs)
+    check_exec_options(None, user, None)  # a bad --user is usage.bad_user before the desktop is reached
     line = command[0] if len(command) == 1 else shlex.join(command)
     with _attached(session_id) as desk:
-        result = desk.exec(line, timeout=timeout)
+        result = desk.exec(line, timeout=timeout, cwd=cwd, env=env or None, user=user, background=background)
+    if background and result.exit_code == 0:
+        if as_json:
+            echo_json({"pid": result.pid})
+        elif result.pid is not None:
+            click.echo(str(result.pid))
+        else:
+            note("started; the desktop did not tell its process id")
+        return
     if as_json:
         echo_json(result.to_dict())
         raise click.exceptions.Exit(result.exit_code)

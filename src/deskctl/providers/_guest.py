@@ -28,7 +28,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]*\Z")
 
 
-def check_exec_options(env: Mapping[str, str] | None, user: str | None, provider: str) -> dict[str, str]:
+def check_exec_options(env: Mapping[str, str] | None, user: str | None, provider: str | None) -> dict[str, str]:
     """Refuse names a shell cannot set (``usage.bad_env``) or a user name that is not one (``usage.bad_user``);
     returns ``env`` as a plain dict of strings."""
     clean: dict[str, str] = {}
