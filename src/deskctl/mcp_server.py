@@ -10,9 +10,11 @@ only by ``deskctl mcp``.
 
 Tools (coordinates are screenshot pixels, the pinned geometry's space): ``screenshot``, ``click``,
 ``double_click``, ``triple_click``, ``right_click``, ``middle_click``, ``mouse_down``, ``mouse_up``, ``move``,
-``drag``, ``scroll``, ``type``, ``key``, ``key_down``, ``key_up``, ``cursor_position`` (where the provider can
-tell), ``wait``, and ``exec`` only when the server was started with ``allow_exec``. A failed tool call is an
-MCP tool error (``isError``) whose structured content is deskctl's ``{"error": {"code", "message", ...}}``.
+``drag``, ``scroll``, ``type``, ``key``, ``key_down``, ``key_up``, ``wait``; where the provider's capabilities
+say so ``cursor_position``, ``clipboard_get``/``clipboard_set`` and ``window_titles``/``wait_for``/``open_url``;
+and only when the server was started with ``allow_exec``, ``exec`` and ``launch`` (which runs any program).
+A failed tool call is an MCP tool error (``isError``) whose structured content is deskctl's
+``{"error": {"code", "message", ...}}``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ _DESKTOP_CHECK_SECONDS = 1.0
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 _INPUT = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+_OPEN = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 _EXEC = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 
 
@@ -210,11 +213,63 @@ class _Tools:
 
         return self.call(work)
 
-    def exec(self, command: str, timeout: float = 60.0) -> CallToolResult:
-        """Run a shell command on the desktop's machine (with its DISPLAY); returns exit_code, stdout, stderr."""
+    def clipboard_get(self) -> CallToolResult:
+        """Read the desktop's clipboard text."""
 
         def work() -> CallToolResult:
-            result = self.desk.exec(command, timeout=timeout)
+            text = self.desk.clipboard_get()
+            return _text(text, {"text": text})
+
+        return self.call(work)
+
+    def clipboard_set(self, text: str) -> CallToolResult:
+        """Put text on the desktop's clipboard (paste it with key ctrl+v)."""
+        return self._input(lambda: self.desk.clipboard_set(text), f"clipboard set ({len(text)} characters)")
+
+    def open_url(self, url: str) -> CallToolResult:
+        """Open a URL in the desktop's browser; use wait_for with its page title, then take a screenshot."""
+        return self._input(lambda: self.desk.open_url(url), f"opened {url}")
+
+    def window_titles(self) -> CallToolResult:
+        """List the titles of the desktop's top-level windows."""
+
+        def work() -> CallToolResult:
+            titles = self.desk.window_titles()
+            return _text("\n".join(titles) if titles else "(no titled windows)", {"titles": titles})
+
+        return self.call(work)
+
+    def wait_for(self, title: str, timeout: float = 30.0) -> CallToolResult:
+        """Wait (at most 60 s) until a window whose title contains `title` exists; returns its whole title.
+        Fails with wait.timeout when none appears in time."""
+
+        def work() -> CallToolResult:
+            if not (0 < timeout <= MAX_WAIT_SECONDS):
+                raise UsageError(f"timeout must be within 0..{MAX_WAIT_SECONDS:g} (more than 0), not {timeout:g}",
+                                 code="usage.bad_value")
+            found = self.desk.wait_for(title, timeout=timeout)
+            return _text(str(found), {"title": str(found)})
+
+        return self.call(work)
+
+    def launch(self, app: str, args: list[str] | None = None) -> CallToolResult:
+        """Start a program on the desktop, detached (a GUI app: it keeps running); returns its process id."""
+
+        def work() -> CallToolResult:
+            pid = self.desk.launch(app, *(args or []))
+            return _text(f"started {app}" + (f" (pid {pid})" if pid is not None else ""), {"pid": pid})
+
+        return self.call(work)
+
+    def exec(self, command: str, timeout: float = 60.0, cwd: str | None = None,
+             env: dict[str, str] | None = None, background: bool = False) -> CallToolResult:
+        """Run a shell command on the desktop's machine (with its DISPLAY) in `cwd` with `env` added; returns
+        exit_code, stdout, stderr. background: start it detached (a GUI app) and return its pid at once."""
+
+        def work() -> CallToolResult:
+            result = self.desk.exec(command, timeout=timeout, cwd=cwd, env=env, background=background)
+            if background and result.exit_code == 0:
+                return _text(f"started (pid {result.pid})", result.to_dict())
             text = f"exit code {result.exit_code}\n{result.stdout}" + (f"\n{result.stderr}" if result.stderr else "")
             return _text(text, result.to_dict())
 
@@ -255,10 +310,18 @@ def build_server(desk: Desktop, *, allow_exec: bool = False) -> MCPServer[Any]:
         (tools.key_up, "key_up", _INPUT),
         (tools.wait, "wait", _READ_ONLY),
     ]
-    if desk.provider.capabilities.cursor_position:
+    capabilities = desk.provider.capabilities
+    if capabilities.cursor_position:
         entries.append((tools.cursor_position, "cursor_position", _READ_ONLY))
+    if capabilities.clipboard:
+        entries += [(tools.clipboard_get, "clipboard_get", _READ_ONLY), (tools.clipboard_set, "clipboard_set", _INPUT)]
+    if capabilities.windows:
+        entries += [(tools.window_titles, "window_titles", _READ_ONLY), (tools.wait_for, "wait_for", _READ_ONLY),
+                    (tools.open_url, "open_url", _OPEN)]
     if allow_exec:
         entries.append((tools.exec, "exec", _EXEC))
+        if capabilities.windows:  # any program with any arguments: as much a command as exec is
+            entries.append((tools.launch, "launch", _EXEC))
     for fn, name, hints in entries:
         server.add_tool(fn, name=name, annotations=hints)
     return server

@@ -25,14 +25,21 @@ from PIL import Image
 from _procs import alive as _alive
 from deskctl.ledger import SessionRecord, open_ledger
 from deskctl.providers._x11 import X11Address, read_cookie
+from deskctl.providers.xvfb import XvfbProvider
 from probe import Probe
 
 pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed")
 
 mcp = pytest.importorskip("mcp")
 
-BASE_TOOLS = {"screenshot", "click", "double_click", "triple_click", "right_click", "middle_click", "mouse_down",
-              "mouse_up", "move", "drag", "scroll", "type", "key", "key_down", "key_up", "wait", "cursor_position"}
+CLIPBOARD_TOOLS = {"clipboard_get", "clipboard_set"}
+WINDOW_TOOLS = {"window_titles", "wait_for", "open_url"}
+_XVFB = XvfbProvider.capabilities
+# the harness tools are listed where the provider's capabilities say it has them (the test below checks xvfb does)
+BASE_TOOLS = ({"screenshot", "click", "double_click", "triple_click", "right_click", "middle_click", "mouse_down",
+               "mouse_up", "move", "drag", "scroll", "type", "key", "key_down", "key_up", "wait", "cursor_position"}
+              | (CLIPBOARD_TOOLS if _XVFB.clipboard else set()) | (WINDOW_TOOLS if _XVFB.windows else set()))
+EXEC_TOOLS = {"exec"} | ({"launch"} if _XVFB.windows else set())
 
 
 def _deskctl_argv(*args: str) -> list[str]:
@@ -64,9 +71,9 @@ def _probe_for(record: SessionRecord) -> Probe:
     return Probe.open(X11Address(display=str(data["display"])), read_cookie(data["cookie_file"]))
 
 
-def _stdio_client(*args: str) -> Any:
+def _stdio_client(*args: str, env: dict[str, str] | None = None) -> Any:
     params = mcp.StdioServerParameters(command=sys.executable, args=["-m", "deskctl", "mcp", *args],
-                                       env=dict(os.environ))
+                                       env={**os.environ, **(env or {})})
     return mcp.Client(params, read_timeout_seconds=120)
 
 
@@ -140,7 +147,7 @@ def test_exec_is_offered_only_with_allow_exec_and_runs_on_the_desktop() -> None:
     async def main() -> None:
         async with _stdio_client("--geometry", "640x480", "--allow-exec") as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert names == BASE_TOOLS | {"exec"}
+            assert names == BASE_TOOLS | EXEC_TOOLS
             display = (_only_session().handle or {})["data"]["display"]
             ran = await client.call_tool("exec", {"command": "echo $DISPLAY; echo oops >&2; exit 3"})
             assert not ran.is_error
@@ -149,6 +156,71 @@ def test_exec_is_offered_only_with_allow_exec_and_runs_on_the_desktop() -> None:
 
     _run(main)
     assert _only_session().status == "ended"
+
+
+def test_harness_tools_clipboard_windows_open_url_launch_and_exec_options(tmp_path: Path) -> None:
+    assert _XVFB.clipboard and _XVFB.windows, "xvfb implements the whole harness contract"
+    # the desktop's own opener, xdg-open, found first on PATH: it records the URL and shows a titled window
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    opener = bin_dir / "xdg-open"
+    opener.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {tmp_path}/opened\nexec xmessage -title "opened $1" "$1"\n')
+    opener.chmod(0o755)
+    title = f"deskctl-mcp-{os.getpid()}"
+
+    async def main() -> None:
+        async with _stdio_client("--geometry", "640x480", "--allow-exec",
+                                 env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names >= CLIPBOARD_TOOLS | WINDOW_TOOLS | {"exec", "launch"}
+
+            text = "héllo ✓ 'q' $x"
+            assert not (await client.call_tool("clipboard_set", {"text": text})).is_error
+            got = await client.call_tool("clipboard_get", {})
+            assert got.structured_content == {"text": text}
+
+            ran = await client.call_tool("exec", {"command": 'pwd; echo "$DK_A"', "cwd": str(tmp_path),
+                                                  "env": {"DK_A": "two words"}})
+            assert ran.structured_content["stdout"] == f"{tmp_path}\ntwo words\n", ran
+            bad_env = await client.call_tool("exec", {"command": "true", "env": {"1BAD": "x"}})
+            assert _error(bad_env)["code"] == "usage.bad_env"
+            started = await client.call_tool("exec", {"command": "sleep 120", "background": True, "timeout": 10})
+            pid = started.structured_content["pid"]
+            assert isinstance(pid, int) and pid > 1
+            assert _alive(pid)
+            os.kill(pid, signal.SIGTERM)
+
+            launched = await client.call_tool("launch", {"app": "xmessage", "args": ["-title", title, "hi"]})
+            assert not launched.is_error, launched
+            waited = await client.call_tool("wait_for", {"title": title, "timeout": 60})
+            assert waited.structured_content == {"title": title}
+            listed = await client.call_tool("window_titles", {})
+            assert title in listed.structured_content["titles"]
+            os.kill(launched.structured_content["pid"], signal.SIGTERM)
+
+            url = "https://example.invalid/a?b=1"
+            assert not (await client.call_tool("open_url", {"url": url})).is_error
+            assert (await client.call_tool("wait_for", {"title": f"opened {url}", "timeout": 60})).structured_content \
+                == {"title": f"opened {url}"}
+            assert (tmp_path / "opened").read_text() == url
+
+            late = await client.call_tool("wait_for", {"title": "no-such-window-anywhere", "timeout": 1})
+            assert _error(late)["code"] == "wait.timeout"
+            too_long = await client.call_tool("wait_for", {"title": "x", "timeout": 3600})
+            assert _error(too_long)["code"] == "usage.bad_value"
+
+    _run(main)  # the opener's xmessage ends with the desktop's X server
+    assert _only_session().status == "ended"
+
+
+def test_launch_needs_allow_exec_like_exec() -> None:
+    async def main() -> None:
+        async with _stdio_client("--geometry", "320x240") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert not names & {"exec", "launch"}
+            assert _error(await client.call_tool("launch", {"app": "xterm"}))["code"] == "usage.bad_tool_call"
+
+    _run(main)
 
 
 def test_record_writes_a_trajectory_of_the_agents_actions(tmp_path: Path) -> None:
