@@ -20,6 +20,7 @@ Every failure a caller can see is a :class:`DeskctlError` carrying a stable stri
     │   └── GeometryUnsupported       geometry.unsupported
     ├── BudgetExceeded                budget.exceeded          exit 4
     ├── CleanupIncomplete             cleanup.incomplete       exit 5
+    ├── WaitTimeout                   wait.timeout             exit 6
     ├── InfrastructureError           provider.error           exit 20
     │   ├── ProviderUnreachable       provider.unreachable
     │   ├── RateLimited               provider.rate_limited
@@ -67,6 +68,7 @@ __all__ = [
     "SessionClosed",
     "SessionLost",
     "UsageError",
+    "WaitTimeout",
 ]
 
 

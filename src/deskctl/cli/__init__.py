@@ -80,7 +80,7 @@ def cli(ctx: click.Context) -> None:
 
     \b
     Exit codes: 0 ok, 1 internal, 2 usage, 3 preflight, 4 budget, 5 cleanup incomplete,
-    20 infrastructure, 130/143 interrupted (after cleanup).
+    6 wait timed out, 20 infrastructure, 130/143 interrupted (after cleanup).
 
     Option precedence: flags > environment > ./deskctl.toml > ~/.config/deskctl/config.toml > defaults.
     A key of the [defaults] table is an option's long name and sets it for every command that has it.
