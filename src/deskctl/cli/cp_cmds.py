@@ -132,23 +132,23 @@ def cp(source: str, destination: str, as_json: bool) -> None:
             raise UsageError(f"{src.path}: no such file or directory here", code="usage.no_such_file")
         target = into_destination(src, dest, dest_is_dir=False)
     else:
-        local_dest = Path(os.path.expanduser(dest.path))
-        target = into_destination(src, dest, dest_is_dir=local_dest.is_dir())
+        target = into_destination(src, dest, dest_is_dir=Path(os.path.expanduser(dest.path)).is_dir())
+        local = Path(target)
     session_id = dest.session_id if dest.remote else src.session_id
     assert session_id is not None
     from deskctl.cli.session_cmds import _attached
 
     with _attached(session_id) as desk:
-        if dest.remote:
-            desk.upload(local, target)
-            files, size = _tally(local)
-        else:
-            try:
+        try:
+            if dest.remote:
+                desk.upload(local, target)
+            else:
                 desk.download(src.path, target)
-            except (IsADirectoryError, NotADirectoryError, FileExistsError) as exc:
-                raise UsageError(f"cannot copy {src} to {target!r}: {exc.strerror}", code="usage.bad_path",
-                                 remedy="a directory can only be copied to a directory or a new path") from None
-            files, size = _tally(Path(target))
+        except (IsADirectoryError, NotADirectoryError, FileExistsError) as exc:
+            # a file onto a directory or the other way round (the desktop's side is not looked at beforehand)
+            raise UsageError(f"cannot copy {src} to {target!r}: {exc.strerror}", code="usage.bad_path",
+                             remedy="end DEST with / to copy into a directory on the desktop") from None
+        files, size = _tally(local)
     shown = f"{session_id}:{target}" if dest.remote else target
     info: dict[str, Any] = {"id": session_id, "source": str(src), "destination": shown, "files": files,
                             "bytes": size}
