@@ -82,12 +82,6 @@ def test_exec_with_a_bad_env_runs_nothing_on_a_live_desktop(sid: str, tmp_path: 
     assert not marker.exists()
 
 
-def test_json_after_double_dash_belongs_to_the_command(sid: str) -> None:
-    # a failing command whose own arguments hold --json: deskctl's output stays plain
-    proc = deskctl("exec", sid, "--", "sh", "-c", "echo out; exit 3", "x", "--json")
-    assert (proc.returncode, proc.stdout) == (3, "out\n")
-
-
 # -- exec options ---------------------------------------------------------------------------------------------------
 def test_exec_cwd_env_and_json(sid: str, tmp_path: Path) -> None:
     where = tmp_path / "work dir"

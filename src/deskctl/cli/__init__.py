@@ -98,8 +98,7 @@ def cli(ctx: click.Context) -> None:
 
 
 def wants_json(argv: list[str]) -> bool:
-    """``--json`` among deskctl's own arguments (not after ``--``, where it belongs to an exec'd command)."""
-    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+    return "--json" in argv
 
 
 def emit_error(err: DeskctlError, *, as_json: bool) -> None:
