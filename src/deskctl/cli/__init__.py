@@ -4,19 +4,24 @@ One module per command group under ``deskctl.cli``; each is imported only when i
 ``deskctl --help`` stays fast. Data goes to stdout, messages to stderr. Every failure goes through one
 abort path (:func:`main`): a :class:`~deskctl.errors.DeskctlError` prints its message (or, with ``--json``,
 ``{"error": {...}}``) and exits with the error's exit code.
+
+This package imports no click: the click application is :mod:`deskctl.cli._app` (``deskctl.cli.cli``), loaded
+for every command but the plain forms of ``deskctl do ID ACTION ...``, which :mod:`deskctl.cli._do_fast` runs
+without it (a whole process per action: click's import was a third of the call), from a table made from the
+click commands; anything else it leaves to click (help, parse errors), so the output is the same either way.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
-
-from deskctl.cli._common import SuggestingGroup, UnknownCommand
+from deskctl.cli._output import emit_error
 from deskctl.errors import DeskctlError, Interrupted
+
+if TYPE_CHECKING:
+    from deskctl.cli._app import LazyGroup as LazyGroup
+    from deskctl.cli._app import cli as cli
 
 __all__ = ["cli", "main"]
 
@@ -45,109 +50,36 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _available(target: str) -> bool:
-    from importlib.util import find_spec
 
-    return find_spec(target.split(":", 1)[0]) is not None
+def __getattr__(name: str) -> Any:
+    if name in ("cli", "LazyGroup"):
+        from deskctl.cli import _app
 
-
-class LazyGroup(SuggestingGroup):
-    """A group whose subcommands are imported on first use."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name, (target, _) in COMMANDS.items() if _available(target))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
-        if entry is None or not _available(entry[0]):
-            return None
-        module_name, _, attr = entry[0].partition(":")
-        command: click.Command = getattr(importlib.import_module(module_name), attr)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="deskctl")
-@click.pass_context
-def cli(ctx: click.Context) -> None:
-    """deskctl: desktops for computer-use agents, preflighted, pinned, cleaned up and metered.
-
-    \b
-    Exit codes: 0 ok, 1 internal, 2 usage, 3 preflight, 4 budget, 5 cleanup incomplete,
-    6 wait timed out, 20 infrastructure, 130/143 interrupted (after cleanup).
-
-    Option precedence: flags > environment > ./deskctl.toml > ~/.config/deskctl/config.toml > defaults.
-    A key of the [defaults] table is an option's long name and sets it for every command that has it.
-
-    Shell completion: eval "$(_DESKCTL_COMPLETE=bash_source deskctl)" (zsh_source, fish_source).
-    """
-    from deskctl.config import load_config
-
-    config = load_config()
-    if config.defaults and not ctx.resilient_parsing:
-        from deskctl.cli._spec import defaults_map
-
-        ctx.default_map = defaults_map(ctx, cli, config)
-    ctx.obj = config
+        return getattr(_app, name)
+    raise AttributeError(f"module 'deskctl.cli' has no attribute {name!r}")
 
 
 def wants_json(argv: list[str]) -> bool:
     return "--json" in argv
 
 
-def emit_error(err: DeskctlError, *, as_json: bool) -> None:
-    from deskctl.credentials import redact
-
-    if as_json:
-        click.echo(json.dumps(err.to_dict()), err=False)
-        return
-    where = f" [{err.provider}]" if err.provider else ""
-    click.echo(f"error{where}: {redact(err.message)} ({err.code})", err=True)
-    if err.remedy:
-        click.echo(f"  remedy: {redact(err.remedy)}", err=True)
-
-
-def _usage_code(exc: click.ClickException) -> str:
-    """The stable code of a parse error click raised (the most specific class first)."""
-    for kind, code in ((click.exceptions.NoSuchOption, "usage.unknown_option"),
-                       (UnknownCommand, "usage.unknown_command"),
-                       (click.exceptions.MissingParameter, "usage.missing_argument"),
-                       (click.exceptions.BadParameter, "usage.bad_value")):
-        if isinstance(exc, kind):
-            return code
-    return "usage.invalid"
-
-
-def main(argv: list[str] | None = None) -> Any:
-    """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``."""
+def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
+    """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``.
+    ``fast=False`` sends ``deskctl do`` through click too (the reference its fast path is tested against)."""
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(args)
     try:
-        # with standalone_mode=False click returns (not raises) the code of a command's ctx.exit(N)
-        returned = cli.main(args=args, prog_name="deskctl", standalone_mode=False)
-        if isinstance(returned, int) and not isinstance(returned, bool) and returned:
-            sys.exit(returned)
+        if fast and args[:1] == ["do"]:
+            from deskctl.cli._do_fast import run
+
+            if run(args):
+                sys.exit(0)
+        from deskctl.cli._app import run_click
+
+        run_click(args, as_json=as_json)
     except DeskctlError as err:
         emit_error(err, as_json=as_json)
         sys.exit(err.exit_code)
-    except click.exceptions.Abort:
-        emit_error(Interrupted("interrupted"), as_json=as_json)
-        sys.exit(130)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        if as_json:
-            click.echo(json.dumps({"error": {"code": _usage_code(exc), "message": exc.format_message(),
-                                             "provider": None, "remedy": "see --help"}}))
-        else:
-            exc.show()
-        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except KeyboardInterrupt:
         emit_error(Interrupted("interrupted"), as_json=as_json)
         sys.exit(130)

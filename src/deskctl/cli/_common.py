@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
+
+from deskctl.cli._output import echo_json, iso_time
 
 __all__ = ["Number", "SuggestingGroup", "UnknownCommand", "desktop_options", "echo_json", "iso_time", "json_option",
            "note"]
@@ -19,52 +19,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 def json_option(func: F) -> F:
     """``--json``: print one machine-readable document on stdout (errors as ``{"error": {...}}``)."""
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(func)
-
-
-#: keys that hold a moment (Unix time inside deskctl) besides those ending in ``_at``
-_TIME_KEYS = {"now", "since"}
-
-
-def _shape(key: str, value: float) -> Any:
-    """The one ``--json`` shape of a number by its key: times ISO-8601, ``*_ms`` to 0.1 ms, seconds to 1 ms."""
-    if key.endswith("_at") or key in _TIME_KEYS:
-        return iso_time(value)
-    if key.endswith("_ms"):
-        return round(value, 1)
-    if key == "seconds" or key.endswith("_seconds") or key.startswith("seconds_"):
-        return round(value, 3)
-    return value
-
-
-def _scrub(value: Any, key: str = "") -> Any:
-    from deskctl.credentials import redact
-
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, float | int) and not isinstance(value, bool) and key:
-        return _shape(key, value) if isinstance(value, float) or key.endswith("_at") or key in _TIME_KEYS \
-            else value
-    if isinstance(value, dict):
-        return {k: _scrub(item, str(k)) for k, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub(item, key) for item in value]
-    return value
-
-
-def echo_json(data: dict[str, Any]) -> None:
-    """One JSON object on stdout, in the shape every command shares: times as ISO-8601 UTC strings (keys
-    ending in ``_at``, ``now``, ``since``), durations in seconds rounded to the millisecond, ``*_ms`` to 0.1 ms.
-    Every string in it is redacted (a URL's password, registered secrets): the values are scrubbed, not the
-    JSON text, so a key such as ``"secret": true`` stays valid JSON."""
-    click.echo(json.dumps(_scrub(data), indent=2, sort_keys=True, default=str))
-
-
-def iso_time(epoch: float | None) -> str | None:
-    """A Unix time as ISO-8601 UTC with milliseconds (``2026-12-01T03:16:44.123Z``), the shape of every time in
-    ``--json`` output; None stays None."""
-    if epoch is None or not math.isfinite(epoch):
-        return None
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def note(message: str) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from deskctl.cli._common import Number, SuggestingGroup, desktop_options, echo_json, json_option, note
+from deskctl.cli._do_fast import act as _act
+from deskctl.cli._do_fast import attached as _attached
 from deskctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -225,18 +226,6 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-@contextmanager
-def _attached(session_id: str) -> Iterator[Desktop]:
-    from deskctl.session import attach
-
-    with _ledger() as book:
-        desk = attach(session_id, ledger=book)
-        try:
-            yield desk
-        finally:
-            desk.release()
-
-
 def _check_output(output: str) -> None:
     """A file deskctl can create or replace at ``output``, else ``usage.bad_path`` (exit 2)."""
     import os
@@ -322,11 +311,8 @@ def do(ctx: click.Context, session_id: str) -> None:
 
 
 def _run(ctx: click.Context, name: str, as_json: bool, apply: Callable[[Desktop], None], **args: Any) -> None:
-    session_id: str = ctx.obj
-    with _attached(session_id) as desk:
-        apply(desk)
-    if as_json:
-        echo_json({"id": session_id, "action": name, "ok": True, **args})
+    # the same code as the click-free path of `deskctl do` (cli/_do_fast.py), which follows this convention
+    _act(ctx.obj, name, as_json, apply, args)
 
 
 def _xy(func: F) -> F:
@@ -416,7 +402,8 @@ def _move(ctx: click.Context, x: int, y: int, as_json: bool) -> None:
 @click.pass_context
 def _drag(ctx: click.Context, x1: int, y1: int, x2: int, y2: int, button: str, as_json: bool) -> None:
     """Drag from X1 Y1 to X2 Y2."""
-    _run(ctx, "drag", as_json, lambda d: d.drag(x1, y1, x2, y2, button), x1=x1, y1=y1, x2=x2, y2=y2)
+    _run(ctx, "drag", as_json, lambda d: d.drag(x1, y1, x2, y2, button), x1=x1, y1=y1, x2=x2, y2=y2,
+         button=button)
 
 
 @do.command(name="scroll", cls=_ActionCommand)

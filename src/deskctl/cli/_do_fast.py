@@ -1,0 +1,234 @@
+"""``deskctl do ID ACTION ARGS...`` without click.
+
+An agent that drives a desktop through the CLI pays a whole process per action, and click's import alone was
+a third of it. :func:`run` takes the plain forms of an action (the action's arguments and options, ``--json``)
+and runs them through :func:`act`, the same code the click command runs. It reads the actions' arguments from
+:mod:`deskctl.cli._do_table`, a table made from the click commands themselves (:func:`build_table`; a test
+checks it is current), so there is no second definition of an action. Whatever it does not take as click would
+(``--help``, a bad number, a missing or extra argument, an unknown option, ``--``, ``[defaults]`` in a config
+file) it leaves to click, untouched: help, parse errors and their exit codes come from click alone.
+
+An action runs as ``Desktop.<action with - as _>(**its parameters)``, and its ``--json`` document is
+``{"id", "action", "ok", **its parameters}``: the convention every click action command follows (test: both
+ways give the same output and the same effect for the same argv).
+
+    python -m deskctl.cli._do_fast    # rewrite _do_table.py after changing an action's arguments
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from deskctl.cli._output import echo_json
+
+if TYPE_CHECKING:
+    from deskctl.session import Desktop
+
+__all__ = ["FAST_ACTIONS", "act", "attached", "build_table", "parse", "run"]
+
+#: the actions of ``deskctl do`` taken without click (each follows the convention above)
+FAST_ACTIONS = ("click", "double-click", "triple-click", "right-click", "middle-click", "move", "drag", "scroll",
+                "type", "key", "key-down", "key-up", "mouse-down", "mouse-up")
+
+
+@contextmanager
+def attached(session_id: str) -> Iterator[Desktop]:
+    """The running session ``session_id``, released (not destroyed) at the end of the ``with``."""
+    from deskctl.ledger import open_ledger
+    from deskctl.session import attach
+
+    with open_ledger() as book:
+        desk = attach(session_id, ledger=book)
+        try:
+            yield desk
+        finally:
+            desk.release()
+
+
+def act(session_id: str, name: str, as_json: bool, apply: Callable[[Desktop], object],
+        args: dict[str, Any]) -> None:
+    """One action on a running desktop, and with ``as_json`` its document: what every ``deskctl do`` action
+    does, on the click path and on this one."""
+    with attached(session_id) as desk:
+        apply(desk)
+    if as_json:
+        echo_json({"id": session_id, "action": name, "ok": True, **args})
+
+
+def _convert(kind: str, raw: str) -> Any:
+    """A value as click's INT or STRING type converts it; ValueError when click would refuse it."""
+    return int(raw) if kind == "int" else raw
+
+
+def parse(args: list[str]) -> tuple[str, str, dict[str, Any], bool] | None:
+    """``(session id, action, its parameters, --json)`` for an argv click would parse into exactly that, or None
+    when click is to handle it (anything but the plain forms, and every parse error)."""
+    if len(args) < 3 or args[0] != "do" or args[1].startswith("-"):
+        return None
+    from deskctl.cli._do_table import NEGATIVE_NUMBER, VERBS
+
+    session_id, name, rest = args[1], args[2], args[3:]
+    spec = VERBS.get(name)
+    if spec is None:
+        return None
+    import re
+
+    negative = re.compile(NEGATIVE_NUMBER)
+
+    def option_like(token: str) -> bool:  # what the action command treats as an option (not "-", not "-3")
+        return token.startswith("-") and len(token) > 1 and not negative.match(token)
+
+    options: dict[str, dict[str, Any]] = spec["options"]
+    values = {option["name"]: option["default"] for option in options.values()}
+    positional: list[str] = []
+    index = 0
+    try:
+        while index < len(rest):
+            token = rest[index]
+            index += 1
+            if not option_like(token):
+                positional.append(token)
+                continue
+            name_part, equals, explicit = token.partition("=")
+            option = options.get(name_part) if equals and token.startswith("--") else options.get(token)
+            if option is None:
+                return None
+            if option["type"] == "flag":
+                if equals:
+                    return None
+                values[option["name"]] = True
+                continue
+            if not equals:
+                if index == len(rest) or option_like(rest[index]):
+                    return None
+                explicit = rest[index]
+                index += 1
+            values[option["name"]] = _convert(option["type"], explicit)
+        arguments: list[dict[str, Any]] = spec["arguments"]
+        if len(positional) > len(arguments):
+            return None
+        for position, argument in enumerate(arguments):
+            if position < len(positional):
+                values[argument["name"]] = _convert(argument["type"], positional[position])
+            elif argument["required"]:
+                return None
+            else:
+                values[argument["name"]] = argument["default"]
+    except ValueError:
+        return None
+    as_json = bool(values.pop("as_json", False))
+    return session_id, name, values, as_json
+
+
+def run(args: list[str]) -> bool:
+    """Run ``deskctl do`` for ``args`` without click; False (having done nothing) when click is to run it.
+    Errors are raised, for the abort path of :func:`deskctl.cli.main`."""
+    if "_DESKCTL_COMPLETE" in os.environ:  # shell completion is click's
+        return False
+    parsed = parse(args)
+    if parsed is None:
+        return False
+    from deskctl.config import load_config
+
+    try:
+        config = load_config()
+    except Exception:  # click's path reports it, the same way as for any other command
+        return False
+    if config.defaults:  # [defaults] may set an action's option: click applies them
+        return False
+    session_id, name, params, as_json = parsed
+    method = name.replace("-", "_")
+    act(session_id, name, as_json, lambda desk: getattr(desk, method)(**params), params)
+    return True
+
+
+# -- the table, made from the click commands ---------------------------------------------------------------
+def build_table() -> dict[str, Any]:
+    """The arguments and options of every action in :data:`FAST_ACTIONS`, read from its click command. Raises
+    ValueError for a parameter this module cannot parse as click does (then take the action out of
+    :data:`FAST_ACTIONS`, or teach :func:`parse` the new kind)."""
+    import click
+
+    from deskctl.cli import session_cmds
+    from deskctl.session import Desktop
+
+    def kind(param: click.Parameter) -> str:
+        if type(param.type) is click.types.IntParamType:
+            return "int"
+        if type(param.type) is click.types.StringParamType:
+            return "str"
+        raise ValueError(f"{param.name}: type {param.type!r}")
+
+    samples = {"int": "0", "str": "x"}
+    verbs: dict[str, Any] = {}
+    context = click.Context(session_cmds.do, info_name="do")
+    for name in FAST_ACTIONS:
+        command = session_cmds.do.get_command(context, name)
+        if not isinstance(command, session_cmds._ActionCommand):
+            raise ValueError(f"do {name}: not an action command")
+        if not callable(getattr(Desktop, name.replace("-", "_"), None)):
+            raise ValueError(f"do {name}: Desktop has no method {name.replace('-', '_')}")
+        for param in command.params:
+            if (param.callback is not None or not param.expose_value or param.envvar or param.multiple
+                    or param.nargs != 1 or param.is_eager or param.name is None
+                    or (isinstance(param, click.Option) and (param.secondary_opts or param.count or param.required
+                                                             or param.prompt))):
+                raise ValueError(f"do {name} {param.name}: a parameter kind the fast path does not parse")
+        required = [param for param in command.params if isinstance(param, click.Argument) and param.required]
+        minimal = [samples[kind(param)] for param in required]
+        # the values the callback gets when nothing optional is given: click's own defaults, converted
+        defaults = command.make_context(name, list(minimal), parent=context).params
+        arguments: list[dict[str, Any]] = []
+        options: dict[str, dict[str, Any]] = {}
+        for param in command.params:
+            assert param.name is not None
+            if isinstance(param, click.Argument):
+                arguments.append({"name": param.name, "type": kind(param), "required": param.required,
+                                  "default": None if param.required else defaults[param.name]})
+                continue
+            assert isinstance(param, click.Option)
+            if param.is_flag:
+                given = command.make_context(name, [*minimal, param.opts[0]], parent=context).params[param.name]
+                if defaults[param.name] is not False or given is not True:
+                    raise ValueError(f"do {name} {param.name}: a flag that is not a plain on-switch")
+                entry: dict[str, Any] = {"name": param.name, "type": "flag", "default": False}
+            else:
+                entry = {"name": param.name, "type": kind(param), "default": defaults[param.name]}
+            for opt in param.opts:
+                options[opt] = entry
+        verbs[name] = {"arguments": arguments, "options": options}
+    return verbs
+
+
+def render_table() -> str:
+    """The source of ``_do_table.py``: one line per argument and option, in a stable order."""
+    from deskctl.cli import session_cmds
+
+    lines = ['"""Generated by ``python -m deskctl.cli._do_fast`` from the click commands of ``deskctl do``: the',
+             "arguments and options of each action its click-free path takes. Do not edit; rewrite it.\"\"\"",
+             "", "from typing import Any", "",
+             "#: what the action commands take as a negative number, not an option",
+             f"NEGATIVE_NUMBER = {session_cmds._NEGATIVE_NUMBER.pattern!r}", "",
+             "VERBS: dict[str, Any] = {"]
+    for name, verb in sorted(build_table().items()):
+        lines.append(f"    {name!r}: {{")
+        lines.append('        "arguments": [')
+        lines += [f"            {argument!r}," for argument in verb["arguments"]]
+        lines.append("        ],")
+        lines.append('        "options": {')
+        lines += [f"            {opt!r}: {option!r}," for opt, option in sorted(verb["options"].items())]
+        lines.append("        },")
+        lines.append("    },")
+    lines.append("}")
+    return "\n".join(lines).replace("'", '"') + "\n"
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    target = Path(__file__).with_name("_do_table.py")
+    target.write_text(render_table())
+    print(f"wrote {target}")

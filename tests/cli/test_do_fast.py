@@ -1,0 +1,197 @@
+"""`deskctl do` without click (cli/_do_fast.py): the same output, exit code and effect as through click for the
+same argv, a table that is the click commands' own, and an import list that stays short."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _cli import deskctl
+
+_RUNNER = """
+import json, os, sys
+from deskctl.cli import main
+try:
+    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
+finally:
+    with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
+        json.dump(sorted(sys.modules), out)
+"""
+
+#: argv after `do SID`, each taken by the fast path (the plain forms, the action's own errors)
+FAST = [
+    ["click", "5", "6"], ["click", "5", "6", "--json"], ["click", "--json", "7", "8", "--button", "right"],
+    ["click", "9", "10", "--button=middle", "--json"], ["double-click", "11", "12", "--json"],
+    ["triple-click", "13", "14"], ["right-click", "15", "16", "--json"], ["middle-click", "17", "18"],
+    ["move", "19", "20", "--json"], ["drag", "1", "2", "30", "40", "--json"], ["drag", "3", "4", "31", "41",
+                                                                                  "--button", "right"],
+    ["scroll", "20", "21", "--json"], ["scroll", "22", "23", "-3", "--dx", "2", "--json"],
+    ["scroll", "24", "25", "--dx", "-2"], ["type", "hé", "--json"], ["key", "ctrl+a", "--json"],
+    ["key-down", "shift"], ["key-up", "shift", "--json"], ["mouse-down", "26", "27", "--json"],
+    ["mouse-up", "28", "29", "--json", "--button", "left"],
+    # errors of the action itself, raised after parsing: the abort path prints them either way
+    ["click", "5000", "5"], ["click", "5000", "5", "--json"], ["click", "-5", "5"],
+    ["click", "5", "5", "--button", "sideways"], ["click", "5", "5", "--button", "-5", "--json"],
+    ["click", "5", "5", "--button=-x"], ["key", "hyper", "--json"], ["key", "+"],
+]
+
+#: argv after `do SID` that the fast path leaves to click (help, parse errors, anything unusual)
+DECLINED = [
+    ["click", "5"], ["click", "x", "5", "--json"], ["click", "5", "5", "--bogus"], ["click", "5", "5", "--json=1"],
+    ["click", "--help"], ["click", "-h"], ["scroll", "1", "1", "1", "1"], ["type", "--", "-x"],
+    ["click", "5", "5", "--button", "--json"], ["click", "5", "5", "--button"], ["clik", "5", "5"], [],
+    ["--help"], ["click", "1.5", "2"], ["click", "5", "5", "-j"],
+]
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One DESKCTL_HOME for the module's desktop and every test of this module."""
+    return tmp_path_factory.mktemp("deskctl-home-do-fast")
+
+
+@pytest.fixture(autouse=True)
+def same_home(module_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DESKCTL_HOME", str(module_home))
+
+
+@pytest.fixture(scope="module")
+def session(module_home: Path) -> Iterator[str]:
+    env = {"DESKCTL_HOME": str(module_home)}
+    sid = deskctl("up", "--geometry", "320x240", env=env, check=True).stdout.strip()
+    try:
+        yield sid
+    finally:
+        deskctl("down", sid, env=env, check=True)
+
+
+def _pointer_and_counts(sid: str, *, reset: bool = False) -> tuple[tuple[int, int], dict[str, int]]:
+    """Where the pointer is (read over X directly, not counted as an action) and the ledger's action counts."""
+    from deskctl.ledger import open_ledger
+    from deskctl.providers._x11 import X11Driver, read_cookie
+
+    with open_ledger() as book:
+        record = book.get(sid)
+    assert record is not None and record.handle is not None
+    data = record.handle["data"]
+    with X11Driver.open(str(data["display"]), cookie=read_cookie(data["cookie_file"])) as driver:
+        if reset:
+            driver.move(0, 0)
+        pointer = driver.cursor_position()
+    return pointer, dict(record.action_counts)
+
+
+def _run(args: list[str], *, fast: bool, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    modules = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), **(env or {})})
+    return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+            "modules": json.loads(modules.read_text())}
+
+
+def _both_ways(sid: str, args: list[str], tmp_path: Path,
+               env: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    results = []
+    for fast in (True, False):
+        _, before = _pointer_and_counts(sid, reset=True)
+        result = _run(args, fast=fast, tmp_path=tmp_path, env=env)
+        pointer, after = _pointer_and_counts(sid)
+        result["pointer"] = pointer
+        result["counted"] = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+        results.append(result)
+    return results[0], results[1]
+
+
+def _shown(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k != "modules"}
+
+
+@pytest.mark.parametrize("tail", FAST, ids=lambda tail: " ".join(tail))
+def test_the_fast_path_gives_what_click_gives(session: str, tail: list[str], tmp_path: Path) -> None:
+    fast, through_click = _both_ways(session, ["do", session, *tail], tmp_path)
+    assert _shown(fast) == _shown(through_click)
+    assert "click" not in fast["modules"], "the fast path did not take this argv"
+    assert "click" in through_click["modules"]
+
+
+@pytest.mark.parametrize("tail", DECLINED, ids=lambda tail: " ".join(tail) or "(nothing)")
+def test_what_the_fast_path_declines_click_answers_as_before(session: str, tail: list[str], tmp_path: Path) -> None:
+    fast, through_click = _both_ways(session, ["do", session, *tail], tmp_path)
+    assert _shown(fast) == _shown(through_click)
+    assert "click" in fast["modules"]
+    assert fast["exit"] in (0, 2)
+
+
+def test_an_unknown_session_is_the_same_error_both_ways(tmp_path: Path) -> None:
+    for tail in (["click", "1", "1"], ["click", "1", "1", "--json"]):
+        fast = _run(["do", "dk-nosuchone", *tail], fast=True, tmp_path=tmp_path)
+        through_click = _run(["do", "dk-nosuchone", *tail], fast=False, tmp_path=tmp_path)
+        assert _shown(fast) == _shown(through_click)
+        assert fast["exit"] == 2 and "usage.not_found" in fast["stdout"] + fast["stderr"]
+        assert "click" not in fast["modules"]
+
+
+def test_config_defaults_go_through_click(session: str, tmp_path: Path) -> None:
+    """`[defaults]` may set an action's option (click's default map): the fast path leaves such a call to click."""
+    config = tmp_path / "config.toml"
+    config.write_text('[defaults]\nbutton = "right"\n')
+    fast, through_click = _both_ways(session, ["do", session, "click", "5", "5", "--json"], tmp_path,
+                                     env={"DESKCTL_CONFIG": str(config)})
+    assert _shown(fast) == _shown(through_click)
+    assert "click" in fast["modules"]
+    assert fast["exit"] == 0 and json.loads(fast["stdout"])["button"] == "right"
+
+
+def test_do_loads_no_click_pydantic_or_what_an_action_does_not_use(session: str, tmp_path: Path) -> None:
+    """A whole process per action: what `deskctl do ID click` imports is what a click needs. A module in this list
+    showing up again is a regression of its per-call cost (bench/bench_cli.py)."""
+    result = _run(["do", session, "click", "5", "5", "--json"], fast=True, tmp_path=tmp_path)
+    assert result["exit"] == 0, result["stderr"]
+    unwanted = {"click", "pydantic", "pydantic_core", "deskctl.spec", "deskctl.metering", "deskctl.budget",
+                "tomllib", "deskctl.cli._app", "deskctl.cli.session_cmds"}
+    assert sorted(unwanted & set(result["modules"])) == []
+
+
+def test_the_table_is_made_from_the_click_commands() -> None:
+    """_do_table.py is what build_table() reads from the click commands now: after changing an action's arguments,
+    `python -m deskctl.cli._do_fast` rewrites it."""
+    from deskctl.cli import _do_fast, _do_table
+
+    assert _do_fast.build_table() == _do_table.VERBS, "stale: run python -m deskctl.cli._do_fast"
+    assert Path(_do_table.__file__).read_text() == _do_fast.render_table(), "run python -m deskctl.cli._do_fast"
+
+
+@pytest.mark.parametrize(
+    ("tail", "parsed"),
+    [
+        (["click", "5", "6"], {"x": 5, "y": 6, "button": "left"}),
+        (["click", "-5", "+6", "--button=-x"], {"x": -5, "y": 6, "button": "-x"}),
+        (["click", "5", "6", "--button", "-5", "--button", "right"], {"x": 5, "y": 6, "button": "right"}),
+        (["scroll", "1", "2"], {"x": 1, "y": 2, "dx": 0, "dy": 0}),
+        (["scroll", "1", "2", "-3", "--dx", "-4"], {"x": 1, "y": 2, "dx": -4, "dy": -3}),
+        (["type", "-"], {"text": "-"}),
+        (["key", "ctrl+-"], {"chord": "ctrl+-"}),
+    ],
+)
+def test_parse_reads_what_click_reads(tail: list[str], parsed: dict[str, Any]) -> None:
+    from deskctl.cli._do_fast import parse
+
+    assert parse(["do", "dk-1", *tail]) == ("dk-1", tail[0], parsed, False)
+    assert parse(["do", "dk-1", *tail, "--json"]) == ("dk-1", tail[0], parsed, True)
+
+
+@pytest.mark.parametrize("tail", [*DECLINED, ["click", "5", "5", "--json", "--"], ["click", "\u0665", "5", "5"]],
+                         ids=lambda tail: " ".join(tail) or "(nothing)")
+def test_parse_declines_what_it_does_not_read_as_click_does(tail: list[str]) -> None:
+    from deskctl.cli._do_fast import parse
+
+    assert parse(["do", "dk-1", *tail]) is None
+    assert parse(["do", "-h", "click", "5", "5"]) is None
