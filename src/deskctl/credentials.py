@@ -41,19 +41,31 @@ __all__ = [
 _lock = threading.Lock()
 _secrets: set[str] = set()
 
-# Shapes that look like secrets even when deskctl did not read them itself.
-_PATTERNS = [
-    re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic)\s+)[^\s\"',]+"),
-    re.compile(r"(?i)((?:api[_-]?key|token|secret|password|passwd|client_secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',&]+"),
-    re.compile(r"(?i)([?&](?:token|api_key|apikey|key|DAYTONA_SANDBOX_AUTH_KEY)=)[^&\s]+"),
+# Shapes that look like secrets even when deskctl did not read them itself. Each needs a ':' or a '=' in the
+# text; they are compiled when first needed (compiling them cost as much as the rest of a `deskctl do` import).
+_PATTERN_SOURCES = (
+    r"(?i)(authorization\s*[:=]\s*(?:bearer|basic)\s+)[^\s\"',]+",
+    r"(?i)((?:api[_-]?key|token|secret|password|passwd|client_secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',&]+",
+    r"(?i)([?&](?:token|api_key|apikey|key|DAYTONA_SANDBOX_AUTH_KEY)=)[^&\s]+",
     # the password of a URL's userinfo (postgresql://u:PASSWORD@h, http://u:PASSWORD@h, tcp://u:PASSWORD@h)
-    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@\"'<>]*:)[^/\s@\"'<>]+(?=@)"),
+    r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@\"'<>]*:)[^/\s@\"'<>]+(?=@)",
     # a bare user:PASSWORD@host (an ssh target written with a password)
     # (not an image pinned by digest: debian:bookworm@sha256:...)
-    re.compile(r"(?<![\w/:.@-])([\w.-]+:)[^\s@/:\"'<>]+(?=@(?!sha\d+:)[\w\[])"),
+    r"(?<![\w/:.@-])([\w.-]+:)[^\s@/:\"'<>]+(?=@(?!sha\d+:)[\w\[])",
     # a token alone as the userinfo of a web URL (https://TOKEN@host)
-    re.compile(r"(?i)(\bhttps?://)[^/\s:@\"'<>]+(?=@)"),
-]
+    r"(?i)(\bhttps?://)[^/\s:@\"'<>]+(?=@)",
+)
+_patterns: list[re.Pattern[str]] = []
+
+
+def _compiled_patterns() -> list[re.Pattern[str]]:
+    if not _patterns:
+        compiled = [re.compile(source) for source in _PATTERN_SOURCES]
+        with _lock:
+            if not _patterns:
+                _patterns.extend(compiled)
+    return _patterns
+
 
 REDACTED = "***"
 KEYRING_SERVICE = "deskctl"
@@ -75,7 +87,9 @@ def redact(text: str | None) -> str:
         secrets = sorted(_secrets, key=len, reverse=True)
     for secret in secrets:
         text = text.replace(secret, REDACTED)
-    for pattern in _PATTERNS:
+    if ":" not in text and "=" not in text:  # no pattern can match
+        return text
+    for pattern in _compiled_patterns():
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 

@@ -27,7 +27,6 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -775,6 +774,8 @@ class Ledger:
         for key, count, billable, cost, unknown in rows:
             name = str(key)
             if by == "day":
+                from datetime import UTC, datetime
+
                 name = datetime.fromtimestamp(int(key) * 86400, UTC).strftime("%Y-%m-%d")
             out[name] = Totals(int(count), float(billable or 0.0), float(cost or 0.0), int(unknown or 0))
         return out

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import hashlib
 import json
 import os
 import threading
@@ -58,6 +57,12 @@ LOCK_NAME = ".trajectory.lock"
 LEDGER_EVENT = "recording"
 #: how often the after shot is retaken while it still equals the before shot, within ``settle`` seconds
 SETTLE_POLL_SECONDS = 0.02
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib  # here: every `deskctl do` loads this module (attach looks for a recording); a click hashes nothing
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def action_fields(action: act.Action) -> dict[str, Any]:
@@ -170,7 +175,7 @@ class Recorder:
             path.write_bytes(shot.png)
         except OSError as exc:
             raise _write_failed("screenshot", path, exc) from exc
-        return {"path": name, "sha256": hashlib.sha256(shot.png).hexdigest(), "width": shot.width,
+        return {"path": name, "sha256": _sha256(shot.png), "width": shot.width,
                 "height": shot.height, "bytes": len(shot.png), "monotonic": at}
 
     def step(self, desk: Desktop, action: act.Action, perform: Callable[[], None]) -> None:
@@ -231,7 +236,7 @@ class Recorder:
         deadline = time.monotonic() + settle
         shot = desk._screenshot(count=False)
         # an application redraws after it received the input: within `settle`, wait for the screen to change
-        while hashlib.sha256(shot.png).hexdigest() == before["sha256"] and time.monotonic() < deadline:
+        while _sha256(shot.png) == before["sha256"] and time.monotonic() < deadline:
             time.sleep(min(SETTLE_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
             shot = desk._screenshot(count=False)
         return self._save(step, "after", shot, time.monotonic())
@@ -286,7 +291,7 @@ class Trajectory:
             data = path.read_bytes()
         except OSError:
             return "missing"
-        return "ok" if hashlib.sha256(data).hexdigest() == image.get("sha256") else "mismatch"
+        return "ok" if _sha256(data) == image.get("sha256") else "mismatch"
 
     def summary(self) -> dict[str, Any]:
         """Counts and times of the whole trajectory (``deskctl trajectory show``)."""

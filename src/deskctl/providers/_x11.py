@@ -40,8 +40,6 @@ symbol for an earlier key.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import re
 import socket
@@ -448,6 +446,10 @@ class _Shm:
     """A System V shared-memory segment attached to the X server for ShmGetImage (same host and IPC namespace)."""
 
     def __init__(self, display: Display, opcode: int, size: int) -> None:
+        # ctypes (and ctypes.util's subprocess, shutil, tempfile) only for a capture: a click never needs it
+        import ctypes
+        import ctypes.util
+
         from Xlib.protocol import rq
 
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -509,6 +511,8 @@ class _Shm:
             raise OSError(f"the X server cannot attach shared memory: {type(caught.get_error()).__name__}")
 
     def get_image(self, drawable: int, width: int, height: int) -> bytes:
+        import ctypes
+
         reply = self._get_image_cls(
             display=self.display.display, opcode=self.opcode, drawable=drawable, x=0, y=0, width=width,
             height=height, plane_mask=0xFFFFFFFF, format=2, shmseg=self.seg, offset=0,  # format 2 = ZPixmap
@@ -519,6 +523,8 @@ class _Shm:
         with contextlib.suppress(Exception):
             self._detach_cls(display=self.display.display, opcode=self.opcode, shmseg=self.seg)
             self.display.flush()
+        import ctypes
+
         self._libc.shmdt(ctypes.c_void_p(self.address))
 
 
