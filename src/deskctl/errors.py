@@ -109,7 +109,7 @@ class DeskctlError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """The ``{"error": {...}}`` document printed by ``--json`` on failure."""
-        from deskctl.credentials import redact
+        from deskctl._redact import redact
 
         body: dict[str, Any] = {
             "code": self.code,
@@ -124,7 +124,7 @@ class DeskctlError(Exception):
 
 def _redacted(value: Any) -> Any:
     """``value`` with every string in it redacted (details carry check messages, URLs, hosts)."""
-    from deskctl.credentials import redact
+    from deskctl._redact import redact
 
     if isinstance(value, str):
         return redact(value)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from deskctl.credentials import redact, register_secret
+from deskctl._redact import redact, register_secret
 from deskctl.errors import ConfigInvalid, DeskctlError, InfrastructureError
 
 __all__ = [

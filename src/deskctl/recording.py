@@ -67,7 +67,7 @@ def _sha256(data: bytes) -> str:
 
 def action_fields(action: act.Action) -> dict[str, Any]:
     """The action as a JSON object in pinned coordinates: ``{"kind": "click", "x": .., "y": .., ...}``."""
-    from deskctl.credentials import redact
+    from deskctl._redact import redact
 
     fields: dict[str, Any] = {"kind": act.action_kind(action)}
     for key, value in dataclasses.asdict(action).items():
@@ -181,7 +181,7 @@ class Recorder:
     def step(self, desk: Desktop, action: act.Action, perform: Callable[[], None]) -> None:
         """Record one action: the before shot, ``perform()``, the after shot, the row. A deskctl error of the
         shots or the action is written in the row's ``error`` and raised again."""
-        from deskctl.credentials import redact
+        from deskctl._redact import redact
 
         with self._locked() as fd:
             step = self._next_step(fd)

@@ -156,7 +156,7 @@ def test_do_loads_no_click_pydantic_or_what_an_action_does_not_use(session: str,
     result = _run(["do", session, "click", "5", "5", "--json"], fast=True, tmp_path=tmp_path)
     assert result["exit"] == 0, result["stderr"]
     unwanted = {"click", "pydantic", "pydantic_core", "deskctl.spec", "deskctl.metering", "deskctl.budget",
-                "tomllib", "deskctl.cli._app", "deskctl.cli.session_cmds", "hashlib", "ctypes", "ctypes.util"}
+                "tomllib", "deskctl.cli._app", "deskctl.cli.session_cmds", "hashlib", "ctypes", "ctypes.util", "deskctl.credentials"}
     assert sorted(unwanted & set(result["modules"])) == []
 
 

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # the one place an unexpected error becomes exit 1
-        from deskctl.credentials import redact
+        from deskctl._redact import redact
 
         internal = DeskctlError(f"internal error: {type(exc).__name__}: {redact(str(exc))}")
         emit_error(internal, as_json=as_json)

@@ -66,7 +66,7 @@ def _shape(key: str, value: float) -> Any:
 
 
 def _scrub(value: Any, key: str = "") -> Any:
-    from deskctl.credentials import redact
+    from deskctl._redact import redact
 
     if isinstance(value, str):
         return redact(value)
@@ -103,7 +103,7 @@ def iso_time(epoch: float | None) -> str | None:
 def emit_error(err: DeskctlError, *, as_json: bool) -> None:
     """A :class:`~deskctl.errors.DeskctlError` as the one abort path prints it: ``{"error": {...}}`` on stdout
     with ``--json``, else ``error [provider]: message (code)`` and its remedy on stderr, redacted."""
-    from deskctl.credentials import redact
+    from deskctl._redact import redact
 
     if as_json:
         echo(json.dumps(err.to_dict()))
