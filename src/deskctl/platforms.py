@@ -4,7 +4,6 @@ names a platform (providers' capabilities, attaching to a running session) does 
 
 from __future__ import annotations
 
-import difflib
 from enum import StrEnum
 
 from deskctl.errors import UsageError
@@ -38,5 +37,7 @@ _PLATFORM_ALIASES = {"linux": "ubuntu", "win": "windows", "mac": "macos", "osx":
 
 def suggest(value: str, known: list[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``known``, or an empty string."""
+    import difflib  # here: only a misspelt value needs it, and every `deskctl do` loads this module
+
     close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

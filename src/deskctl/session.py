@@ -263,10 +263,12 @@ class Desktop:
         desk._owns_ledger = owns_ledger
         desk._owned = False
         desk._limit_on_use = True
-        from deskctl.recording import recorder_from_events
+        # `deskctl up --record DIR` keeps recording (its event is recording.LEDGER_EVENT; the module loads only then)
+        events = ledger.events(record.session_id)
+        if any(event.kind == "recording" for event in events):
+            from deskctl.recording import recorder_from_events
 
-        # `deskctl up --record DIR` keeps recording
-        desk._recorder = recorder_from_events(ledger.events(record.session_id))
+            desk._recorder = recorder_from_events(events)
         desk._recorded_usd_per_hour = record.rate_usd_per_hour
         desk._create_sent_at = record.created_at
         desk._expires_at = record.expires_at

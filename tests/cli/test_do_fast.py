@@ -156,7 +156,8 @@ def test_do_loads_no_click_pydantic_or_what_an_action_does_not_use(session: str,
     result = _run(["do", session, "click", "5", "5", "--json"], fast=True, tmp_path=tmp_path)
     assert result["exit"] == 0, result["stderr"]
     unwanted = {"click", "pydantic", "pydantic_core", "deskctl.spec", "deskctl.metering", "deskctl.budget",
-                "tomllib", "deskctl.cli._app", "deskctl.cli.session_cmds", "hashlib", "ctypes", "ctypes.util", "deskctl.credentials"}
+                "tomllib", "deskctl.cli._app", "deskctl.cli.session_cmds", "hashlib", "ctypes", "ctypes.util", "deskctl.credentials",
+                "deskctl.recording", "difflib"}
     assert sorted(unwanted & set(result["modules"])) == []
 
 

@@ -7,7 +7,6 @@ register through the ``deskctl.providers`` entry-point group (name -> ``"module:
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -72,6 +71,8 @@ def load_provider_class(name: str) -> type[Provider]:
     registry = PROVIDERS if name in PROVIDERS else _all()
     if name not in registry:
         known = known_provider_names()
+        import difflib  # here: only a misspelt name needs it, and every `deskctl do` loads this module
+
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UsageError(f"unknown provider {name!r}{hint}; known: {', '.join(known)}",
