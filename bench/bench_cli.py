@@ -3,7 +3,7 @@
 * ``deskctl do ID click X Y`` against a detached xvfb session (``deskctl up --provider xvfb``) vs
   ``xdotool mousemove X Y click 1`` with DISPLAY and XAUTHORITY set;
 * ``deskctl screenshot ID -o FILE`` vs ``scrot`` (and ImageMagick ``import -window root FILE`` when installed);
-* for scale: the interpreter alone (``python -c pass``) and ``deskctl --help``;
+* for scale: the interpreter alone (``python -c pass``), ``python -c "import deskctl"`` and ``deskctl --help``;
 * 16 desktops at once: 16 ``deskctl up`` processes in parallel, then one ``deskctl do ID click`` each (in
   parallel), then 16 ``deskctl down ID`` (in parallel), vs the naive way: 16 ``Xvfb :N`` started by hand, each
   polled with ``xdpyinfo`` every 50 ms until it answers, one ``xdotool`` click each, kill and wait.
@@ -13,7 +13,7 @@ children's environment and every command runs once to warm up before it is timed
 fastest run, which shows the cost without the noise of a busy machine) and ratios (naive / deskctl).
 Target: ``deskctl do ID click`` <= 150 ms per call.
 
-    .venv/bin/python bench/bench_cli.py [--calls 30] [--fleet 16] [--fleet-rounds 3]
+    .venv/bin/python bench/bench_cli.py [--calls 30] [--fleet 16] [--fleet-rounds 3]   (--fleet 0: no fleet)
 """
 
 from __future__ import annotations
@@ -144,10 +144,12 @@ def main() -> None:
     try:
         x_env = dict(env, DISPLAY=info["display"], XAUTHORITY=info["xauthority"])
         floor = per_call([sys.executable, "-c", "pass"], env, args.calls)
+        imported = per_call([sys.executable, "-c", "import deskctl"], env, args.calls)
         helped = per_call([deskctl, "--help"], env, args.calls)
         ours = per_call([deskctl, "do", sid, "click", "10", "10"], env, args.calls)
         naive = per_call(["xdotool", "mousemove", "10", "10", "click", "1"], x_env, args.calls)
-        line("do click", ours, {"xdotool": naive, "python -c pass": floor, "deskctl --help": helped}, "<= 150 ms")
+        line("do click", ours, {"xdotool": naive, "python -c pass": floor, "import deskctl": imported,
+                                "deskctl --help": helped}, "<= 150 ms")
         shot = work / "shot.png"
         ours = per_call([deskctl, "screenshot", sid, "-o", str(shot)], env, args.calls)
         naive = {"scrot": per_call(["scrot", "-o", str(shot)], x_env, args.calls)}
@@ -156,6 +158,9 @@ def main() -> None:
         line("screenshot", ours, naive)
     finally:
         run([deskctl, "down", sid], env)
+    if args.fleet <= 0:
+        shutil.rmtree(work, ignore_errors=True)
+        return
 
     print(f"\n{args.fleet} desktops at once (up, one click each, down; parallel processes), "
           f"medians over {args.fleet_rounds} rounds")
