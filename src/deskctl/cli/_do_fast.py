@@ -5,8 +5,10 @@ a third of it. :func:`run` takes the plain forms of an action (the action's argu
 and runs them through :func:`act`, the same code the click command runs. It reads the actions' arguments from
 :mod:`deskctl.cli._do_table`, a table made from the click commands themselves (:func:`build_table`; a test
 checks it is current), so there is no second definition of an action. Whatever it does not take as click would
-(``--help``, a bad number, a missing or extra argument, an unknown option, ``--``, ``[defaults]`` in a config
-file) it leaves to click, untouched: help, parse errors and their exit codes come from click alone.
+(``--help``, a bad number, an argument left out or one too many, an unknown option, ``--``, ``[defaults]`` in a
+config file) it leaves to click, untouched: help, parse errors and their exit codes come from click alone. It
+takes an action only with all its arguments given, so a command that gives a left-out argument a meaning of its
+own (a click at the pointer) keeps it.
 
 An action runs as ``Desktop.<action with - as _>(**its parameters)``, and its ``--json`` document is
 ``{"id", "action", "ok", **its parameters}``: the convention every click action command follows (test: both
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FAST_ACTIONS", "act", "attached", "build_table", "parse", "run"]
 
-#: the actions of ``deskctl do`` taken without click (each follows the convention above)
+#: the actions of ``deskctl do`` taken without click (each follows the convention above); one whose parameters
+#: :func:`parse` cannot read as click does is left to click (:func:`build_table` says which, and why)
 FAST_ACTIONS = ("click", "double-click", "triple-click", "right-click", "middle-click", "move", "drag", "scroll",
                 "type", "key", "key-down", "key-up", "mouse-down", "mouse-up")
 
@@ -108,15 +111,10 @@ def parse(args: list[str]) -> tuple[str, str, dict[str, Any], bool] | None:
                 index += 1
             values[option["name"]] = _convert(option["type"], explicit)
         arguments: list[dict[str, Any]] = spec["arguments"]
-        if len(positional) > len(arguments):
+        if len(positional) != len(arguments):  # an argument left out may mean something to the command: click's
             return None
-        for position, argument in enumerate(arguments):
-            if position < len(positional):
-                values[argument["name"]] = _convert(argument["type"], positional[position])
-            elif argument["required"]:
-                return None
-            else:
-                values[argument["name"]] = argument["default"]
+        for argument, raw in zip(arguments, positional, strict=True):
+            values[argument["name"]] = _convert(argument["type"], raw)
     except ValueError:
         return None
     as_json = bool(values.pop("as_json", False))
@@ -146,10 +144,9 @@ def run(args: list[str]) -> bool:
 
 
 # -- the table, made from the click commands ---------------------------------------------------------------
-def build_table() -> dict[str, Any]:
-    """The arguments and options of every action in :data:`FAST_ACTIONS`, read from its click command. Raises
-    ValueError for a parameter this module cannot parse as click does (then take the action out of
-    :data:`FAST_ACTIONS`, or teach :func:`parse` the new kind)."""
+def build_table() -> tuple[dict[str, Any], dict[str, str]]:
+    """The arguments and options of every action in :data:`FAST_ACTIONS`, read from its click command, and the
+    actions left to click with the reason (a parameter :func:`parse` would not read as click does)."""
     import click
 
     from deskctl.cli import session_cmds
@@ -160,47 +157,54 @@ def build_table() -> dict[str, Any]:
             return "int"
         if type(param.type) is click.types.StringParamType:
             return "str"
-        raise ValueError(f"{param.name}: type {param.type!r}")
+        raise ValueError(f"{param.name} is of type {param.type.name}")
 
     samples = {"int": "0", "str": "x"}
     verbs: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
     context = click.Context(session_cmds.do, info_name="do")
     for name in FAST_ACTIONS:
-        command = session_cmds.do.get_command(context, name)
-        if not isinstance(command, session_cmds._ActionCommand):
-            raise ValueError(f"do {name}: not an action command")
-        if not callable(getattr(Desktop, name.replace("-", "_"), None)):
-            raise ValueError(f"do {name}: Desktop has no method {name.replace('-', '_')}")
-        for param in command.params:
-            if (param.callback is not None or not param.expose_value or param.envvar or param.multiple
-                    or param.nargs != 1 or param.is_eager or param.name is None
-                    or (isinstance(param, click.Option) and (param.secondary_opts or param.count or param.required
-                                                             or param.prompt))):
-                raise ValueError(f"do {name} {param.name}: a parameter kind the fast path does not parse")
-        required = [param for param in command.params if isinstance(param, click.Argument) and param.required]
-        minimal = [samples[kind(param)] for param in required]
-        # the values the callback gets when nothing optional is given: click's own defaults, converted
-        defaults = command.make_context(name, list(minimal), parent=context).params
-        arguments: list[dict[str, Any]] = []
-        options: dict[str, dict[str, Any]] = {}
-        for param in command.params:
-            assert param.name is not None
-            if isinstance(param, click.Argument):
-                arguments.append({"name": param.name, "type": kind(param), "required": param.required,
-                                  "default": None if param.required else defaults[param.name]})
-                continue
-            assert isinstance(param, click.Option)
-            if param.is_flag:
-                given = command.make_context(name, [*minimal, param.opts[0]], parent=context).params[param.name]
-                if defaults[param.name] is not False or given is not True:
-                    raise ValueError(f"do {name} {param.name}: a flag that is not a plain on-switch")
-                entry: dict[str, Any] = {"name": param.name, "type": "flag", "default": False}
-            else:
-                entry = {"name": param.name, "type": kind(param), "default": defaults[param.name]}
-            for opt in param.opts:
-                options[opt] = entry
-        verbs[name] = {"arguments": arguments, "options": options}
-    return verbs
+        try:
+            verbs[name] = _describe(name, context, session_cmds, Desktop, kind, samples)
+        except ValueError as exc:
+            skipped[name] = str(exc)
+    return verbs, skipped
+
+
+def _describe(name: str, context: Any, session_cmds: Any, desktop: type, kind: Callable[[Any], str],
+              samples: dict[str, str]) -> dict[str, Any]:
+    import click
+
+    command = session_cmds.do.get_command(context, name)
+    if not isinstance(command, session_cmds._ActionCommand):
+        raise ValueError("not an action command")
+    if not callable(getattr(desktop, name.replace("-", "_"), None)):
+        raise ValueError(f"Desktop has no method {name.replace('-', '_')}")
+    for param in command.params:
+        if (param.callback is not None or not param.expose_value or param.envvar or param.multiple
+                or param.nargs != 1 or param.is_eager or param.name is None
+                or (isinstance(param, click.Option) and (param.secondary_opts or param.count or param.required
+                                                         or param.prompt))):
+            raise ValueError(f"{param.name}: a parameter kind the fast path does not parse")
+    arguments = [param for param in command.params if isinstance(param, click.Argument)]
+    given = [samples[kind(param)] for param in arguments]
+    # the values the callback gets for options not given: click's own defaults, converted
+    defaults = command.make_context(name, list(given), parent=context).params
+    options: dict[str, dict[str, Any]] = {}
+    for param in command.params:
+        assert param.name is not None
+        if not isinstance(param, click.Option):
+            continue
+        if param.is_flag:
+            on = command.make_context(name, [*given, param.opts[0]], parent=context).params[param.name]
+            if defaults[param.name] is not False or on is not True:
+                raise ValueError(f"{param.name}: a flag that is not a plain on-switch")
+            entry: dict[str, Any] = {"name": param.name, "type": "flag", "default": False}
+        else:
+            entry = {"name": param.name, "type": kind(param), "default": defaults[param.name]}
+        for opt in param.opts:
+            options[opt] = entry
+    return {"arguments": [{"name": param.name, "type": kind(param)} for param in arguments], "options": options}
 
 
 def render_table() -> str:
@@ -211,9 +215,11 @@ def render_table() -> str:
              "arguments and options of each action its click-free path takes. Do not edit; rewrite it.\"\"\"",
              "", "from typing import Any", "",
              "#: what the action commands take as a negative number, not an option",
-             f"NEGATIVE_NUMBER = {session_cmds._NEGATIVE_NUMBER.pattern!r}", "",
-             "VERBS: dict[str, Any] = {"]
-    for name, verb in sorted(build_table().items()):
+             f"NEGATIVE_NUMBER = {session_cmds._NEGATIVE_NUMBER.pattern!r}", ""]
+    verbs, skipped = build_table()
+    lines += [f"# left to click: {name} ({reason})" for name, reason in sorted(skipped.items())]
+    lines.append("VERBS: dict[str, Any] = {")
+    for name, verb in sorted(verbs.items()):
         lines.append(f"    {name!r}: {{")
         lines.append('        "arguments": [')
         lines += [f"            {argument!r}," for argument in verb["arguments"]]

@@ -9,8 +9,8 @@ NEGATIVE_NUMBER = "^-\\d+$"
 VERBS: dict[str, Any] = {
     "click": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
         ],
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
@@ -19,8 +19,8 @@ VERBS: dict[str, Any] = {
     },
     "double-click": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
@@ -28,10 +28,10 @@ VERBS: dict[str, Any] = {
     },
     "drag": {
         "arguments": [
-            {"name": "x1", "type": "int", "required": True, "default": None},
-            {"name": "y1", "type": "int", "required": True, "default": None},
-            {"name": "x2", "type": "int", "required": True, "default": None},
-            {"name": "y2", "type": "int", "required": True, "default": None},
+            {"name": "x1", "type": "int"},
+            {"name": "y1", "type": "int"},
+            {"name": "x2", "type": "int"},
+            {"name": "y2", "type": "int"},
         ],
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
@@ -40,7 +40,7 @@ VERBS: dict[str, Any] = {
     },
     "key": {
         "arguments": [
-            {"name": "chord", "type": "str", "required": True, "default": None},
+            {"name": "chord", "type": "str"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
@@ -48,7 +48,7 @@ VERBS: dict[str, Any] = {
     },
     "key-down": {
         "arguments": [
-            {"name": "key", "type": "str", "required": True, "default": None},
+            {"name": "key", "type": "str"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
@@ -56,7 +56,7 @@ VERBS: dict[str, Any] = {
     },
     "key-up": {
         "arguments": [
-            {"name": "key", "type": "str", "required": True, "default": None},
+            {"name": "key", "type": "str"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
@@ -64,8 +64,8 @@ VERBS: dict[str, Any] = {
     },
     "middle-click": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
@@ -73,8 +73,8 @@ VERBS: dict[str, Any] = {
     },
     "mouse-down": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
         ],
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
@@ -83,8 +83,8 @@ VERBS: dict[str, Any] = {
     },
     "mouse-up": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
         ],
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
@@ -93,8 +93,8 @@ VERBS: dict[str, Any] = {
     },
     "move": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
@@ -102,8 +102,8 @@ VERBS: dict[str, Any] = {
     },
     "right-click": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
@@ -111,9 +111,9 @@ VERBS: dict[str, Any] = {
     },
     "scroll": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
-            {"name": "dy", "type": "int", "required": False, "default": 0},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
+            {"name": "dy", "type": "int"},
         ],
         "options": {
             "--dx": {"name": "dx", "type": "int", "default": 0},
@@ -122,8 +122,8 @@ VERBS: dict[str, Any] = {
     },
     "triple-click": {
         "arguments": [
-            {"name": "x", "type": "int", "required": True, "default": None},
-            {"name": "y", "type": "int", "required": True, "default": None},
+            {"name": "x", "type": "int"},
+            {"name": "y", "type": "int"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
@@ -131,7 +131,7 @@ VERBS: dict[str, Any] = {
     },
     "type": {
         "arguments": [
-            {"name": "text", "type": "str", "required": True, "default": None},
+            {"name": "text", "type": "str"},
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
