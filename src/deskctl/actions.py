@@ -1,14 +1,16 @@
 """The action model every provider executes, and key-name normalisation.
 
-Actions are plain frozen dataclasses. Key chords are normalised once, here, to canonical names
+Actions are small frozen value objects: equal, hashed and shown by their fields, in order, as frozen dataclasses
+are (``Click(x=1, y=2, button='left', count=1)``), matched by ``case Click(x=x, y=y)``; :func:`action_values`
+gives their fields. Written out rather than made by ``@dataclass``, whose generated methods cost a whole-process
+``deskctl do`` more than the rest of this module. Key chords are normalised once, here, to canonical names
 (``ctrl``, ``alt``, ``shift``, ``super``, ``enter``, ``pageup``, ``f5``, ``a``, ``é`` ...); each provider maps
 canonical names to its own wire names (X keysyms in ``providers/_x11.py``, the toolbox names for Daytona).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from deskctl.errors import UsageError
 
@@ -26,6 +28,7 @@ __all__ = [
     "Move",
     "Scroll",
     "TypeText",
+    "action_values",
     "normalize_chord",
     "normalize_key",
 ]
@@ -34,73 +37,147 @@ Button = Literal["left", "middle", "right"]
 BUTTONS: tuple[Button, ...] = ("left", "middle", "right")
 
 
-@dataclass(frozen=True)
-class Click:
+class _Action:
+    """Equality, hash, repr, pickling and immutability from a subclass's ``__slots__`` (its fields, in order)."""
+
+    __slots__: ClassVar[tuple[str, ...]] = ()
+
+    def _set(self, *values: Any) -> None:
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Action)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__qualname__}({fields})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self._values())
+
+
+class Click(_Action):
+    __slots__ = __match_args__ = ("x", "y", "button", "count")
     x: int
     y: int
-    button: Button = "left"
-    count: int = 1  # 2 = double click, 3 = triple click
+    button: Button
+    count: int  # 2 = double click, 3 = triple click
+
+    def __init__(self, x: int, y: int, button: Button = "left", count: int = 1) -> None:
+        self._set(x, y, button, count)
 
 
-@dataclass(frozen=True)
-class Move:
+class Move(_Action):
+    __slots__ = __match_args__ = ("x", "y")
     x: int
     y: int
 
+    def __init__(self, x: int, y: int) -> None:
+        self._set(x, y)
 
-@dataclass(frozen=True)
-class Drag:
+
+class Drag(_Action):
+    __slots__ = __match_args__ = ("x1", "y1", "x2", "y2", "button")
     x1: int
     y1: int
     x2: int
     y2: int
-    button: Button = "left"
+    button: Button
+
+    def __init__(self, x1: int, y1: int, x2: int, y2: int, button: Button = "left") -> None:
+        self._set(x1, y1, x2, y2, button)
 
 
-@dataclass(frozen=True)
-class Scroll:
+class Scroll(_Action):
     """Scroll at (x, y): ``dy`` > 0 scrolls down, ``dx`` > 0 right, in wheel clicks."""
 
+    __slots__ = __match_args__ = ("x", "y", "dx", "dy")
     x: int
     y: int
-    dx: int = 0
-    dy: int = 0
+    dx: int
+    dy: int
+
+    def __init__(self, x: int, y: int, dx: int = 0, dy: int = 0) -> None:
+        self._set(x, y, dx, dy)
 
 
-@dataclass(frozen=True)
-class MouseDown:
+class MouseDown(_Action):
+    __slots__ = __match_args__ = ("x", "y", "button")
     x: int
     y: int
-    button: Button = "left"
+    button: Button
+
+    def __init__(self, x: int, y: int, button: Button = "left") -> None:
+        self._set(x, y, button)
 
 
-@dataclass(frozen=True)
-class MouseUp:
+class MouseUp(_Action):
+    __slots__ = __match_args__ = ("x", "y", "button")
     x: int
     y: int
-    button: Button = "left"
+    button: Button
+
+    def __init__(self, x: int, y: int, button: Button = "left") -> None:
+        self._set(x, y, button)
 
 
-@dataclass(frozen=True)
-class TypeText:
+class TypeText(_Action):
+    __slots__ = __match_args__ = ("text",)
     text: str
 
+    def __init__(self, text: str) -> None:
+        self._set(text)
 
-@dataclass(frozen=True)
-class KeyPress:
+
+class KeyPress(_Action):
     """A chord pressed and released: ``keys`` are canonical names, modifiers first."""
 
+    __slots__ = __match_args__ = ("keys",)
     keys: tuple[str, ...]
 
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self._set(keys)
 
-@dataclass(frozen=True)
-class KeyDown:
+
+class KeyDown(_Action):
+    __slots__ = __match_args__ = ("key",)
     key: str
 
+    def __init__(self, key: str) -> None:
+        self._set(key)
 
-@dataclass(frozen=True)
-class KeyUp:
+
+class KeyUp(_Action):
+    __slots__ = __match_args__ = ("key",)
     key: str
+
+    def __init__(self, key: str) -> None:
+        self._set(key)
+
+
+def action_values(action: Action) -> dict[str, Any]:
+    """An action's fields by name, in order (what ``dataclasses.asdict`` gave)."""
+    return {name: getattr(action, name) for name in action.__slots__}
 
 
 Action = Click | Move | Drag | Scroll | MouseDown | MouseUp | TypeText | KeyPress | KeyDown | KeyUp

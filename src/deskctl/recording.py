@@ -19,7 +19,6 @@ What a caller may rely on (the schema is in docs/recording.md):
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import json
 import os
@@ -70,7 +69,7 @@ def action_fields(action: act.Action) -> dict[str, Any]:
     from deskctl._redact import redact
 
     fields: dict[str, Any] = {"kind": act.action_kind(action)}
-    for key, value in dataclasses.asdict(action).items():
+    for key, value in act.action_values(action).items():
         if isinstance(value, tuple):
             value = list(value)
         if key == "text":

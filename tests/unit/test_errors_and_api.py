@@ -116,3 +116,34 @@ def test_key_chords_normalise(chord: str, keys: tuple[str, ...]) -> None:
 def test_bad_keys_are_usage_errors(bad: str) -> None:
     with pytest.raises(errors.UsageError):
         normalize_chord(bad) if "+" in bad or not bad else normalize_key(bad)
+
+
+def test_actions_are_frozen_values_like_dataclasses() -> None:
+    """The action classes are written out (no @dataclass, for `deskctl do`'s start-up) and keep what frozen
+    dataclasses gave: equality and hash by fields within one class, the dataclass repr, immutability, pickling,
+    positional and keyword patterns, and the fields in order."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from deskctl import actions as act
+
+    click = act.Click(1, 2)
+    assert click == act.Click(1, 2, "left", 1) == act.Click(x=1, y=2, button="left", count=1)
+    assert click != act.Click(1, 2, "right") and act.KeyDown("a") != act.KeyUp("a") and click != (1, 2, "left", 1)
+    assert hash(click) == hash(act.Click(1, 2)) and len({click, act.Click(1, 2), act.Move(1, 2)}) == 2
+    assert repr(click) == "Click(x=1, y=2, button='left', count=1)"
+    assert repr(act.KeyPress(("ctrl", "s"))) == "KeyPress(keys=('ctrl', 's'))"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        click.x = 5  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        click.extra = 1  # type: ignore[attr-defined]
+    assert pickle.loads(pickle.dumps(click)) == click and copy.deepcopy(click) == click
+    match act.Drag(1, 2, 3, 4):
+        case act.Drag(x1, y1, x2=x2, button=button):
+            assert (x1, y1, x2, button) == (1, 2, 3, "left")
+        case _:
+            raise AssertionError("no match")
+    assert act.action_values(act.Scroll(1, 2, dy=-3)) == {"x": 1, "y": 2, "dx": 0, "dy": -3}
+    with pytest.raises(TypeError):
+        act.Move(1)  # type: ignore[call-arg]
