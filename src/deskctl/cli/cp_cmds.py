@@ -136,7 +136,7 @@ def cp(source: str, destination: str, as_json: bool) -> None:
         local = Path(target)
     session_id = dest.session_id if dest.remote else src.session_id
     assert session_id is not None
-    from deskctl.cli.session_cmds import _attached
+    from deskctl.cli._do_fast import attached as _attached
 
     with _attached(session_id) as desk:
         try:
