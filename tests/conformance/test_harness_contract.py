@@ -24,15 +24,7 @@ if TYPE_CHECKING:
     from conftest import Target
     from deskctl.session import Desktop
 
-from conftest import TARGETS
-
-
-def _linux_targets() -> list[Any]:
-    return [pytest.param(t, id=t.name, marks=list(t.marks)) for t in TARGETS
-            if t.extra.get("guest", "linux") == "linux"]
-
-
-linux = pytest.mark.parametrize("target", _linux_targets(), indirect=True)
+linux = pytest.mark.linux_guest  # the conformance conftest leaves the other targets out of these tests
 
 
 def _scratch(desk: Desktop) -> str:
