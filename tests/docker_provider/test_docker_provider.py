@@ -695,3 +695,22 @@ def test_image_prune_dry_run_lists_a_superseded_image_and_removes_nothing(docker
         docker_sdk.images.get(tag)
     finally:
         docker_sdk.api.remove_image(tag, force=True)
+
+
+def test_a_file_never_replaces_a_folder_nor_a_folder_a_file(desk: deskctl.Desktop, tmp_path: Path) -> None:
+    from deskctl.errors import UsageError
+
+    assert desk.exec("mkdir -p /tmp/keep/inner && echo kept > /tmp/keep/inner/a && echo f > /tmp/afile").exit_code == 0
+    one = tmp_path / "one.txt"
+    one.write_text("one\n")
+    tree = tmp_path / "tree"
+    (tree / "x").mkdir(parents=True)
+    with pytest.raises(UsageError) as info:
+        desk.upload(one, "/tmp/keep")
+    assert info.value.code == "usage.bad_path"
+    with pytest.raises(UsageError) as info:
+        desk.upload(tree, "/tmp/afile")
+    assert info.value.code == "usage.bad_path"
+    assert desk.exec("cat /tmp/keep/inner/a /tmp/afile").stdout == "kept\nf\n"
+    desk.upload(one, "/tmp/keep/one.txt")  # into the folder by a path under it
+    assert desk.exec("cat /tmp/keep/one.txt").stdout == "one\n"

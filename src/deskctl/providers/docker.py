@@ -895,6 +895,15 @@ class DockerProvider(GuestActions, Provider):
         parent, name = posixpath.split(path)
         if not name:
             raise UsageError(f"cannot replace {path} on the desktop", code="usage.bad_path", provider=self.name)
+        # the engine's archive PUT replaces a folder by a file (and the other way) without a word: refuse, as
+        # the other providers do, rather than lose the folder
+        there = self.exec(handle, f"if [ -d {shlex.quote(path)} ]; then echo dir; "
+                                  f"elif [ -e {shlex.quote(path)} ]; then echo file; fi", 60.0).stdout.strip()
+        if there and (there == "dir") != source.is_dir():
+            what = "folder" if there == "dir" else "file"
+            raise UsageError(f"{path} on the desktop is a {what}: a {'folder' if source.is_dir() else 'file'} "
+                             "cannot replace it", code="usage.bad_path", provider=self.name,
+                             remedy="copy into it with a path under it, or remove it first")
         container = str(handle.data.get("container") or handle.resource_id)
         uid, gid = (int(x) for x in DESKTOP_USER.split(":"))
         with self._bulk_client() as client:
