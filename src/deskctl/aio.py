@@ -38,8 +38,8 @@ from collections.abc import Callable, Coroutine, Generator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from deskctl.errors import Interrupted, UsageError, WaitTimeout
-from deskctl.session import Desktop, State
+from deskctl.errors import Interrupted
+from deskctl.session import Desktop, State, wait_terms
 
 if TYPE_CHECKING:
     from deskctl import actions as act
@@ -406,12 +406,7 @@ class AsyncDesktop:
                        interval: float = 0.25) -> Any:
         """The sync :meth:`~deskctl.Desktop.wait_for`, polling without a thread: ``what`` is a window title or a
         callable taking this desktop (a coroutine function too); cancellable between polls."""
-        if not isinstance(what, str) and not callable(what):
-            raise UsageError("wait_for takes a window title or a callable", code="usage.invalid")
-        if isinstance(what, str) and not what:
-            raise UsageError("wait_for needs a non-empty window title", code="usage.invalid")
-        if not (timeout > 0 and interval > 0):
-            raise UsageError("wait_for needs timeout and interval greater than 0", code="usage.bad_limit")
+        late = wait_terms(what, timeout, interval, self._desk.spec.provider)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -424,8 +419,7 @@ class AsyncDesktop:
             if value:
                 return value
             if loop.time() >= deadline:
-                described = f"a window titled {what!r}" if isinstance(what, str) else "the condition"
-                raise WaitTimeout(f"{described} did not appear within {timeout:g}s", provider=self._desk.spec.provider)
+                raise late
             await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
 
     def labels(self) -> dict[str, str]:

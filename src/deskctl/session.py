@@ -906,29 +906,31 @@ class Desktop:
     def wait_for(self, what: str | Callable[[Desktop], Any], timeout: float = 30.0, interval: float = 0.25) -> Any:
         """Wait until a window whose title contains ``what`` exists (returns that title), or until
         ``what(desktop)`` is truthy (returns its value). ``wait.timeout`` (exit 6) when ``timeout`` passes."""
-        check: Callable[[Desktop], Any]
-        if isinstance(what, str):
-            if not what:
-                raise UsageError("wait_for needs a non-empty window title", code="usage.invalid")
-            title = what
-
-            def check(desk: Desktop) -> Any:
-                return next((t for t in desk.window_titles() if title in t), None)
-            described = f"a window titled {what!r}"
-        elif callable(what):
-            check, described = what, getattr(what, "__name__", "the condition")
-        else:
-            raise UsageError("wait_for takes a window title or a callable", code="usage.invalid")
-        if not (timeout > 0 and interval > 0):
-            raise UsageError("wait_for needs timeout and interval greater than 0", code="usage.bad_limit")
+        late = wait_terms(what, timeout, interval, self._provider_name)
         deadline = time.monotonic() + timeout
         while True:
-            value = check(self)
+            value = (next((t for t in self.window_titles() if what in t), None) if isinstance(what, str)
+                     else what(self))
             if value:
                 return value
             if time.monotonic() >= deadline:
-                raise WaitTimeout(f"{described} did not appear within {timeout:g}s", provider=self._provider_name)
+                raise late
             time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
+def wait_terms(what: object, timeout: float, interval: float, provider: str) -> WaitTimeout:
+    """Check ``wait_for``'s arguments (sync and async alike) and return the error its timeout raises."""
+    if isinstance(what, str):
+        if not what:
+            raise UsageError("wait_for needs a non-empty window title", code="usage.invalid")
+        described = f"a window titled {what!r}"
+    elif callable(what):
+        described = getattr(what, "__name__", "the condition")
+    else:
+        raise UsageError("wait_for takes a window title or a callable", code="usage.invalid")
+    if not (timeout > 0 and interval > 0):
+        raise UsageError("wait_for needs timeout and interval greater than 0", code="usage.bad_limit")
+    return WaitTimeout(f"{described} did not appear within {timeout:g}s", provider=provider)
 
 
 # --------------------------------------------------------------------------------------------------
