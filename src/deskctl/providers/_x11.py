@@ -574,18 +574,31 @@ def _encode_stripe(data: memoryview, width: int, rows: int, mode: str, level: in
         pixels: bytes | memoryview = data
         stride = width
     else:
-        from PIL import Image
-
-        # via RGBX: Pillow unpacks BGRX into its 4-byte pixels and packs RGB out about 3x faster than via RGB
-        inner = "RGBX" if mode == "BGRX" else "RGB"
-        image = Image.frombuffer(inner, (width, rows), data, "raw", mode, 0, 1)  # type: ignore[arg-type]
-        pixels = image.tobytes("raw", "RGB")
+        try:
+            from PIL import Image
+        except ImportError:  # the in-desktop agent (deskctl.agent) runs where only python3-xlib is installed
+            pixels = _bgrx_to_rgb(data, mode)
+        else:
+            # via RGBX: Pillow unpacks BGRX into its 4-byte pixels and packs RGB out about 3x faster than via RGB
+            inner = "RGBX" if mode == "BGRX" else "RGB"
+            image = Image.frombuffer(inner, (width, rows), data, "raw", mode, 0, 1)  # type: ignore[arg-type]
+            pixels = image.tobytes("raw", "RGB")
         stride = width * 3
     view = memoryview(pixels)
     filtered = b"".join(b"\x00" + view[i * stride : (i + 1) * stride] for i in range(rows))
     compressor = zlib.compressobj(level, zlib.DEFLATED, -15, 9)
     body = compressor.compress(filtered) + compressor.flush(zlib.Z_FINISH if last else zlib.Z_FULL_FLUSH)
     return body, zlib.adler32(filtered), len(filtered)
+
+
+def _bgrx_to_rgb(data: memoryview, mode: str) -> bytes:
+    """BGRX pixels as packed RGB without Pillow: three strided copies, each one C loop."""
+    if mode != "BGRX":
+        raise ProviderApiError(f"encoding a {mode} capture as PNG needs Pillow (pip install pillow)")
+    source = bytes(data)
+    rgb = bytearray(len(source) // 4 * 3)
+    rgb[0::3], rgb[1::3], rgb[2::3] = source[2::4], source[1::4], source[0::4]
+    return bytes(rgb)
 
 
 def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "BGRX", *, level: int = 1,
