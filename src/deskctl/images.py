@@ -1,7 +1,9 @@
 """Desktop container images: build them from the Dockerfile shipped in the package, find and list them.
 
 An image is tagged ``deskctl-desktop:<variant>-<hash>`` where the hash covers every input of the build: the
-packaged files (``deskctl/data/docker/``), the variant and the base image (its name and, when it is present
+packaged files (``deskctl/data/docker/``, and the deskctl modules of the in-desktop agent, :data:`AGENT_FILES`,
+copied into the build context under ``agent/``: nothing else of deskctl, so an unrelated edit rebuilds nothing),
+the variant and the base image (its name and, when it is present
 locally, its id). Building what already exists does nothing, so a second ``deskctl image build`` takes well
 under a second. Each image also carries labels so that the ``docker`` provider finds the newest image built
 from *this* version of the packaged files, whatever base it was built on (``--base`` lets a machine with no
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     import docker
 
 __all__ = [
+    "AGENT_FILES",
     "DEFAULT_BASE",
     "REPOSITORY",
     "VARIANTS",
@@ -64,6 +67,24 @@ LABEL_BASE = "deskctl.image.base"
 LABEL_INPUTS = "deskctl.image.inputs"
 
 _PROVIDER = "docker"
+
+#: the deskctl modules ``deskctl-agent`` imports (deskctl.agent.server and what it needs, nothing more), copied
+#: into the image at /opt/deskctl-agent; tests/agent pins that the server imports no other deskctl module
+AGENT_FILES = (
+    "deskctl/__init__.py",
+    "deskctl/_redact.py",
+    "deskctl/actions.py",
+    "deskctl/errors.py",
+    "deskctl/platforms.py",
+    "deskctl/providers/__init__.py",
+    "deskctl/providers/_guest.py",
+    "deskctl/providers/_x11.py",
+    "deskctl/providers/base.py",
+    "deskctl/agent/__init__.py",
+    "deskctl/agent/__main__.py",
+    "deskctl/agent/protocol.py",
+    "deskctl/agent/server.py",
+)
 
 
 def daemon_remedy() -> str:
@@ -143,14 +164,39 @@ def context_dir() -> Path:
     return Path(str(resources.files("deskctl") / "data" / "docker"))
 
 
+def context_files() -> list[tuple[str, Path]]:
+    """Every file of the build context as (name in the context, file): the packaged Dockerfile and entrypoint,
+    and the agent's modules under ``agent/``."""
+    root = context_dir()
+    files = [(p.relative_to(root).as_posix(), p)
+             for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    package = Path(str(resources.files("deskctl"))).parent
+    files.extend((f"agent/{name}", package / name) for name in AGENT_FILES)
+    return files
+
+
 def files_hash() -> str:
     """sha256 (hex, 16 chars) over the name and content of every file of the build context."""
     digest = hashlib.sha256()
-    root = context_dir()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+    for name, path in context_files():
+        digest.update(name.encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def context_tar() -> bytes:
+    """The build context as an uncompressed tar (what the Engine API's build takes)."""
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, path in context_files():
+            info = tarfile.TarInfo(name)
+            data = path.read_bytes()
+            info.size, info.mode, info.mtime = len(data), 0o755 if name.endswith(".sh") else 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def _check_variant(variant: str) -> str:
@@ -282,8 +328,11 @@ def build_image(
               LABEL_INPUTS: tag.rsplit("-", 1)[-1]}
     log: list[str] = []
     with docker_errors(f"build {tag}"):
+        import io
+
         stream = client.api.build(
-            path=str(context_dir()), tag=tag, buildargs={"BASE": base, "VARIANT": variant}, labels=labels,
+            fileobj=io.BytesIO(context_tar()), custom_context=True, tag=tag,
+            buildargs={"BASE": base, "VARIANT": variant}, labels=labels,
             rm=True, forcerm=True, pull=False, decode=True, network_mode=network_mode,
         )
         for chunk in stream:

@@ -9,8 +9,16 @@
 #   DESKCTL_WINDOW     WxH+X+Y of the browser window
 #   DESKCTL_TTL        seconds after which the desktop stops itself (a backstop; the host reaper removes it)
 #   DESKCTL_FBDIR      keep the framebuffer in DIR/Xvfb_screen0 (XWD), a host tmpfs the host captures from
+#   DESKCTL_AGENT      1: start deskctl-agent (docs/agent.md) on 0.0.0.0:DESKCTL_AGENT_PORT (default 7390) once
+#                      the display is up; it waits for its token in /run/deskctl/agent/token (the provider
+#                      writes it after create). With no host-written $XAUTHORITY, a fresh cookie is made here.
 set -eu
 : "${DESKCTL_GEOMETRY:?DESKCTL_GEOMETRY is required}"
+if [ "${DESKCTL_AGENT:-0}" = "1" ] && [ ! -s "$XAUTHORITY" ]; then
+    # a remote engine shares no host folder: the cookie lives (and stays) in the container
+    XAUTHORITY=/tmp/deskctl-Xauthority; export XAUTHORITY; : >"$XAUTHORITY"
+    xauth -q -f "$XAUTHORITY" add :0 MIT-MAGIC-COOKIE-1 "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+fi
 ready=/tmp/deskctl-xready
 rm -f "$ready"; mkfifo "$ready"
 Xvfb :0 -screen 0 "$DESKCTL_GEOMETRY" -nolisten tcp -nolisten local -auth "$XAUTHORITY" \
@@ -19,6 +27,10 @@ xvfb=$!
 # -displayfd writes the display number once the server accepts connections: no polling.
 read -r _display <"$ready" || { wait "$xvfb"; exit $?; }
 rm -f "$ready"
+if [ "${DESKCTL_AGENT:-0}" = "1" ]; then
+    PYTHONPATH=/opt/deskctl-agent python3 -m deskctl.agent --listen 0.0.0.0 \
+        --port "${DESKCTL_AGENT_PORT:-7390}" --display :0 --xauthority "$XAUTHORITY" &
+fi
 if [ "${DESKCTL_WM:-0}" = "1" ]; then
     openbox >/tmp/openbox.log 2>&1 &
 fi
