@@ -1,0 +1,36 @@
+"""The agent as a real ``deskctl-agent`` process on loopback TCP against a real Xvfb on this host."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests/fakes and tests/probe
+
+from _agent_proc import RunningAgent, start_agent
+
+from fakes._desktop import XvfbDesktop
+
+
+@pytest.fixture(scope="module")
+def desktop() -> Iterator[XvfbDesktop]:
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb is not installed")
+    desk = XvfbDesktop(1024, 900, provider="agent-test")
+    try:
+        yield desk
+    finally:
+        desk.stop()
+
+
+@pytest.fixture(scope="module")
+def agent(desktop: XvfbDesktop, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningAgent]:
+    running = start_agent(tmp_path_factory.mktemp("agent"), desktop.display)
+    try:
+        yield running
+    finally:
+        running.stop()

@@ -1,0 +1,309 @@
+"""deskctl-agent as a real process on loopback TCP against a real Xvfb, driven by AgentDriver: every op, pixels
+compared with a local X11Driver capture, changed regions, exec options, 64 MiB files, the token, TLS, and what
+happens when the agent or the display dies."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import os
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _agent_proc import TOKEN, RunningAgent, start_agent, wait_until
+from PIL import Image
+
+from deskctl.actions import Click, KeyPress, Scroll, TypeText
+from deskctl.agent.client import AgentDriver, wait_ready
+from deskctl.agent.protocol import FrameChanges, changed_boxes
+from deskctl.errors import ProviderApiError, ProviderUnreachable, ReadinessTimeout, SessionLost, UsageError
+from deskctl.images import AGENT_FILES
+from deskctl.providers._x11 import X11Address
+from fakes._desktop import XvfbDesktop
+from probe import Probe
+from probe.keys import KeyRecorder
+
+
+@pytest.fixture
+def client(agent: RunningAgent) -> Iterator[AgentDriver]:
+    with AgentDriver.connect("127.0.0.1", agent.port, agent.token, provider="agent-test") as driver:
+        yield driver
+
+
+def _rgb(png: bytes) -> bytes:
+    return Image.open(io.BytesIO(png)).convert("RGB").tobytes()
+
+
+def test_size_pointer_ping_and_window_titles(client: AgentDriver, desktop: XvfbDesktop) -> None:
+    client.ping()
+    assert client.size() == (1024, 900)
+    client.act(Click(101, 202))
+    assert client.cursor_position() == (101, 202) == desktop.driver.cursor_position()
+    with subprocess.Popen(["xmessage", "-title", "agent-window-é", "hello"],
+                          env={**os.environ, "DISPLAY": desktop.display}) as msg:
+        try:
+            wait_until(lambda: "agent-window-é" in client.window_titles(), "the xmessage title")
+        finally:
+            msg.kill()
+
+
+def test_screenshot_and_raw_frame_equal_a_local_capture_pixel_for_pixel(client: AgentDriver,
+                                                                       desktop: XvfbDesktop) -> None:
+    with Probe.open(X11Address(desktop.display), None) as probe:
+        probe.paint(10, 10, 300, 200, (200, 30, 90))
+        probe.paint(500, 600, 77, 33, (5, 250, 120))
+        shot = client.screenshot()
+        local = desktop.driver.raw_frame()
+        assert (shot.width, shot.height) == (1024, 900)
+        assert shot.png.startswith(b"\x89PNG")
+        assert _rgb(shot.png) == local.image().tobytes()
+        raw = client.raw_frame()
+        assert (raw.width, raw.height, raw.mode) == (1024, 900, local.mode)
+        assert raw.data == local.data
+
+
+def test_changed_regions_keep_a_frame_current(client: AgentDriver, desktop: XvfbDesktop) -> None:
+    with Probe.open(X11Address(desktop.display), None) as probe:
+        first = client.changes(None)
+        assert first.full and len(first.regions) == 1
+        frame = first.apply(None)
+        assert frame.data == desktop.driver.raw_frame().data
+        unchanged = client.changes(first.frame_id)
+        assert not unchanged.full and unchanged.regions == ()
+        frame = unchanged.apply(frame)
+        probe.paint(40, 50, 20, 10, (255, 0, 0))
+        probe.paint(900, 800, 5, 7, (0, 0, 255))
+        changed = client.changes(unchanged.frame_id)
+        assert not changed.full
+        assert [(r.x, r.y, r.width, r.height) for r in changed.regions] == [(40, 50, 20, 10), (900, 800, 5, 7)]
+        frame = changed.apply(frame)
+        assert frame.data == desktop.driver.raw_frame().data
+        # text drawn by a real client (xmessage): whatever it changed, applying the regions gives the screen
+        with subprocess.Popen(["xmessage", "-geometry", "+300+300", "changed regions"],
+                              env={**os.environ, "DISPLAY": desktop.display}) as msg:
+            try:
+                wait_until(lambda: client.window_titles(), "the xmessage window")
+                latest = client.changes(changed.frame_id)
+                assert latest.regions and not latest.full
+                frame = latest.apply(frame)
+                assert frame.data == desktop.driver.raw_frame().data
+            finally:
+                msg.kill()
+        # an id that is not the last frame sent gives the whole screen again
+        again = client.changes(first.frame_id)
+        assert again.full
+
+
+def test_changed_boxes_are_the_bounding_rectangles_of_each_band() -> None:
+    width, height, bpp = 64, 48, 4
+    old = bytes(width * height * bpp)
+    new = bytearray(old)
+    for x, y in ((3, 5), (10, 7), (60, 40)):
+        new[(y * width + x) * bpp] = 1
+    assert changed_boxes(old, bytes(new), width, height, bpp, gap=4) == [(3, 5, 8, 3), (60, 40, 1, 1)]
+    assert changed_boxes(old, old, width, height, bpp) == []
+    frame_changes = FrameChanges(2, 1, 1, "L", False, ())
+    with pytest.raises(ValueError):
+        frame_changes.apply(None)
+
+
+def test_clicks_scrolls_keys_and_non_ascii_text_reach_x_clients(client: AgentDriver, desktop: XvfbDesktop) -> None:
+    with Probe.open(X11Address(desktop.display), None) as probe:
+        client.act(Click(30, 40, "right"))
+        client.act(Scroll(50, 60, dy=-2))
+        client.act(KeyPress(("shift", "a")))
+        probe.wait_for(lambda p: p.releases(3) and p.releases(4) and p.key_presses(), "a click, a scroll and a key")
+        assert probe.presses(3)[0].pos == (30, 40)
+        assert probe.text() == "A"
+    text = "Grüße, 日本語 ✓ naïve"
+    with KeyRecorder.open(X11Address(desktop.display), None) as keys:
+        client.act(TypeText(text))
+        assert keys.text() == text
+
+
+def test_exec_runs_with_cwd_env_background_and_timeout(client: AgentDriver, desktop: XvfbDesktop,
+                                                       tmp_path: Path) -> None:
+    result = client.exec("pwd; echo $GREETING; echo oops >&2; exit 3", cwd=str(tmp_path), env={"GREETING": "hé"})
+    assert (result.exit_code, result.stdout, result.stderr) == (3, f"{tmp_path}\nhé\n", "oops\n")
+    assert client.exec("true", cwd=str(tmp_path / "missing")).exit_code == 2
+    assert client.exec("echo $DISPLAY").stdout == desktop.display + "\n"
+    timed_out = client.exec("sleep 30", timeout=0.5)
+    assert timed_out.exit_code == 124 and "timed out" in timed_out.stderr
+    started = client.exec(f"sleep 30; touch {tmp_path}/never", background=True)
+    assert started.exit_code == 0 and started.pid is not None and started.pid > 1
+    assert Path(f"/proc/{started.pid}").exists()
+    os.kill(started.pid, 9)
+    with pytest.raises(UsageError) as bad_env:
+        client.exec("true", env={"1BAD": "x"})
+    assert bad_env.value.code == "usage.bad_env"
+    if os.getuid() != 0:
+        with pytest.raises(UsageError) as other:
+            client.exec("true", user="nobody")
+        assert other.value.code == "usage.unsupported"
+    # the connection is still in step after errors
+    assert client.exec("echo still").stdout == "still\n"
+
+
+def test_files_of_64_mib_both_ways_keep_their_mode(client: AgentDriver, tmp_path: Path) -> None:
+    source = tmp_path / "big.bin"
+    block = os.urandom(1 << 20)
+    with source.open("wb") as fh:
+        for i in range(64):
+            fh.write(block[i:] + block[:i])
+    source.chmod(0o751)
+    remote = tmp_path / "remote" / "copy.bin"
+    remote.parent.mkdir()
+    client.put_file(source, str(remote))
+    assert remote.read_bytes() == source.read_bytes()
+    assert remote.stat().st_mode & 0o777 == 0o751
+    remote.chmod(0o640)
+    back = tmp_path / "back.bin"
+    client.get_file(str(remote), back)
+    assert back.read_bytes() == source.read_bytes()
+    assert back.stat().st_mode & 0o777 == 0o640
+    with pytest.raises(UsageError) as missing:
+        client.get_file(str(tmp_path / "nope"), tmp_path / "x")
+    assert missing.value.code == "usage.no_such_file"
+    with pytest.raises(UsageError) as onto_dir:
+        client.put_file(source, str(remote.parent))
+    assert onto_dir.value.code == "usage.bad_path"
+    with pytest.raises(UsageError) as no_parent:
+        client.put_file(source, str(tmp_path / "no" / "such" / "dir"))
+    assert no_parent.value.code == "usage.no_such_file"
+    assert client.size() == (1024, 900)  # still in step after refused transfers of 64 MiB bodies
+
+
+def test_a_wrong_token_is_refused_and_never_shown(agent: RunningAgent) -> None:
+    wrong = "wrong-token-0d9e7a"
+    with pytest.raises(ProviderApiError) as refused:
+        AgentDriver.connect("127.0.0.1", agent.port, wrong, provider="agent-test")
+    assert "refused the session token" in refused.value.message
+    with pytest.raises(ProviderApiError):
+        wait_ready("127.0.0.1", agent.port, wrong, provider="agent-test", deadline=time.monotonic() + 5)
+    # the agent still serves the right token, and neither token is in its output or our error
+    with AgentDriver.connect("127.0.0.1", agent.port, agent.token, provider="agent-test") as good:
+        good.ping()
+    text = "".join(agent.output) + str(refused.value) + repr(refused.value.to_dict())
+    assert wrong not in text and agent.token not in text
+    assert agent.token not in " ".join(agent.proc.args)  # type: ignore[arg-type]
+
+
+def test_nothing_listening_is_unreachable_and_wait_ready_times_out() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ProviderUnreachable):
+        AgentDriver.connect("127.0.0.1", port, TOKEN, provider="agent-test", timeout=2)
+    with pytest.raises(ReadinessTimeout):
+        wait_ready("127.0.0.1", port, TOKEN, provider="agent-test", deadline=time.monotonic() + 0.5)
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "deskctl-agent-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    import ipaddress
+
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_tls_with_a_self_signed_certificate(desktop: XvfbDesktop, tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    running = start_agent(tmp_path, desktop.display, "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        context = ssl.create_default_context(cafile=str(cert))
+        wait_ready("127.0.0.1", running.port, running.token, provider="agent-test",
+                   deadline=time.monotonic() + 10, tls=context)
+        with AgentDriver.connect("127.0.0.1", running.port, running.token, provider="agent-test",
+                                 tls=context) as secure:
+            assert secure.size() == (1024, 900)
+            assert _rgb(secure.screenshot().png) == desktop.driver.raw_frame().image().tobytes()
+        # a client that does not trust the certificate, and a plain client, do not get in
+        with pytest.raises(ProviderUnreachable):
+            AgentDriver.connect("127.0.0.1", running.port, running.token, provider="agent-test",
+                                tls=ssl.create_default_context())
+        with pytest.raises(ProviderUnreachable):
+            AgentDriver.connect("127.0.0.1", running.port, running.token, provider="agent-test", timeout=5)
+        assert "TLS" in "".join(running.output)
+    finally:
+        running.stop()
+
+
+def test_the_agent_killed_mid_session_is_session_lost(desktop: XvfbDesktop, tmp_path: Path) -> None:
+    running = start_agent(tmp_path, desktop.display)
+    try:
+        driver = AgentDriver.connect("127.0.0.1", running.port, running.token, provider="agent-test")
+        driver.ping()
+        running.proc.kill()
+        running.proc.wait()
+        with pytest.raises(SessionLost):
+            driver.screenshot()
+        assert driver.closed
+        with pytest.raises(SessionLost):
+            driver.ping()
+    finally:
+        running.stop()
+
+
+def test_the_display_dying_is_a_coded_error(tmp_path: Path) -> None:
+    own = XvfbDesktop(320, 200, provider="agent-test")
+    running = start_agent(tmp_path, own.display)
+    try:
+        with AgentDriver.connect("127.0.0.1", running.port, running.token, provider="agent-test") as driver:
+            assert driver.size() == (320, 200)
+            own.stop()
+            with pytest.raises(SessionLost) as lost:
+                driver.screenshot()
+            assert lost.value.code == "provider.session_lost"
+            assert lost.value.provider == "agent-test"
+            assert not driver.closed  # the agent answered: the connection is fine, the display is not
+            with pytest.raises(SessionLost):
+                driver.act(Click(1, 1))
+    finally:
+        running.stop()
+        own.stop()
+
+
+def test_the_server_imports_only_the_files_the_image_copies() -> None:
+    """The image has python3 and python3-xlib only: the agent may import no other deskctl module and no
+    third-party package but Xlib, and encode_png must work without Pillow."""
+    code = (
+        "import sys; sys.modules['PIL'] = None\n"
+        "import deskctl.agent.server, deskctl.agent.__main__\n"
+        "from deskctl.providers._x11 import encode_png\n"
+        "png = encode_png(bytes(range(256)) * 64, 64, 64, 'BGRX')\n"
+        "assert png.startswith(b'\\x89PNG')\n"
+        "import os\n"
+        "root = os.path.dirname(os.path.dirname(deskctl.__file__))\n"
+        "print('\\n'.join(sorted(os.path.relpath(m.__file__, root) for n, m in sys.modules.items()\n"
+        "                           if n.split('.')[0] == 'deskctl' and getattr(m, '__file__', None))))\n"
+        "loaded = {n.split('.')[0] for n, m in sys.modules.items() if m}\n"
+        "print('THIRD', sorted(loaded & {'click', 'pydantic', 'httpx', 'docker', 'PIL', 'paramiko', 'numpy',\n"
+        "                                'tenacity', 'keyring'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert lines[-1] == "THIRD []"
+    assert set(lines[:-1]) <= set(AGENT_FILES), set(lines[:-1]) - set(AGENT_FILES)
