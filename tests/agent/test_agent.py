@@ -145,6 +145,8 @@ def test_exec_runs_with_cwd_env_background_and_timeout(client: AgentDriver, desk
         with pytest.raises(UsageError) as other:
             client.exec("true", user="nobody")
         assert other.value.code == "usage.unsupported"
+    big = client.exec("head -c 5000000 /dev/zero | tr '\\0' a; echo done >&2")
+    assert (len(big.stdout), set(big.stdout), big.stderr) == (5_000_000, {"a"}, "done\n")
     # the connection is still in step after errors
     assert client.exec("echo still").stdout == "still\n"
 

@@ -185,12 +185,13 @@ class AgentDriver:
              env: dict[str, str] | None = None, user: str | None = None, background: bool = False) -> ExecResult:
         """Run ``command`` with ``sh -c`` in the desktop as the agent's user (or ``user``, when the agent runs as
         root); exit code 124 on timeout; ``background``: detached, its pid in the result."""
-        reply, _ = self._call("run a command", {
+        reply, output = self._call("run a command", {
             "op": "exec", "command": command, "timeout": timeout, "cwd": cwd, "env": dict(env or {}), "user": user,
             "background": background}, extra_timeout=timeout + 10.0)
         pid = reply.get("pid")
-        return ExecResult(int(reply["exit_code"]), str(reply["stdout"]), str(reply["stderr"]),
-                          pid=int(pid) if pid is not None else None)
+        split = int(reply["stdout_size"])
+        return ExecResult(int(reply["exit_code"]), output[:split].decode(errors="replace"),
+                          output[split:].decode(errors="replace"), pid=int(pid) if pid is not None else None)
 
     def put_file(self, local_path: str | os.PathLike[str], remote: str) -> None:
         """Copy one regular local file to ``remote`` (an absolute path whose folder exists), mode kept,

@@ -270,8 +270,7 @@ class AgentServer:
             raise ProviderApiError(f"cannot run /bin/sh: {exc.strerror}", provider=PROVIDER) from exc
         try:
             out, err = proc.communicate(timeout=timeout)
-            reply: dict[str, Any] = {"ok": True, "exit_code": proc.returncode,
-                                     "stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace")}
+            exit_code = proc.returncode
         except subprocess.TimeoutExpired:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -283,13 +282,15 @@ class AgentServer:
                         stream.close()
                 proc.wait()
                 out, err = b"", b""
-            reply = {"ok": True, "exit_code": 124, "stdout": out.decode(errors="replace"),
-                     "stderr": err.decode(errors="replace") + f"deskctl: command timed out after {timeout:g}s\n"}
-        if background and reply["exit_code"] == 0:
+            exit_code = 124
+            err += f"deskctl: command timed out after {timeout:g}s\n".encode()
+        # the output goes in the body (stdout then stderr), not the JSON header: it may be large and binary
+        reply: dict[str, Any] = {"ok": True, "exit_code": exit_code, "stdout_size": len(out)}
+        if background and exit_code == 0:
             from deskctl.providers.base import ExecResult
 
-            reply["pid"] = background_pid(ExecResult(0, reply["stdout"]))
-        send_message(conn.sock, reply)
+            reply["pid"] = background_pid(ExecResult(0, out.decode(errors="replace")))
+        send_message(conn.sock, reply, out + err)
 
     # -- files ---------------------------------------------------------------------------------------------------
     def _put_file(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:
