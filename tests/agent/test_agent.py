@@ -87,11 +87,19 @@ def test_changed_regions_keep_a_frame_current(client: AgentDriver, desktop: Xvfb
         with subprocess.Popen(["xmessage", "-geometry", "+300+300", "changed regions"],
                               env={**os.environ, "DISPLAY": desktop.display}) as msg:
             try:
-                wait_until(lambda: client.window_titles(), "the xmessage window")
-                latest = client.changes(changed.frame_id)
-                assert latest.regions and not latest.full
-                frame = latest.apply(frame)
-                assert frame.data == desktop.driver.raw_frame().data
+                state = {"frame": frame, "since": changed.frame_id, "regions": 0}
+
+                def caught_up() -> bool:
+                    # xmessage maps and paints when it likes: apply changes until it showed and the frame
+                    # equals a local capture
+                    latest = client.changes(state["since"])
+                    assert not latest.full
+                    state["frame"], state["since"] = latest.apply(state["frame"]), latest.frame_id
+                    state["regions"] += len(latest.regions)
+                    return state["regions"] > 0 and state["frame"].data == desktop.driver.raw_frame().data
+
+                wait_until(caught_up, "the xmessage window, and the frame kept by changed regions to equal the screen")
+                changed = client.changes(state["since"])
             finally:
                 msg.kill()
         # an id that is not the last frame sent gives the whole screen again
