@@ -185,6 +185,9 @@ def test_files_of_64_mib_both_ways_keep_their_mode(client: AgentDriver, tmp_path
     with pytest.raises(UsageError) as no_parent:
         client.put_file(source, str(tmp_path / "no" / "such" / "dir"))
     assert no_parent.value.code == "usage.no_such_file"
+    with pytest.raises(UsageError) as no_local:
+        client.put_file(tmp_path / "not-here", str(tmp_path / "x"))
+    assert no_local.value.code == "usage.no_such_file"
     assert client.size() == (1024, 900)  # still in step after refused transfers of 64 MiB bodies
 
 

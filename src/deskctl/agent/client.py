@@ -35,7 +35,14 @@ from deskctl.agent.protocol import (
     send_message,
     send_stream,
 )
-from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, ReadinessTimeout, SessionLost
+from deskctl.errors import (
+    DeskctlError,
+    ProviderApiError,
+    ProviderUnreachable,
+    ReadinessTimeout,
+    SessionLost,
+    UsageError,
+)
 from deskctl.providers.base import ExecResult, RawFrame, Screenshot
 
 __all__ = ["AgentDriver", "FrameChanges", "wait_ready"]
@@ -197,7 +204,17 @@ class AgentDriver:
         """Copy one regular local file to ``remote`` (an absolute path whose folder exists), mode kept,
         streamed in chunks."""
         local = Path(local_path)
-        with self._lock, local.open("rb") as source:
+        try:
+            source = local.open("rb")
+        except FileNotFoundError as exc:
+            raise UsageError(f"{local}: no such file or directory here", code="usage.no_such_file",
+                             provider=self.provider) from exc
+        except IsADirectoryError as exc:
+            raise UsageError(f"{local} is a directory", code="usage.bad_path", provider=self.provider) from exc
+        except OSError as exc:
+            raise UsageError(f"cannot read {local}: {exc.strerror or exc}", code="usage.bad_path",
+                             provider=self.provider) from exc
+        with self._lock, source:
             self._check_open()
             info = os.fstat(source.fileno())
             header = {"op": "put_file", "path": remote, "mode": info.st_mode & 0o7777}

@@ -309,20 +309,32 @@ class AgentServer:
         if problem is not None:
             recv_body_to(conn.sock, body_size, None)
             raise problem
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".deskctl-part", dir=target.parent)
         try:
-            with os.fdopen(fd, "wb") as sink:
-                recv_body_to(conn.sock, body_size, sink)
-                os.fchmod(sink.fileno(), mode)
-            os.replace(tmp, target)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".deskctl-part", dir=target.parent)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise ProviderApiError(f"cannot write {target}: {exc.strerror or exc}", provider=PROVIDER) from exc
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+            recv_body_to(conn.sock, body_size, None)
+            raise ProviderApiError(f"cannot write in {target.parent}: {exc.strerror or exc}",
+                                   provider=PROVIDER) from exc
+        sink = _FileSink(os.fdopen(fd, "wb"))
+        replaced = False
+        try:
+            # a socket error here ends the connection; a file error is kept by the sink, which reads on
+            recv_body_to(conn.sock, body_size, sink)  # type: ignore[arg-type]
+            sink.finish(mode)
+            if sink.error is None:
+                try:
+                    os.replace(tmp, target)
+                    replaced = True
+                except OSError as exc:
+                    sink.error = exc
+        finally:
+            sink.close()
+            if not replaced:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+        if sink.error is not None:
+            raise ProviderApiError(f"cannot write {target}: {sink.error.strerror or sink.error}",
+                                   provider=PROVIDER) from sink.error
         send_message(conn.sock, {"ok": True, "size": body_size})
 
     def _get_file(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:
@@ -342,9 +354,40 @@ class AgentServer:
             info = os.fstat(source.fileno())
             if not _is_regular(info.st_mode):
                 raise UsageError(f"{path} is not a regular file", code="usage.bad_path", provider=PROVIDER)
-            # a file that shrinks while it is sent raises OSError here: the connection is closed (out of step)
-            send_stream(conn.sock, {"ok": True, "size": info.st_size, "mode": info.st_mode & 0o7777},
-                        info.st_size, source)
+            try:
+                send_stream(conn.sock, {"ok": True, "size": info.st_size, "mode": info.st_mode & 0o7777},
+                            info.st_size, source)
+            except OSError as exc:
+                # part of the body is out (or the file shrank while it was sent): the connection is out of step
+                raise ProtocolError(f"sending {path} failed part-way: {exc}") from exc
+
+
+class _FileSink:
+    """Where a received file goes: keeps the first write error and drops the rest of the data, so the body is
+    still read to its end and the connection stays in step."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: memoryview) -> None:
+        if self.error is None:
+            try:
+                self._handle.write(data)
+            except OSError as exc:
+                self.error = exc
+
+    def finish(self, mode: int) -> None:
+        if self.error is None:
+            try:
+                self._handle.flush()
+                os.fchmod(self._handle.fileno(), mode)
+            except OSError as exc:
+                self.error = exc
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._handle.close()
 
 
 def _is_regular(st_mode: int) -> bool:
