@@ -320,3 +320,33 @@ def test_the_server_imports_only_the_files_the_image_copies() -> None:
     lines = out.splitlines()
     assert lines[-1] == "THIRD []"
     assert set(lines[:-1]) <= set(AGENT_FILES), set(lines[:-1]) - set(AGENT_FILES)
+
+
+def test_the_agent_waits_for_its_token_file_and_listens_only_once_it_has_it(desktop: XvfbDesktop,
+                                                                           tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    token_file = tmp_path / "agent" / "token"
+    env = {**os.environ, "DISPLAY": desktop.display}
+    agent = str(Path(sys.executable).with_name("deskctl-agent"))
+    proc = subprocess.Popen([agent, "--port", str(port), "--token-file", str(token_file), "--token-wait", "60"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        with pytest.raises(ProviderUnreachable):
+            AgentDriver.connect("127.0.0.1", port, TOKEN, provider="agent-test", timeout=2)
+        assert proc.poll() is None
+        token_file.parent.mkdir()
+        token_file.write_text(TOKEN)
+        wait_ready("127.0.0.1", port, TOKEN, provider="agent-test", deadline=time.monotonic() + 30)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert TOKEN not in out
+    # no token at all: it gives up after --token-wait, saying where it looked
+    gone = subprocess.run([agent, "--port", "0", "--token-file", str(tmp_path / "none"), "--token-wait", "0.2"],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert gone.returncode == 1
+    assert "no token in" in gone.stderr and "listening" not in gone.stderr
