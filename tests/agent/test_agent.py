@@ -350,3 +350,21 @@ def test_the_agent_waits_for_its_token_file_and_listens_only_once_it_has_it(desk
                           env=env, capture_output=True, text=True, timeout=30)
     assert gone.returncode == 1
     assert "no token in" in gone.stderr and "listening" not in gone.stderr
+
+
+def test_one_driver_is_safe_to_share_between_threads(client: AgentDriver) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(i: int) -> tuple[int, int]:
+        if i % 3 == 0:
+            return client.screenshot().width, client.raw_frame().height
+        if i % 3 == 1:
+            client.act(Click(i, i))
+            return client.size()
+        return len(client.exec(f"echo {i}").stdout), client.cursor_position()[0] * 0
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(work, range(30)))
+    assert all(r == (1024, 900) for r in results[0::3])
+    assert all(r == (1024, 900) for r in results[1::3])
+    assert results[2::3] == [(len(f"{i}\n"), 0) for i in range(2, 30, 3)]
