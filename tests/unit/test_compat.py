@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _preflight_fakes import FixedSizeProvider, RetinaProvider, StubProvider
 
-from deskctl.errors import ConfigInvalid, UsageError
+from deskctl.errors import CompatError, ConfigInvalid, UsageError
 from deskctl.preflight import compat
 from deskctl.spec import DesktopSpec, Platform, WindowGeometry
 
@@ -113,6 +113,23 @@ def test_a_provider_that_does_not_serve_the_platform_names_who_does() -> None:
     failure = results[0]
     assert failure.code == "compat.platform_unsupported" and failure.provider == "stub"
     assert "daytona" in failure.message and failure.remedy == "--provider daytona"
+
+
+def test_create_refuses_a_platform_with_the_check_preflight_makes() -> None:
+    """One platform check: a provider's create (a session made without preflight) raises what preflight reports."""
+    from deskctl.providers.docker import DockerProvider
+
+    row = compat.platform_check(StubProvider(), Platform.WINDOWS)
+    with pytest.raises(CompatError) as info:
+        compat.require_platform(StubProvider(), Platform.WINDOWS)
+    assert (info.value.code, info.value.message, info.value.remedy, info.value.exit_code) == (
+        row.code, row.message, row.remedy, 3)
+    compat.require_platform(StubProvider(), Platform.UBUNTU)
+    # docker refuses before it dials the engine
+    spec = DesktopSpec.build(provider="docker", platform="windows", geometry="1024x768")
+    with pytest.raises(CompatError, match=r"^docker cannot serve windows desktops") as refused:
+        DockerProvider().create(spec, "dk-windows", {})
+    assert refused.value.code == "compat.platform_unsupported"
 
 
 def test_fixed_sizes_refuse_others_listing_what_is_offered() -> None:

@@ -100,8 +100,12 @@ def test_preflight_passes_here_and_names_remedies_when_binaries_are_missing(
 def test_preflight_refuses_other_platforms_and_warns_about_a_window_that_does_not_fill(
     provider: XvfbProvider, tmp_path: Path
 ) -> None:
-    codes = {r.code: r.status for r in provider.preflight(_spec(platform="windows"))}
-    assert codes["compat.platform"] == "fail"
+    from deskctl.preflight.runner import run_checks
+
+    # the platform is checked once, by the engine: the provider's own checks do not repeat it
+    codes = {r.code: r.status for r in run_checks(_spec(platform="windows"), provider)}
+    assert codes["compat.platform_unsupported"] == "fail"
+    assert not any(r.code.startswith("compat.") for r in provider.preflight(_spec(platform="windows")))
     browser = _fake_browser(tmp_path)
     prov = XvfbProvider({"browser": str(browser)})
     warn = {r.code: r for r in prov.preflight(_spec(start_url="http://x", window_geometry="800x600"))}
@@ -415,9 +419,12 @@ def test_a_browser_that_exits_at_once_fails_readiness_with_its_log(tmp_path: Pat
 
 def test_a_depth_xvfb_cannot_give_is_refused_in_preflight_and_create(provider: XvfbProvider) -> None:
     from deskctl.errors import GeometryUnsupported
+    from deskctl.preflight.runner import run_checks
 
-    results = {r.code: r for r in provider.preflight(_spec(geometry="640x480x32"))}
+    results = {r.code: r for r in run_checks(_spec(geometry="640x480x32"), provider)}
     assert results["geometry.unsupported"].status == "fail"
+    assert "32-bit" in results["geometry.unsupported"].message
+    assert "geometry.unsupported" not in {r.code for r in provider.preflight(_spec(geometry="640x480x32"))}
     with pytest.raises(GeometryUnsupported):
         provider.create(_spec(geometry="640x480x32"), "dk-depth", _labels("dk-depth"))
     assert provider.list_owned() == []

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deskctl.errors import ConfigInvalid, UsageError
+from deskctl.errors import CompatError, ConfigInvalid, UsageError
 from deskctl.preflight.checks import CheckResult, Status
 from deskctl.spec import Geometry, Platform, WindowGeometry
 
@@ -41,10 +41,12 @@ __all__ = [
     "natural_task_os",
     "normalize_agent",
     "normalize_task_os",
+    "platform_check",
     "platforms_for",
     "provider_checks",
     "providers_for",
     "request_checks",
+    "require_platform",
     "suggest",
     "user_compat_path",
 ]
@@ -322,32 +324,43 @@ def _hidpi_scale(provider: Provider, platform: Platform) -> tuple[float, str | N
     return (float(caps.hidpi_scale) if caps is not None else 1.0), None
 
 
-def provider_checks(spec: DesktopSpec, provider: Provider) -> list[CheckResult]:
-    """Cross-provider checks for one provider: platform x provider, geometry, HiDPI, model down-scaling."""
+def platform_check(provider: Provider, platform: Platform) -> CheckResult:
+    """Platform x provider, the one check of it: ``compat.platform`` (pass) or ``compat.platform_unsupported``
+    (fail, naming who serves the platform). Used by preflight and, through :func:`require_platform`, by create."""
     matrix = load_matrix()
     name = provider.name
-    platform = spec.platform
-    results: list[CheckResult] = []
     caps = getattr(type(provider), "capabilities", None)
     served = frozenset(caps.platforms) if caps is not None else platforms_for(name)
     data_row = next((r for r in matrix.rows("platform_provider") if r["provider"] == name), None)
     source = matrix.source_label(data_row) if data_row else "provider capabilities"
     if platform not in served:
         others = [p for p in _data_providers_for(platform) if p != name]
-        results.append(CheckResult(
+        return CheckResult(
             "fail", "compat.platform_unsupported",
             f"{name} cannot serve {platform.value} desktops (it serves: "
             f"{', '.join(sorted(p.value for p in served)) or 'nothing'}; "
             f"{platform.value} is served by: {', '.join(others) or 'no known provider'}) [{source}]",
             remedy=(f"--provider {others[0]}" if others else "choose another --platform"),
             provider=name,
-        ))
-        return results
-    results.append(CheckResult(
-        "pass", "compat.platform", f"{name} serves {platform.value} desktops [{source}]", provider=name,
-    ))
-    results.extend(_geometry_checks(spec, provider))
-    return results
+        )
+    return CheckResult("pass", "compat.platform", f"{name} serves {platform.value} desktops [{source}]",
+                       provider=name)
+
+
+def require_platform(provider: Provider, platform: Platform) -> None:
+    """Raise :class:`~deskctl.errors.CompatError` (``compat.platform_unsupported``) when ``provider`` cannot serve
+    ``platform``: the guard of a provider's create, for a session made without preflight."""
+    result = platform_check(provider, platform)
+    if result.status == "fail":
+        raise CompatError(result.message, code=result.code, provider=result.provider, remedy=result.remedy)
+
+
+def provider_checks(spec: DesktopSpec, provider: Provider) -> list[CheckResult]:
+    """Cross-provider checks for one provider: platform x provider, geometry, HiDPI, model down-scaling."""
+    platform = platform_check(provider, spec.platform)
+    if platform.status == "fail":
+        return [platform]
+    return [platform, *_geometry_checks(spec, provider)]
 
 
 def _geometry_checks(spec: DesktopSpec, provider: Provider) -> list[CheckResult]:

@@ -38,7 +38,7 @@ from deskctl.errors import (
     RateLimited,
     UsageError,
 )
-from deskctl.preflight.checks import CheckResult
+from deskctl.preflight.checks import CheckResult, failure_from
 from deskctl.spec import DesktopSpec, Geometry, Platform
 
 if TYPE_CHECKING:
@@ -91,20 +91,6 @@ def _run_in_thread(check: Check) -> concurrent.futures.Future[tuple[list[CheckRe
     return future
 
 
-def _failure_from_exception(check: Check, exc: Exception, elapsed_ms: float) -> CheckResult:
-    from deskctl.credentials import redact
-
-    if isinstance(exc, DeskctlError):
-        return CheckResult(
-            "fail", exc.code, redact(exc.message), remedy=redact(exc.remedy) if exc.remedy else None,
-            provider=exc.provider or check.provider, elapsed_ms=elapsed_ms,
-        )
-    return CheckResult(
-        "fail", check.code, f"check {check.code} raised {type(exc).__name__}: {redact(str(exc))}",
-        provider=check.provider, elapsed_ms=elapsed_ms,
-    )
-
-
 def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
     """Run every check at once; returns one result list per check, in the order given.
 
@@ -128,7 +114,8 @@ def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
             )])
             continue
         except Exception as exc:  # the check's own exception; Ctrl-C while waiting still propagates
-            out.append([_failure_from_exception(check, exc, (time.monotonic() - started) * 1000)])
+            out.append([failure_from(exc, code=check.code, provider=check.provider,
+                                     elapsed_ms=(time.monotonic() - started) * 1000)])
             continue
         out.append([
             dataclasses.replace(
@@ -567,7 +554,7 @@ def preflight(
             try:
                 built.append((spec, get_provider(name, options)))
             except DeskctlError as exc:
-                setup_failures.append(CheckResult("fail", exc.code, exc.message, remedy=exc.remedy, provider=name))
+                setup_failures.append(failure_from(exc, code=exc.code, provider=name))
     started = time.monotonic()
     checks: list[Check] = [Check(
         "compat.request", lambda: compat.request_checks(request.platform, request.agent, request.task_os),

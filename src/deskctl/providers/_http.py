@@ -50,8 +50,6 @@ from deskctl.providers.base import Provider, RemoteHandle
 if TYPE_CHECKING:
     import httpx
 
-    from deskctl.preflight.checks import CheckResult, Status
-
 __all__ = [
     "RETRY_SCALE_ENV",
     "HttpErrorContext",
@@ -445,18 +443,6 @@ class HttpProvider(Provider):
                 f"{self.name}: {response.request.method} {redact(response.request.url.path)} answered non-JSON "
                 f"(HTTP {response.status_code})", provider=self.name, status=response.status_code,
             ) from exc
-
-    # -- preflight -----------------------------------------------------------------------------------------
-    def _check_recorder(self, results: list[CheckResult]) -> Callable[[Status, str, str, str | None, float], None]:
-        """``add(status, code, message, remedy, started)``: appends to ``results`` a check of this provider with
-        message and remedy redacted, timed from ``started`` (``time.monotonic``)."""
-        from deskctl.preflight.checks import CheckResult
-
-        def add(status: Status, code: str, message: str, remedy: str | None, started: float) -> None:
-            results.append(CheckResult(status, code, redact(message), redact(remedy) if remedy else None,
-                                       self.name, (time.monotonic() - started) * 1000.0))
-
-        return add
 
     # -- readiness and cleanup -------------------------------------------------------------------------------
     def _check_screenshot_size(self, handle: RemoteHandle, screen: str = "display") -> None:

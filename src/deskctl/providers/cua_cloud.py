@@ -527,70 +527,68 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         read of the pool's claims (``GET ...?limit=1``: credentials, permission, the namespace exists), the warm
         pool's ready sandboxes where its status shows them, and leftovers. Platform and geometry are checked by
         the engine from :attr:`capabilities`."""
-        results: list[CheckResult] = []
-        add = self._check_recorder(results)
+        from deskctl.preflight.checks import CheckRecorder
+
+        checks = CheckRecorder(self.name)
 
         quick = self.retry.with_attempts_at_most(2)
         namespace = self.namespace(spec.platform)
         warmpool = str(self.options.get("warmpool") or namespace)
-        started = time.monotonic()
+        checks.start()
         try:
             self._access_token(policy=quick)
             self._api("GET", self._claims_path(namespace), "list claims", idempotent=True, policy=quick,
                       params={"limit": 1, "labelSelector": f"{LABEL_MANAGED}=1"})
         except ProviderApiError as err:
             if err.status == 404:
-                add("fail", "compat.pool_unavailable",
-                    f"the namespace {namespace} (a warm pool for {spec.platform.value}) does not exist for this "
-                    f"account ({err.message})", "set CUA_CLOUD_NAMESPACE or -o namespace=... to a pool you have",
-                    started)
+                checks.add("fail", "compat.pool_unavailable",
+                           f"the namespace {namespace} (a warm pool for {spec.platform.value}) does not exist for this "
+                           f"account ({err.message})", "set CUA_CLOUD_NAMESPACE or -o namespace=... to a pool you have")
             else:
-                add("fail", err.code, err.message, err.remedy, started)
-            return results
+                checks.add_error(err)
+            return checks.results
         except DeskctlError as err:
             code = err.code if isinstance(err, PreflightError | InfrastructureError) else "provider.unreachable"
-            add("fail", code, err.message, err.remedy, started)
-            return results
-        add("pass", "cua.credentials", f"the client credentials are accepted and may read claims in {namespace}",
-            None, started)
+            checks.add("fail", code, err.message, err.remedy)
+            return checks.results
+        checks.add("pass", "cua.credentials", f"the client credentials are accepted and may read claims in {namespace}")
 
-        started = time.monotonic()
+        checks.start()
         try:
             pool = self._json(self._api(
                 "GET", f"/api/k8s/apis/{API_VERSION}/namespaces/{namespace}/osgymsandboxwarmpools/{warmpool}",
                 "read the warm pool", idempotent=True, policy=quick))
         except DeskctlError as err:
-            add("skip", "cua.capacity", f"the warm pool {warmpool} is not readable ({err.code})", None, started)
+            checks.add("skip", "cua.capacity", f"the warm pool {warmpool} is not readable ({err.code})")
         else:
             status = pool.get("status") if isinstance(pool, dict) else None
             ready = next((status[k] for k in ("readyReplicas", "availableReplicas", "ready")
                           if isinstance(status, dict) and isinstance(status.get(k), int)), None)
             if ready is None:
-                add("skip", "cua.capacity", f"the warm pool {warmpool} does not show its ready sandboxes", None,
-                    started)
+                checks.add("skip", "cua.capacity", f"the warm pool {warmpool} does not show its ready sandboxes")
             elif ready > 0:
-                add("pass", "cua.capacity", f"the warm pool {warmpool} has {ready} ready sandbox(es)", None, started)
+                checks.add("pass", "cua.capacity", f"the warm pool {warmpool} has {ready} ready sandbox(es)")
             else:
-                add("warn", "cua.capacity",
-                    f"the warm pool {warmpool} has no ready sandbox now: a claim waits while it scales up, or fails",
-                    "retry later, or use another pool", started)
+                checks.add("warn", "cua.capacity",
+                           f"the warm pool {warmpool} has no ready sandbox now: a claim waits while it scales up, "
+                           "or fails", "retry later, or use another pool")
 
-        started = time.monotonic()
+        checks.start()
         try:
             owned = self._list_namespace(namespace, None, quick)
         except DeskctlError as err:
-            add("warn", "cua.leftovers", f"could not list deskctl claims: {err.message}", None, started)
+            checks.add("warn", "cua.leftovers", f"could not list deskctl claims: {err.message}")
         else:
             if owned:
                 now = time.time()
                 expired = [h for h in owned if past_expiry(h.labels, now)]
                 ids = ", ".join(h.session_id for h in owned[:5]) + (" ..." if len(owned) > 5 else "")
-                add("warn", "cua.leftovers",
-                    f"{len(owned)} deskctl claim(s) exist in {namespace} ({ids}), {len(expired)} past their expiry; "
-                    "they hold sandboxes and may bill", "deskctl reap --provider cua-cloud", started)
+                checks.add("warn", "cua.leftovers",
+                           f"{len(owned)} deskctl claim(s) exist in {namespace} ({ids}), {len(expired)} past their "
+                           "expiry; they hold sandboxes and may bill", "deskctl reap --provider cua-cloud")
             else:
-                add("pass", "cua.leftovers", "no deskctl claims are left over", None, started)
-        return results
+                checks.add("pass", "cua.leftovers", "no deskctl claims are left over")
+        return checks.results
 
     # -- create ------------------------------------------------------------------------------------------------
     def _ttl(self, spec: DesktopSpec, labels: Mapping[str, str]) -> float:
@@ -602,9 +600,9 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
 
     def claim_body(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> dict[str, Any]:
         """The ``POST`` body of the session's claim."""
-        if spec.platform not in self.capabilities.platforms:
-            raise CompatError(f"cua-cloud offers ubuntu and windows, not {spec.platform.value}",
-                              code="compat.platform_unsupported", provider=self.name)
+        from deskctl.preflight.compat import require_platform
+
+        require_platform(self, spec.platform)
         namespace = self.namespace(spec.platform)
         warmpool = str(self.options.get("warmpool") or namespace)
         annotations = {str(k): str(v) for k, v in labels.items()}

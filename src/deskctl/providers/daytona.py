@@ -108,7 +108,7 @@ from deskctl.spec import DesktopSpec, Platform
 if TYPE_CHECKING:
     import httpx
 
-    from deskctl.preflight.checks import CheckResult
+    from deskctl.preflight.checks import CheckRecorder, CheckResult
 
 __all__ = ["DEFAULT_API_URL", "LABEL_MANAGED", "WINDOWS_RESOURCES", "DaytonaProvider", "MultipartReader",
            "toolbox_key_name"]
@@ -316,96 +316,95 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
         """Read-only checks: ``GET /config`` (reachable, maintenance), one authenticated read
         (``GET /sandbox?limit=1``), room in the region quota where the API shows it, and leftovers.
         Platform and geometry (fixed Windows size) are checked by the engine from :attr:`capabilities`."""
-        results: list[CheckResult] = []
-        add = self._check_recorder(results)
+        from deskctl.preflight.checks import CheckRecorder
+
+        checks = CheckRecorder(self.name)
 
         quick = self.retry.with_attempts_at_most(2)  # preflight runs under a per-check timeout
-        started = time.monotonic()
+        checks.start()
         try:
             self._auth()  # nothing is dialled without credentials
         except CredentialsMissing as err:
-            add("fail", err.code, err.message, err.remedy, started)
-            return results
+            checks.add_error(err)
+            return checks.results
         try:
             config = self._json(self._send("GET", f"{self.api_url}/config", "GET /config", idempotent=True,
                                            policy=quick))
         except DeskctlError as err:
-            add("fail", err.code if isinstance(err, InfrastructureError) else "provider.unreachable",
-                f"{self.api_url}/config: {err.message}", "check the network and DAYTONA_API_URL", started)
-            return results
+            checks.add("fail", err.code if isinstance(err, InfrastructureError) else "provider.unreachable",
+                       f"{self.api_url}/config: {err.message}", "check the network and DAYTONA_API_URL")
+            return checks.results
         if isinstance(config, dict) and (config.get("maintananceMode") or config.get("maintenanceMode")):
-            add("fail", "provider.maintenance", "Daytona reports maintenance mode", "retry later", started)
+            checks.add("fail", "provider.maintenance", "Daytona reports maintenance mode", "retry later")
         else:
             version = config.get("version") if isinstance(config, dict) else None
-            add("pass", "daytona.reachable", f"{self.api_url} answers (version {version or 'unknown'})", None,
-                started)
+            checks.add("pass", "daytona.reachable", f"{self.api_url} answers (version {version or 'unknown'})")
 
-        started = time.monotonic()
+        checks.start()
         try:
             first = self._json(self._api("GET", "/sandbox", "list sandboxes", idempotent=True,
                                          params={"limit": 1}, policy=quick))
         except DeskctlError as err:
             code = err.code if isinstance(err, PreflightError | InfrastructureError) else "provider.unreachable"
-            add("fail", code, err.message, err.remedy, started)
-            return results
-        add("pass", "daytona.credentials", "the Daytona credentials are accepted", None, started)
+            checks.add("fail", code, err.message, err.remedy)
+            return checks.results
+        checks.add("pass", "daytona.credentials", "the Daytona credentials are accepted")
 
-        started = time.monotonic()
-        key = self._key_check(add, started, quick)
+        checks.start()
+        key = self._key_check(checks, quick)
 
-        started = time.monotonic()
-        self._quota_check(spec, first, add, started, quick, org=key.get("organizationId") if key else None)
+        checks.start()
+        self._quota_check(spec, first, checks, quick, org=key.get("organizationId") if key else None)
 
-        started = time.monotonic()
+        checks.start()
         try:
             owned = self._list_owned(None, quick)
         except DeskctlError as err:
-            add("warn", "daytona.leftovers", f"could not list deskctl sandboxes: {err.message}", None, started)
+            checks.add("warn", "daytona.leftovers", f"could not list deskctl sandboxes: {err.message}")
         else:
             if owned:
                 now = time.time()
                 expired = [h for h in owned if past_expiry(h.labels, now)]
                 ids = ", ".join(h.session_id for h in owned[:5]) + (" ..." if len(owned) > 5 else "")
-                add("warn", "daytona.leftovers",
-                    f"{len(owned)} deskctl sandbox(es) exist ({ids}), {len(expired)} past their expiry; "
-                    "they count against the quota and may bill", "deskctl reap --provider daytona", started)
+                checks.add("warn", "daytona.leftovers",
+                           f"{len(owned)} deskctl sandbox(es) exist ({ids}), {len(expired)} past their expiry; "
+                           "they count against the quota and may bill", "deskctl reap --provider daytona")
             else:
-                add("pass", "daytona.leftovers", "no deskctl sandboxes are left over", None, started)
-        return results
+                checks.add("pass", "daytona.leftovers", "no deskctl sandboxes are left over")
+        return checks.results
 
-    def _key_check(self, add: Callable[..., None], started: float, policy: RetryPolicy) -> dict[str, Any] | None:
+    def _key_check(self, checks: CheckRecorder, policy: RetryPolicy) -> dict[str, Any] | None:
         """``GET /api-keys/current``: the key's scopes (a read-only key can list but not create, a key without
         ``delete:sandboxes`` creates what deskctl then cannot delete) and its organization. None when the
         answer is not available (a JWT, or a server without the route)."""
         if not self._var("DAYTONA_API_KEY"):
-            add("skip", "daytona.permissions", "signed in with a JWT: the scopes of the organization role are not "
-                "readable; create and delete are tried only when needed", None, started)
+            checks.add("skip", "daytona.permissions", "signed in with a JWT: the scopes of the organization role are "
+                       "not readable; create and delete are tried only when needed")
             return None
         try:
             answer = self._json(self._api("GET", "/api-keys/current", "read the key's permissions",
                                           idempotent=True, policy=policy))
         except DeskctlError as err:
-            add("skip", "daytona.permissions", f"the key's permissions are not readable ({err.code})", None,
-                started)
+            checks.add("skip", "daytona.permissions", f"the key's permissions are not readable ({err.code})")
             return None
         key: dict[str, Any] = dict(answer) if isinstance(answer, dict) else {}
         permissions = key.get("permissions")
         if not isinstance(permissions, list):
-            add("skip", "daytona.permissions", "the key's permissions are not in the answer", None, started)
+            checks.add("skip", "daytona.permissions", "the key's permissions are not in the answer")
             return key
         missing = [scope for scope in _NEEDED_SCOPES if scope not in {str(p) for p in permissions}]
         if missing:
             why = ("a read-only key: it may list sandboxes but not create them" if "write:sandboxes" in missing
                    else "deskctl could create sandboxes that this key cannot delete")
-            add("fail", "credentials.forbidden", f"the API key lacks {' and '.join(missing)} ({why})",
-                "create a key with write:sandboxes and delete:sandboxes (Daytona dashboard, Keys) and set "
-                "DAYTONA_API_KEY to it", started)
+            checks.add("fail", "credentials.forbidden", f"the API key lacks {' and '.join(missing)} ({why})",
+                       "create a key with write:sandboxes and delete:sandboxes (Daytona dashboard, Keys) and set "
+                       "DAYTONA_API_KEY to it")
         else:
-            add("pass", "daytona.permissions", "the key may create (write:sandboxes) and delete "
-                "(delete:sandboxes) sandboxes", None, started)
+            checks.add("pass", "daytona.permissions", "the key may create (write:sandboxes) and delete "
+                       "(delete:sandboxes) sandboxes")
         return key
 
-    def _quota_check(self, spec: DesktopSpec, first_page: Any, add: Callable[..., None], started: float,
+    def _quota_check(self, spec: DesktopSpec, first_page: Any, checks: CheckRecorder,
                      policy: RetryPolicy, *, org: str | None = None) -> None:
         org = self._var("DAYTONA_ORGANIZATION_ID") or org
         if not org:
@@ -413,15 +412,14 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
             org = next((str(i["organizationId"]) for i in items if isinstance(i, dict) and i.get("organizationId")),
                        None)
         if not org:
-            add("skip", "daytona.quota", "the organization id is unknown (set DAYTONA_ORGANIZATION_ID to check "
-                "the quota before creating)", None, started)
+            checks.add("skip", "daytona.quota", "the organization id is unknown (set DAYTONA_ORGANIZATION_ID to check "
+                       "the quota before creating)")
             return
         try:
             usage = self._json(self._api("GET", f"/organizations/{org}/usage", "read the quota",
                                          idempotent=True, policy=policy))
         except DeskctlError as err:
-            add("skip", "daytona.quota", f"the quota is not readable with these credentials ({err.code})", None,
-                started)
+            checks.add("skip", "daytona.quota", f"the quota is not readable with these credentials ({err.code})")
             return
         need = WINDOWS_RESOURCES if spec.platform is Platform.WINDOWS else {"cpu": 1.0, "memory": 1.0, "disk": 3.0}
         wanted_class = "windows" if spec.platform is Platform.WINDOWS else "container"
@@ -430,12 +428,12 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
         rows = [r for r in rows if target is None or r.get("regionId") in (None, target)]
         classed = [r for r in rows if r.get("sandboxClass") in (None, wanted_class)]
         if rows and not classed and spec.platform is Platform.WINDOWS:
-            add("fail", "compat.region_unavailable",
-                f"the organization has no {wanted_class} quota in region {target}",
-                "ask Daytona for Windows access in this region, or set DAYTONA_TARGET", started)
+            checks.add("fail", "compat.region_unavailable",
+                       f"the organization has no {wanted_class} quota in region {target}",
+                       "ask Daytona for Windows access in this region, or set DAYTONA_TARGET")
             return
         if not classed:
-            add("skip", "daytona.quota", "the usage answer has no row for this region and class", None, started)
+            checks.add("skip", "daytona.quota", "the usage answer has no row for this region and class")
             return
         row = classed[0]
         short: list[str] = []
@@ -446,19 +444,19 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
             if isinstance(total, int | float) and isinstance(used, int | float) and total - used < need[resource]:
                 short.append(f"{resource} {total - used:g} free of {total:g}, needs {need[resource]:g}")
         if short:
-            add("fail", "quota.exceeded", "no room for this sandbox: " + "; ".join(short),
-                "destroy sandboxes you do not need (deskctl reap, the Daytona dashboard) or raise the tier", started)
+            checks.add("fail", "quota.exceeded", "no room for this sandbox: " + "; ".join(short),
+                       "destroy sandboxes you do not need (deskctl reap, the Daytona dashboard) or raise the tier")
         else:
-            add("pass", "daytona.quota",
-                f"room for {need['cpu']:g} vCPU / {need['memory']:g} GiB / {need['disk']:g} GiB in "
-                f"{row.get('regionId') or 'the default region'}", None, started)
+            checks.add("pass", "daytona.quota",
+                       f"room for {need['cpu']:g} vCPU / {need['memory']:g} GiB / {need['disk']:g} GiB in "
+                       f"{row.get('regionId') or 'the default region'}")
 
     # -- create ------------------------------------------------------------------------------------------
     def create_body(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> dict[str, Any]:
         """The ``POST /sandbox`` body for a session (never cpu, memory, disk or gpu)."""
-        if spec.platform not in self.capabilities.platforms:
-            raise CompatError(f"daytona offers windows and ubuntu, not {spec.platform.value}",
-                              code="compat.platform_unsupported", provider=self.name)
+        from deskctl.preflight.compat import require_platform
+
+        require_platform(self, spec.platform)
         all_labels = {str(k): str(v) for k, v in labels.items()}
         all_labels[LABEL_SESSION] = session_id
         all_labels[LABEL_MANAGED] = "1"

@@ -313,16 +313,10 @@ class DockerProvider(GuestActions, Provider):
 
     # -- preflight -----------------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
-        from deskctl.preflight.checks import CheckResult
+        from deskctl.preflight.checks import CheckRecorder
 
-        results: list[CheckResult] = []
-
-        def add(status: str, code: str, message: str, remedy: str | None = None, started: float = 0.0) -> None:
-            results.append(CheckResult(status, code, message, remedy, self.name,  # type: ignore[arg-type]
-                                       round((time.monotonic() - started) * 1000, 1) if started else 0.0))
-
+        checks = CheckRecorder(self.name)
         # platform and geometry are checked by the preflight runner from ``capabilities``
-        started = time.monotonic()
         try:
             self._client = None
             with self._errors("ping the Docker daemon"):
@@ -334,61 +328,61 @@ class DockerProvider(GuestActions, Provider):
             client.api.timeout = int(self.options.get("api_timeout", 60))
             self._client = client
         except DeskctlError as exc:
-            add("fail", "docker.daemon", exc.message, exc.remedy, started)
-            return results
-        add("pass", "docker.daemon", f"Docker {version.get('Version', '?')} answers", None, started)
+            checks.add_error(exc, "docker.daemon")
+            return checks.results
+        checks.add("pass", "docker.daemon", f"Docker {version.get('Version', '?')} answers")
         host = os.environ.get("DOCKER_HOST", "")
         if host.startswith("ssh://") or (host.startswith("tcp://") and not re.match(
                 r"^tcp://(localhost|127\.[0-9.]+|\[::1\])(:|$)", host)):
-            add("warn", "docker.local",
-                f"DOCKER_HOST={host} may be another machine: the display socket and framebuffer are shared "
-                "through directories of this one", "use a Docker daemon on this machine (unset DOCKER_HOST)")
+            checks.add("warn", "docker.local",
+                       f"DOCKER_HOST={host} may be another machine: the display socket and framebuffer are shared "
+                       "through directories of this one", "use a Docker daemon on this machine (unset DOCKER_HOST)")
 
-        started = time.monotonic()
+        checks.start()
         try:
             variant = self._variant(spec)
             image = self._resolve_image(spec)
-            add("pass", "docker.image", f"image {image}", None, started)
+            checks.add("pass", "docker.image", f"image {image}")
         except DeskctlError as exc:
-            add("fail", "docker.image", exc.message, exc.remedy, started)
+            checks.add_error(exc, "docker.image")
             variant = "minimal"
 
-        started = time.monotonic()
+        checks.start()
         try:
             limit = self._memory(spec)
             needed = self._needed_memory(spec, variant)
             total = _host_memory("MemTotal") or 0
             if limit is not None and limit < needed:
-                add("fail", "docker.memory",
-                    f"memory limit {_mib(limit)} is below the {_mib(needed)} a {spec.geometry_label()} "
-                    f"{variant} desktop needs", f"set provider_options memory to at least {_mib(needed)}", started)
+                checks.add("fail", "docker.memory",
+                           f"memory limit {_mib(limit)} is below the {_mib(needed)} a {spec.geometry_label()} "
+                           f"{variant} desktop needs", f"set provider_options memory to at least {_mib(needed)}")
             elif total and (limit or needed) > total:
-                add("fail", "docker.memory",
-                    f"the request ({_mib(limit or needed)}) is more than the Docker host has ({_mib(total)})",
-                    "ask for less memory (provider_options memory)", started)
+                checks.add("fail", "docker.memory",
+                           f"the request ({_mib(limit or needed)}) is more than the Docker host has ({_mib(total)})",
+                           "ask for less memory (provider_options memory)")
             else:
                 available = _host_memory("MemAvailable")
                 if available is not None and needed > available:
-                    add("warn", "docker.memory",
-                        f"only {_mib(available)} free on this host; a desktop needs about {_mib(needed)}",
-                        "close other desktops or ask for a smaller geometry", started)
+                    checks.add("warn", "docker.memory",
+                               f"only {_mib(available)} free on this host; a desktop needs about {_mib(needed)}",
+                               "close other desktops or ask for a smaller geometry")
                 else:
-                    add("pass", "docker.memory", f"limit {_mib(limit) if limit else 'none'}, needs about "
-                        f"{_mib(needed)}", None, started)
+                    checks.add("pass", "docker.memory", f"limit {_mib(limit) if limit else 'none'}, needs about "
+                               f"{_mib(needed)}")
         except UsageError as exc:
-            add("fail", "docker.memory", exc.message, "use a size such as 512m or 2g", started)
+            checks.add("fail", "docker.memory", exc.message, "use a size such as 512m or 2g")
 
         network = str(self._option(spec, "network", "none"))
         if network not in ("none", "bridge", "host"):
-            started = time.monotonic()
+            checks.start()
             try:
                 with self._errors(f"inspect the network {network}"):
                     self.client.api.inspect_network(network)
-                add("pass", "docker.network", f"network {network}", None, started)
+                checks.add("pass", "docker.network", f"network {network}")
             except DeskctlError as exc:
-                add("fail", "docker.network", f"network {network!r}: {exc.message}",
-                    f"docker network create {network}", started)
-        return results
+                checks.add("fail", "docker.network", f"network {network!r}: {exc.message}",
+                           f"docker network create {network}")
+        return checks.results
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def _session_dir(self, session_id: str) -> Path:
@@ -397,11 +391,10 @@ class DockerProvider(GuestActions, Provider):
         return runtime_dir() / "docker" / session_id
 
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        from deskctl.preflight.compat import require_platform
         from deskctl.providers._x11 import new_cookie, write_xauthority
 
-        if spec.platform is not Platform.UBUNTU:
-            raise PreflightError(f"docker desktops are Linux (ubuntu), not {spec.platform.value}",
-                                 code="compat.platform", provider=self.name)
+        require_platform(self, spec.platform)
         if not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", session_id):
             raise UsageError(f"session id {session_id!r} is not a valid container name", provider=self.name)
         geometry = spec.geometry

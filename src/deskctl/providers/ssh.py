@@ -1538,95 +1538,84 @@ class SSHProvider(GuestActions, Provider):
 
     # -- preflight --------------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
-        from deskctl.preflight.checks import CheckResult
+        from deskctl.preflight.checks import CheckRecorder
 
-        results: list[CheckResult] = []
-
-        def check(status: str, code: str, message: str, remedy: str | None = None, started: float = 0.0) -> None:
-            elapsed = (time.monotonic() - started) * 1000 if started else 0.0
-            results.append(CheckResult(status, code, message, remedy, PROVIDER, elapsed))  # type: ignore[arg-type]
-
-        if spec.platform is not Platform.UBUNTU:
-            check("fail", "compat.platform", f"ssh gives Linux desktops, not {spec.platform.value}",
-                  "use --platform ubuntu, or a provider that offers that platform")
-        reason = self.check_geometry(spec.geometry, spec.platform)
-        if reason:
-            check("fail", "geometry.unsupported", reason)
+        # platform and geometry are checked by the preflight runner from ``capabilities``
+        checks = CheckRecorder(PROVIDER)
         try:
             settings = self._settings()
         except UsageError as err:
-            check("fail", "ssh.no_target", err.message, err.remedy)
-            return results
-        started = time.monotonic()
+            checks.add_error(err, "ssh.no_target")
+            return checks.results
+        checks.start()
         try:
             conn = self._track(_Connection(settings, record_new_host_key=False))
         except DeskctlError as err:
-            check("fail", err.code, err.message, err.remedy, started)
-            return results
+            checks.add_error(err)
+            return checks.results
         unknown = not _load_known_hosts(settings).lookup(settings.target.known_hosts_name)
         if unknown:
-            check("warn", "credentials.host_key_unknown",
-                  f"{settings.target.known_hosts_name} is not in known_hosts yet; --accept-new-host-key will record "
-                  "it when the desktop is made", None, started)
-        check("pass", "ssh.connect",
-              f"logged in to {settings.target} ({conn.auth_method.replace('_', ' ')})", None, started)
-        started = time.monotonic()
+            checks.add("warn", "credentials.host_key_unknown",
+                       f"{settings.target.known_hosts_name} is not in known_hosts yet; --accept-new-host-key will "
+                       "record it when the desktop is made")
+        checks.add("pass", "ssh.connect",
+                   f"logged in to {settings.target} ({conn.auth_method.replace('_', ' ')})")
+        checks.start()
         try:
             status, out, _err = conn.call(_sh(_PROBE_SCRIPT, settings.xvfb_path, self._window_manager(spec)),
                                          timeout=settings.connect_timeout)
         except DeskctlError as err:
             conn.close()
-            check("fail", err.code, err.message, err.remedy, started)
-            return results
+            checks.add_error(err)
+            return checks.results
         facts: dict[str, str] = {}
         for line in out.decode(errors="replace").splitlines():
             word, _, rest = line.partition(" ")
             facts[word] = rest if word not in facts else facts[word] + " " + rest
         host = settings.target.host
         if status != 0 or "os" not in facts:
-            check("fail", "ssh.shell", f"{host}: the probe did not run under /bin/sh (exit {status})",
-                  "the host needs a POSIX /bin/sh", started)
+            checks.add("fail", "ssh.shell", f"{host}: the probe did not run under /bin/sh (exit {status})",
+                       "the host needs a POSIX /bin/sh")
         elif facts["os"] != "Linux":
-            check("fail", "compat.platform", f"{host} runs {facts['os']}, not Linux", None, started)
+            checks.add("fail", "compat.platform", f"{host} runs {facts['os']}, not Linux")
         if "wm-missing" in facts:
-            check("fail", "ssh.window_manager", f"a window manager was asked for but {host} has no "
-                  f"{facts['wm-missing']}", "on the host: apt-get install openbox", started)
+            checks.add("fail", "ssh.window_manager", f"a window manager was asked for but {host} has no "
+                       f"{facts['wm-missing']}", "on the host: apt-get install openbox")
         elif "wm" in facts:
-            check("pass", "ssh.window_manager", f"{host} has a window manager at {facts['wm']}", None, started)
+            checks.add("pass", "ssh.window_manager", f"{host} has a window manager at {facts['wm']}")
         if spec.start_url:
-            check("fail", "compat.start_url", "the ssh provider does not open a start URL",
-                  "start the browser yourself: desk.exec(\"firefox URL >/dev/null 2>&1 &\"), or use the xvfb or "
-                  "docker provider", started)
+            checks.add("fail", "compat.start_url", "the ssh provider does not open a start URL",
+                       "start the browser yourself: desk.exec(\"firefox URL >/dev/null 2>&1 &\"), or use the xvfb or "
+                       "docker provider")
         if "xvfb-missing" in facts:
-            check("fail", "ssh.xvfb_missing", f"{host} has no {settings.xvfb_path} (searched the login PATH)",
-                  "on the host: apt-get install xvfb (or dnf install xorg-x11-server-Xvfb), or set the "
-                  "xvfb_path provider option", started)
+            checks.add("fail", "ssh.xvfb_missing", f"{host} has no {settings.xvfb_path} (searched the login PATH)",
+                       "on the host: apt-get install xvfb (or dnf install xorg-x11-server-Xvfb), or set the "
+                       "xvfb_path provider option")
         elif "xvfb" in facts:
-            check("pass", "ssh.xvfb", f"{host} has Xvfb at {facts['xvfb']}", None, started)
+            checks.add("pass", "ssh.xvfb", f"{host} has Xvfb at {facts['xvfb']}")
         missing = facts.get("tool-missing", "").split()
         hard = [t for t in missing if t in ("mkfifo", "grep", "sed", "od")]
         if hard:
-            check("fail", "ssh.tools", f"{host} lacks {', '.join(hard)}", "install coreutils, grep and sed", started)
+            checks.add("fail", "ssh.tools", f"{host} lacks {', '.join(hard)}", "install coreutils, grep and sed")
         soft = [t for t in missing if t not in hard]
         if soft:
-            check("warn", "ssh.tools", f"{host} lacks {', '.join(soft)}: "
-                  + ("no expiry backstop for detached desktops; " if "timeout" in soft else "")
-                  + ("destroy polls instead of waiting on a lock; " if "flock" in soft else "")
-                  + ("folders cannot be copied (upload/download of a directory)" if "tar" in soft else ""),
-                  "install coreutils, util-linux and tar on the host", started)
+            checks.add("warn", "ssh.tools", f"{host} lacks {', '.join(soft)}: "
+                       + ("no expiry backstop for detached desktops; " if "timeout" in soft else "")
+                       + ("destroy polls instead of waiting on a lock; " if "flock" in soft else "")
+                       + ("folders cannot be copied (upload/download of a directory)" if "tar" in soft else ""),
+                       "install coreutils, util-linux and tar on the host")
         socket_dir = facts.get("socket-dir", "")
         in_use = facts.get("displays-in-use", "?")
         if socket_dir in ("ok", "creatable"):
-            check("pass", "ssh.displays", f"{host}: {in_use} X displays in use; Xvfb -displayfd takes a free one",
-                  None, started)
+            checks.add("pass", "ssh.displays", f"{host}: {in_use} X displays in use; Xvfb -displayfd takes a free one")
         else:
-            check("fail", "ssh.displays", f"{host}: /tmp/.X11-unix is {socket_dir or 'unknown'}: Xvfb cannot "
-                  "listen", "on the host: mkdir -p /tmp/.X11-unix && chmod 1777 /tmp/.X11-unix", started)
+            checks.add("fail", "ssh.displays", f"{host}: /tmp/.X11-unix is {socket_dir or 'unknown'}: Xvfb cannot "
+                       "listen", "on the host: mkdir -p /tmp/.X11-unix && chmod 1777 /tmp/.X11-unix")
         with self._lock:
             if self._spare is not None:
                 self._spare.close()
             self._spare = conn
-        return results
+        return checks.results
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:

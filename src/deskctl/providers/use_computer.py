@@ -70,7 +70,7 @@ import io
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from deskctl.actions import (
@@ -90,7 +90,6 @@ from deskctl.credentials import redact, register_secret
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
-    CompatError,
     ConfigInvalid,
     CredentialsForbidden,
     CredentialsMissing,
@@ -132,7 +131,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from deskctl.preflight.checks import CheckResult
+    from deskctl.preflight.checks import CheckRecorder, CheckResult
 
 __all__ = ["DEFAULT_BASE_URL", "FIXED_SIZES", "IDLE_REAP_SECONDS", "UseComputerProvider", "key_name"]
 
@@ -337,15 +336,14 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
         """Read-only: one authenticated ``GET /v1/platforms`` (key valid and of this environment, platform
         offered to the account, macOS capacity, the image's display size where listed), and leftovers from the
         ledger. Platform, fixed sizes and task OS are checked by the engine from :attr:`capabilities` and data."""
-        results: list[CheckResult] = []
-        add = self._check_recorder(results)
+        from deskctl.preflight.checks import CheckRecorder
 
-        started = time.monotonic()
+        checks = CheckRecorder(self.name)
         try:
             self._auth()
         except CredentialsMissing as err:
-            add("fail", err.code, err.message, err.remedy, started)
-            return results
+            checks.add_error(err)
+            return checks.results
         quick = self.retry.with_attempts_at_most(2)
         params = {"reservation_id": str(self.options["reservation_id"])} if self.options.get("reservation_id") \
             else None
@@ -356,61 +354,57 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
             code = err.code if isinstance(err, PreflightError | InfrastructureError) else "provider.unreachable"
             remedy = err.remedy or ("check the network and USE_COMPUTER_BASE_URL"
                                     if isinstance(err, ProviderUnreachable) else None)
-            add("fail", code, f"{self.base_url}: {err.message}", remedy, started)
-            return results
-        add("pass", "use-computer.credentials", f"{self.base_url} accepts the USE_COMPUTER_API_KEY", None, started)
+            checks.add("fail", code, f"{self.base_url}: {err.message}", remedy)
+            return checks.results
+        checks.add("pass", "use-computer.credentials", f"{self.base_url} accepts the USE_COMPUTER_API_KEY")
 
-        started = time.monotonic()
+        checks.start()
         wanted = _TYPES.get(spec.platform)
         offered = platforms.get(wanted) if isinstance(platforms, dict) and wanted else None
         if not isinstance(offered, dict):
             names = sorted(k for k, v in platforms.items() if isinstance(v, dict)) if isinstance(platforms, dict) \
                 else []
-            add("fail", "compat.platform_unavailable",
-                f"the account is not offered {spec.platform.value} sandboxes (offered: {', '.join(names) or 'none'}"
-                "; Ubuntu and Windows are Beta, admin-only)", "ask use.computer for access, or --platform macos",
-                started)
-            return results
-        add("pass", "use-computer.platform", f"{spec.platform.value} sandboxes are offered to the account", None,
-            started)
-        self._capacity_check(offered, add, started)
-        self._display_check(spec, offered, add, started)
+            checks.add("fail", "compat.platform_unavailable",
+                       f"the account is not offered {spec.platform.value} sandboxes "
+                       f"(offered: {', '.join(names) or 'none'}; Ubuntu and Windows are Beta, admin-only)",
+                       "ask use.computer for access, or --platform macos")
+            return checks.results
+        checks.add("pass", "use-computer.platform", f"{spec.platform.value} sandboxes are offered to the account")
+        self._capacity_check(offered, checks)
+        self._display_check(spec, offered, checks)
 
-        started = time.monotonic()
+        checks.start()
         try:
             owned = self._ledger_sessions()
         except DeskctlError as err:
-            add("warn", "use-computer.leftovers", f"could not read the ledger: {err.message}", None, started)
+            checks.add("warn", "use-computer.leftovers", f"could not read the ledger: {err.message}")
         else:
             if owned:
                 ids = ", ".join(h.session_id for h in owned[:5]) + (" ..." if len(owned) > 5 else "")
-                add("warn", "use-computer.leftovers",
-                    f"{len(owned)} use-computer session(s) of this ledger are not ended ({ids}); they may still "
-                    "hold sandboxes of the reservation", "deskctl reap --provider use-computer", started)
+                checks.add("warn", "use-computer.leftovers",
+                           f"{len(owned)} use-computer session(s) of this ledger are not ended ({ids}); they may still "
+                           "hold sandboxes of the reservation", "deskctl reap --provider use-computer")
             else:
-                add("pass", "use-computer.leftovers", "no use-computer sessions are left over in the ledger", None,
-                    started)
-        return results
+                checks.add("pass", "use-computer.leftovers", "no use-computer sessions are left over in the ledger")
+        return checks.results
 
-    def _capacity_check(self, offered: Mapping[str, Any], add: Callable[..., None], started: float) -> None:
+    def _capacity_check(self, offered: Mapping[str, Any], checks: CheckRecorder) -> None:
         capacity = offered.get("capacity")
         if not isinstance(capacity, dict):
-            add("skip", "use-computer.capacity", "the service does not show capacity for this platform", None,
-                started)
+            checks.add("skip", "use-computer.capacity", "the service does not show capacity for this platform")
             return
         most, used = capacity.get("max"), capacity.get("used")
         if not isinstance(most, int | float) or not isinstance(used, int | float):
-            add("skip", "use-computer.capacity", "the capacity answer has no max/used numbers", None, started)
+            checks.add("skip", "use-computer.capacity", "the capacity answer has no max/used numbers")
             return
         if used >= most:
-            add("fail", "capacity.unavailable",
-                f"no free sandbox: {used:g} of {most:g} in use", "wait for one to end, reap leftovers "
-                "(deskctl reap --provider use-computer) or reserve more Macs", started)
+            checks.add("fail", "capacity.unavailable",
+                       f"no free sandbox: {used:g} of {most:g} in use", "wait for one to end, reap leftovers "
+                       "(deskctl reap --provider use-computer) or reserve more Macs")
             return
-        add("pass", "use-computer.capacity", f"{most - used:g} of {most:g} sandboxes free", None, started)
+        checks.add("pass", "use-computer.capacity", f"{most - used:g} of {most:g} sandboxes free")
 
-    def _display_check(self, spec: DesktopSpec, offered: Mapping[str, Any], add: Callable[..., None],
-                       started: float) -> None:
+    def _display_check(self, spec: DesktopSpec, offered: Mapping[str, Any], checks: CheckRecorder) -> None:
         """The image's display as listed (UNVERIFIED shape: ``"WxH"`` or ``{"width", "height"}``)."""
         if spec.geometry is None:
             return
@@ -427,11 +421,11 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
             return
         wanted = (spec.geometry.width, spec.geometry.height)
         if wanted in sizes:
-            add("pass", "geometry.listed", f"the image's display is {spec.geometry}", None, started)
+            checks.add("pass", "geometry.listed", f"the image's display is {spec.geometry}")
             return
         listed = ", ".join(f"{w}x{h}" for w, h in sorted(sizes))
-        add("fail", "geometry.unsupported", f"use.computer lists the display as {listed}, not {spec.geometry}",
-            f"--geometry {listed.split(', ')[0]} (or native)", started)
+        checks.add("fail", "geometry.unsupported", f"use.computer lists the display as {listed}, not {spec.geometry}",
+                   f"--geometry {listed.split(', ')[0]} (or native)")
 
     def _option(self, key: str) -> str | None:
         env = {"host": "USE_COMPUTER_HOST", "version": "USE_COMPUTER_VERSION", "snapshot": "USE_COMPUTER_SNAPSHOT",
@@ -444,10 +438,10 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
     # -- create --------------------------------------------------------------------------------------------
     def create_body(self, spec: DesktopSpec) -> dict[str, Any]:
         """The ``POST /v1/sandboxes`` body (the API takes no labels or metadata)."""
-        kind = _TYPES.get(spec.platform)
-        if kind is None:
-            raise CompatError(f"use.computer offers macos, ubuntu and windows, not {spec.platform.value}",
-                              code="compat.platform_unsupported", provider=self.name)
+        from deskctl.preflight.compat import require_platform
+
+        require_platform(self, spec.platform)
+        kind = _TYPES[spec.platform]
         body: dict[str, Any] = {"type": kind, "ephemeral": self.ephemeral}
         host = self._option("host")
         if host:

@@ -81,7 +81,7 @@ from deskctl.providers.base import (
 
 if TYPE_CHECKING:
     from deskctl.actions import Action
-    from deskctl.preflight.checks import CheckResult
+    from deskctl.preflight.checks import CheckRecorder, CheckResult
     from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = ["XvfbProvider"]
@@ -353,53 +353,58 @@ class XvfbProvider(GuestActions, Provider):
 
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
-        from deskctl.preflight.checks import CheckResult
+        from deskctl.preflight.checks import CheckRecorder
 
-        def result(status: Any, code: str, message: str, remedy: str | None = None) -> CheckResult:
-            return CheckResult(status, code, message, remedy, provider=self.name)
-
-        out: list[CheckResult] = []
+        # platform and geometry (the depth too: check_geometry) are checked by the preflight runner
+        checks = CheckRecorder(self.name)
         xvfb = shutil.which("Xvfb")
-        out.append(result("pass", "xvfb.binary", f"Xvfb found at {xvfb}") if xvfb else
-                   result("fail", "xvfb.binary", "Xvfb is not installed", "apt-get install xvfb"))
+        if xvfb:
+            checks.add("pass", "xvfb.binary", f"Xvfb found at {xvfb}")
+        else:
+            checks.add("fail", "xvfb.binary", "Xvfb is not installed", "apt-get install xvfb")
         xauth = shutil.which("xauth")
-        out.append(result("pass", "xvfb.xauth", f"xauth found at {xauth}") if xauth else
-                   result("warn", "xvfb.xauth", "xauth is not installed: tools that read XAUTHORITY still work, "
-                          "but you cannot inspect the cookie", "apt-get install xauth"))
-        if spec.platform is not Platform.UBUNTU:
-            out.append(result("fail", "compat.platform", f"xvfb gives only ubuntu (Linux) desktops, not "
-                              f"{spec.platform.value}", "use --provider daytona or cua-cloud"))
-        problem = self.check_geometry(spec.geometry, spec.platform) or _depth_problem(spec.geometry)
-        if problem:
-            out.append(result("fail", "geometry.unsupported", problem))
+        if xauth:
+            checks.add("pass", "xvfb.xauth", f"xauth found at {xauth}")
+        else:
+            checks.add("warn", "xvfb.xauth", "xauth is not installed: tools that read XAUTHORITY still work, "
+                       "but you cannot inspect the cookie", "apt-get install xauth")
         if self._wants_window_manager(spec):
             wm = shutil.which("openbox")
-            out.append(result("pass", "xvfb.window_manager", f"openbox found at {wm}") if wm else
-                       result("fail", "xvfb.window_manager", "a window manager was asked for but openbox is not "
-                              "installed", "apt-get install openbox"))
+            if wm:
+                checks.add("pass", "xvfb.window_manager", f"openbox found at {wm}")
+            else:
+                checks.add("fail", "xvfb.window_manager", "a window manager was asked for but openbox is not "
+                           "installed", "apt-get install openbox")
         if spec.start_url:
             browser = self._browser()
-            out.append(result("pass", "xvfb.browser", f"browser {browser} opens {spec.start_url}") if browser else
-                       result("fail", "xvfb.browser", f"--start-url needs a browser; none of {', '.join(BROWSERS)} "
-                              "is installed", "apt-get install chromium"))
-            out.extend(self._window_checks(spec, result))
-        return out
+            if browser:
+                checks.add("pass", "xvfb.browser", f"browser {browser} opens {spec.start_url}")
+            else:
+                checks.add("fail", "xvfb.browser", f"--start-url needs a browser; none of {', '.join(BROWSERS)} "
+                           "is installed", "apt-get install chromium")
+            self._window_checks(spec, checks)
+        return checks.results
 
-    def _window_checks(self, spec: DesktopSpec, result: Any) -> list[CheckResult]:
+    def check_geometry(self, geometry: Geometry | None, platform: Platform) -> str | None:
+        return super().check_geometry(geometry, platform) or _depth_problem(geometry)
+
+    def _window_checks(self, spec: DesktopSpec, checks: CheckRecorder) -> None:
         geometry = spec.geometry or _default_geometry()
         window = spec.window_geometry
         if window is None:
-            return [result("pass", "xvfb.window_geometry", f"browser window fills the {geometry} desktop")]
+            checks.add("pass", "xvfb.window_geometry", f"browser window fills the {geometry} desktop")
+            return
         fills = (window.x, window.y, window.width, window.height) == (0, 0, geometry.width, geometry.height)
         if window.x == 0 and window.y == 0 and not fills:
-            return [result("warn", "xvfb.window_geometry",
-                           f"the browser window {window} sits at 0,0 but does not fill the {geometry} desktop: "
-                           "the agent sees an empty band it may click into",
-                           f"use --window-geometry {geometry} or --geometry {window.width}x{window.height}")]
-        if window.x + window.width > geometry.width or window.y + window.height > geometry.height:
-            return [result("warn", "xvfb.window_geometry",
-                           f"the browser window {window} reaches past the {geometry} desktop")]
-        return [result("pass", "xvfb.window_geometry", f"browser window {window} on a {geometry} desktop")]
+            checks.add("warn", "xvfb.window_geometry",
+                       f"the browser window {window} sits at 0,0 but does not fill the {geometry} desktop: "
+                       "the agent sees an empty band it may click into",
+                       f"use --window-geometry {geometry} or --geometry {window.width}x{window.height}")
+        elif window.x + window.width > geometry.width or window.y + window.height > geometry.height:
+            checks.add("warn", "xvfb.window_geometry",
+                       f"the browser window {window} reaches past the {geometry} desktop")
+        else:
+            checks.add("pass", "xvfb.window_geometry", f"browser window {window} on a {geometry} desktop")
 
     def _wants_window_manager(self, spec: DesktopSpec) -> bool:
         return bool(spec.window_manager or self.options.get("window_manager") or
