@@ -69,7 +69,7 @@ def main() -> None:
     seconds = args.check_ms / 1000
     fakes = [SlowCheckProvider(i, seconds) for i in range(args.providers)]
     spec = DesktopSpec.build(platform="ubuntu", geometry="1024x768")
-    request = PreflightRequest(platform=Platform.UBUNTU, timeout=10.0)
+    request = PreflightRequest(DesktopSpec(platform=Platform.UBUNTU), timeout=10.0)
 
     preflight(request, instances=fakes[:1])  # warm imports and caches once, outside the measurement
 

@@ -200,7 +200,7 @@ def test_an_unknown_rate_is_reported_as_unknown_never_free(prices: Path) -> None
 
 
 def test_report_for_windows_with_computer_1_is_not_ready_with_exit_3() -> None:
-    report = preflight(PreflightRequest(platform=Platform.WINDOWS, agent="computer-1"))
+    report = preflight(PreflightRequest(DesktopSpec(platform=Platform.WINDOWS), agent="computer-1"))
     assert report.exit_code == 3 and not report.ok and report.ready == []
     first = report.first_failure()
     assert first is not None and first.code == "compat.agent_unsupported"
@@ -229,7 +229,8 @@ def test_a_spec_checks_its_own_provider_and_secrets_never_reach_the_report() -> 
 def test_deskctl_preflight_is_callable_even_after_the_package_was_imported() -> None:
     import deskctl.preflight.checks  # binds the package to deskctl.preflight
 
-    report = deskctl.preflight(PreflightRequest(platform=Platform.WINDOWS, agent="nop", providers=("xvfb",)))
+    report = deskctl.preflight(PreflightRequest(DesktopSpec(platform=Platform.WINDOWS), agent="nop",
+                                                providers=("xvfb",)))
     assert report.considered == ["xvfb"]
     failure = report.first_failure()
     assert failure is not None and failure.code == "compat.platform_unsupported"

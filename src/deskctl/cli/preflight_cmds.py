@@ -66,13 +66,10 @@ def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None,
     per_provider = {name: provider_options(name, config, options if name in names else (),
                                            host=host if name in flagged else None) for name in considered}
     request = PreflightRequest(
-        platform=base.platform,
+        base,
         providers=tuple(names) or None,
         agent=agent,
         task_os=task_os,
-        geometry=base.geometry,
-        max_minutes=max_minutes,
-        max_usd=max_usd,
         timeout=timeout,
         provider_options=per_provider,
     )

@@ -39,7 +39,7 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.preflight.checks import CheckResult, failure_from
-from deskctl.spec import DesktopSpec, Geometry, Platform
+from deskctl.spec import DesktopSpec, Platform
 
 if TYPE_CHECKING:
     from deskctl.providers.base import Provider
@@ -330,19 +330,20 @@ def raise_for_failures(results: list[CheckResult], provider_name: str) -> None:
 
 @dataclass(frozen=True)
 class PreflightRequest:
-    """What ``deskctl preflight`` asks: a platform, optional provider names, agent, task OS, size, limits."""
+    """What ``deskctl preflight`` asks: the desktop (a :class:`~deskctl.spec.DesktopSpec`: platform, size, limits,
+    ttl, window), and what only preflight needs: the providers to check, the Harbor agent and task OS, the
+    per-check timeout and each provider's options.
 
-    platform: Platform = Platform.UBUNTU
+    ``providers=None`` considers every installed provider that serves ``spec.platform``; each provider is checked
+    with ``spec`` for that provider (``spec.provider`` and ``spec.provider_options`` are replaced by its name and
+    ``provider_options[name]``)."""
+
+    spec: DesktopSpec = field(default_factory=DesktopSpec)
     providers: tuple[str, ...] | None = None
     agent: str | None = None
     task_os: str | None = None
-    geometry: Geometry | None = field(default_factory=lambda: Geometry(width=1024, height=768))
-    max_minutes: float | None = None
-    max_usd: float | None = None
     timeout: float = 10.0
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: the full spec when the request came from one (keeps ttl, window geometry, labels for the checks)
-    spec: DesktopSpec | None = None
 
 
 #: the ``[source (date)]`` a check message ends with
@@ -441,16 +442,16 @@ class PreflightReport:
     def to_dict(self) -> dict[str, Any]:
         from deskctl.credentials import redact
 
-        request = self.request
+        request, spec = self.request, self.request.spec
         return {
             "request": {
-                "platform": request.platform.value,
+                "platform": spec.platform.value,
                 "providers": list(request.providers) if request.providers else None,
                 "agent": request.agent,
                 "task_os": request.task_os,
-                "geometry": str(request.geometry) if request.geometry else "native",
-                "max_minutes": request.max_minutes,
-                "max_usd": request.max_usd,
+                "geometry": spec.geometry_label(),
+                "max_minutes": spec.max_minutes,
+                "max_usd": spec.max_usd,
             },
             "considered": list(self.considered),
             "ready": list(self.ready),
@@ -471,15 +472,8 @@ def _request_from(spec_or_request: DesktopSpec | PreflightRequest | None,
         request = PreflightRequest()
     elif isinstance(spec_or_request, DesktopSpec):
         spec = spec_or_request
-        request = PreflightRequest(
-            platform=spec.platform,
-            providers=(spec.provider,),
-            geometry=spec.geometry,
-            max_minutes=spec.max_minutes,
-            max_usd=spec.max_usd,
-            provider_options={spec.provider: dict(spec.provider_options)},
-            spec=spec,
-        )
+        request = PreflightRequest(spec, providers=(spec.provider,),
+                                   provider_options={spec.provider: dict(spec.provider_options)})
     else:
         request = spec_or_request
     if providers is not None:
@@ -532,11 +526,7 @@ def preflight(
         request = dataclasses.replace(request, agent=compat.normalize_agent(request.agent))
     if request.task_os:
         request = dataclasses.replace(request, task_os=compat.normalize_task_os(request.task_os))
-    if request.spec is not None:
-        base = request.spec
-    else:
-        base = DesktopSpec.build(platform=request.platform, geometry=request.geometry or "native",
-                                 max_minutes=request.max_minutes, max_usd=request.max_usd)
+    base = request.spec
     setup_failures: list[CheckResult] = []
     built: list[tuple[DesktopSpec, Provider]] = []
     if instances is not None:
@@ -547,7 +537,7 @@ def preflight(
     else:
         named = request.providers is not None and len(request.providers) > 0
         names = ([_normalise_provider(n) for n in request.providers or ()] if named
-                 else compat.providers_for(request.platform))
+                 else compat.providers_for(request.spec.platform))
         for name in names:
             options = dict(request.provider_options.get(name) or {})
             spec = base.model_copy(update={"provider": name, "provider_options": options})
@@ -557,7 +547,7 @@ def preflight(
                 setup_failures.append(failure_from(exc, code=exc.code, provider=name))
     started = time.monotonic()
     checks: list[Check] = [Check(
-        "compat.request", lambda: compat.request_checks(request.platform, request.agent, request.task_os),
+        "compat.request", lambda: compat.request_checks(request.spec.platform, request.agent, request.task_os),
         None, request.timeout,
     )]
     for spec, provider in built:
@@ -566,10 +556,10 @@ def preflight(
     groups = run_concurrently(checks)
     results = _merge_report(groups[0], list(zip(checks[1:], groups[1:], strict=True)), setup_failures)
     if not names:
-        others = ", ".join(p for p in _data_providers(request.platform)) or "none known"
+        others = ", ".join(p for p in _data_providers(request.spec.platform)) or "none known"
         results.append(CheckResult(
             "fail", "compat.platform_unsupported",
-            f"no installed provider serves {request.platform.value} desktops (providers for it: {others})",
+            f"no installed provider serves {request.spec.platform.value} desktops (providers for it: {others})",
             remedy="choose another --platform, or install a provider that serves it",
         ))
     request_ok = all(r.status != "fail" for r in results if r.provider is None)
