@@ -250,9 +250,13 @@ class Desktop:
         self._recorder = None
 
     @classmethod
-    def _from_record(cls, record: SessionRecord, ledger: Ledger, *, owns_ledger: bool) -> Desktop:
-        """A session that runs already, as the ledger records it (see :func:`attach`). Reads the stored spec
-        as plain data: it was validated when the session was opened."""
+    def from_record(cls, record: SessionRecord, *, ledger: Ledger, owns_ledger: bool = False) -> Desktop:
+        """A session that runs already, as ``ledger`` records it (what :func:`attach` returns): leaving a ``with``
+        block releases it, :meth:`close` destroys it. ``owns_ledger``: close ``ledger`` with the session.
+        Reads the stored spec as plain data: it was validated when the session was opened. Raises
+        :class:`~deskctl.errors.SessionClosed` for a session that ended (or never got a desktop)."""
+        if record.handle is None or record.status in ("ended", "failed"):
+            raise SessionClosed(f"session {record.session_id} is {record.status}", provider=record.provider)
         stored = record.spec or {}
         desk = cls.__new__(cls)
         desk._spec = None
@@ -272,7 +276,6 @@ class Desktop:
         desk._recorded_usd_per_hour = record.rate_usd_per_hour
         desk._create_sent_at = record.created_at
         desk._expires_at = record.expires_at
-        assert record.handle is not None
         desk.handle = RemoteHandle.from_dict(record.handle)
         geometry = stored.get("geometry")
         if isinstance(geometry, Mapping):
@@ -992,6 +995,4 @@ def attach(session_id: str, *, ledger: Ledger | None = None) -> Desktop:
     record = book.get(session_id)
     if record is None:
         raise NotFound(f"no session {session_id!r} in the ledger", remedy="deskctl ls --all")
-    if record.handle is None or record.status in ("ended", "failed"):
-        raise SessionClosed(f"session {session_id} is {record.status}", provider=record.provider)
-    return Desktop._from_record(record, book, owns_ledger=ledger is None)
+    return Desktop.from_record(record, ledger=book, owns_ledger=ledger is None)

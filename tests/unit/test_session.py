@@ -222,6 +222,27 @@ def test_a_detached_session_survives_release_and_is_reached_by_attach() -> None:
     assert record is not None and record.status == "ended" and record.detached
 
 
+def test_a_desktop_is_made_from_its_ledger_record_and_an_ended_one_is_refused() -> None:
+    from deskctl.errors import SessionClosed
+    from deskctl.session import Desktop
+
+    desk = deskctl.open_desktop("xvfb", geometry="320x240", detached=True)
+    desk.release()
+    with open_ledger() as book:
+        record = book.get(desk.id)
+        assert record is not None
+        again = Desktop.from_record(record, ledger=book)
+        try:
+            assert (again.id, again.size, again.state.value) == (desk.id, (320, 240), "ready")
+            again.click(5, 5)
+        finally:
+            again.close()
+        ended = book.get(desk.id)
+        assert ended is not None and ended.status == "ended"
+        with pytest.raises(SessionClosed):
+            Desktop.from_record(ended, ledger=book)
+
+
 def test_attach_to_an_unknown_session_is_a_usage_error() -> None:
     with pytest.raises(deskctl.UsageError) as info:
         deskctl.attach("dk-nope")
