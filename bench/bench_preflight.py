@@ -16,8 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from deskctl.preflight.checks import CheckResult
-from deskctl.preflight.runner import PreflightRequest, preflight
+from deskctl.checks import CheckResult
+from deskctl.checks.runner import PreflightRequest, preflight
 from deskctl.providers.base import Capabilities, Provider, RemoteHandle, Screenshot
 from deskctl.spec import DesktopSpec, Platform
 

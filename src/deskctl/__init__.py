@@ -26,7 +26,7 @@ from deskctl.errors import (
 
 if TYPE_CHECKING:
     from deskctl import aio
-    from deskctl.preflight.runner import preflight
+    from deskctl.checks.runner import preflight
     from deskctl.session import Desktop, attach, open_desktop
     from deskctl.spec import DesktopSpec, Geometry, Platform
 
@@ -58,7 +58,7 @@ _LAZY = {
     "Desktop": "deskctl.session",
     "open_desktop": "deskctl.session",
     "attach": "deskctl.session",
-    "preflight": "deskctl.preflight.runner",
+    "preflight": "deskctl.checks.runner",
 }
 
 

@@ -362,7 +362,7 @@ class Desktop:
         self.state = State.OPENING
         provider = self.provider
         if self.run_preflight:
-            from deskctl.preflight.runner import raise_for_failures, run_checks
+            from deskctl.checks.runner import raise_for_failures, run_checks
 
             self._step("preflight")
             raise_for_failures(run_checks(self.spec, provider), provider.name)

@@ -112,7 +112,7 @@ def test_preflight_an_unknown_pool_fails_before_anything_is_paid(provider: CuaCl
 
 
 def test_preflight_refuses_sizes_the_pools_do_not_offer(provider: CuaCloudProvider, fake: FakeCua) -> None:
-    from deskctl.preflight.runner import run_checks
+    from deskctl.checks.runner import run_checks
 
     refused = {r.code: r for r in run_checks(spec("ubuntu", "1280x800"), provider)}
     assert refused["geometry.unsupported"].status == "fail"

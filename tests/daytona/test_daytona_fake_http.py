@@ -102,7 +102,7 @@ def test_preflight_checks_quota_when_the_organization_is_known(provider: Daytona
 
 
 def test_preflight_refuses_a_size_windows_does_not_offer(provider: DaytonaProvider, fake: FakeDaytona) -> None:
-    from deskctl.preflight.runner import run_checks
+    from deskctl.checks.runner import run_checks
 
     results = {r.code: r for r in run_checks(spec("windows", "1280x800"), provider)}
     failure = results["geometry.unsupported"]

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from deskctl.preflight.checks import CheckResult
+from deskctl.checks import CheckResult
 from deskctl.providers.base import Capabilities, Provider, RemoteHandle, Screenshot
 from deskctl.spec import DesktopSpec, Platform
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from _preflight_fakes import FixedSizeProvider, RetinaProvider, StubProvider
 
+from deskctl.checks import compat
 from deskctl.errors import CompatError, ConfigInvalid, UsageError
-from deskctl.preflight import compat
 from deskctl.spec import DesktopSpec, Platform, WindowGeometry
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 
+from deskctl.checks import CheckRecorder, failure_from
 from deskctl.credentials import register_secret
 from deskctl.errors import CredentialsInvalid, ProviderUnreachable
-from deskctl.preflight.checks import CheckRecorder, failure_from
 
 
 def test_each_row_is_timed_from_its_own_start_and_names_the_provider() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +12,16 @@ from pathlib import Path
 import pytest
 from _preflight_fakes import StubProvider, barrier_behaviour, blocking_behaviour
 
+from deskctl.checks import CheckResult
+from deskctl.checks.runner import (
+    Check,
+    PreflightRequest,
+    error_for,
+    preflight,
+    raise_for_failures,
+    run_checks,
+    run_concurrently,
+)
 from deskctl.credentials import register_secret
 from deskctl.errors import (
     BudgetExceeded,
@@ -24,16 +36,6 @@ from deskctl.errors import (
     ProviderUnreachable,
     QuotaExceeded,
     UsageError,
-)
-from deskctl.preflight.checks import CheckResult
-from deskctl.preflight.runner import (
-    Check,
-    PreflightRequest,
-    error_for,
-    preflight,
-    raise_for_failures,
-    run_checks,
-    run_concurrently,
 )
 from deskctl.spec import DesktopSpec, Platform
 
@@ -226,14 +228,22 @@ def test_a_spec_checks_its_own_provider_and_secrets_never_reach_the_report() -> 
     assert secret not in json.dumps(report.to_dict())
 
 
-def test_deskctl_preflight_is_callable_even_after_the_package_was_imported() -> None:
-    import deskctl.preflight.checks  # binds the package to deskctl.preflight
-
-    report = deskctl.preflight(PreflightRequest(DesktopSpec(platform=Platform.WINDOWS), agent="nop",
-                                                providers=("xvfb",)))
-    assert report.considered == ["xvfb"]
-    failure = report.first_failure()
-    assert failure is not None and failure.code == "compat.platform_unsupported"
+def test_deskctl_preflight_is_the_function_whatever_was_imported_first() -> None:
+    # a fresh interpreter: in this one every module is imported already
+    probe = (
+        "import inspect\n"
+        "import deskctl.checks.compat, deskctl.checks.runner, deskctl\n"
+        "from deskctl.checks.runner import preflight\n"
+        "assert deskctl.preflight is preflight and inspect.isfunction(deskctl.preflight)\n"
+        "from deskctl.checks.runner import PreflightRequest\n"
+        "from deskctl.spec import DesktopSpec\n"
+        "report = deskctl.preflight(PreflightRequest(DesktopSpec(platform='windows'), agent='nop', "
+        "providers=('xvfb',)))\n"
+        "print(report.considered, report.first_failure().code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['xvfb'] compat.platform_unsupported"
 
 
 def test_built_provider_instances_are_checked_together_and_all_must_be_ready() -> None:

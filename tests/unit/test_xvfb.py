@@ -100,7 +100,7 @@ def test_preflight_passes_here_and_names_remedies_when_binaries_are_missing(
 def test_preflight_refuses_other_platforms_and_warns_about_a_window_that_does_not_fill(
     provider: XvfbProvider, tmp_path: Path
 ) -> None:
-    from deskctl.preflight.runner import run_checks
+    from deskctl.checks.runner import run_checks
 
     # the platform is checked once, by the engine: the provider's own checks do not repeat it
     codes = {r.code: r.status for r in run_checks(_spec(platform="windows"), provider)}
@@ -418,8 +418,8 @@ def test_a_browser_that_exits_at_once_fails_readiness_with_its_log(tmp_path: Pat
 
 
 def test_a_depth_xvfb_cannot_give_is_refused_in_preflight_and_create(provider: XvfbProvider) -> None:
+    from deskctl.checks.runner import run_checks
     from deskctl.errors import GeometryUnsupported
-    from deskctl.preflight.runner import run_checks
 
     results = {r.code: r for r in run_checks(_spec(geometry="640x480x32"), provider)}
     assert results["geometry.unsupported"].status == "fail"

@@ -59,7 +59,7 @@ def pointer(fake: FakeUseComputer, handle: RemoteHandle) -> tuple[int, int]:
 
 
 def test_preflight_passes_and_only_reads(provider: UseComputerProvider, fake: FakeUseComputer) -> None:
-    from deskctl.preflight.runner import run_checks
+    from deskctl.checks.runner import run_checks
 
     results = {r.code: r for r in run_checks(MACOS, provider)}
     assert {"use-computer.credentials", "use-computer.platform", "use-computer.capacity",
@@ -73,7 +73,7 @@ def test_preflight_passes_and_only_reads(provider: UseComputerProvider, fake: Fa
 
 def test_preflight_refuses_sizes_the_platform_does_not_offer(provider: UseComputerProvider,
                                                              fake: FakeUseComputer) -> None:
-    from deskctl.preflight.runner import run_checks
+    from deskctl.checks.runner import run_checks
 
     for platform, wrong, right in (("macos", "1280x800", "1024x768"), ("ubuntu", "1024x768", "1920x1080"),
                                    ("windows", "1920x1080", "1024x768")):
@@ -388,7 +388,7 @@ def test_bad_option_is_config_invalid(uc_env: FakeUseComputer) -> None:
 
 def test_a_listed_display_is_the_size_both_checks_accept(uc_env: FakeUseComputer) -> None:
     import deskctl
-    from deskctl.preflight.runner import run_checks
+    from deskctl.checks.runner import run_checks
 
     fake = uc_env
     fake.sizes["ubuntu"] = (1280, 720)  # the image lists another display than deskctl's modelled 1920x1080

@@ -1,6 +1,6 @@
 """``deskctl preflight``, ``compat``, ``credentials``, ``login``, ``logout``.
 
-Domain logic lives in :mod:`deskctl.preflight` and :mod:`deskctl.credentials`; this module parses flags,
+Domain logic lives in :mod:`deskctl.checks` and :mod:`deskctl.credentials`; this module parses flags,
 prints data on stdout and messages on stderr. No value of a secret is ever printed.
 """
 
@@ -49,11 +49,11 @@ def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None,
     Exit 0 when at least one provider is ready (every named one, with --provider), 3 when none is,
     2 for a usage error.
     """
+    from deskctl.checks.compat import providers_for
+    from deskctl.checks.runner import PreflightRequest, _normalise_provider
+    from deskctl.checks.runner import preflight as run_preflight
     from deskctl.cli._spec import provider_options, spec_from_flags
     from deskctl.config import Config, load_config
-    from deskctl.preflight.compat import providers_for
-    from deskctl.preflight.runner import PreflightRequest, _normalise_provider
-    from deskctl.preflight.runner import preflight as run_preflight
 
     config = click.get_current_context().find_object(Config) or load_config()
     names = [_normalise_provider(p) for p in providers]
@@ -78,7 +78,7 @@ def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None,
         document = report.to_dict()
         failure = report.first_failure()
         if not report.ok and failure is not None:
-            from deskctl.preflight.runner import error_for
+            from deskctl.checks.runner import error_for
 
             document["error"] = error_for(failure).to_dict()["error"]
         echo_json(document)
@@ -97,7 +97,7 @@ def compat(platform_name: str | None, as_json: bool) -> None:
 
     Extend or override it with a file of the same shape: $DESKCTL_COMPAT, else $DESKCTL_HOME/compat.json.
     """
-    from deskctl.preflight.compat import geometry_table, load_matrix, platforms_for
+    from deskctl.checks.compat import geometry_table, load_matrix, platforms_for
     from deskctl.providers import known_provider_names
     from deskctl.spec import Platform
 
@@ -156,7 +156,7 @@ def _credential_providers() -> list[str]:
 
 
 def _check_provider(name: str) -> str:
-    from deskctl.preflight.compat import suggest
+    from deskctl.checks.compat import suggest
 
     known = _credential_providers()
     raw = {"use.computer": "use-computer", "cua": "cua-cloud"}.get(name.strip().lower(), name.strip().lower())
@@ -207,8 +207,8 @@ def credentials(providers: tuple[str, ...], as_json: bool) -> None:
 
 
 def _login_vars(provider: str, var: str | None) -> list[str]:
+    from deskctl.checks.compat import suggest
     from deskctl.credentials import credential_set
-    from deskctl.preflight.compat import suggest
 
     cset = credential_set(provider)
     if var is None:

@@ -22,7 +22,7 @@ from deskctl.platforms import Platform
 
 if TYPE_CHECKING:
     from deskctl.actions import Action
-    from deskctl.preflight.checks import CheckResult
+    from deskctl.checks import CheckResult
     from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = [

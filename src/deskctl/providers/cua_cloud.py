@@ -124,7 +124,7 @@ from deskctl.spec import DesktopSpec, Platform
 if TYPE_CHECKING:
     import httpx
 
-    from deskctl.preflight.checks import CheckResult
+    from deskctl.checks import CheckResult
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -527,7 +527,7 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         read of the pool's claims (``GET ...?limit=1``: credentials, permission, the namespace exists), the warm
         pool's ready sandboxes where its status shows them, and leftovers. Platform and geometry are checked by
         the engine from :attr:`capabilities`."""
-        from deskctl.preflight.checks import CheckRecorder
+        from deskctl.checks import CheckRecorder
 
         checks = CheckRecorder(self.name)
 
@@ -600,7 +600,7 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
 
     def claim_body(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> dict[str, Any]:
         """The ``POST`` body of the session's claim."""
-        from deskctl.preflight.compat import require_platform
+        from deskctl.checks.compat import require_platform
 
         require_platform(self, spec.platform)
         namespace = self.namespace(spec.platform)

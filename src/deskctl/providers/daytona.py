@@ -108,7 +108,7 @@ from deskctl.spec import DesktopSpec, Platform
 if TYPE_CHECKING:
     import httpx
 
-    from deskctl.preflight.checks import CheckRecorder, CheckResult
+    from deskctl.checks import CheckRecorder, CheckResult
 
 __all__ = ["DEFAULT_API_URL", "LABEL_MANAGED", "WINDOWS_RESOURCES", "DaytonaProvider", "MultipartReader",
            "toolbox_key_name"]
@@ -316,7 +316,7 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
         """Read-only checks: ``GET /config`` (reachable, maintenance), one authenticated read
         (``GET /sandbox?limit=1``), room in the region quota where the API shows it, and leftovers.
         Platform and geometry (fixed Windows size) are checked by the engine from :attr:`capabilities`."""
-        from deskctl.preflight.checks import CheckRecorder
+        from deskctl.checks import CheckRecorder
 
         checks = CheckRecorder(self.name)
 
@@ -454,7 +454,7 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
     # -- create ------------------------------------------------------------------------------------------
     def create_body(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> dict[str, Any]:
         """The ``POST /sandbox`` body for a session (never cpu, memory, disk or gpu)."""
-        from deskctl.preflight.compat import require_platform
+        from deskctl.checks.compat import require_platform
 
         require_platform(self, spec.platform)
         all_labels = {str(k): str(v) for k, v in labels.items()}

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     import docker
 
     from deskctl.actions import Action
-    from deskctl.preflight.checks import CheckResult
+    from deskctl.checks import CheckResult
     from deskctl.providers._x11 import X11Driver
     from deskctl.spec import DesktopSpec
 
@@ -313,7 +313,7 @@ class DockerProvider(GuestActions, Provider):
 
     # -- preflight -----------------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
-        from deskctl.preflight.checks import CheckRecorder
+        from deskctl.checks import CheckRecorder
 
         checks = CheckRecorder(self.name)
         # platform and geometry are checked by the preflight runner from ``capabilities``
@@ -391,7 +391,7 @@ class DockerProvider(GuestActions, Provider):
         return runtime_dir() / "docker" / session_id
 
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
-        from deskctl.preflight.compat import require_platform
+        from deskctl.checks.compat import require_platform
         from deskctl.providers._x11 import new_cookie, write_xauthority
 
         require_platform(self, spec.platform)

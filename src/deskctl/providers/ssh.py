@@ -134,7 +134,7 @@ from deskctl.providers.base import (
 
 if TYPE_CHECKING:
     from deskctl.actions import Action
-    from deskctl.preflight.checks import CheckResult
+    from deskctl.checks import CheckResult
     from deskctl.providers._x11 import X11Driver
     from deskctl.spec import DesktopSpec, Geometry
 
@@ -1538,7 +1538,7 @@ class SSHProvider(GuestActions, Provider):
 
     # -- preflight --------------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
-        from deskctl.preflight.checks import CheckRecorder
+        from deskctl.checks import CheckRecorder
 
         # platform and geometry are checked by the preflight runner from ``capabilities``
         checks = CheckRecorder(PROVIDER)

@@ -131,7 +131,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from deskctl.preflight.checks import CheckRecorder, CheckResult
+    from deskctl.checks import CheckRecorder, CheckResult
 
 __all__ = ["DEFAULT_BASE_URL", "FIXED_SIZES", "IDLE_REAP_SECONDS", "UseComputerProvider", "key_name"]
 
@@ -336,7 +336,7 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
         """Read-only: one authenticated ``GET /v1/platforms`` (key valid and of this environment, platform
         offered to the account, macOS capacity, the image's display size where listed), and leftovers from the
         ledger. Platform, fixed sizes and task OS are checked by the engine from :attr:`capabilities` and data."""
-        from deskctl.preflight.checks import CheckRecorder
+        from deskctl.checks import CheckRecorder
 
         checks = CheckRecorder(self.name)
         try:
@@ -438,7 +438,7 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
     # -- create --------------------------------------------------------------------------------------------
     def create_body(self, spec: DesktopSpec) -> dict[str, Any]:
         """The ``POST /v1/sandboxes`` body (the API takes no labels or metadata)."""
-        from deskctl.preflight.compat import require_platform
+        from deskctl.checks.compat import require_platform
 
         require_platform(self, spec.platform)
         kind = _TYPES[spec.platform]

@@ -81,7 +81,7 @@ from deskctl.providers.base import (
 
 if TYPE_CHECKING:
     from deskctl.actions import Action
-    from deskctl.preflight.checks import CheckRecorder, CheckResult
+    from deskctl.checks import CheckRecorder, CheckResult
     from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = ["XvfbProvider"]
@@ -353,7 +353,7 @@ class XvfbProvider(GuestActions, Provider):
 
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
-        from deskctl.preflight.checks import CheckRecorder
+        from deskctl.checks import CheckRecorder
 
         # platform and geometry (the depth too: check_geometry) are checked by the preflight runner
         checks = CheckRecorder(self.name)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deskctl.checks import CheckResult, failure_from
 from deskctl.errors import (
     BudgetExceeded,
     CapacityUnavailable,
@@ -38,7 +39,6 @@ from deskctl.errors import (
     RateLimited,
     UsageError,
 )
-from deskctl.preflight.checks import CheckResult, failure_from
 from deskctl.spec import DesktopSpec, Platform
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def _provider_check_list(
     spec: DesktopSpec, provider: Provider, timeout: float, *, agent: str | None, task_os: str | None,
     include_request: bool,
 ) -> list[Check]:
-    from deskctl.preflight import compat
+    from deskctl.checks import compat
 
     name = provider.name
     checks: list[Check] = []
@@ -270,7 +270,7 @@ def run_checks(
     """Every check for one provider: request compat (agent x task OS), platform x provider, geometry,
     credentials presence, the provider's own :meth:`~deskctl.providers.base.Provider.preflight`, and the
     budget projection; concurrently, each with ``timeout`` seconds. Never creates anything."""
-    from deskctl.preflight import compat
+    from deskctl.checks import compat
 
     agent = compat.normalize_agent(agent) if agent else None  # a bad name is a usage error, raised here
     task_os = compat.normalize_task_os(task_os) if task_os else None
@@ -483,7 +483,7 @@ def _request_from(spec_or_request: DesktopSpec | PreflightRequest | None,
 
 
 def _normalise_provider(name: str) -> str:
-    from deskctl.preflight.compat import suggest
+    from deskctl.checks.compat import suggest
     from deskctl.providers import PROVIDERS, known_provider_names
 
     raw = name.strip().lower().replace("_", "-")
@@ -518,7 +518,7 @@ def preflight(
     one must be ready). Every check of every provider runs at once. Unknown names raise
     :class:`~deskctl.errors.UsageError`.
     """
-    from deskctl.preflight import compat
+    from deskctl.checks import compat
     from deskctl.providers import get_provider
 
     request = _request_from(spec_or_request, providers, agent=agent, task_os=task_os, timeout=timeout)
@@ -569,7 +569,7 @@ def preflight(
 
 
 def _data_providers(platform: Platform) -> list[str]:
-    from deskctl.preflight.compat import load_matrix
+    from deskctl.checks.compat import load_matrix
 
     return [str(r["provider"]) for r in load_matrix().rows("platform_provider") if platform.value in r["platforms"]]
 

@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskctl.checks import CheckResult, Status
 from deskctl.errors import CompatError, ConfigInvalid, UsageError
-from deskctl.preflight.checks import CheckResult, Status
 from deskctl.spec import Geometry, Platform, WindowGeometry
 
 if TYPE_CHECKING:
