@@ -108,10 +108,19 @@ def test_preflight_refuses_other_platforms_and_warns_about_a_window_that_does_no
     assert not any(r.code.startswith("compat.") for r in provider.preflight(_spec(platform="windows")))
     browser = _fake_browser(tmp_path)
     prov = XvfbProvider({"browser": str(browser)})
-    warn = {r.code: r for r in prov.preflight(_spec(start_url="http://x", window_geometry="800x600"))}
-    assert warn["xvfb.window_geometry"].status == "warn"
-    assert "does not fill" in warn["xvfb.window_geometry"].message
-    fills = {r.code: r for r in prov.preflight(_spec(start_url="http://x", window_geometry="640x480+0+0"))}
+    # a pinned size: the engine checks the window, once
+    warn = {r.code: r for r in run_checks(_spec(start_url="http://x", window_geometry="320x200"), prov)}
+    assert warn["geometry.window_fill"].status == "warn" and "does not fill" in warn["geometry.window_fill"].message
+    assert "xvfb.window_geometry" not in warn
+    fills = {r.code: r for r in run_checks(_spec(start_url="http://x", window_geometry="640x480+0+0"), prov)}
+    assert not any(r.code.startswith(("geometry.window", "xvfb.window")) for r in fills.values())
+    # the native size is xvfb's own (1024x768): xvfb checks the window against it
+    native = {r.code: r for r in prov.preflight(_spec(geometry="native", start_url="http://x",
+                                                      window_geometry="800x600"))}
+    assert native["xvfb.window_geometry"].status == "warn"
+    assert "does not fill the 1024x768 desktop" in native["xvfb.window_geometry"].message
+    fills = {r.code: r for r in prov.preflight(_spec(geometry="native", start_url="http://x",
+                                                     window_geometry="1024x768+0+0"))}
     assert fills["xvfb.window_geometry"].status == "pass"
 
 

@@ -389,6 +389,8 @@ class XvfbProvider(GuestActions, Provider):
         return super().check_geometry(geometry, platform) or _depth_problem(geometry)
 
     def _window_checks(self, spec: DesktopSpec, checks: CheckRecorder) -> None:
+        if spec.geometry is not None and spec.window_geometry is not None:
+            return  # the engine checks a window against a pinned size (geometry.window_*); a native one is ours
         geometry = spec.geometry or _default_geometry()
         window = spec.window_geometry
         if window is None:
