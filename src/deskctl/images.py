@@ -78,6 +78,7 @@ AGENT_FILES = (
     "deskctl/platforms.py",
     "deskctl/providers/__init__.py",
     "deskctl/providers/_guest.py",
+    "deskctl/providers/_png.py",
     "deskctl/providers/_x11.py",
     "deskctl/providers/base.py",
     "deskctl/agent/__init__.py",

@@ -419,51 +419,6 @@ def test_a_server_that_dies_is_a_lost_session(tmp_path: Path) -> None:
         drv.size()
 
 
-# -- PNG encoding --------------------------------------------------------------------------------------------------
-
-
-def test_adler32_combine_matches_zlib() -> None:
-    import random
-    import zlib
-
-    from deskctl.providers._x11 import adler32_combine
-
-    rng = random.Random(3)
-    for size in (0, 1, 100, 70000, 300001):
-        data = rng.randbytes(size)
-        cut = rng.randint(0, size)
-        a, b = data[:cut], data[cut:]
-        assert adler32_combine(zlib.adler32(a), zlib.adler32(b), len(b)) == zlib.adler32(data)
-
-
-@pytest.mark.parametrize("stripes", [1, 2, 3, 7, None])
-@pytest.mark.parametrize(("width", "height"), [(97, 131), (1024, 64), (5, 1)])
-def test_encode_png_round_trips_bgrx(stripes: int | None, width: int, height: int) -> None:
-    import random
-
-    from deskctl.providers._x11 import encode_png
-
-    rng = random.Random(width * height)
-    bgrx = bytes(rng.getrandbits(8) if i % 4 != 3 else 0 for i in range(width * height * 4))
-    png = encode_png(bgrx, width, height, "BGRX", stripes=stripes)
-    image = Image.open(io.BytesIO(png))
-    image.load()  # verifies the zlib stream and its Adler-32, and every chunk CRC
-    assert image.mode == "RGB" and image.size == (width, height)
-    expected = Image.frombuffer("RGB", (width, height), bgrx, "raw", "BGRX", 0, 1)
-    assert image.tobytes() == expected.tobytes()
-
-
-def test_encode_png_of_16_bit_and_grey_captures() -> None:
-    from deskctl.providers._x11 import encode_png
-
-    grey = bytes(range(256)) * 4
-    image = Image.open(io.BytesIO(encode_png(grey, 64, 16, "L", stripes=3)))
-    assert image.mode == "L" and image.tobytes() == grey
-    rgb16 = bytes([0x1F, 0x00] * 8 * 8)  # pure blue in BGR;16 (5-6-5, little-endian)
-    image = Image.open(io.BytesIO(encode_png(rgb16, 8, 8, "BGR;16"))).convert("RGB")
-    assert image.getpixel((3, 3)) == Image.frombuffer("RGB", (8, 8), rgb16, "raw", "BGR;16", 0, 1).getpixel((3, 3))
-
-
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare as root")
 def test_capture_falls_back_to_getimage_when_the_server_cannot_share_memory(tmp_path: Path) -> None:
     """A server in another IPC namespace (as in a container) cannot attach our segment: GetImage it is."""

@@ -2,7 +2,8 @@
 
 It runs in the desktop (the image's entrypoint starts it when ``DESKCTL_AGENT=1``), as the desktop's user, on
 the desktop's display, and drives that display with the project's own :class:`~deskctl.providers._x11.X11Driver`
-(MIT-SHM capture: the agent shares the X server's host and IPC namespace) and :func:`encode_png`.
+(MIT-SHM capture: the agent shares the X server's host and IPC namespace) and
+:func:`~deskctl.providers._png.encode_png`.
 
 Security: the token is read from a file (``--token-file``, default :data:`deskctl.agent.TOKEN_FILE`), never from
 the command line or the environment; the first message of every connection must carry it (compared with
@@ -47,7 +48,8 @@ from deskctl.agent.protocol import (
 )
 from deskctl.errors import DeskctlError, ProviderApiError, SessionLost, UsageError
 from deskctl.providers._guest import background_pid, check_exec_options, posix_line
-from deskctl.providers._x11 import X11Driver, encode_png, read_cookie
+from deskctl.providers._png import encode_png
+from deskctl.providers._x11 import X11Driver, read_cookie
 
 __all__ = ["AgentServer", "main", "read_token"]
 

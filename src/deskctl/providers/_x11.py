@@ -46,7 +46,6 @@ import socket
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,20 +66,17 @@ from deskctl.actions import (
     normalize_key,
 )
 from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, SessionLost, UsageError
-from deskctl.providers.base import PNG_SIGNATURE, RawFrame, Screenshot, png_chunk
+from deskctl.providers._png import encode_png
+from deskctl.providers.base import RawFrame, Screenshot
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
-
     from Xlib.display import Display
 
 __all__ = [
     "COOKIE_PROTOCOL",
     "X11Address",
     "X11Driver",
-    "adler32_combine",
     "decode_compound_text",
-    "encode_png",
     "keysym_for_char",
     "keysym_for_key",
     "new_cookie",
@@ -526,115 +522,6 @@ class _Shm:
         import ctypes
 
         self._libc.shmdt(ctypes.c_void_p(self.address))
-
-
-# -- PNG encoding ----------------------------------------------------------------------------------------------
-
-_ADLER_BASE = 65521
-#: bytes per pixel of the raw modes capture_raw returns
-_RAW_BYTES = {"BGRX": 4, "BGR;16": 2, "L": 1}
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_POOL_WORKERS = max(1, min(4, os.cpu_count() or 1))
-
-
-def _encoder_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _pool = ThreadPoolExecutor(max_workers=_POOL_WORKERS, thread_name_prefix="deskctl-png")
-        return _pool
-
-
-def adler32_combine(adler1: int, adler2: int, length2: int) -> int:
-    """The Adler-32 of A+B from those of A and B and the length of B (zlib's adler32_combine)."""
-    rem = length2 % _ADLER_BASE
-    sum1 = adler1 & 0xFFFF
-    sum2 = (rem * sum1) % _ADLER_BASE
-    sum1 += (adler2 & 0xFFFF) + _ADLER_BASE - 1
-    sum2 += ((adler1 >> 16) & 0xFFFF) + ((adler2 >> 16) & 0xFFFF) + _ADLER_BASE - rem
-    if sum1 >= _ADLER_BASE:
-        sum1 -= _ADLER_BASE
-    if sum1 >= _ADLER_BASE:
-        sum1 -= _ADLER_BASE
-    if sum2 >= _ADLER_BASE << 1:
-        sum2 -= _ADLER_BASE << 1
-    if sum2 >= _ADLER_BASE:
-        sum2 -= _ADLER_BASE
-    return sum1 | (sum2 << 16)
-
-
-def _encode_stripe(data: memoryview, width: int, rows: int, mode: str, level: int, last: bool
-                   ) -> tuple[bytes, int, int]:
-    """Rows of one horizontal stripe, converted to RGB (or kept grey), each prefixed by filter type 0, and
-    deflated as a raw stream ending on a byte boundary (or finished, for the last stripe)."""
-    if mode == "L":
-        pixels: bytes | memoryview = data
-        stride = width
-    else:
-        try:
-            from PIL import Image
-        except ImportError:  # the in-desktop agent (deskctl.agent) runs where only python3-xlib is installed
-            pixels = _bgrx_to_rgb(data, mode)
-        else:
-            # via RGBX: Pillow unpacks BGRX into its 4-byte pixels and packs RGB out about 3x faster than via RGB
-            inner = "RGBX" if mode == "BGRX" else "RGB"
-            image = Image.frombuffer(inner, (width, rows), data, "raw", mode, 0, 1)  # type: ignore[arg-type]
-            pixels = image.tobytes("raw", "RGB")
-        stride = width * 3
-    view = memoryview(pixels)
-    filtered = b"".join(b"\x00" + view[i * stride : (i + 1) * stride] for i in range(rows))
-    compressor = zlib.compressobj(level, zlib.DEFLATED, -15, 9)
-    body = compressor.compress(filtered) + compressor.flush(zlib.Z_FINISH if last else zlib.Z_FULL_FLUSH)
-    return body, zlib.adler32(filtered), len(filtered)
-
-
-def _bgrx_to_rgb(data: memoryview, mode: str) -> bytes:
-    """BGRX pixels as packed RGB without Pillow: three strided copies, each one C loop."""
-    if mode != "BGRX":
-        raise ProviderApiError(f"encoding a {mode} capture as PNG needs Pillow (pip install pillow)")
-    source = bytes(data)
-    rgb = bytearray(len(source) // 4 * 3)
-    rgb[0::3], rgb[1::3], rgb[2::3] = source[2::4], source[1::4], source[0::4]
-    return bytes(rgb)
-
-
-def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "BGRX", *, level: int = 1,
-               stripes: int | None = None) -> bytes:
-    """A PNG of raw pixels (``mode``: ``BGRX``, ``BGR;16`` or ``L``, as :meth:`X11Driver.capture_raw` gives).
-
-    Fast by construction: rows use PNG filter "None" (a screen compresses well without filtering, and Pillow's
-    adaptive filtering costs more than the compression), zlib runs at ``level`` 1 on horizontal stripes in a
-    thread pool (zlib and Pillow's converters release the GIL), and the stripes are joined pigz-style into one
-    deflate stream (full flushes end each stripe on a byte boundary; the Adler-32 is combined).
-    """
-    bpp = _RAW_BYTES[mode]
-    if len(data) < width * height * bpp:
-        raise ProviderApiError(f"capture holds {len(data)} bytes, a {width}x{height} {mode} image needs "
-                               f"{width * height * bpp}")
-    if stripes is None:
-        # about 150 rows a stripe (a few hundred KiB, cache-sized) is faster than one stripe per core
-        stripes = max(1, min(16, height // 150))
-    rows_per = -(-height // max(1, stripes))
-    view = memoryview(data)
-    jobs = []
-    for top in range(0, height, rows_per):
-        bottom = min(height, top + rows_per)
-        jobs.append((view[top * width * bpp : bottom * width * bpp], width, bottom - top, mode, level,
-                     bottom == height))
-    if len(jobs) == 1:
-        parts = [_encode_stripe(*jobs[0])]
-    else:
-        parts = list(_encoder_pool().map(lambda job: _encode_stripe(*job), jobs))
-    adler = 1
-    for _, part_adler, part_length in parts:
-        adler = adler32_combine(adler, part_adler, part_length)
-    stream = b"\x78\x01" + b"".join(body for body, _, _ in parts) + struct.pack(">I", adler)
-    color_type = 0 if mode == "L" else 2
-    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return PNG_SIGNATURE + png_chunk(b"IHDR", header) + png_chunk(b"IDAT", stream) + png_chunk(b"IEND", b"")
 
 
 # -- the driver ------------------------------------------------------------------------------------------------

@@ -10,14 +10,12 @@ Providers translate every third-party exception (httpx, docker, paramiko, Xlib, 
 
 from __future__ import annotations
 
-import struct
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from deskctl.errors import ProviderApiError
 from deskctl.platforms import Platform
 
 if TYPE_CHECKING:
@@ -31,7 +29,6 @@ __all__ = [
     "LABEL_EXPIRES",
     "LABEL_OWNER",
     "LABEL_SESSION",
-    "PNG_SIGNATURE",
     "Capabilities",
     "ExecResult",
     "Provider",
@@ -40,8 +37,6 @@ __all__ = [
     "Screenshot",
     "lifetime_seconds",
     "past_expiry",
-    "png_chunk",
-    "png_size",
 ]
 
 LABEL_SESSION = "deskctl.session"
@@ -199,26 +194,6 @@ class RawFrame:
 
         inner = "L" if self.mode == "L" else "RGB"
         return Image.frombuffer(inner, (self.width, self.height), self.data, "raw", self.mode, self.stride, 1)
-
-
-#: the eight bytes every PNG file starts with
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def png_chunk(kind: bytes, body: bytes) -> bytes:
-    """One PNG chunk: length, type, body and CRC (for the encoders that write PNG themselves)."""
-    import zlib
-
-    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-
-def png_size(png: bytes, provider: str) -> tuple[int, int]:
-    """(width, height) from a PNG's header chunk, without decoding the image. A screenshot that is not a PNG
-    is :class:`~deskctl.errors.ProviderApiError` naming ``provider``."""
-    if len(png) < 24 or png[:8] != PNG_SIGNATURE or png[12:16] != b"IHDR":
-        raise ProviderApiError(f"{provider}: the screenshot is not a PNG image", provider=provider)
-    width, height = struct.unpack(">II", png[16:24])
-    return int(width), int(height)
 
 
 @dataclass(frozen=True)

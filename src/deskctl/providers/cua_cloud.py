@@ -107,6 +107,7 @@ from deskctl.providers._http import (
     error_from_transport,
     send,
 )
+from deskctl.providers._png import png_size
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_EXPIRES,
@@ -117,7 +118,6 @@ from deskctl.providers.base import (
     Screenshot,
     lifetime_seconds,
     past_expiry,
-    png_size,
 )
 from deskctl.spec import DesktopSpec, Platform
 

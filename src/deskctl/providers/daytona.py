@@ -92,6 +92,7 @@ from deskctl.errors import (
 from deskctl.providers._files import FileTransfer, no_such_file
 from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, cmd_line, posix_line
 from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy, error_from_transport
+from deskctl.providers._png import png_size
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
@@ -101,7 +102,6 @@ from deskctl.providers.base import (
     Screenshot,
     lifetime_seconds,
     past_expiry,
-    png_size,
 )
 from deskctl.spec import DesktopSpec, Platform
 

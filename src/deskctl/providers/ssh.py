@@ -95,7 +95,6 @@ import threading
 import time
 import uuid
 import weakref
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,20 +115,19 @@ from deskctl.errors import (
 )
 from deskctl.platforms import Platform
 from deskctl.providers._guest import GuestActions
+from deskctl.providers._png import BandedPng
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_DETACHED,
     LABEL_EXPIRES,
     LABEL_OWNER,
     LABEL_SESSION,
-    PNG_SIGNATURE,
     Capabilities,
     ExecResult,
     Provider,
     RawFrame,
     RemoteHandle,
     Screenshot,
-    png_chunk,
 )
 
 if TYPE_CHECKING:
@@ -1246,7 +1244,7 @@ class _FrameCache:
     happens after the reset is reported again and fetched at the latest next time; fetching it twice is harmless.
     The first capture, a size change, or damage over half the screen fetches the whole screen.
 
-    The PNG is encoded by bands of rows (:class:`_BandedPng`), so a small change re-compresses a few bands, not
+    The PNG is encoded by bands of rows (:class:`BandedPng`), so a small change re-compresses a few bands, not
     the whole picture; with no change at all the last PNG is returned as it is.
     """
 
@@ -1271,7 +1269,7 @@ class _FrameCache:
         self._frame: bytearray | None = None
         self._size = (0, 0)
         self._png: Screenshot | None = None  # the last PNG, valid while nothing changed
-        self._encoder: _BandedPng | None = None
+        self._encoder: BandedPng | None = None
         self.fetched_pixels = 0  # for tests and the benchmark: what crossed the wire
 
     @classmethod
@@ -1298,7 +1296,7 @@ class _FrameCache:
             return RawFrame(bytes(self._frame), width, height, "BGRX")
 
     @property
-    def encoder(self) -> _BandedPng | None:
+    def encoder(self) -> BandedPng | None:
         return self._encoder
 
     def _refresh(self) -> bool:
@@ -1319,7 +1317,7 @@ class _FrameCache:
             boxes = [(0, 0, width, height)]
             self._frame = bytearray(width * height * 4)
             self._size = (width, height)
-            self._encoder = _BandedPng(width, height)
+            self._encoder = BandedPng(width, height)
         frame, encoder = self._frame, self._encoder
         assert encoder is not None
         fetch = _merge_boxes(boxes, width, height, self.MAX_BOXES, self.FULL_FRACTION)
@@ -1372,54 +1370,6 @@ def _merge_boxes(boxes: list[tuple[int, int, int, int]], width: int, height: int
     if sum((r[2] - r[0]) * (r[3] - r[1]) for r in rects) >= full_fraction * width * height:
         rects = [[0, 0, width, height]]
     return [(r[0], r[1], r[2] - r[0], r[3] - r[1]) for r in rects]
-
-
-class _BandedPng:
-    """A PNG encoder for a frame that changes in places: the picture is cut into bands of :attr:`BAND` rows,
-    each deflated on its own (filter None, zlib level 1) and ended with a full flush, so the bands' compressed
-    bytes concatenate into one valid zlib stream. Only bands marked by :meth:`invalidate` are re-compressed;
-    the stream is closed with an empty final block and the Adler-32 of all rows."""
-
-    BAND = 16
-
-    def __init__(self, width: int, height: int) -> None:
-        self.width, self.height = width, height
-        count = (height + self.BAND - 1) // self.BAND
-        self._raw: list[bytes] = [b""] * count
-        self._deflated: list[bytes] = [b""] * count
-        self._dirty = set(range(count))
-        self.bands_encoded = 0  # for tests: how much work the last encodes did
-        header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
-        self._ihdr = png_chunk(b"IHDR", header)
-
-    def invalidate(self, top: int, bottom: int) -> None:
-        """Rows ``top`` (included) to ``bottom`` (excluded) changed."""
-        first, last = max(0, top) // self.BAND, (min(self.height, bottom) - 1) // self.BAND
-        self._dirty.update(range(first, last + 1))
-
-    def encode(self, frame: bytearray) -> bytes:
-        """The PNG of ``frame`` (BGRX rows of :attr:`width` pixels)."""
-        from PIL import Image
-
-        width = self.width
-        for index in sorted(self._dirty):
-            top = index * self.BAND
-            rows = min(self.height, top + self.BAND) - top
-            rgb = Image.frombuffer("RGB", (width, rows), bytes(frame[top * width * 4:(top + rows) * width * 4]),
-                                   "raw", "BGRX", 0, 1).tobytes()
-            stride = width * 3
-            raw = b"".join(b"\x00" + rgb[r * stride:(r + 1) * stride] for r in range(rows))
-            compressor = zlib.compressobj(1, zlib.DEFLATED, -15)
-            self._raw[index] = raw
-            self._deflated[index] = compressor.compress(raw) + compressor.flush(zlib.Z_FULL_FLUSH)
-            self.bands_encoded += 1
-        self._dirty.clear()
-        adler = 1
-        for raw in self._raw:
-            adler = zlib.adler32(raw, adler)
-        # zlib header (deflate, 32K window, fastest), the bands, an empty final fixed block, the checksum
-        stream = b"\x78\x01" + b"".join(self._deflated) + b"\x03\x00" + struct.pack(">I", adler)
-        return PNG_SIGNATURE + self._ihdr + png_chunk(b"IDAT", stream) + png_chunk(b"IEND", b"")
 
 
 # -- one desktop as seen from this process --------------------------------------------------------------------

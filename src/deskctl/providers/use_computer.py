@@ -114,6 +114,7 @@ from deskctl.providers._guest import (
     powershell_line,
 )
 from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy
+from deskctl.providers._png import png_size
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
@@ -121,7 +122,6 @@ from deskctl.providers.base import (
     ExecResult,
     RemoteHandle,
     Screenshot,
-    png_size,
 )
 from deskctl.spec import DesktopSpec, Platform
 
