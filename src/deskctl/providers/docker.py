@@ -56,13 +56,12 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.platforms import Platform
-from deskctl.providers._guest import GuestActions
+from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
     Capabilities,
     ExecResult,
-    Provider,
     RawFrame,
     RemoteHandle,
     Screenshot,
@@ -71,9 +70,9 @@ from deskctl.providers.base import (
 if TYPE_CHECKING:
     import docker
 
-    from deskctl.actions import Action
     from deskctl.checks import CheckResult
     from deskctl.providers._x11 import X11Driver
+    from deskctl.providers._x11provider import DisplayDriver
     from deskctl.spec import DesktopSpec
 
 __all__ = ["DockerProvider", "parse_memory"]
@@ -191,7 +190,7 @@ def _watch() -> None:
 # -- the provider ----------------------------------------------------------------------------------------------
 
 
-class DockerProvider(GuestActions, Provider):
+class DockerProvider(X11Provider):
     """Desktops in containers on the local Docker engine; see the module docstring."""
 
     name: ClassVar[str] = "docker"
@@ -220,9 +219,7 @@ class DockerProvider(GuestActions, Provider):
         super().__init__(options)
         self._client: docker.DockerClient | None = None
         self._client_lock = threading.Lock()
-        self._drivers: dict[str, X11Driver] = {}
-        self._framebuffers: dict[str, _Framebuffer] = {}
-        self._drivers_lock = threading.Lock()
+        self._framebuffers: dict[str, _Framebuffer] = {}  # guarded by the base's _drivers_lock
 
     # -- plumbing ------------------------------------------------------------------------------------------------
     @property
@@ -692,31 +689,22 @@ class DockerProvider(GuestActions, Provider):
         _Watcher.forget_if_running(str(handle.data.get("name") or handle.session_id))
 
     # -- while open ----------------------------------------------------------------------------------------------
-    def _driver(self, handle: RemoteHandle) -> X11Driver:
-        with self._drivers_lock:
-            driver = self._drivers.get(handle.session_id)
-            if driver is not None and not driver.closed:
-                return driver
+    def _open_driver(self, handle: RemoteHandle) -> X11Driver:
         from deskctl.providers._x11 import X11Driver, read_cookie
 
         socket_path = str(handle.data.get("socket_path") or "")
         try:
             cookie = read_cookie(str(handle.data["xauthority"]), 0)
             # MIT-SHM cannot cross the container's IPC namespace: plain GetImage over the socket.
-            driver = X11Driver.open(_DISPLAY, socket_path=socket_path, cookie=cookie, provider=self.name,
-                                    use_shm=False)
+            return X11Driver.open(_DISPLAY, socket_path=socket_path, cookie=cookie, provider=self.name,
+                                  use_shm=False)
         except (ProviderUnreachable, KeyError) as exc:
             raise self._lost(handle, "connect to the display", exc) from exc
-        with self._drivers_lock:
-            self._drivers[handle.session_id] = driver
-        return driver
 
-    def _drop_driver(self, session_id: str) -> None:
+    def _drop_driver(self, session_id: str, driver: DisplayDriver | None = None) -> None:
+        super()._drop_driver(session_id, driver)
         with self._drivers_lock:
-            driver = self._drivers.pop(session_id, None)
             framebuffer = self._framebuffers.pop(session_id, None)
-        if driver is not None:
-            driver.close()
         if framebuffer is not None:
             framebuffer.close()
 
@@ -740,36 +728,22 @@ class DockerProvider(GuestActions, Provider):
             return cause
         return SessionLost(f"lost the display of {handle.session_id}: {cause}", provider=self.name)
 
-    @contextlib.contextmanager
-    def _x11(self, handle: RemoteHandle, doing: str) -> Iterator[X11Driver]:
-        driver = self._driver(handle)
-        try:
-            yield driver
-        except SessionLost as exc:
-            raise self._lost(handle, doing, exc) from exc
-
-    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
-        with self._x11(handle, "read the screen size") as driver:
-            return driver.size()
-
-    def screenshot(self, handle: RemoteHandle) -> Screenshot:
+    def _screenshot_with(self, handle: RemoteHandle, driver: DisplayDriver) -> Screenshot:
         """Pixels read straight from the framebuffer file Xvfb keeps in a host tmpfs (after one X round trip,
         so every request sent before is drawn), else by GetImage over the socket."""
-        with self._x11(handle, "take a screenshot") as driver:
-            framebuffer = self._framebuffer(handle)
-            if framebuffer is None:
-                return driver.screenshot()
-            driver.ping()
-            return framebuffer.screenshot()
+        framebuffer = self._framebuffer(handle)
+        if framebuffer is None:
+            return driver.screenshot()
+        driver.ping()
+        return framebuffer.screenshot()
 
-    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
-        """As :meth:`screenshot`, without the PNG: the framebuffer file's pixels, else the driver's capture."""
-        with self._x11(handle, "capture the screen") as driver:
-            framebuffer = self._framebuffer(handle)
-            if framebuffer is None:
-                return driver.raw_frame()
-            driver.ping()
-            return framebuffer.raw_frame()
+    def _raw_frame_with(self, handle: RemoteHandle, driver: DisplayDriver) -> RawFrame:
+        """As :meth:`_screenshot_with`, without the PNG: the framebuffer file's pixels, else the driver's capture."""
+        framebuffer = self._framebuffer(handle)
+        if framebuffer is None:
+            return driver.raw_frame()
+        driver.ping()
+        return framebuffer.raw_frame()
 
     def _framebuffer(self, handle: RemoteHandle) -> _Framebuffer | None:
         with self._drivers_lock:
@@ -786,18 +760,6 @@ class DockerProvider(GuestActions, Provider):
         with self._drivers_lock:
             self._framebuffers[handle.session_id] = framebuffer
         return framebuffer
-
-    def act(self, handle: RemoteHandle, action: Action) -> None:
-        with self._x11(handle, "send input") as driver:
-            driver.act(action)
-
-    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
-        with self._x11(handle, "read the pointer position") as driver:
-            return driver.cursor_position()
-
-    def window_titles(self, handle: RemoteHandle) -> list[str]:
-        with self._x11(handle, "list windows") as driver:
-            return driver.window_titles()
 
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
@@ -956,13 +918,10 @@ class DockerProvider(GuestActions, Provider):
                 stream.close()
 
     def close(self) -> None:
+        super().close()
         with self._drivers_lock:
-            drivers = list(self._drivers.values())
             framebuffers = list(self._framebuffers.values())
-            self._drivers.clear()
             self._framebuffers.clear()
-        for driver in drivers:
-            driver.close()
         for framebuffer in framebuffers:
             framebuffer.close()
         with self._client_lock:

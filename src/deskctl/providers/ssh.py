@@ -114,8 +114,8 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.platforms import Platform
-from deskctl.providers._guest import GuestActions
 from deskctl.providers._png import BandedPng
+from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_DETACHED,
@@ -124,16 +124,15 @@ from deskctl.providers.base import (
     LABEL_SESSION,
     Capabilities,
     ExecResult,
-    Provider,
     RawFrame,
     RemoteHandle,
     Screenshot,
 )
 
 if TYPE_CHECKING:
-    from deskctl.actions import Action
     from deskctl.checks import CheckResult
     from deskctl.providers._x11 import X11Driver
+    from deskctl.providers._x11provider import DisplayDriver
     from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = ["SSHProvider", "SshTarget", "host_key_fingerprint"]
@@ -1382,7 +1381,6 @@ class _Desktop:
     dir: str
     cookie: bytes
     owner: Any = None  # the watcher's channel (attached desktops made by this process)
-    driver: X11Driver | None = None
     frames: _FrameCache | None = None
     frames_tried: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -1395,9 +1393,6 @@ class _Desktop:
             with contextlib.suppress(Exception):
                 self.sftp.close()
             self.sftp = None
-        if self.driver is not None:
-            self.driver.close()
-            self.driver = None
         if self.frames is not None:
             self.frames.close()
             self.frames = None
@@ -1408,7 +1403,7 @@ class _Desktop:
             self.owner = None
 
 
-class SSHProvider(GuestActions, Provider):
+class SSHProvider(X11Provider):
     """Desktops on a Linux host over SSH. ``handle.data``: ``host``, ``port``, ``user``, ``key_file``,
     ``known_hosts``, ``agent``, ``xvfb_path``, ``remote_dir``, ``dir`` (the session directory on the host),
     ``display`` (int), ``xvfb_pid``, ``watcher_pid``, ``detached``, ``geometry``. No secret: the cookie stays in
@@ -1716,6 +1711,7 @@ class SSHProvider(GuestActions, Provider):
                 display.next_event()
 
     def destroy(self, handle: RemoteHandle) -> None:
+        self._drop_driver(handle.session_id)
         with self._lock:
             desk = self._desktops.pop(handle.session_id, None)
         remote_path = str(handle.data.get("dir") or "")
@@ -1848,6 +1844,7 @@ class SSHProvider(GuestActions, Provider):
         with self._lock:
             if self._desktops.get(handle.session_id) is desk:
                 del self._desktops[handle.session_id]
+        self._drop_driver(handle.session_id)
         desk.close()
         desk.conn.close()
 
@@ -1923,48 +1920,41 @@ class SSHProvider(GuestActions, Provider):
 
         return ChannelAddress(display=f":{desk.display}")
 
-    def _driver(self, handle: RemoteHandle) -> X11Driver:
+    def _driver(self, handle: RemoteHandle) -> DisplayDriver:
+        # _desktop first: a desktop this process does not own whose connection dropped is reached again on a new
+        # connection (forgetting the old one and its driver) before a cached driver is trusted
+        self._desktop(handle)
+        return super()._driver(handle)
+
+    def _open_driver(self, handle: RemoteHandle) -> X11Driver:
+        from deskctl.providers._x11 import X11Driver, connect_display
+
         desk = self._desktop(handle)
-        with desk.lock:
-            if desk.driver is not None and not desk.driver.closed:
-                return desk.driver
-            from deskctl.providers._x11 import X11Driver, connect_display
-
-            if not desk.conn.alive:
-                raise desk.conn.lost("reach the display")
-            address = self._address(desk)
-            try:
-                display = connect_display(address, desk.cookie, timeout=desk.conn.settings.connect_timeout)
-            except DeskctlError as err:
-                err.provider = PROVIDER
-                if not desk.conn.alive:
-                    raise desk.conn.lost("reach the display") from err
-                raise
-            try:
-                desk.driver = X11Driver(display, address, provider=PROVIDER, use_shm=False)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    display.close()
-                raise
-            return desk.driver
-
-    def _call(self, handle: RemoteHandle, what: str, fn: Callable[[X11Driver], T]) -> T:
-        driver = self._driver(handle)
+        if not desk.conn.alive:
+            raise desk.conn.lost("reach the display")
+        address = self._address(desk)
         try:
-            return fn(driver)
-        except SessionLost as err:
-            desk = self._desktops.get(handle.session_id)
-            if desk is not None:
-                with desk.lock:
-                    if desk.driver is driver:
-                        desk.driver = None
-                driver.close()
-                if not desk.conn.alive:
-                    raise desk.conn.lost(what) from err
+            display = connect_display(address, desk.cookie, timeout=desk.conn.settings.connect_timeout)
+        except DeskctlError as err:
+            err.provider = PROVIDER
+            if not desk.conn.alive:
+                raise desk.conn.lost("reach the display") from err
+            raise
+        try:
+            return X11Driver(display, address, provider=PROVIDER, use_shm=False)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                display.close()
             raise
 
-    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
-        return self._idempotent(handle, lambda: self._call(handle, "read the screen size", lambda d: d.size()))
+    def _lost(self, handle: RemoteHandle, doing: str, cause: BaseException) -> DeskctlError:
+        desk = self._desktops.get(handle.session_id)
+        if desk is not None and not desk.conn.alive:
+            return desk.conn.lost(doing)
+        return super()._lost(handle, doing, cause)
+
+    def _read(self, handle: RemoteHandle, doing: str, work: Callable[[DisplayDriver], T]) -> T:
+        return self._idempotent(handle, lambda: self._call(handle, doing, work))
 
     def screenshot(self, handle: RemoteHandle) -> Screenshot:
         """PNG of the screen. With the DAMAGE extension (Xvfb has it) only what changed since the last
@@ -1979,7 +1969,7 @@ class SSHProvider(GuestActions, Provider):
     def _screenshot(self, handle: RemoteHandle) -> Screenshot:
         return self._captured(handle, lambda d: d.screenshot(), lambda frames: frames.screenshot)
 
-    def _captured(self, handle: RemoteHandle, by_driver: Callable[[X11Driver], T],
+    def _captured(self, handle: RemoteHandle, by_driver: Callable[[DisplayDriver], T],
                   by_frames: Callable[[_FrameCache], Callable[[], T]]) -> T:
         frames = self._frames(handle) if _bool(self.options.get("incremental_capture", True)) else None
         if frames is None:
@@ -2042,13 +2032,6 @@ class SSHProvider(GuestActions, Provider):
         except Xlib.error.XError as exc:
             raise ProviderApiError(f"X display :{desk.display} refused to {doing}: {type(exc).__name__}",
                                    provider=PROVIDER) from exc
-
-    def act(self, handle: RemoteHandle, action: Action) -> None:
-        self._call(handle, "act", lambda d: d.act(action))
-
-    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
-        return self._idempotent(
-            handle, lambda: self._call(handle, "read the pointer position", lambda d: d.cursor_position()))
 
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
@@ -2255,11 +2238,6 @@ class SSHProvider(GuestActions, Provider):
     def _guest_dialect(self, handle: RemoteHandle) -> str:
         return "posix"
 
-    def window_titles(self, handle: RemoteHandle) -> list[str]:
-        """The top-level windows' titles read by the shared X11 driver over the forwarded display: a few X round
-        trips on the session's connection, no command on the host (``wait_for`` polls this)."""
-        return self._idempotent(handle, lambda: self._call(handle, "list windows", lambda d: d.window_titles()))
-
     def keepalive(self, handle: RemoteHandle) -> None:
         """One X round trip over the connection: proves the connection, sshd and Xvfb are all still there."""
         self._idempotent(handle, lambda: self._call(handle, "reach the display", lambda d: d.ping()))
@@ -2267,6 +2245,7 @@ class SSHProvider(GuestActions, Provider):
     def close(self) -> None:
         """Close every connection. An attached desktop made by this provider ends with its connection (its
         watcher sees EOF): call :meth:`destroy` first for a confirmed end, or :meth:`detach` to keep it."""
+        super().close()
         with self._lock:
             desktops, self._desktops = list(self._desktops.values()), {}
             spare, self._spare = self._spare, None

@@ -63,8 +63,9 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.platforms import Platform
-from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, posix_line
+from deskctl.providers._guest import background_pid, check_exec_options, posix_line
 from deskctl.providers._x11 import X11Driver, new_cookie, read_cookie, write_xauthority
+from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_DETACHED,
@@ -73,14 +74,10 @@ from deskctl.providers.base import (
     LABEL_SESSION,
     Capabilities,
     ExecResult,
-    Provider,
-    RawFrame,
     RemoteHandle,
-    Screenshot,
 )
 
 if TYPE_CHECKING:
-    from deskctl.actions import Action
     from deskctl.checks import CheckRecorder, CheckResult
     from deskctl.spec import DesktopSpec, Geometry
 
@@ -319,7 +316,7 @@ def _copy_path(source: str, target: str, where: str, provider: str) -> None:
                          provider=provider) from exc
 
 
-class XvfbProvider(GuestActions, Provider):
+class XvfbProvider(X11Provider):
     """Desktops on the host's Xvfb. ``handle.data``: ``display`` (":N"), ``display_number``, ``cookie_file`` (also
     as ``xauthority``: the value for XAUTHORITY), ``dir``, ``marker``, ``geometry``, ``procs`` ([{"role", "pid",
     "ticks"}]). The cookie itself stays in its 0600 file."""
@@ -347,7 +344,6 @@ class XvfbProvider(GuestActions, Provider):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        self._drivers: dict[str, X11Driver] = {}
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.RLock()
 
@@ -666,62 +662,20 @@ class XvfbProvider(GuestActions, Provider):
             display.close()
 
     # -- while open ----------------------------------------------------------------------------------------
-    def _driver(self, handle: RemoteHandle) -> X11Driver:
-        with self._lock:
-            driver = self._drivers.get(handle.session_id)
-            if driver is not None and not driver.closed:
-                return driver
-            if "display" not in handle.data:
-                raise SessionLost(f"session {handle.session_id} has no display", provider=self.name)
-            try:
-                cookie = read_cookie(handle.data["cookie_file"])
-            except ProviderUnreachable as exc:
-                raise SessionLost(f"the desktop of {handle.session_id} is gone ({exc.message})",
-                                  provider=self.name) from exc
-            try:
-                driver = X11Driver.open(str(handle.data["display"]), cookie=cookie, provider=self.name)
-            except ProviderUnreachable as exc:
-                if not self._xvfb_alive(handle):
-                    raise SessionLost(f"the Xvfb of {handle.session_id} is gone", provider=self.name) from exc
-                raise
-            self._drivers[handle.session_id] = driver
-            return driver
-
-    def _call(self, handle: RemoteHandle, work: Any) -> Any:
+    def _open_driver(self, handle: RemoteHandle) -> X11Driver:
+        if "display" not in handle.data:
+            raise SessionLost(f"session {handle.session_id} has no display", provider=self.name)
         try:
-            return work(self._driver(handle))
-        except SessionLost:
-            self._drop_driver(handle)
+            cookie = read_cookie(handle.data["cookie_file"])
+        except ProviderUnreachable as exc:
+            raise SessionLost(f"the desktop of {handle.session_id} is gone ({exc.message})",
+                              provider=self.name) from exc
+        try:
+            return X11Driver.open(str(handle.data["display"]), cookie=cookie, provider=self.name)
+        except ProviderUnreachable as exc:
+            if not self._xvfb_alive(handle):
+                raise SessionLost(f"the Xvfb of {handle.session_id} is gone", provider=self.name) from exc
             raise
-
-    def _drop_driver(self, handle: RemoteHandle) -> None:
-        with self._lock:
-            driver = self._drivers.pop(handle.session_id, None)
-        if driver is not None:
-            driver.close()
-
-    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
-        size: tuple[int, int] = self._call(handle, lambda d: d.size())
-        return size
-
-    def screenshot(self, handle: RemoteHandle) -> Screenshot:
-        shot: Screenshot = self._call(handle, lambda d: d.screenshot())
-        return shot
-
-    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
-        frame: RawFrame = self._call(handle, lambda d: d.raw_frame())
-        return frame
-
-    def act(self, handle: RemoteHandle, action: Action) -> None:
-        self._call(handle, lambda d: d.act(action))
-
-    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
-        position: tuple[int, int] = self._call(handle, lambda d: d.cursor_position())
-        return position
-
-    def window_titles(self, handle: RemoteHandle) -> list[str]:
-        titles: list[str] = self._call(handle, lambda d: d.window_titles())
-        return titles
 
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
@@ -796,7 +750,7 @@ class XvfbProvider(GuestActions, Provider):
     # -- detach / destroy ----------------------------------------------------------------------------------
     def detach(self, handle: RemoteHandle) -> None:
         """Drop this process's connection; a detached desktop's watcher (expiry only) stays."""
-        self._drop_driver(handle)
+        self._drop_driver(handle.session_id)
 
     def _procs(self, handle: RemoteHandle) -> list[dict[str, Any]]:
         procs = handle.data.get("procs")
@@ -823,7 +777,7 @@ class XvfbProvider(GuestActions, Provider):
     def destroy(self, handle: RemoteHandle) -> None:
         """End every process group of the desktop (watcher first), wait for them, remove the lock, socket,
         cookie, marker and session directory. Idempotent; raises CleanupIncomplete naming what is left."""
-        self._drop_driver(handle)
+        self._drop_driver(handle.session_id)
         handle = self._fresh(handle)
         procs = self._procs(handle)
         order = sorted(procs, key=lambda p: {"watcher": 0, "browser": 1, "window_manager": 2}.get(p["role"], 3))
@@ -940,10 +894,6 @@ class XvfbProvider(GuestActions, Provider):
         raise NotFound(f"no xvfb desktop for session {session_id}", provider=self.name)
 
     def close(self) -> None:
-        with self._lock:
-            drivers = list(self._drivers.values())
-            self._drivers.clear()
-        for driver in drivers:
-            driver.close()
+        super().close()
         self._reap_children()
 
