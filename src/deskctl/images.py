@@ -65,6 +65,9 @@ LABEL_FILES = "deskctl.image.files"
 LABEL_VARIANT = "deskctl.image.variant"
 LABEL_BASE = "deskctl.image.base"
 LABEL_INPUTS = "deskctl.image.inputs"
+#: the deskctl installation (its package folder) that built the image: a prune removes only its own
+#: installation's superseded builds, so two checkouts sharing one engine keep each other's images
+LABEL_SOURCE = "deskctl.image.source"
 
 _PROVIDER = "docker"
 
@@ -235,6 +238,7 @@ class ImageInfo:
     created: str
     size_mb: float
     current: bool
+    source: str = ""  # the installation that built it ("" for builds older than the label)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -258,6 +262,7 @@ def list_images(client: docker.DockerClient | None = None) -> list[ImageInfo]:
             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(item.get("Created") or 0))),
             size_mb=round(int(item.get("Size") or 0) / 1e6, 1),
             current=labels.get(LABEL_FILES) == current,
+            source=labels.get(LABEL_SOURCE, ""),
         ))
     found.sort(key=lambda i: i.created, reverse=True)
     return found
@@ -326,7 +331,7 @@ def build_image(
         _tag_floating(client, tag, variant)
         return BuildResult(tag, variant, base, built=False, seconds=time.monotonic() - started)
     labels = {LABEL_FILES: files_hash(), LABEL_VARIANT: variant, LABEL_BASE: base,
-              LABEL_INPUTS: tag.rsplit("-", 1)[-1]}
+              LABEL_INPUTS: tag.rsplit("-", 1)[-1], LABEL_SOURCE: installation()}
     log: list[str] = []
     with docker_errors(f"build {tag}"):
         import io
@@ -368,15 +373,24 @@ def _tag_floating(client: docker.DockerClient, tag: str, variant: str) -> None:
         client.api.tag(tag, REPOSITORY, variant)
 
 
-def prune_images(client: docker.DockerClient | None = None, *, dry_run: bool = False) -> list[str]:
-    """Remove the desktop images not built from this version of the packaged files (superseded builds);
-    an image a container still uses is kept. Returns the tags removed (with ``dry_run``: the tags that would
-    be, nothing removed; an image in use is left out of both)."""
+def installation() -> str:
+    """The folder of the deskctl package that runs: what :data:`LABEL_SOURCE` records."""
+    return str(Path(__file__).resolve().parent)
+
+
+def prune_images(client: docker.DockerClient | None = None, *, dry_run: bool = False,
+                 every_installation: bool = False) -> list[str]:
+    """Remove the desktop images not built from this version of the packaged files (superseded builds) by
+    this installation of deskctl (or by a deskctl older than :data:`LABEL_SOURCE`); another installation's
+    images are kept unless ``every_installation``, and an image a container still uses is always kept.
+    Returns the tags removed (with ``dry_run``: the tags that would be, nothing removed; an image in use is
+    left out of both)."""
     client = client or connect()
     removed: list[str] = []
     in_use = _images_in_use(client) if dry_run else set()
+    here = installation()
     for info in list_images(client):
-        if info.current:
+        if info.current or (info.source and info.source != here and not every_installation):
             continue
         if dry_run:
             if info.id not in in_use:

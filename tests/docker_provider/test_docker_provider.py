@@ -610,6 +610,33 @@ def test_prune_removes_superseded_images_only(docker_sdk: Any) -> None:
             docker_sdk.api.remove_image(stale, force=True)
 
 
+def test_prune_keeps_the_superseded_images_of_another_installation_unless_all(docker_sdk: Any) -> None:
+    import io
+    import tarfile
+
+    from deskctl.images import LABEL_FILES, LABEL_SOURCE, LABEL_VARIANT, installation, prune_images
+
+    empty = io.BytesIO()
+    with tarfile.open(fileobj=empty, mode="w"):
+        pass
+    theirs, ours = (f"deskctl-desktop:minimal-{who}{os.getpid()}" for who in ("theirs", "ours"))
+    for tag, source in ((theirs, "/elsewhere/checkout/src/deskctl"), (ours, installation())):
+        docker_sdk.api.import_image_from_data(
+            empty.getvalue(), repository=tag.split(":")[0], tag=tag.split(":")[1],
+            changes=[f"LABEL {LABEL_VARIANT}=minimal {LABEL_FILES}=0000000000000000 {LABEL_SOURCE}={source}"],
+        )
+    try:
+        assert theirs not in prune_images(dry_run=True)
+        removed = prune_images()
+        assert ours in removed and theirs not in removed
+        docker_sdk.images.get(theirs)  # another checkout's build is still there
+        assert theirs in prune_images(every_installation=True)
+    finally:
+        for tag in (theirs, ours):
+            with contextlib.suppress(Exception):
+                docker_sdk.api.remove_image(tag, force=True)
+
+
 def test_a_taken_name_is_refused_and_the_other_container_is_left_alone(docker_sdk: Any) -> None:
     provider = DockerProvider()
     spec = DesktopSpec.build(provider="docker", geometry="640x480")

@@ -59,12 +59,15 @@ def ls(as_json: bool) -> None:
 
 @image.command("prune")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--all", "every_installation", is_flag=True,
+              help="Also superseded images built by other deskctl installations (other checkouts, venvs).")
 @json_option
-def prune(dry_run: bool, as_json: bool) -> None:
-    """Remove desktop images superseded by a newer deskctl (those not CURRENT); images in use are kept."""
+def prune(dry_run: bool, every_installation: bool, as_json: bool) -> None:
+    """Remove desktop images superseded by a newer deskctl (those not CURRENT) that this installation built;
+    images in use are kept."""
     from deskctl.images import prune_images
 
-    removed = prune_images(dry_run=dry_run)
+    removed = prune_images(dry_run=dry_run, every_installation=every_installation)
     if as_json:
         echo_json({"removed": [] if dry_run else removed, "would_remove": removed if dry_run else [],
                    "dry_run": dry_run})
