@@ -91,8 +91,10 @@ AGENT_FILES = (
 )
 
 
-def daemon_remedy() -> str:
+def daemon_remedy(engine: str | None = None) -> str:
     """The command that makes a Docker daemon answer, for errors and preflight."""
+    if engine:
+        return f"nothing answers at {engine}: start the Docker daemon there, or name another engine"
     host = os.environ.get("DOCKER_HOST")
     if host:
         return f"nothing answers at DOCKER_HOST={host}: start the daemon there, or unset DOCKER_HOST"
@@ -101,8 +103,9 @@ def daemon_remedy() -> str:
 
 
 @contextlib.contextmanager
-def docker_errors(doing: str, *, provider: str = _PROVIDER) -> Iterator[None]:
-    """Translate every exception of the ``docker`` SDK (and the transport under it) raised while ``doing``."""
+def docker_errors(doing: str, *, provider: str = _PROVIDER, engine: str | None = None) -> Iterator[None]:
+    """Translate every exception of the ``docker`` SDK (and the transport under it) raised while ``doing``
+    (on ``engine``, a Docker host URL, when it is not the one of the environment)."""
     import docker.errors
     import requests.exceptions
 
@@ -121,10 +124,10 @@ def docker_errors(doing: str, *, provider: str = _PROVIDER) -> Iterator[None]:
                                provider=provider) from exc
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as exc:
         raise ProviderUnreachable(f"cannot {doing}: the Docker daemon does not answer", provider=provider,
-                                  remedy=daemon_remedy()) from exc
+                                  remedy=daemon_remedy(engine)) from exc
     except requests.exceptions.Timeout as exc:
         raise ProviderUnreachable(f"cannot {doing}: the Docker daemon did not answer in time", provider=provider,
-                                  remedy=daemon_remedy()) from exc
+                                  remedy=daemon_remedy(engine)) from exc
     except PermissionError as exc:
         raise ProviderUnreachable(f"cannot {doing}: permission denied on the Docker socket", provider=provider,
                                   remedy="add your user to the docker group (`sudo usermod -aG docker $USER`, "
@@ -136,10 +139,10 @@ def docker_errors(doing: str, *, provider: str = _PROVIDER) -> Iterator[None]:
                                       remedy="add your user to the docker group (`sudo usermod -aG docker $USER`, "
                                              "then log in again), or run as root") from exc
         raise ProviderUnreachable(f"cannot {doing}: the Docker daemon does not answer", provider=provider,
-                                  remedy=daemon_remedy()) from exc
+                                  remedy=daemon_remedy(engine)) from exc
     except OSError as exc:
         raise ProviderUnreachable(f"cannot {doing}: {exc.strerror or exc}", provider=provider,
-                                  remedy=daemon_remedy()) from exc
+                                  remedy=daemon_remedy(engine)) from exc
 
 
 def _explain(exc: Exception) -> str:
@@ -148,16 +151,23 @@ def _explain(exc: Exception) -> str:
     return text.strip()
 
 
-def connect(timeout: float = 60.0) -> docker.DockerClient:
-    """A client for the daemon named by ``DOCKER_HOST`` (else the local socket); raises
+def connect(timeout: float = 60.0, engine: str | None = None) -> docker.DockerClient:
+    """A client for the daemon at ``engine`` (a Docker host URL: ``unix://``, ``tcp://``, ``ssh://``; the TLS
+    settings of the environment apply), else the one named by ``DOCKER_HOST``, else the local socket; raises
     :class:`~deskctl.errors.ProviderUnreachable` with the command that starts the daemon when none answers."""
     try:
         import docker
     except ImportError as exc:
         raise UsageError("the docker provider needs the docker package", code="usage.provider_unavailable",
                          provider=_PROVIDER, remedy="pip install docker") from exc
-    with docker_errors("reach the Docker daemon"):
-        return docker.from_env(timeout=int(max(1, timeout)))
+    with docker_errors("reach the Docker daemon", engine=engine):
+        if not engine:
+            return docker.from_env(timeout=int(max(1, timeout)))
+        from docker.utils import kwargs_from_env
+
+        kwargs = kwargs_from_env()
+        kwargs["base_url"] = engine
+        return docker.DockerClient(timeout=int(max(1, timeout)), **kwargs)
 
 
 # -- hashing the inputs ----------------------------------------------------------------------------------------

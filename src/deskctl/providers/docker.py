@@ -12,6 +12,17 @@ How a desktop is made (all through the Docker Engine API with the ``docker`` SDK
   ``docker exec`` per action. :meth:`DockerProvider.exec` uses the Engine API exec, stdout and stderr apart
   (``env`` and ``user`` are its fields); ``upload``/``download`` stream tars through its archive endpoints.
 
+On a remote engine (provider option ``host``, else ``DOCKER_HOST``, naming ``tcp://``): nothing is shared
+through host directories. The container runs the in-desktop agent (``DESKCTL_AGENT=1``, see
+:mod:`deskctl.agent`) on a port the engine publishes on an ephemeral host port, and input and capture go through
+:class:`deskctl.agent.client.AgentDriver`. Its session token (random, per session) is written into the created
+container with the archive endpoint before it starts: the token never travels in an
+environment variable, a label or a log. This process keeps the token in a 0600 file of its runtime directory so
+that another of its processes (``deskctl do`` after ``deskctl up``) reconnects; a machine without that file
+reads it back from the container through the Engine API. ``exec`` and files use the Engine API as locally.
+``ssh://`` engines are refused (``compat.docker_ssh``): the agent's port would have to be forwarded through
+the SSH connection, which is not done yet.
+
 Orphans: before a container is created, its name is registered with a watcher process (one per owner
 process, testcontainers' Ryuk pattern) that holds the read end of a pipe whose write end only the owner has.
 When the owner dies, even by SIGKILL, the kernel closes the pipe; the watcher then force-removes every
@@ -22,7 +33,9 @@ Provider options (``provider_options``): ``image`` (a tag; default: the current 
 the variant), ``variant`` (``minimal`` | ``browser``; ``browser`` is chosen for a start URL), ``memory``
 (``"1g"``, ``"512m"``, bytes, or ``"none"``; default 1g), ``cpus`` (float), ``network`` (default ``none``),
 ``shm_size``, ``pids_limit``, ``reaper`` (default true), ``expiry_grace`` (seconds after its expiry at which a
-desktop stops itself; default 60).
+desktop stops itself; default 60), ``host`` (the Docker engine's URL, as ``DOCKER_HOST``), ``agent_host`` (the
+address at which this machine reaches a remote engine's published ports; default: the host of its URL; the
+network of a remote desktop defaults to ``bridge``, as its agent needs a published port).
 """
 
 from __future__ import annotations
@@ -39,9 +52,12 @@ import sys
 import threading
 import time
 from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
 
+from deskctl._redact import redact
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
@@ -70,16 +86,19 @@ from deskctl.providers.base import (
 if TYPE_CHECKING:
     import docker
 
+    from deskctl.agent.client import AgentDriver
     from deskctl.checks import CheckResult
     from deskctl.providers._x11 import X11Driver
     from deskctl.providers._x11provider import DisplayDriver
-    from deskctl.spec import DesktopSpec
+    from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = ["DockerProvider", "parse_memory"]
 
 LABEL_PROVIDER = "deskctl.provider"
 LABEL_DIR = "deskctl.docker.dir"
 LABEL_FB_DIR = "deskctl.docker.fb"
+#: on a desktop reached through its agent (a remote engine's): "1"
+LABEL_AGENT = "deskctl.docker.agent"
 
 #: container uid of the desktop user (see data/docker/Dockerfile)
 DESKTOP_USER = "1000:1000"
@@ -88,6 +107,22 @@ DEFAULT_MEMORY = "1g"
 BASELINE_MEMORY = 48 * 2**20
 BROWSER_MEMORY = 512 * 2**20
 _DISPLAY = ":0"
+#: where a remote desktop's secrets go in the container (the agent reads agent/token, Xvfb xauth/Xauthority)
+_SECRETS_ROOT = "/run/deskctl"
+_AGENT_TOKEN_FILE = "agent-token"  # beside the session's other files on this machine
+
+
+def _check_engine(engine: str, provider: str) -> str:
+    if engine and not engine.startswith(("unix://", "tcp://", "ssh://")):
+        raise UsageError(f"the Docker engine {engine!r} is not a unix://, tcp:// or ssh:// URL",
+                         code="usage.bad_option", provider=provider,
+                         remedy="name it as DOCKER_HOST does, for example tcp://10.0.0.5:2375")
+    return engine
+
+
+def is_remote(engine: str) -> bool:
+    """Whether desktops on ``engine`` are reached through their agent (nothing shared through host folders)."""
+    return engine.startswith(("tcp://", "ssh://"))
 
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -149,8 +184,8 @@ class _Watcher:
         with self._write_lock, contextlib.suppress(OSError, ValueError):
             self._pipe.write(line + "\n")
 
-    def add(self, name: str) -> None:
-        self._send(f"+{name}")
+    def add(self, name: str, engine: str = "") -> None:
+        self._send(f"+{name}\t{engine}")
 
     def forget(self, name: str) -> None:
         self._send(f"-{name}")
@@ -169,20 +204,21 @@ def _watch() -> None:
 
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)
-    names: dict[str, None] = {}
+    names: dict[str, str] = {}  # name -> the engine it runs on ("": the environment's)
     for raw in sys.stdin:
         line = raw.strip()
         if line.startswith("+"):
-            names[line[1:]] = None
+            name, _, engine = line[1:].partition("\t")
+            names[name] = engine
         elif line.startswith("-"):
             names.pop(line[1:], None)
     if not names:
         return
     provider = DockerProvider()
     try:
-        for name in names:
+        for name, engine in names.items():
             with contextlib.suppress(DeskctlError):
-                provider._remove_by_name(name)
+                provider._remove_by_name(name, engine)
     finally:
         provider.close()
 
@@ -196,7 +232,7 @@ class DockerProvider(X11Provider):
     name: ClassVar[str] = "docker"
     option_names: ClassVar[frozenset[str] | None] = frozenset({
         "image", "variant", "memory", "cpus", "network", "shm_size", "pids_limit", "reaper", "expiry_grace",
-        "api_timeout"})
+        "api_timeout", "host", "agent_host"})
     capabilities: ClassVar[Capabilities] = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
@@ -215,27 +251,60 @@ class DockerProvider(X11Provider):
     )
     credential_vars: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        if options.get("host"):
+            _check_engine(str(options["host"]), cls.name)
+
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self._client: docker.DockerClient | None = None
         self._client_lock = threading.Lock()
+        self._engine_clients: dict[str, docker.DockerClient] = {}  # engines other than this provider's own
+        self._tokens: dict[str, str] = {}  # session -> its agent's token (remote desktops), never written out
         self._framebuffers: dict[str, _Framebuffer] = {}  # guarded by the base's _drivers_lock
 
     # -- plumbing ------------------------------------------------------------------------------------------------
+    @property
+    def engine(self) -> str:
+        """The Docker engine of this provider: the ``host`` option, else ``DOCKER_HOST``; ``""`` is the local
+        socket. Raises ``usage.bad_option`` for a URL that names no engine."""
+        return _check_engine(str(self.options.get("host") or os.environ.get("DOCKER_HOST") or ""), self.name)
+
     @property
     def client(self) -> docker.DockerClient:
         with self._client_lock:
             if self._client is None:
                 from deskctl.images import connect
 
-                self._client = connect(timeout=float(self.options.get("api_timeout", 60)))
+                self._client = connect(timeout=float(self.options.get("api_timeout", 60)),
+                                       engine=self.options.get("host") or None)
             return self._client
 
+    def _client_on(self, engine: str) -> docker.DockerClient:
+        """The client of ``engine`` (a handle's: a desktop made through another engine than this provider's
+        is reached where it runs, for example by the reaper or the owner watcher)."""
+        if not engine or engine == self.engine:
+            return self.client
+        with self._client_lock:
+            client = self._engine_clients.get(engine)
+            if client is None:
+                from deskctl.images import connect
+
+                client = self._engine_clients[engine] = connect(
+                    timeout=float(self.options.get("api_timeout", 60)), engine=engine)
+            return client
+
+    def _engine_of(self, handle: RemoteHandle) -> str:
+        """The engine a desktop runs on: the one its handle names (a remote engine, or one given as ``host``),
+        else this provider's, as before engines were recorded."""
+        return str(handle.data.get("engine") or self.engine)
+
     @contextlib.contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
+    def _errors(self, doing: str, engine: str | None = None) -> Iterator[None]:
         from deskctl.images import docker_errors
 
-        with docker_errors(doing, provider=self.name):
+        with docker_errors(doing, provider=self.name, engine=engine or self.options.get("host") or None):
             yield
 
     def _option(self, spec: DesktopSpec | None, key: str, default: Any = None) -> Any:
@@ -315,11 +384,21 @@ class DockerProvider(X11Provider):
         checks = CheckRecorder(self.name)
         # platform and geometry are checked by the preflight runner from ``capabilities``
         try:
+            engine = self.engine
+            if is_remote(engine):
+                self._check_remote(spec, engine)
+                checks.add("pass", "docker.engine", f"remote engine {redact(engine)}: the desktop is reached "
+                           "through its agent on a published port")
+        except DeskctlError as exc:
+            checks.add_error(exc, "docker.engine")
+            return checks.results
+        checks.start()
+        try:
             self._client = None
             with self._errors("ping the Docker daemon"):
                 from deskctl.images import connect
 
-                client = connect(timeout=5)
+                client = connect(timeout=5, engine=self.options.get("host") or None)
                 version = client.api.version()
             # the short timeout is for this ping only: the client is kept for create, exec, copies and destroy
             client.api.timeout = int(self.options.get("api_timeout", 60))
@@ -328,12 +407,6 @@ class DockerProvider(X11Provider):
             checks.add_error(exc, "docker.daemon")
             return checks.results
         checks.add("pass", "docker.daemon", f"Docker {version.get('Version', '?')} answers")
-        host = os.environ.get("DOCKER_HOST", "")
-        if host.startswith("ssh://") or (host.startswith("tcp://") and not re.match(
-                r"^tcp://(localhost|127\.[0-9.]+|\[::1\])(:|$)", host)):
-            checks.add("warn", "docker.local",
-                       f"DOCKER_HOST={host} may be another machine: the display socket and framebuffer are shared "
-                       "through directories of this one", "use a Docker daemon on this machine (unset DOCKER_HOST)")
 
         checks.start()
         try:
@@ -348,7 +421,7 @@ class DockerProvider(X11Provider):
         try:
             limit = self._memory(spec)
             needed = self._needed_memory(spec, variant)
-            total = _host_memory("MemTotal") or 0
+            total = _host_memory("MemTotal", self.engine) or 0
             if limit is not None and limit < needed:
                 checks.add("fail", "docker.memory",
                            f"memory limit {_mib(limit)} is below the {_mib(needed)} a {spec.geometry_label()} "
@@ -358,7 +431,7 @@ class DockerProvider(X11Provider):
                            f"the request ({_mib(limit or needed)}) is more than the Docker host has ({_mib(total)})",
                            "ask for less memory (provider_options memory)")
             else:
-                available = _host_memory("MemAvailable")
+                available = _host_memory("MemAvailable", self.engine)
                 if available is not None and needed > available:
                     checks.add("warn", "docker.memory",
                                f"only {_mib(available)} free on this host; a desktop needs about {_mib(needed)}",
@@ -381,6 +454,20 @@ class DockerProvider(X11Provider):
                            f"docker network create {network}")
         return checks.results
 
+    def _check_remote(self, spec: DesktopSpec | None, engine: str) -> None:
+        """What a desktop on a remote engine cannot have: an ``ssh://`` engine, a network without ports."""
+        if engine.startswith("ssh://"):
+            raise PreflightError(
+                f"docker desktops on an ssh:// engine ({redact(engine)}) are not supported: the desktop's "
+                "agent port would have to be forwarded through the SSH connection", code="compat.docker_ssh",
+                provider=self.name, remedy="expose the engine on tcp:// to this machine (for example `ssh -L "
+                "2375:/var/run/docker.sock HOST`, then host=tcp://127.0.0.1:2375 and agent_host=HOST)")
+        network = str(self._option(spec, "network", "bridge"))
+        if network in ("none", "host"):
+            raise UsageError(f"a desktop on a remote engine needs a network with published ports, not {network!r}",
+                             code="usage.bad_option", provider=self.name,
+                             remedy="leave the network option out (bridge), or name a user-defined network")
+
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def _session_dir(self, session_id: str) -> Path:
         from deskctl.paths import runtime_dir
@@ -388,12 +475,25 @@ class DockerProvider(X11Provider):
         return runtime_dir() / "docker" / session_id
 
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        """In four steps: what to run (:meth:`_plan`), the host folders a local desktop shares with this
+        machine (:meth:`_host_dirs`), the container's configuration (:meth:`_container_config`), and the
+        container made and started (:meth:`_start`, which removes whatever it made when a step fails)."""
+        plan = self._plan(spec, session_id)
+        dirs = None if plan.remote else self._host_dirs(session_id)
+        config = self._container_config(spec, plan, labels, dirs)
+        return self._start(spec, plan, config, dirs, labels)
+
+    def _plan(self, spec: DesktopSpec, session_id: str) -> _Plan:
+        """Resolve the image, the engine and the limits; nothing is made yet."""
         from deskctl.checks.compat import require_platform
-        from deskctl.providers._x11 import new_cookie, write_xauthority
 
         require_platform(self, spec.platform)
         if not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", session_id):
             raise UsageError(f"session id {session_id!r} is not a valid container name", provider=self.name)
+        engine = self.engine
+        remote = is_remote(engine)
+        if remote:
+            self._check_remote(spec, engine)
         geometry = spec.geometry
         if geometry is None:
             from deskctl.spec import Geometry
@@ -407,12 +507,18 @@ class DockerProvider(X11Provider):
             raise CapacityUnavailable(
                 f"memory limit {_mib(memory)} is below the {_mib(needed)} a {geometry} {variant} desktop needs",
                 provider=self.name, remedy=f"set provider_options memory to at least {_mib(needed)}")
-        cpus = self._option(spec, "cpus")
-        network = str(self._option(spec, "network", "none"))
-
+        network = str(self._option(spec, "network", "bridge" if remote else "none"))
         if self._state(session_id) is not None:  # never touch (or overwrite the cookie of) someone else's desktop
             raise UsageError(f"a container named {session_id} already exists", code="usage.conflict",
                              provider=self.name)
+        return _Plan(session_id=session_id, engine=engine, remote=remote, geometry=geometry, image=image,
+                     variant=variant, memory=memory, cpus=self._option(spec, "cpus"), network=network)
+
+    def _host_dirs(self, session_id: str) -> _HostDirs:
+        """The folders a local desktop shares with this machine: its X socket's, its cookie's (written here) and
+        its framebuffer file's."""
+        from deskctl.providers._x11 import new_cookie, write_xauthority
+
         session_dir = self._session_dir(session_id)
         x11_dir, auth_dir = session_dir / "x11", session_dir / "xauth"
         if len(os.fsencode(x11_dir / "X0")) > 107:  # sun_path holds 108 bytes with its NUL
@@ -433,14 +539,27 @@ class DockerProvider(X11Provider):
         fb_dir = _framebuffer_root(session_dir) / session_id
         fb_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(fb_dir, 0o777)
+        return _HostDirs(session_dir=session_dir, x11_dir=x11_dir, cookie_file=cookie_file, fb_dir=fb_dir)
 
+    def _container_config(self, spec: DesktopSpec, plan: _Plan, labels: Mapping[str, str],
+                          dirs: _HostDirs | None) -> _ContainerConfig:
+        """Labels, environment and host configuration of the container (binds for a local desktop; the agent
+        and its published port for a remote one)."""
+        geometry = plan.geometry
         all_labels = {str(k): str(v) for k, v in labels.items()}
-        all_labels.setdefault(LABEL_SESSION, session_id)
+        all_labels.setdefault(LABEL_SESSION, plan.session_id)
         all_labels[LABEL_PROVIDER] = self.name
-        all_labels[LABEL_DIR] = str(session_dir)
-        all_labels[LABEL_FB_DIR] = str(fb_dir)
-        environment = {"DESKCTL_GEOMETRY": f"{geometry.width}x{geometry.height}x{geometry.depth}",
-                       "DESKCTL_FBDIR": "/run/deskctl/fb"}
+        environment = {"DESKCTL_GEOMETRY": f"{geometry.width}x{geometry.height}x{geometry.depth}"}
+        if dirs is not None:
+            all_labels[LABEL_DIR] = str(dirs.session_dir)
+            all_labels[LABEL_FB_DIR] = str(dirs.fb_dir)
+            environment["DESKCTL_FBDIR"] = "/run/deskctl/fb"
+        else:
+            from deskctl.agent import DEFAULT_PORT
+
+            environment["DESKCTL_AGENT"] = "1"
+            environment["DESKCTL_AGENT_PORT"] = str(DEFAULT_PORT)
+            all_labels[LABEL_AGENT] = "1"
         if spec.window_manager or spec.start_url:
             environment["DESKCTL_WM"] = "1"
         if spec.start_url:
@@ -452,41 +571,68 @@ class DockerProvider(X11Provider):
             grace = float(self._option(spec, "expiry_grace", 60))
             environment["DESKCTL_TTL"] = str(max(1, round(lifetime + grace)))
         host_config: dict[str, Any] = {
-            "binds": {str(x11_dir): {"bind": "/tmp/.X11-unix", "mode": "rw"},
-                      str(auth_dir): {"bind": "/run/deskctl/xauth", "mode": "ro"},
-                      str(fb_dir): {"bind": "/run/deskctl/fb", "mode": "rw"}},
-            "network_mode": network,
+            "network_mode": plan.network,
             "init": True,
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
-            "pids_limit": int(self._option(spec, "pids_limit", 4096 if variant == "browser" else 1024)),
+            "pids_limit": int(self._option(spec, "pids_limit", 4096 if plan.variant == "browser" else 1024)),
         }
-        if memory is not None:
-            host_config["mem_limit"] = memory
-            host_config["memswap_limit"] = memory
-        if cpus is not None:
+        ports: list[int] = []
+        if dirs is not None:
+            host_config["binds"] = {str(dirs.x11_dir): {"bind": "/tmp/.X11-unix", "mode": "rw"},
+                                    str(dirs.cookie_file.parent): {"bind": "/run/deskctl/xauth", "mode": "ro"},
+                                    str(dirs.fb_dir): {"bind": "/run/deskctl/fb", "mode": "rw"}}
+        else:
+            from deskctl.agent import DEFAULT_PORT
+
+            # an ephemeral port of the engine's host; only its loopback when this machine reaches it there
+            ports = [DEFAULT_PORT]
+            host_config["port_bindings"] = {DEFAULT_PORT: ("127.0.0.1",) if _is_loopback(self._agent_host(spec))
+                                            else ("",)}
+        if plan.memory is not None:
+            host_config["mem_limit"] = plan.memory
+            host_config["memswap_limit"] = plan.memory
+        if plan.cpus is not None:
             try:
-                host_config["nano_cpus"] = int(float(cpus) * 1e9)
+                host_config["nano_cpus"] = int(float(plan.cpus) * 1e9)
             except (TypeError, ValueError):
-                raise UsageError(f"cpus {cpus!r} is not a number", code="usage.bad_option",
+                raise UsageError(f"cpus {plan.cpus!r} is not a number", code="usage.bad_option",
                                  provider=self.name) from None
-        shm = self._option(spec, "shm_size", "256m" if variant == "browser" else None)
+        shm = self._option(spec, "shm_size", "256m" if plan.variant == "browser" else None)
         if shm:
             host_config["shm_size"] = shm
+        return _ContainerConfig(labels=all_labels, environment=environment, host_config=host_config, ports=ports)
 
+    def _agent_host(self, spec: DesktopSpec | None) -> str:
+        """Where this machine reaches the published ports of the engine: ``agent_host``, else its URL's host."""
+        host = self._option(spec, "agent_host")
+        return str(host) if host else (urlsplit(self.engine).hostname or "127.0.0.1")
+
+    def _start(self, spec: DesktopSpec, plan: _Plan, config: _ContainerConfig, dirs: _HostDirs | None,
+               labels: Mapping[str, str]) -> RemoteHandle:
+        """Create the container (registered with the owner watcher first), hand a remote desktop its secrets,
+        start it. Any failure removes whatever was made (container, host folders, token) before it is raised."""
+        session_id = plan.session_id
         watched = labels.get(LABEL_DETACHED) != "1" and _truthy(self._option(spec, "reaper", True))
         if watched:
-            _Watcher.get().add(session_id)
+            _Watcher.get().add(session_id, plan.engine)
         container_id = ""
+        data: dict[str, Any] = {}
         try:
             with self._errors(f"create the container {session_id}"):
                 api = self.client.api
                 created = api.create_container(
-                    image, name=session_id, labels=all_labels, environment=environment, user=DESKTOP_USER,
-                    host_config=api.create_host_config(**host_config), detach=True,
+                    plan.image, name=session_id, labels=config.labels, environment=config.environment,
+                    user=DESKTOP_USER, ports=config.ports or None,
+                    host_config=api.create_host_config(**config.host_config), detach=True,
                 )
                 container_id = str(created["Id"])
+            if plan.remote:
+                data = self._hand_secrets(spec, session_id, container_id)
+            with self._errors(f"start the container {session_id}"):
                 api.start(container_id)
+            if plan.remote:
+                data["agent_port"] = self._published_port(container_id)
         except BaseException as exc:
             if isinstance(exc, ProviderApiError) and exc.status == 409 and not container_id:
                 # the name was taken between our check and the create: that container is not ours
@@ -496,43 +642,94 @@ class DockerProvider(X11Provider):
                                  provider=self.name) from exc
             # Ambiguous or partial: whatever exists under this name is ours; remove it before raising.
             with contextlib.suppress(Exception):
-                self._remove_by_name(session_id)
+                self._remove_by_name(session_id, plan.engine)
             if watched:
                 _Watcher.forget_if_running(session_id)
-            shutil.rmtree(session_dir, ignore_errors=True)
-            shutil.rmtree(fb_dir, ignore_errors=True)
+            self._tokens.pop(session_id, None)
+            shutil.rmtree(self._session_dir(session_id), ignore_errors=True)
+            if dirs is not None:
+                shutil.rmtree(dirs.fb_dir, ignore_errors=True)
             raise
-        return RemoteHandle(
-            provider=self.name, session_id=session_id, resource_id=container_id, labels=all_labels,
-            data={
-                "container": container_id,
-                "name": session_id,
-                "image": image,
-                "display": _DISPLAY,
-                "socket_path": str(x11_dir / "X0"),
-                "xauthority": str(cookie_file),
-                "session_dir": str(session_dir),
-                "fb_dir": str(fb_dir),
-                "framebuffer": str(fb_dir / "Xvfb_screen0"),
-                "network": network,
-                "memory": memory,
-                "watched": watched,
-            },
-        )
+        data.update({
+            "container": container_id,
+            "name": session_id,
+            "image": plan.image,
+            "display": _DISPLAY,
+            "network": plan.network,
+            "memory": plan.memory,
+            "watched": watched,
+        })
+        if plan.engine:  # the environment's engine stays unnamed: a local desktop follows DOCKER_HOST as before
+            data["engine"] = plan.engine
+        if dirs is not None:
+            data.update({
+                "socket_path": str(dirs.x11_dir / "X0"),
+                "xauthority": str(dirs.cookie_file),
+                "session_dir": str(dirs.session_dir),
+                "fb_dir": str(dirs.fb_dir),
+                "framebuffer": str(dirs.fb_dir / "Xvfb_screen0"),
+            })
+        return RemoteHandle(provider=self.name, session_id=session_id, resource_id=container_id,
+                            labels=config.labels, data=data)
 
-    def _state(self, container: str) -> dict[str, Any] | None:
-        """The container's ``State`` from inspect, or None when it does not exist."""
+    def _hand_secrets(self, spec: DesktopSpec, session_id: str, container: str) -> dict[str, Any]:
+        """A remote desktop's agent token, made here and written into the created (not yet started)
+        container; the token also into a 0600 file of this machine's runtime directory, from which another
+        process of this user reconnects. Returns the handle data that says where the agent is."""
+        import secrets
+
+        from deskctl._redact import register_secret
+
+        token = secrets.token_urlsafe(32)
+        register_secret(token)
+        session_dir = self._session_dir(session_id)
+        session_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(session_dir, 0o700)
+        token_file = session_dir / _AGENT_TOKEN_FILE
+        descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(token)
+        uid, gid = (int(x) for x in DESKTOP_USER.split(":"))
+        # (the display's cookie is made in the container by its entrypoint: the agent is its only client)
+        archive = _secrets_tar({"agent/token": token.encode()}, uid, gid)
+        with self._errors(f"hand the agent of {session_id} its token"):
+            if not self.client.api.put_archive(container, _SECRETS_ROOT, archive):
+                raise ProviderApiError(f"docker: the engine refused the secrets of {session_id}",
+                                       provider=self.name)
+        self._tokens[session_id] = token
+        return {"agent_host": self._agent_host(spec), "session_dir": str(session_dir),
+                "agent_token_file": str(token_file)}
+
+    def _published_port(self, container: str) -> int:
+        """The host port the engine gave the agent's port."""
+        from deskctl.agent import DEFAULT_PORT
+
+        with self._errors("inspect the agent's port"):
+            attrs = self.client.api.inspect_container(container)
+        bindings = ((attrs.get("NetworkSettings") or {}).get("Ports") or {}).get(f"{DEFAULT_PORT}/tcp") or []
+        for binding in bindings:
+            if str(binding.get("HostPort") or "").isdigit():
+                return int(binding["HostPort"])
+        state = attrs.get("State") or {}
+        raise ProviderApiError(f"docker: the agent's port {DEFAULT_PORT} of {container[:12]} was not published "
+                               f"(container {state.get('Status', '?')})", provider=self.name)
+
+    def _state(self, container: str, engine: str | None = None) -> dict[str, Any] | None:
+        """The container's ``State`` from inspect (on ``engine``; default: this provider's), or None when it
+        does not exist."""
+        client = self.client if engine is None else self._client_on(engine)
         try:
-            with self._errors(f"inspect the container {container}"):
-                attrs = self.client.api.inspect_container(container)
+            with self._errors(f"inspect the container {container}", engine):
+                attrs = client.api.inspect_container(container)
         except NotFound:
             return None
         state: dict[str, Any] = attrs.get("State") or {}
         return state
 
-    def _logs(self, container: str, lines: int = 15) -> str:
+    def _logs(self, container: str, lines: int = 15, engine: str | None = None) -> str:
         with contextlib.suppress(Exception):
-            raw = self.client.api.logs(container, tail=lines)
+            client = self.client if engine is None else self._client_on(engine)
+            raw = client.api.logs(container, tail=lines)
             return raw.decode(errors="replace").strip() if isinstance(raw, bytes) else str(raw)
         return ""
 
@@ -550,12 +747,16 @@ class DockerProvider(X11Provider):
             return SessionLost(f"the desktop {name} ran out of memory (limit {limit}) and was killed",
                                provider=self.name, details=details,
                                remedy="raise provider_options memory, or ask for a smaller geometry")
-        logs = self._logs(str(handle.data.get("container", handle.resource_id)))
+        logs = redact(self._logs(str(handle.data.get("container", handle.resource_id)),
+                                 engine=self._engine_of(handle)))
         tail = f"; last log lines:\n{logs}" if logs else ""
         return SessionLost(f"the container {name} is {state.get('Status')} (exit code {state.get('ExitCode')}) "
                            f"while we tried to {doing}{tail}", provider=self.name, details=details)
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        if _via_agent(handle):
+            self._wait_agent(handle, deadline)
+            return
         from deskctl.providers._x11 import X11Address, connect_display, read_cookie
 
         address = X11Address(display=_DISPLAY, socket_path=str(handle.data["socket_path"]))
@@ -572,7 +773,7 @@ class DockerProvider(X11Provider):
                 else:
                     display.close()
                     return
-            state = self._state(container)
+            state = self._state(container, self._engine_of(handle))
             if state is None or not state.get("Running"):
                 gone = self._gone_error(handle, state, "wait for the display")
                 if state is not None and state.get("OOMKilled"):
@@ -589,25 +790,95 @@ class DockerProvider(X11Provider):
             threading.Event().wait(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.1)
 
+    def _wait_agent(self, handle: RemoteHandle, deadline: float) -> None:
+        """Until the desktop's agent answers an authenticated ping; the container's state is looked at between
+        attempts, so a desktop that died is told at once, not at the deadline."""
+        from deskctl.agent.client import wait_ready
+
+        container = str(handle.data.get("container", handle.resource_id))
+        engine = self._engine_of(handle)
+        token = self._token(handle)
+        last = "the agent did not answer yet"
+        while True:
+            try:
+                wait_ready(str(handle.data["agent_host"]), int(handle.data["agent_port"]), token,
+                           provider=self.name, deadline=min(deadline, time.monotonic() + 1.0))
+                return
+            except (ReadinessTimeout, ProviderUnreachable, SessionLost) as err:
+                last = err.message
+            state = self._state(container, engine)
+            if state is None or not state.get("Running"):
+                gone = self._gone_error(handle, state, "wait for the display")
+                if state is not None and state.get("OOMKilled"):
+                    raise CapacityUnavailable(gone.message, provider=self.name, remedy=gone.remedy,
+                                              details=gone.details)
+                raise gone
+            if time.monotonic() >= deadline:
+                logs = redact(self._logs(container, engine=engine))
+                raise ReadinessTimeout(
+                    f"the agent of {handle.session_id} did not answer in time; last: {last}"
+                    + (f"; last log lines:\n{logs}" if logs else ""),
+                    provider=self.name, remedy="look at `docker logs " + handle.session_id + "` on its engine")
+
+    def _token(self, handle: RemoteHandle) -> str:
+        """A remote desktop's agent token: this process's, else the 0600 file its creator wrote on this
+        machine, else read from the container through the Engine API (a process on another machine)."""
+        token = self._tokens.get(handle.session_id)
+        if token:
+            return token
+        path = str(handle.data.get("agent_token_file") or "")
+        with contextlib.suppress(OSError):
+            token = Path(path).read_text().strip() if path else ""
+        if not token:
+            token = self._read_container_token(handle)
+        from deskctl._redact import register_secret
+
+        register_secret(token)
+        self._tokens[handle.session_id] = token
+        return token
+
+    def _read_container_token(self, handle: RemoteHandle) -> str:
+        import tarfile
+
+        from deskctl.agent import TOKEN_FILE
+
+        container = str(handle.data.get("container") or handle.resource_id)
+        client = self._client_on(self._engine_of(handle))
+        try:
+            with self._errors("read the agent's token", self._engine_of(handle)):
+                stream, _ = client.api.get_archive(container, TOKEN_FILE)
+                raw = b"".join(stream)
+        except NotFound as exc:
+            raise self._lost(handle, "read the agent's token", exc) from exc
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+            member = next((m for m in tar.getmembers() if m.isreg()), None)
+            extracted = tar.extractfile(member) if member is not None else None
+            token = extracted.read().decode().strip() if extracted is not None else ""
+        if not token:
+            raise SessionLost(f"the agent token of {handle.session_id} is empty", provider=self.name)
+        return token
+
     def destroy(self, handle: RemoteHandle) -> None:
         self._drop_driver(handle.session_id)
+        self._tokens.pop(handle.session_id, None)
         name = str(handle.data.get("name") or handle.session_id)
         container = str(handle.data.get("container") or handle.resource_id or name)
-        self._remove(container, name)
+        self._remove(container, name, self._engine_of(handle))
         _Watcher.forget_if_running(name)
         for key, label in (("session_dir", LABEL_DIR), ("fb_dir", LABEL_FB_DIR)):
             path = handle.data.get(key) or handle.labels.get(label)
             if path:
                 shutil.rmtree(str(path), ignore_errors=True)
 
-    def _remove(self, container: str, name: str) -> None:
+    def _remove(self, container: str, name: str, engine: str | None = None) -> None:
         """Force-remove and confirm (inspect answers 404); conflicts ("removal in progress") are retried."""
         deadline = time.monotonic() + 30
         last = ""
         while True:
             try:
-                with self._errors(f"remove the container {name}"):
-                    self.client.api.remove_container(container, force=True, v=True)
+                with self._errors(f"remove the container {name}", engine):
+                    client = self.client if engine is None else self._client_on(engine)
+                    client.api.remove_container(container, force=True, v=True)
             except NotFound:
                 pass
             except InfrastructureError as exc:
@@ -616,7 +887,7 @@ class DockerProvider(X11Provider):
                                             remedy=exc.remedy, details={"left": [name]}) from exc
                 last = exc.message
             try:
-                if self._state(container) is None:
+                if self._state(container, engine) is None:
                     return
             except DeskctlError as exc:
                 raise CleanupIncomplete(f"cannot confirm that {name} is gone: {exc.message}", provider=self.name,
@@ -628,24 +899,26 @@ class DockerProvider(X11Provider):
                                         details={"left": [name]})
             # removal in progress on the daemon's side: wait for its destroy event instead of polling blindly
             with contextlib.suppress(Exception):
-                events = self.client.api.events(
+                events = client.api.events(
                     filters={"container": container, "event": "destroy"}, decode=True,
                     until=int(time.time()) + 2,
                 )
                 for _ in events:
                     break
 
-    def _remove_by_name(self, name: str) -> None:
-        """Remove the container named ``name`` (and anything labelled with that session), with its directory."""
-        with self._errors("list containers"):
-            found = self.client.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={name}"})
+    def _remove_by_name(self, name: str, engine: str | None = None) -> None:
+        """Remove the container named ``name`` (and anything labelled with that session), with its directory,
+        on ``engine`` (default: this provider's)."""
+        client = self.client if engine is None else self._client_on(engine)
+        with self._errors("list containers", engine):
+            found = client.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={name}"})
         ids = {str(c["Id"]): c for c in found}
         if not ids:
-            state = self._state(name)
+            state = self._state(name, engine)
             if state is not None:
                 ids[name] = {}
         for container_id, raw in ids.items():
-            self._remove(container_id, name)
+            self._remove(container_id, name, engine)
             labels = (raw.get("Labels") or {}) if raw else {}
             for label in (LABEL_DIR, LABEL_FB_DIR):
                 if labels.get(label):
@@ -662,6 +935,15 @@ class DockerProvider(X11Provider):
             session_id = labels.get(LABEL_SESSION, "")
             session_dir = labels.get(LABEL_DIR, "")
             names = [n.lstrip("/") for n in raw.get("Names") or []]
+            if labels.get(LABEL_AGENT) == "1":
+                handles.append(RemoteHandle(
+                    provider=self.name, session_id=session_id, resource_id=str(raw["Id"]), labels=labels,
+                    data={"container": str(raw["Id"]), "name": names[0] if names else session_id,
+                          "image": raw.get("Image"), "display": _DISPLAY, "engine": self.engine,
+                          "state": raw.get("State"), **self._agent_address(raw, session_id)},
+                    created_at=float(raw.get("Created") or time.time()),
+                ))
+                continue
             handles.append(RemoteHandle(
                 provider=self.name, session_id=session_id, resource_id=str(raw["Id"]), labels=labels,
                 data={
@@ -681,15 +963,31 @@ class DockerProvider(X11Provider):
             ))
         return handles
 
+    def _agent_address(self, raw: Mapping[str, Any], session_id: str) -> dict[str, Any]:
+        """Where the agent of a listed remote desktop answers (a stopped one publishes no port)."""
+        from deskctl.agent import DEFAULT_PORT
+
+        data: dict[str, Any] = {"agent_host": self._agent_host(None)}
+        for port in raw.get("Ports") or []:
+            if port.get("PrivatePort") == DEFAULT_PORT and port.get("PublicPort"):
+                data["agent_port"] = int(port["PublicPort"])
+        token_file = self._session_dir(session_id) / _AGENT_TOKEN_FILE
+        if token_file.exists():
+            data.update(session_dir=str(token_file.parent), agent_token_file=str(token_file))
+        return data
+
     def is_alive(self, handle: RemoteHandle) -> bool:
-        state = self._state(str(handle.data.get("container") or handle.resource_id))
+        state = self._state(str(handle.data.get("container") or handle.resource_id), self._engine_of(handle))
         return bool(state and state.get("Running"))
 
     def detach(self, handle: RemoteHandle) -> None:
         _Watcher.forget_if_running(str(handle.data.get("name") or handle.session_id))
 
     # -- while open ----------------------------------------------------------------------------------------------
-    def _open_driver(self, handle: RemoteHandle) -> X11Driver:
+    def _open_driver(self, handle: RemoteHandle) -> DisplayDriver:
+        return self._agent_driver(handle) if _via_agent(handle) else self._x11_driver(handle)
+
+    def _x11_driver(self, handle: RemoteHandle) -> X11Driver:
         from deskctl.providers._x11 import X11Driver, read_cookie
 
         socket_path = str(handle.data.get("socket_path") or "")
@@ -700,6 +998,16 @@ class DockerProvider(X11Provider):
                                   use_shm=False)
         except (ProviderUnreachable, KeyError) as exc:
             raise self._lost(handle, "connect to the display", exc) from exc
+
+    def _agent_driver(self, handle: RemoteHandle) -> AgentDriver:
+        """One authenticated connection to the desktop's agent (a remote engine's desktop)."""
+        from deskctl.agent.client import AgentDriver
+
+        try:
+            return AgentDriver.connect(str(handle.data["agent_host"]), int(handle.data["agent_port"]),
+                                       self._token(handle), provider=self.name)
+        except (ProviderUnreachable, SessionLost, KeyError) as exc:
+            raise self._lost(handle, "connect to the desktop's agent", exc) from exc
 
     def _drop_driver(self, session_id: str, driver: DisplayDriver | None = None) -> None:
         super()._drop_driver(session_id, driver)
@@ -712,14 +1020,15 @@ class DockerProvider(X11Provider):
         """After a failed X call: a precise error when the container is gone or stopped, else the cause."""
         self._drop_driver(handle.session_id)
         container = str(handle.data.get("container") or handle.resource_id)
+        engine = self._engine_of(handle)
         try:
-            state = self._state(container)
+            state = self._state(container, engine)
             if state is not None and state.get("Running"):
                 # The display went away a moment before the container stops (its init still reaps): wait for
                 # the stop, briefly, so that the reason (out of memory, exit code) can be told.
                 with contextlib.suppress(Exception):
-                    self.client.api.wait(container, timeout=5)
-                state = self._state(container)
+                    self._client_on(engine).api.wait(container, timeout=5)
+                state = self._state(container, engine)
         except DeskctlError:
             state = {"Running": True}
         if state is None or not state.get("Running"):
@@ -778,9 +1087,8 @@ class DockerProvider(X11Provider):
         seconds = max(1, round(timeout))
         line = posix_line(command, cwd=cwd, background=background) if cwd or background else command
         argv = ["timeout", "-k", "5", str(seconds), "sh", "-c", line]
-        from deskctl.images import connect
-
-        client = self.client if timeout + 10 <= 60 else connect(timeout=timeout + 15)
+        engine = self._engine_of(handle)
+        client = self._client_on(engine) if timeout + 10 <= 60 else self._connect(engine, timeout + 15)
         try:
             with self._errors("run a command"):
                 exec_id = str(client.api.exec_create(container, argv, stdout=True, stderr=True,
@@ -790,12 +1098,12 @@ class DockerProvider(X11Provider):
         except (NotFound, InfrastructureError) as exc:
             if isinstance(exc, ProviderUnreachable):
                 raise
-            state = self._state(container)
+            state = self._state(container, engine)
             if state is None or not state.get("Running"):
                 raise self._gone_error(handle, state, "run a command") from exc
             raise
         finally:
-            if client is not self._client:
+            if client is not self._client and client not in self._engine_clients.values():
                 with contextlib.suppress(Exception):
                     client.close()
         result = ExecResult(exit_code=int(code if code is not None else -1),
@@ -823,13 +1131,17 @@ class DockerProvider(X11Provider):
         here = self.exec(handle, "pwd", 30.0)
         return posixpath.normpath(posixpath.join(here.stdout.strip() or "/", remote))
 
-    @contextlib.contextmanager
-    def _bulk_client(self) -> Iterator[docker.DockerClient]:
-        """A client for one copy, closed afterwards: the daemon answers a PUT only once it has unpacked
-        everything, which for a large tree takes longer than any API call (hence an hour's read timeout)."""
+    def _connect(self, engine: str, timeout: float) -> docker.DockerClient:
+        """A new client of ``engine`` (a handle's), for a call longer than the kept clients' timeout."""
         from deskctl.images import connect
 
-        client = connect(timeout=float(self.options.get("api_timeout", 60)))
+        return connect(timeout=timeout, engine=engine or self.options.get("host") or None)
+
+    @contextlib.contextmanager
+    def _bulk_client(self, engine: str) -> Iterator[docker.DockerClient]:
+        """A client for one copy, closed afterwards: the daemon answers a PUT only once it has unpacked
+        everything, which for a large tree takes longer than any API call (hence an hour's read timeout)."""
+        client = self._connect(engine, float(self.options.get("api_timeout", 60)))
         client.api.timeout = 3600
         try:
             yield client
@@ -861,15 +1173,16 @@ class DockerProvider(X11Provider):
                              remedy="copy into it with a path under it, or remove it first")
         container = str(handle.data.get("container") or handle.resource_id)
         uid, gid = (int(x) for x in DESKTOP_USER.split(":"))
-        with self._bulk_client() as client:
+        engine = self._engine_of(handle)
+        with self._bulk_client(engine) as client:
             for attempt in range(2):
                 stream = _tar_stream(source, name, uid, gid)
                 try:
-                    with self._errors(f"copy {local} to {path}"):
+                    with self._errors(f"copy {local} to {path}", engine):
                         client.api.put_archive(container, parent, stream)
                     return
                 except NotFound as exc:
-                    state = self._state(container)
+                    state = self._state(container, engine)
                     if state is None or not state.get("Running"):
                         raise self._gone_error(handle, state, "copy files") from exc
                     if attempt:
@@ -888,7 +1201,7 @@ class DockerProvider(X11Provider):
         path = self._remote_path(handle, remote)
         container = str(handle.data.get("container") or handle.resource_id)
         target = Path(local)
-        with self._bulk_client() as client:
+        with self._bulk_client(self._engine_of(handle)) as client:
             self._download(handle, client, container, path, remote, target)
 
     def _download(self, handle: RemoteHandle, client: docker.DockerClient, container: str, path: str, remote: str,
@@ -897,10 +1210,10 @@ class DockerProvider(X11Provider):
 
         for _ in range(8):  # a symlink is followed (to its target, as the other providers' tar -C does)
             try:
-                with self._errors(f"copy {path} from the desktop"):
+                with self._errors(f"copy {path} from the desktop", self._engine_of(handle)):
                     stream, stat = client.api.get_archive(container, path, chunk_size=None)
             except NotFound as exc:
-                state = self._state(container)
+                state = self._state(container, self._engine_of(handle))
                 if state is None or not state.get("Running"):
                     raise self._gone_error(handle, state, "copy files") from exc
                 raise no_such_file(remote, "on the desktop", self.name) from exc
@@ -925,10 +1238,80 @@ class DockerProvider(X11Provider):
         for framebuffer in framebuffers:
             framebuffer.close()
         with self._client_lock:
-            client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
+            clients = [self._client, *self._engine_clients.values()]
+            self._client = None
+            self._engine_clients.clear()
+        for client in clients:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.close()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What :meth:`DockerProvider.create` will make, resolved before anything is made."""
+
+    session_id: str
+    engine: str
+    remote: bool
+    geometry: Geometry
+    image: str
+    variant: str
+    memory: int | None
+    cpus: Any
+    network: str
+
+
+@dataclass(frozen=True)
+class _HostDirs:
+    """The host folders of a local desktop (its X socket's, its cookie's, its framebuffer's)."""
+
+    session_dir: Path
+    x11_dir: Path
+    cookie_file: Path
+    fb_dir: Path
+
+
+@dataclass(frozen=True)
+class _ContainerConfig:
+    labels: dict[str, str]
+    environment: dict[str, str]
+    host_config: dict[str, Any]
+    ports: list[int]
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _secrets_tar(files: Mapping[str, bytes], uid: int, gid: int) -> bytes:
+    """A tar of ``files`` (relative path -> content), each 0600 and its folders 0700, owned by ``uid:gid``."""
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        folders = sorted({posixpath.dirname(name) for name in files} - {""})
+        for folder in folders:
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, 0o700, uid, gid, time.time()
+            tar.addfile(info)
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid, info.mtime = len(content), 0o600, uid, gid, time.time()
+            tar.addfile(info, io.BytesIO(content))
+    return out.getvalue()
+
+
+def _via_agent(handle: RemoteHandle) -> bool:
+    """A desktop on a remote engine: reached through its agent, nothing shared through host folders."""
+    return handle.labels.get(LABEL_AGENT) == "1" or "agent_host" in handle.data
 
 
 def _truthy(value: Any) -> bool:
@@ -1007,9 +1390,9 @@ class _Framebuffer:
             self._map.close()
 
 
-def _host_memory(field: str) -> int | None:
+def _host_memory(field: str, engine: str) -> int | None:
     """``MemTotal`` or ``MemAvailable`` of this host (where the local daemon runs its containers), or None."""
-    if os.environ.get("DOCKER_HOST", "unix://").startswith(("tcp://", "ssh://")):
+    if is_remote(engine):
         return None
     try:
         with open("/proc/meminfo") as fh:
