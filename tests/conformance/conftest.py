@@ -108,9 +108,11 @@ TARGETS: list[Target] = [
 
 # -- docker (its target and helpers: tests/docker_provider/_docker_target.py) ------------------------------------------
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docker_provider"))
-from _docker_target import DOCKER_TARGET_KWARGS  # noqa: E402
+from _docker_target import DOCKER_REMOTE_TARGET_KWARGS, DOCKER_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**DOCKER_TARGET_KWARGS))
+# the same provider on a second engine over TCP: nothing shared through host folders, every call via the agent
+TARGETS.append(Target(**DOCKER_REMOTE_TARGET_KWARGS))
 
 # -- daytona (windows and ubuntu against the loopback fake: tests/daytona/_daytona_target.py) -----------------------
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daytona"))

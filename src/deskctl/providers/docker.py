@@ -15,8 +15,8 @@ How a desktop is made (all through the Docker Engine API with the ``docker`` SDK
 On a remote engine (provider option ``host``, else ``DOCKER_HOST``, naming ``tcp://``): nothing is shared
 through host directories. The container runs the in-desktop agent (``DESKCTL_AGENT=1``, see
 :mod:`deskctl.agent`) on a port the engine publishes on an ephemeral host port, and input and capture go through
-:class:`deskctl.agent.client.AgentDriver`. Its session token (random, per session) is written into the created
-container with the archive endpoint before it starts: the token never travels in an
+:class:`deskctl.agent.client.AgentDriver`. Its session token (random, per session) and its display's cookie are
+written into the created container with the archive endpoint before it starts: the token never travels in an
 environment variable, a label or a log. This process keeps the token in a 0600 file of its runtime directory so
 that another of its processes (``deskctl do`` after ``deskctl up``) reconnects; a machine without that file
 reads it back from the container through the Engine API. ``exec`` and files use the Engine API as locally.
@@ -673,12 +673,13 @@ class DockerProvider(X11Provider):
                             labels=config.labels, data=data)
 
     def _hand_secrets(self, spec: DesktopSpec, session_id: str, container: str) -> dict[str, Any]:
-        """A remote desktop's agent token, made here and written into the created (not yet started)
-        container; the token also into a 0600 file of this machine's runtime directory, from which another
+        """A remote desktop's agent token and display cookie, made here and written into the created (not yet
+        started) container; the token also into a 0600 file of this machine's runtime directory, from which another
         process of this user reconnects. Returns the handle data that says where the agent is."""
         import secrets
 
         from deskctl._redact import register_secret
+        from deskctl.providers._x11 import new_cookie, write_xauthority
 
         token = secrets.token_urlsafe(32)
         register_secret(token)
@@ -689,9 +690,15 @@ class DockerProvider(X11Provider):
         descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as out:
             out.write(token)
+        # The display's cookie, where the image's XAUTHORITY says (as a local desktop's, so that exec'd X clients
+        # find it); made here but not kept: only processes in the container use the display.
+        cookie_file = write_xauthority(session_dir / "Xauthority", 0, new_cookie())
+        try:
+            cookie = cookie_file.read_bytes()
+        finally:
+            cookie_file.unlink()
         uid, gid = (int(x) for x in DESKTOP_USER.split(":"))
-        # (the display's cookie is made in the container by its entrypoint: the agent is its only client)
-        archive = _secrets_tar({"agent/token": token.encode()}, uid, gid)
+        archive = _secrets_tar({"agent/token": token.encode(), "xauth/Xauthority": cookie}, uid, gid)
         with self._errors(f"hand the agent of {session_id} its token"):
             if not self.client.api.put_archive(container, _SECRETS_ROOT, archive):
                 raise ProviderApiError(f"docker: the engine refused the secrets of {session_id}",
