@@ -22,7 +22,7 @@ import pytest
 from _docker_target import docker2_client, docker2_url, docker_remote_leftovers
 
 import deskctl
-from deskctl.errors import DeskctlError, PreflightError, ProviderApiError, SessionLost, UsageError
+from deskctl.errors import CompatError, DeskctlError, ProviderApiError, SessionLost, UsageError
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.docker import LABEL_AGENT, DockerProvider
 from deskctl.spec import DesktopSpec
@@ -206,7 +206,7 @@ def test_a_bad_engine_url_and_an_ssh_engine_are_refused_before_anything_is_made(
     assert bad.returncode == 2 and json.loads(bad.stdout or bad.stderr)["error"]["code"] == "usage.bad_option"
     spec = DesktopSpec.build(provider="docker", geometry="640x480")
     ssh = DockerProvider({"host": "ssh://nobody@127.0.0.1:1", "reaper": False})
-    with pytest.raises(PreflightError) as refused:
+    with pytest.raises(CompatError) as refused:
         ssh.create(spec, "dk-sshengine1", _labels("dk-sshengine1"))
     assert refused.value.code == "compat.docker_ssh"
     checks = {c.code: c for c in ssh.preflight(spec)}

@@ -457,7 +457,9 @@ class DockerProvider(X11Provider):
     def _check_remote(self, spec: DesktopSpec | None, engine: str) -> None:
         """What a desktop on a remote engine cannot have: an ``ssh://`` engine, a network without ports."""
         if engine.startswith("ssh://"):
-            raise PreflightError(
+            from deskctl.errors import CompatError
+
+            raise CompatError(
                 f"docker desktops on an ssh:// engine ({redact(engine)}) are not supported: the desktop's "
                 "agent port would have to be forwarded through the SSH connection", code="compat.docker_ssh",
                 provider=self.name, remedy="expose the engine on tcp:// to this machine (for example `ssh -L "
