@@ -811,7 +811,7 @@ class DockerProvider(X11Provider):
         while True:
             try:
                 wait_ready(str(handle.data["agent_host"]), int(handle.data["agent_port"]), token,
-                           provider=self.name, deadline=min(deadline, time.monotonic() + 1.0))
+                           provider=self.name, deadline=min(deadline, time.monotonic() + 3.0))
                 return
             except (ReadinessTimeout, ProviderUnreachable, SessionLost) as err:
                 last = err.message
