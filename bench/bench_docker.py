@@ -62,7 +62,7 @@ def main() -> int:
     import docker
 
     import deskctl
-    from deskctl.images import find_image
+    from deskctl.providers.docker.images import find_image
 
     image = find_image("minimal")
     if image is None:

@@ -22,8 +22,8 @@ from deskctl.actions import Click, KeyPress, Scroll, TypeText
 from deskctl.agent.client import AgentDriver, wait_ready
 from deskctl.agent.protocol import FrameChanges, changed_boxes
 from deskctl.errors import ProviderApiError, ProviderUnreachable, ReadinessTimeout, SessionLost, UsageError
-from deskctl.images import AGENT_FILES
 from deskctl.providers._x11 import X11Address
+from deskctl.providers.docker.images import AGENT_FILES
 from fakes._desktop import XvfbDesktop
 from probe import Probe
 from probe.keys import KeyRecorder

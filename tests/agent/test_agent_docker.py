@@ -47,7 +47,7 @@ def _token_tar(token: str) -> bytes:
 
 
 def test_the_image_hash_covers_the_agent_files_and_nothing_else_of_deskctl() -> None:
-    from deskctl.images import AGENT_FILES, context_files
+    from deskctl.providers.docker.images import AGENT_FILES, context_files
 
     names = [name for name, _ in context_files()]
     assert {f"agent/{name}" for name in AGENT_FILES} <= set(names)
@@ -56,7 +56,7 @@ def test_the_image_hash_covers_the_agent_files_and_nothing_else_of_deskctl() -> 
 
 
 def test_the_agent_in_a_real_container_on_the_bridge_network(sdk: Any) -> None:
-    from deskctl.images import build_image
+    from deskctl.providers.docker.images import build_image
 
     tag = build_image("minimal", BASE, client=sdk).tag
     container = sdk.containers.create(

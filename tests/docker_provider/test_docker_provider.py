@@ -75,7 +75,7 @@ def desk() -> Iterator[deskctl.Desktop]:
 
 
 def test_image_build_is_a_no_op_when_its_inputs_are_unchanged() -> None:
-    from deskctl.images import build_image, find_image, image_tag
+    from deskctl.providers.docker.images import build_image, find_image, image_tag
 
     result = build_image("minimal", BASE)
     assert result.built is False
@@ -87,7 +87,7 @@ def test_image_build_is_a_no_op_when_its_inputs_are_unchanged() -> None:
 
 
 def test_image_cli_lists_the_current_image_and_rejects_an_unknown_variant() -> None:
-    from deskctl.images import find_image
+    from deskctl.providers.docker.images import find_image
 
     out = subprocess.run([*DESKCTL, "image", "ls", "--json"], capture_output=True, text=True,
                          check=True)
@@ -590,7 +590,7 @@ def test_prune_removes_superseded_images_only(docker_sdk: Any) -> None:
     import io
     import tarfile
 
-    from deskctl.images import LABEL_FILES, LABEL_VARIANT, find_image, prune_images
+    from deskctl.providers.docker.images import LABEL_FILES, LABEL_VARIANT, find_image, prune_images
 
     empty = io.BytesIO()
     with tarfile.open(fileobj=empty, mode="w"):
@@ -614,7 +614,7 @@ def test_prune_keeps_the_superseded_images_of_another_installation_unless_all(do
     import io
     import tarfile
 
-    from deskctl.images import LABEL_FILES, LABEL_SOURCE, LABEL_VARIANT, installation, prune_images
+    from deskctl.providers.docker.images import LABEL_FILES, LABEL_SOURCE, LABEL_VARIANT, installation, prune_images
 
     empty = io.BytesIO()
     with tarfile.open(fileobj=empty, mode="w"):
@@ -701,7 +701,7 @@ def test_image_prune_dry_run_lists_a_superseded_image_and_removes_nothing(docker
     import tarfile
     import uuid
 
-    from deskctl.images import LABEL_FILES, LABEL_VARIANT, REPOSITORY
+    from deskctl.providers.docker.images import LABEL_FILES, LABEL_VARIANT, REPOSITORY
 
     blob = io.BytesIO()
     with tarfile.open(fileobj=blob, mode="w") as tar:

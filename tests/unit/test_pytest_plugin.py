@@ -104,7 +104,7 @@ def test_the_environment_variable_is_the_default_and_the_option_wins(pytester: p
 
 @pytest.mark.docker
 def test_the_provider_option_chooses_the_provider(pytester: pytest.Pytester, inner_out: Path) -> None:
-    from deskctl.images import connect
+    from deskctl.providers.docker.images import connect
 
     try:
         connect(timeout=5).ping()

@@ -4,7 +4,7 @@ Kubernetes pod). ``server`` runs in the desktop (``deskctl-agent``), ``client`` 
 :class:`~deskctl.agent.client.AgentDriver`, ``protocol`` the framing both speak. See docs/agent.md.
 
 This package imports nothing outside the standard library and the few deskctl modules the desktop image copies
-(:data:`deskctl.images.AGENT_FILES`), so the image needs only python3 and python3-xlib.
+(:data:`deskctl.providers.docker.images.AGENT_FILES`), so the image needs only python3 and python3-xlib.
 """
 
 from __future__ import annotations

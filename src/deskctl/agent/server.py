@@ -10,7 +10,8 @@ the command line or the environment; the first message of every connection must 
 :func:`hmac.compare_digest`), else the connection is closed. The token is never printed or logged. Whoever holds
 it may run commands as the agent's user and read and write its files: treat it as that user's password.
 
-Imports: the standard library, python-xlib and the deskctl modules :data:`deskctl.images.AGENT_FILES` lists.
+Imports: the standard library, python-xlib and the deskctl modules
+:data:`deskctl.providers.docker.images.AGENT_FILES` lists.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def image() -> None:
 def build(base: str | None, variant: str, network_mode: str | None, force: bool, quiet: bool,
           as_json: bool) -> None:
     """Build the desktop image; nothing is done when an image with the same inputs exists."""
-    from deskctl.images import build_image
+    from deskctl.providers.docker.images import build_image
 
     result = build_image(variant, base, network_mode=network_mode, force=force,
                          progress=None if quiet or as_json else note)
@@ -43,7 +43,7 @@ def build(base: str | None, variant: str, network_mode: str | None, force: bool,
 @json_option
 def ls(as_json: bool) -> None:
     """List the desktop images; CURRENT marks those built from this version of deskctl."""
-    from deskctl.images import list_images
+    from deskctl.providers.docker.images import list_images
 
     images = list_images()
     if as_json:
@@ -65,7 +65,7 @@ def ls(as_json: bool) -> None:
 def prune(dry_run: bool, every_installation: bool, as_json: bool) -> None:
     """Remove desktop images superseded by a newer deskctl (those not CURRENT) that this installation built;
     images in use are kept."""
-    from deskctl.images import prune_images
+    from deskctl.providers.docker.images import prune_images
 
     removed = prune_images(dry_run=dry_run, every_installation=every_installation)
     if as_json:

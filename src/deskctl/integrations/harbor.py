@@ -323,7 +323,7 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
             return await asyncio.to_thread(self._task_image_sync, force_build)
 
     def _task_image_sync(self, force_build: bool) -> str:
-        from deskctl.images import VARIANTS, connect, docker_errors, find_image
+        from deskctl.providers.docker.images import VARIANTS, connect, docker_errors, find_image
 
         client = connect(timeout=600)
         try:
@@ -380,7 +380,7 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
 def _check_derived(client: Any, image: str, base_info: Mapping[str, Any], *, what: str) -> None:
     """Refuse an image that is not a deskctl desktop: it must carry the desktop image's files label (inherited
     from ``FROM ${DESKCTL_IMAGE}``) and keep its entrypoint (which starts Xvfb at the pinned size)."""
-    from deskctl.images import LABEL_FILES, docker_errors
+    from deskctl.providers.docker.images import LABEL_FILES, docker_errors
 
     with docker_errors(f"inspect {image}"):
         info = client.api.inspect_image(image)
@@ -397,7 +397,7 @@ def _check_derived(client: Any, image: str, base_info: Mapping[str, Any], *, wha
 
 def _image_exists(client: Any, tag: str) -> bool:
     from deskctl.errors import NotFound
-    from deskctl.images import docker_errors
+    from deskctl.providers.docker.images import docker_errors
 
     try:
         with docker_errors(f"inspect {tag}"):

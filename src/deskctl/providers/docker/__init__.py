@@ -29,6 +29,9 @@ When the owner dies, even by SIGKILL, the kernel closes the pipe; the watcher th
 container still registered. A destroyed or detached (``deskctl up``) desktop is unregistered. ``deskctl reap``
 finds the rest by label (:meth:`DockerProvider.list_owned`).
 
+The desktop image (its build, the content hash of its inputs, listing and pruning) is :mod:`.images`, beside
+this module.
+
 Provider options (``provider_options``): ``image`` (a tag; default: the current ``deskctl-desktop`` image of
 the variant), ``variant`` (``minimal`` | ``browser``; ``browser`` is chosen for a start URL), ``memory``
 (``"1g"``, ``"512m"``, bytes, or ``"none"``; default 1g), ``cpus`` (float), ``network`` (default ``none``),
@@ -275,7 +278,7 @@ class DockerProvider(X11Provider):
     def client(self) -> docker.DockerClient:
         with self._client_lock:
             if self._client is None:
-                from deskctl.images import connect
+                from deskctl.providers.docker.images import connect
 
                 self._client = connect(timeout=float(self.options.get("api_timeout", 60)),
                                        engine=self.options.get("host") or None)
@@ -289,7 +292,7 @@ class DockerProvider(X11Provider):
         with self._client_lock:
             client = self._engine_clients.get(engine)
             if client is None:
-                from deskctl.images import connect
+                from deskctl.providers.docker.images import connect
 
                 client = self._engine_clients[engine] = connect(
                     timeout=float(self.options.get("api_timeout", 60)), engine=engine)
@@ -302,7 +305,7 @@ class DockerProvider(X11Provider):
 
     @contextlib.contextmanager
     def _errors(self, doing: str, engine: str | None = None) -> Iterator[None]:
-        from deskctl.images import docker_errors
+        from deskctl.providers.docker.images import docker_errors
 
         with docker_errors(doing, provider=self.name, engine=engine or self.options.get("host") or None):
             yield
@@ -316,7 +319,7 @@ class DockerProvider(X11Provider):
         variant = self._option(spec, "variant")
         if variant is None:
             variant = "browser" if spec.start_url else "minimal"
-        from deskctl.images import VARIANTS
+        from deskctl.providers.docker.images import VARIANTS
 
         if variant not in VARIANTS:
             raise UsageError(f"unknown image variant {variant!r}; allowed: {', '.join(VARIANTS)}",
@@ -338,7 +341,7 @@ class DockerProvider(X11Provider):
                                      code="preflight.image_missing", provider=self.name,
                                      remedy=f"docker pull {image}, or build one with `deskctl image build`") from exc
             return str(image)
-        from deskctl.images import find_image
+        from deskctl.providers.docker.images import find_image
 
         variant = self._variant(spec)
         found = find_image(variant, self.client)
@@ -358,7 +361,7 @@ class DockerProvider(X11Provider):
 
     def _local_base(self) -> str | None:
         """A base image ``deskctl image build`` can use without a registry, when one is here."""
-        from deskctl.images import DEFAULT_BASE
+        from deskctl.providers.docker.images import DEFAULT_BASE
 
         for base in ("deskctl-base:bookworm", DEFAULT_BASE):
             with contextlib.suppress(DeskctlError):
@@ -396,7 +399,7 @@ class DockerProvider(X11Provider):
         try:
             self._client = None
             with self._errors("ping the Docker daemon"):
-                from deskctl.images import connect
+                from deskctl.providers.docker.images import connect
 
                 client = connect(timeout=5, engine=self.options.get("host") or None)
                 version = client.api.version()
@@ -1142,7 +1145,7 @@ class DockerProvider(X11Provider):
 
     def _connect(self, engine: str, timeout: float) -> docker.DockerClient:
         """A new client of ``engine`` (a handle's), for a call longer than the kept clients' timeout."""
-        from deskctl.images import connect
+        from deskctl.providers.docker.images import connect
 
         return connect(timeout=timeout, engine=engine or self.options.get("host") or None)
 
