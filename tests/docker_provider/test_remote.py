@@ -309,3 +309,14 @@ def test_reap_finds_a_crashed_sessions_container_on_the_remote_engine(engine: st
     # and `deskctl reap` run against that engine lists nothing of it any more
     listed = DockerProvider({"host": engine}).list_owned({LABEL_SESSION: session_id})
     assert listed == []
+
+
+def test_a_missing_image_on_the_remote_engine_names_the_build_there(engine: str) -> None:
+    provider = DockerProvider({"host": engine, "variant": "browser"})  # the second engine has only the minimal one
+    try:
+        checks = {c.code: c for c in provider.preflight(DesktopSpec.build(provider="docker", geometry="640x480"))}
+    finally:
+        provider.close()
+    assert checks["docker.image"].status == "fail"
+    assert checks["docker.image"].remedy is not None
+    assert checks["docker.image"].remedy.startswith(f"DOCKER_HOST={engine} deskctl image build --variant browser")

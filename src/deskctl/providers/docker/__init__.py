@@ -348,10 +348,13 @@ class DockerProvider(X11Provider):
         if found is None:
             flag = "" if variant == "minimal" else f" --variant {variant}"
             local_base = self._local_base()
+            # the image is built on the engine that runs the desktop
+            build = f"DOCKER_HOST={redact(self.engine)} deskctl image build" if self.options.get("host") \
+                else "deskctl image build"
             if local_base is not None:
-                remedy = f"deskctl image build{flag} --base {local_base}   (the base is here: about a minute)"
+                remedy = f"{build}{flag} --base {local_base}   (the base is here: about a minute)"
             else:
-                remedy = (f"deskctl image build{flag}   (pulls debian:bookworm-slim; no registry? make a local "
+                remedy = (f"{build}{flag}   (pulls debian:bookworm-slim; no registry? make a local "
                           "base first, see docs/docker.md 'Offline base')")
             raise PreflightError(
                 f"no {variant} desktop image built from this version of deskctl is on this Docker engine",
