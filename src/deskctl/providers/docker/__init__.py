@@ -95,7 +95,7 @@ if TYPE_CHECKING:
     from deskctl.providers._x11provider import DisplayDriver
     from deskctl.spec import DesktopSpec, Geometry
 
-__all__ = ["DockerProvider", "parse_memory"]
+__all__ = ["LABEL_AGENT", "DockerProvider", "is_remote", "parse_memory"]
 
 LABEL_PROVIDER = "deskctl.provider"
 LABEL_DIR = "deskctl.docker.dir"
