@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fakes
-
 from fakes.cua import FakeCua
 from fakes.daytona import FakeDaytona
 from fakes.use_computer import FakeUseComputer

@@ -28,15 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests/probe
 
 from deskctl.providers._x11 import X11Address, read_cookie
 from deskctl.providers.base import RemoteHandle
@@ -107,34 +104,29 @@ TARGETS: list[Target] = [
 
 
 # -- docker (its target and helpers: tests/docker_provider/_docker_target.py) ------------------------------------------
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docker_provider"))
-from _docker_target import DOCKER_REMOTE_TARGET_KWARGS, DOCKER_TARGET_KWARGS  # noqa: E402
+from docker_provider._docker_target import DOCKER_REMOTE_TARGET_KWARGS, DOCKER_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**DOCKER_TARGET_KWARGS))
 # the same provider on a second engine over TCP: nothing shared through host folders, every call via the agent
 TARGETS.append(Target(**DOCKER_REMOTE_TARGET_KWARGS))
 
 # -- daytona (windows and ubuntu against the loopback fake: tests/daytona/_daytona_target.py) -----------------------
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daytona"))
-from _daytona_target import DAYTONA_TARGETS_KWARGS  # noqa: E402
+from daytona._daytona_target import DAYTONA_TARGETS_KWARGS  # noqa: E402
 
 TARGETS.extend(Target(**kwargs) for kwargs in DAYTONA_TARGETS_KWARGS)
 
 # -- cua-cloud (ubuntu against the loopback fake of the Fleet claims API: tests/cua/_cua_target.py) ----------------
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cua"))
-from _cua_target import CUA_TARGET_KWARGS  # noqa: E402
+from cua._cua_target import CUA_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**CUA_TARGET_KWARGS))
 
 # -- ssh (a real sshd on a loopback port per test: tests/ssh/_ssh_target.py) ----------------------------------------
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ssh"))
-from _ssh_target import SSH_TARGET_KWARGS  # noqa: E402
+from ssh._ssh_target import SSH_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**SSH_TARGET_KWARGS))
 
 # -- use-computer (macos and ubuntu against the loopback fake: tests/use_computer/_use_computer_target.py) -----------
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "use_computer"))
-from _use_computer_target import USE_COMPUTER_TARGETS_KWARGS  # noqa: E402
+from use_computer._use_computer_target import USE_COMPUTER_TARGETS_KWARGS  # noqa: E402
 
 TARGETS.extend(Target(**kwargs) for kwargs in USE_COMPUTER_TARGETS_KWARGS)
 

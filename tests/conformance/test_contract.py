@@ -24,7 +24,7 @@ from deskctl.ledger import open_ledger
 from deskctl.session import Desktop
 
 if TYPE_CHECKING:
-    from conftest import Target
+    from conformance.conftest import Target
 
 SHIFT, CONTROL, MOD1, MOD4 = 1, 4, 8, 64
 

@@ -21,7 +21,7 @@ import pytest
 from deskctl.errors import UsageError, WaitTimeout
 
 if TYPE_CHECKING:
-    from conftest import Target
+    from conformance.conftest import Target
     from deskctl.session import Desktop
 
 linux = pytest.mark.linux_guest  # the conformance conftest leaves the other targets out of these tests

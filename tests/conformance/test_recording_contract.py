@@ -13,7 +13,7 @@ from PIL import Image
 from deskctl.recording import JSONL_NAME, read_trajectory
 
 if TYPE_CHECKING:
-    from conftest import Target
+    from conformance.conftest import Target
 
 
 def test_recorded_steps_carry_hashed_shots_provider_geometry_and_image(target: Target, tmp_path: Path) -> None:

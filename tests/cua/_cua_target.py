@@ -3,11 +3,7 @@ appends ``Target(**CUA_TARGET_KWARGS)``. Not a test module."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for fakes.cua
 
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from fakes._cloud import FakePerTest

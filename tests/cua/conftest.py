@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _cua_target
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fakes
-
-from _cua_target import FAST_OPTIONS
-
+from cua._cua_target import FAST_OPTIONS
 from deskctl.providers.cua_cloud import CuaCloudProvider
 from fakes._cloud import point_deskctl_at
 from fakes.cua import FakeCua

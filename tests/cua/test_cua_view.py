@@ -6,10 +6,10 @@ from __future__ import annotations
 import io
 import urllib.request
 
-from _cua_target import FAST_OPTIONS
 from PIL import Image
 
 import deskctl
+from cua._cua_target import FAST_OPTIONS
 from deskctl.errors import RateLimited
 from deskctl.view import ViewServer
 from fakes.cua import FakeCua

@@ -5,11 +5,7 @@ conformance conftest appends ``Target(**kwargs)`` for each of :data:`DAYTONA_TAR
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for fakes.daytona
 
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from fakes._cloud import FakePerTest

@@ -7,10 +7,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from _docker_target import docker_leftovers
 
 from deskctl import aio
 from deskctl.ledger import open_ledger
+from docker_provider._docker_target import docker_leftovers
 
 
 @pytest.mark.timeout(240, method="thread")  # a regression hangs on the endless command: end the run

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _docker_target import docker_leftovers
 
 from deskctl.ledger import SessionRecord, open_ledger
 from deskctl.providers.base import LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, RemoteHandle
 from deskctl.providers.docker import DockerProvider
 from deskctl.spec import DesktopSpec
+from docker_provider._docker_target import docker_leftovers
 
 pytestmark = pytest.mark.docker
 

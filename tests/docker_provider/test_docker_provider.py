@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _docker_target import docker_leftovers, docker_probe_address
 
 import deskctl
 from deskctl.errors import (
@@ -35,6 +34,7 @@ from deskctl.errors import (
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.docker import DockerProvider, parse_memory
 from deskctl.spec import DesktopSpec
+from docker_provider._docker_target import docker_leftovers, docker_probe_address
 
 pytestmark = pytest.mark.docker
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _docker_target import docker2_client, docker2_url, docker_remote_leftovers
+from docker_provider._docker_target import docker2_client, docker2_url, docker_remote_leftovers
 
 import deskctl
 from deskctl.errors import CompatError, DeskctlError, ProviderApiError, SessionLost, UsageError

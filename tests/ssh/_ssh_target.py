@@ -13,19 +13,15 @@ import contextlib
 import errno
 import fcntl
 import os
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _sshd import OTHER_USER, SshServer, processes_with, unavailable_reason
-
 from deskctl.providers._x11 import X11Address, read_cookie
 from deskctl.providers.base import RemoteHandle
+from ssh._sshd import OTHER_USER, SshServer, processes_with, unavailable_reason
 
 if TYPE_CHECKING:
     from deskctl.session import Desktop

@@ -3,16 +3,13 @@ points deskctl at it (see ``_ssh_target.py``)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _ssh_target import server_env, stop_server
-from _sshd import SshServer, unavailable_reason
+from ssh._ssh_target import server_env, stop_server
+from ssh._sshd import SshServer, unavailable_reason
 
 
 @pytest.fixture(scope="module")

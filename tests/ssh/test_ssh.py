@@ -26,8 +26,6 @@ from pathlib import Path
 import keyring
 import keyring.core
 import pytest
-from _ssh_target import remote_path, wait_until_released
-from _sshd import OTHER_USER, SshServer, keygen, processes_with
 
 import deskctl
 from deskctl.actions import Click
@@ -47,6 +45,8 @@ from deskctl.errors import (
 from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_SESSION, RemoteHandle
 from deskctl.providers.ssh import SSHProvider, SshTarget
 from deskctl.spec import DesktopSpec
+from ssh._ssh_target import remote_path, wait_until_released
+from ssh._sshd import OTHER_USER, SshServer, keygen, processes_with
 
 pytestmark = pytest.mark.ssh
 
@@ -208,7 +208,7 @@ def test_preflight_passes_and_reports_xvfb_and_displays(provider: SSHProvider) -
 
 
 def test_unreachable_host(ssh_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from _sshd import free_port
+    from ssh._sshd import free_port
 
     monkeypatch.setenv("DESKCTL_SSH_HOST", f"deskctl-ssh@127.0.0.1:{free_port()}")
     results = SSHProvider({}).preflight(SPEC)

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from _ssh_target import wait_until_released
-from _sshd import SshServer, keygen, processes_with
 from PIL import Image
+
+from ssh._ssh_target import wait_until_released
+from ssh._sshd import SshServer, keygen, processes_with
 
 pytestmark = pytest.mark.ssh
 

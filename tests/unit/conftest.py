@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _pg import PostgresCluster, find_pg_bin
+
+from unit._pg import PostgresCluster, find_pg_bin
 
 
 @pytest.fixture(scope="session")

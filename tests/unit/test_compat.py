@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from _preflight_fakes import FixedSizeProvider, RetinaProvider, StubProvider
 
 from deskctl.checks import compat
 from deskctl.errors import CompatError, ConfigInvalid, UsageError
 from deskctl.spec import DesktopSpec, Platform, WindowGeometry
+from unit._preflight_fakes import FixedSizeProvider, RetinaProvider, StubProvider
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _preflight_fakes import StubProvider, barrier_behaviour, blocking_behaviour
 
 from deskctl.checks import CheckResult
 from deskctl.checks.runner import (
@@ -38,6 +37,7 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.spec import DesktopSpec, Platform
+from unit._preflight_fakes import StubProvider, barrier_behaviour, blocking_behaviour
 
 
 def _spec(**fields: object) -> DesktopSpec:

@@ -9,7 +9,6 @@ import select
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,8 +16,6 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests/probe
 
 from deskctl.actions import Click, KeyPress, Scroll, TypeText
 from deskctl.errors import ProviderUnreachable, SessionLost, UsageError

@@ -470,8 +470,6 @@ def test_a_megabyte_typed_through_a_session_arrives_and_the_session_stays_usable
 
     import deskctl
     from deskctl.providers._x11 import X11Address
-
-    sys.path.insert(0, str(PROBE_DIR.parent))
     from probe.keys import KeyRecorder
 
     rng = random.Random(5)

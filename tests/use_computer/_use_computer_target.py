@@ -13,12 +13,9 @@ key down/up: those two contract tests are expected to fail with ``usage.unsuppor
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for fakes.use_computer
 
 from deskctl.providers.base import RemoteHandle
 from fakes._cloud import FakePerTest

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _use_computer_target
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fakes
-
-from _use_computer_target import FAST_OPTIONS
 
 from deskctl.providers.use_computer import UseComputerProvider
 from fakes._cloud import point_deskctl_at
 from fakes.use_computer import FakeUseComputer
+from use_computer._use_computer_target import FAST_OPTIONS
 
 
 @pytest.fixture
