@@ -29,7 +29,7 @@ from deskctl.providers._x11 import X11Address
 from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, RemoteHandle
 from deskctl.providers.cua_cloud import LABEL_MANAGED, CuaCloudProvider
 from deskctl.spec import DesktopSpec
-from fakes._cloud import pointer_at
+from fakes._cloud import pointer_at, ready_handle
 from fakes.cua import FakeCua, Pool
 from probe.keys import KeyRecorder
 
@@ -50,15 +50,12 @@ def shutdown_time(fake: FakeCua, name: str) -> float:
 @pytest.fixture
 def ready(provider: CuaCloudProvider, fake: FakeCua) -> Iterator[RemoteHandle]:
     """A bound, ready ubuntu claim; released (and checked gone) after the test."""
-    handle = provider.create(UBUNTU, "dk-ready1", {LABEL_SESSION: "dk-ready1"})
-    try:
-        provider.wait_ready(handle, time.monotonic() + 30)
-        yield handle
-    finally:
+
+    def restore() -> None:
         fake.restore_client()
         fake.can_write = True
-        provider.destroy(handle)
-        assert fake.live() == []
+
+    yield from ready_handle(provider, fake, UBUNTU, "dk-ready1", {LABEL_SESSION: "dk-ready1"}, restore=restore)
 
 
 def pointer(fake: FakeCua, claim: str) -> tuple[int, int]:

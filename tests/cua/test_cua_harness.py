@@ -20,30 +20,21 @@ from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.cua_cloud import CuaCloudProvider, windows_background_line
 from deskctl.spec import DesktopSpec
+from fakes._cloud import ready_handle
 from fakes.cua import FakeCua
 
 UBUNTU = DesktopSpec.build(provider="cua-cloud", platform="ubuntu", geometry="1920x1080")
 WINDOWS = DesktopSpec.build(provider="cua-cloud", platform="windows", geometry="native")
 
 
-def _bound(provider: CuaCloudProvider, fake: FakeCua, spec: DesktopSpec, name: str) -> Iterator[RemoteHandle]:
-    handle = provider.create(spec, name, {})
-    try:
-        provider.wait_ready(handle, time.monotonic() + 30)
-        yield handle
-    finally:
-        provider.destroy(handle)
-    assert fake.live() == []
-
-
 @pytest.fixture
 def ready(provider: CuaCloudProvider, fake: FakeCua) -> Iterator[RemoteHandle]:
-    yield from _bound(provider, fake, UBUNTU, "dk-harn1")
+    yield from ready_handle(provider, fake, UBUNTU, "dk-harn1")
 
 
 @pytest.fixture
 def windows(provider: CuaCloudProvider, fake: FakeCua) -> Iterator[RemoteHandle]:
-    yield from _bound(provider, fake, WINDOWS, "dk-win2")
+    yield from ready_handle(provider, fake, WINDOWS, "dk-win2")
 
 
 def executed(fake: FakeCua) -> list[Any]:

@@ -30,7 +30,7 @@ from deskctl.errors import (
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.daytona import LABEL_MANAGED, DaytonaProvider
 from deskctl.spec import DesktopSpec
-from fakes._cloud import pointer_at
+from fakes._cloud import pointer_at, ready_handle
 from fakes.daytona import FakeDaytona
 
 WINDOWS = DesktopSpec.build(provider="daytona", platform="windows", geometry="1024x768")
@@ -43,14 +43,8 @@ def spec(platform: str = "windows", geometry: str | None = "1024x768", **kw: Any
 @pytest.fixture
 def ready(provider: DaytonaProvider, fake: FakeDaytona) -> Iterator[RemoteHandle]:
     """A started, ready windows sandbox; destroyed (and checked gone) after the test."""
-    handle = provider.create(WINDOWS, "dk-ready1", {LABEL_SESSION: "dk-ready1"})
-    try:
-        provider.wait_ready(handle, time.monotonic() + 30)
-        yield handle
-    finally:
-        fake.restore_key()
-        provider.destroy(handle)
-        assert fake.live() == []
+    yield from ready_handle(provider, fake, WINDOWS, "dk-ready1", {LABEL_SESSION: "dk-ready1"},
+                            restore=fake.restore_key)
 
 
 def pointer(fake: FakeDaytona, handle: RemoteHandle) -> tuple[int, int]:

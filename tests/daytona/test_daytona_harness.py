@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,19 +19,14 @@ from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.daytona import DaytonaProvider, MultipartReader
 from deskctl.spec import DesktopSpec
+from fakes._cloud import ready_handle
 from fakes.daytona import FakeDaytona
 
 
 def _open(provider: DaytonaProvider, fake: FakeDaytona, platform: str, name: str) -> Iterator[RemoteHandle]:
     spec = DesktopSpec.build(provider="daytona", platform=platform, geometry="1024x768")
-    handle = provider.create(spec, name, {LABEL_SESSION: name})
-    try:
-        provider.wait_ready(handle, time.monotonic() + 30)
-        yield handle
-    finally:
-        provider.destroy(handle)
-        assert fake.live() == []
-        assert not os.path.exists(fake.roots[handle.resource_id])  # the sandbox's folder went with it
+    yield from ready_handle(provider, fake, spec, name, {LABEL_SESSION: name})
+    assert not any(os.path.exists(root) for root in fake.roots.values())  # the sandbox's folder went with it
 
 
 @pytest.fixture

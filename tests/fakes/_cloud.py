@@ -1,7 +1,8 @@
-"""Test helpers shared by the cloud providers' tests (Daytona, cua, use.computer): point deskctl at a running
-fake, in this process (:func:`point_deskctl_at`) or in a child ``deskctl`` process (:func:`run_deskctl`), and
-read where a fake desktop's pointer is (:func:`pointer_at`); and for a conformance target, one fresh fake per
-test (:class:`FakePerTest`).
+"""Test helpers shared by the cloud providers' tests (Daytona, cua, use.computer): the fixtures of their folders'
+conftests (:func:`cloud_fixtures`) and a ready desktop made and destroyed around a test (:func:`ready_handle`);
+point deskctl at a running fake, in this process (:func:`point_deskctl_at`) or in a child ``deskctl`` process
+(:func:`run_deskctl`), and read where a fake desktop's pointer is (:func:`pointer_at`); and for a conformance
+target, one fresh fake per test (:class:`FakePerTest`).
 
 A fake passed here has ``env()`` (the vendor's variables that point a client at it) and ``vendor_vars`` (every
 variable of the vendor, none of which may leak into a test from the machine)."""
@@ -12,6 +13,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
@@ -21,9 +23,12 @@ import pytest
 from deskctl.providers._x11 import X11Address
 
 if TYPE_CHECKING:
+    from deskctl.providers.base import Provider, RemoteHandle
     from deskctl.session import Desktop
+    from deskctl.spec import DesktopSpec
 
-__all__ = ["CloudFake", "FakePerTest", "point_deskctl_at", "pointer_at", "run_deskctl"]
+__all__ = ["CloudFake", "FakePerTest", "cloud_fixtures", "point_deskctl_at", "pointer_at", "ready_handle",
+           "run_deskctl"]
 
 #: no keyring in tests: a missing variable stays missing
 KEYRING_OFF = "keyring.backends.fail.Keyring"
@@ -40,8 +45,67 @@ class CloudFake(Protocol):
 
     def display_of(self, resource_id: str) -> str: ...
 
+    def live(self) -> list[dict[str, Any]]: ...
+
 
 F = TypeVar("F", bound=CloudFake)
+P = TypeVar("P", bound="Provider")
+
+
+def cloud_fixtures(make_fake: Callable[[], F], make_provider: Callable[[dict[str, Any]], P],
+                   options: Mapping[str, Any], *, env: str) -> tuple[Any, Any, Any]:
+    """The three fixtures of a cloud provider's test folder, for its conftest to bind by name::
+
+        fake, cua_env, provider = cloud_fixtures(FakeCua, CuaCloudProvider, FAST_OPTIONS, env="cua_env")
+
+    ``fake``: a fresh loopback fake per test (its desktops real Xvfb servers, all stopped with it); ``env``
+    (the name the folder's tests ask for): that fake, with this process's environment pointing deskctl at it;
+    ``provider``: the provider with ``options`` in that environment, closed after the test."""
+
+    @pytest.fixture
+    def fake() -> Iterator[F]:
+        """A fresh loopback fake, stopped after the test (its desktops with it)."""
+        server = make_fake()
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+    @pytest.fixture(name=env)
+    def env_fixture(fake: F, monkeypatch: pytest.MonkeyPatch) -> F:
+        """The fake, with the environment pointing deskctl at it (no keyring: a missing variable stays missing)."""
+        point_deskctl_at(fake, monkeypatch)
+        return fake
+
+    @pytest.fixture
+    def provider(request: pytest.FixtureRequest) -> Iterator[P]:
+        """The provider, in the environment that points it at the fake; closed after the test."""
+        request.getfixturevalue(env)  # named by the folder, so not a parameter
+        prov = make_provider(dict(options))
+        try:
+            yield prov
+        finally:
+            prov.close()
+
+    return fake, env_fixture, provider
+
+
+def ready_handle(provider: Provider, fake: CloudFake, spec: DesktopSpec, name: str,
+                 labels: Mapping[str, str] | None = None, *,
+                 restore: Callable[[], None] | None = None) -> Iterator[RemoteHandle]:
+    """For a fixture to ``yield from``: a desktop of ``spec`` made as session ``name`` and ready; afterwards
+    ``restore`` (what the test broke on the fake, so that the destroy can work) and the destroy, and nothing of
+    it may be left on the fake."""
+    handle = provider.create(spec, name, dict(labels or {}))
+    try:
+        provider.wait_ready(handle, time.monotonic() + 30)
+        yield handle
+    finally:
+        if restore is not None:
+            restore()
+        provider.destroy(handle)
+        assert fake.live() == []
 
 
 def point_deskctl_at(fake: CloudFake, monkeypatch: pytest.MonkeyPatch) -> None:

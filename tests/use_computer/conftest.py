@@ -1,34 +1,11 @@
-"""Fixtures of the use-computer tests: a fresh loopback fake per test and a provider pointed at it."""
+"""Fixtures of the use-computer tests: a fresh loopback fake per test and a provider pointed at it
+(:func:`fakes._cloud.cloud_fixtures`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from deskctl.providers.use_computer import UseComputerProvider
-from fakes._cloud import point_deskctl_at
+from fakes._cloud import cloud_fixtures
 from fakes.use_computer import FakeUseComputer
 from use_computer._use_computer_target import FAST_OPTIONS
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeUseComputer]:
-    with FakeUseComputer() as server:
-        yield server
-
-
-@pytest.fixture
-def uc_env(fake: FakeUseComputer, monkeypatch: pytest.MonkeyPatch) -> FakeUseComputer:
-    """The fake, with the environment pointing deskctl at it (no keyring: a missing variable stays missing)."""
-    point_deskctl_at(fake, monkeypatch)
-    return fake
-
-
-@pytest.fixture
-def provider(uc_env: FakeUseComputer) -> Iterator[UseComputerProvider]:
-    prov = UseComputerProvider(dict(FAST_OPTIONS))
-    try:
-        yield prov
-    finally:
-        prov.close()
+fake, uc_env, provider = cloud_fixtures(FakeUseComputer, UseComputerProvider, FAST_OPTIONS, env="uc_env")

@@ -27,7 +27,7 @@ from deskctl.errors import (
 from deskctl.providers.base import LABEL_DETACHED, LABEL_SESSION, RemoteHandle
 from deskctl.providers.use_computer import UseComputerProvider
 from deskctl.spec import DesktopSpec
-from fakes._cloud import pointer_at
+from fakes._cloud import pointer_at, ready_handle
 from fakes.use_computer import FakeUseComputer
 
 MACOS = DesktopSpec.build(provider="use-computer", platform="macos", geometry="1024x768")
@@ -40,15 +40,12 @@ def spec(platform: str = "macos", geometry: str | None = "1024x768", **kw: Any) 
 @pytest.fixture
 def ready(provider: UseComputerProvider, fake: FakeUseComputer) -> Iterator[RemoteHandle]:
     """A ready macOS sandbox; destroyed (and checked gone) after the test."""
-    handle = provider.create(MACOS, "dk-ready1", {LABEL_SESSION: "dk-ready1"})
-    try:
-        provider.wait_ready(handle, time.monotonic() + 30)
-        yield handle
-    finally:
+
+    def restore() -> None:
         fake.restore_key()
         fake.delete_ignored = False
-        provider.destroy(handle)
-        assert fake.live() == []
+
+    yield from ready_handle(provider, fake, MACOS, "dk-ready1", {LABEL_SESSION: "dk-ready1"}, restore=restore)
 
 
 def pointer(fake: FakeUseComputer, handle: RemoteHandle) -> tuple[int, int]:

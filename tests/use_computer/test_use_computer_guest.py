@@ -21,15 +21,18 @@ from deskctl.errors import ProviderApiError, SessionLost, UsageError
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.use_computer import UseComputerProvider
 from deskctl.spec import DesktopSpec
-from fakes._cloud import pointer_at
+from fakes._cloud import pointer_at, ready_handle
 from fakes.use_computer import FakeUseComputer
 
 _SIZES = {"macos": "1024x768", "ubuntu": "1920x1080", "windows": "1024x768"}
 
 
+def _spec(platform: str) -> DesktopSpec:
+    return DesktopSpec.build(provider="use-computer", platform=platform, geometry=_SIZES[platform])
+
+
 def _open(provider: UseComputerProvider, platform: str) -> RemoteHandle:
-    spec = DesktopSpec.build(provider="use-computer", platform=platform, geometry=_SIZES[platform])
-    handle = provider.create(spec, f"dk-{platform[:3]}guest", {})
+    handle = provider.create(_spec(platform), f"dk-{platform[:3]}guest", {})
     provider.wait_ready(handle, time.monotonic() + 30)
     return handle
 
@@ -37,12 +40,7 @@ def _open(provider: UseComputerProvider, platform: str) -> RemoteHandle:
 @pytest.fixture(params=["macos", "windows", "ubuntu"])
 def sandbox(request: pytest.FixtureRequest, provider: UseComputerProvider,
             fake: FakeUseComputer) -> Iterator[RemoteHandle]:
-    handle = _open(provider, request.param)
-    try:
-        yield handle
-    finally:
-        provider.destroy(handle)
-        assert fake.live() == []
+    yield from ready_handle(provider, fake, _spec(request.param), f"dk-{request.param[:3]}guest")
 
 
 def _sent(fake: FakeUseComputer) -> list[dict[str, Any]]:
