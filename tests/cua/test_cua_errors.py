@@ -26,6 +26,7 @@ from deskctl.providers._http import RetryPolicy
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.cua_cloud import CuaCloudProvider
 from deskctl.spec import DesktopSpec
+from fakes._cloud import provider_in_env
 
 BASE = "http://cua.test"
 TOKEN_URL = "http://auth.test/realms/r/protocol/openid-connect/token"
@@ -52,19 +53,12 @@ def claim(phase: str = "Bound", **status_extra: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[CuaCloudProvider]:
-    for var in ("CUA_API_KEY", "CUA_CLOUD_NAMESPACE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    monkeypatch.setenv("CUA_CLIENT_ID", "ukey-unit-0001")
-    monkeypatch.setenv("CUA_CLIENT_SECRET", SECRET)
-    monkeypatch.setenv("CUA_BASE_URL", BASE)
-    monkeypatch.setenv("CUA_TOKEN_URL", TOKEN_URL)
-    monkeypatch.setenv("DESKCTL_HTTP_RETRY_SCALE", "0")
-    prov = CuaCloudProvider({"poll_interval": 0.0, "retry_attempts": 2, "destroy_timeout": 5})
-    try:
-        yield prov
-    finally:
-        prov.close()
+    yield from provider_in_env(monkeypatch, CuaCloudProvider,
+                               {"poll_interval": 0.0, "retry_attempts": 2, "destroy_timeout": 5},
+                               {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
+                                "CUA_CLIENT_ID": "ukey-unit-0001", "CUA_CLIENT_SECRET": SECRET, "CUA_BASE_URL": BASE,
+                                "CUA_TOKEN_URL": TOKEN_URL},
+                               unset=("CUA_API_KEY", "CUA_CLOUD_NAMESPACE"))
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from deskctl.errors import (
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.daytona import DaytonaProvider
 from deskctl.spec import DesktopSpec
+from fakes._cloud import provider_in_env
 
 API = "http://daytona.test/api"
 TOOLBOX = "http://proxy.test/toolbox"
@@ -44,16 +45,9 @@ def sandbox(state: str = "started", **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[DaytonaProvider]:
-    for var in ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_TARGET"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("DAYTONA_API_KEY", "dtn_unit_key_0000")
-    monkeypatch.setenv("DAYTONA_API_URL", API)
-    monkeypatch.setenv("DESKCTL_HTTP_RETRY_SCALE", "0")
-    prov = DaytonaProvider({"poll_interval": 0.0, "retry_attempts": 2})
-    try:
-        yield prov
-    finally:
-        prov.close()
+    yield from provider_in_env(monkeypatch, DaytonaProvider, {"poll_interval": 0.0, "retry_attempts": 2},
+                               {"DAYTONA_API_KEY": "dtn_unit_key_0000", "DAYTONA_API_URL": API},
+                               unset=("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_TARGET"))
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Test helpers shared by the cloud providers' tests (Daytona, cua, use.computer): the fixtures of their folders'
-conftests (:func:`cloud_fixtures`) and a ready desktop made and destroyed around a test (:func:`ready_handle`);
+conftests (:func:`cloud_fixtures`), a provider where pytest-httpx answers (:func:`provider_in_env`) and a ready
+desktop made and destroyed around a test (:func:`ready_handle`);
 point deskctl at a running fake, in this process (:func:`point_deskctl_at`) or in a child ``deskctl`` process
 (:func:`run_deskctl`), and read where a fake desktop's pointer is (:func:`pointer_at`); and for a conformance
 target, one fresh fake per test (:class:`FakePerTest`).
@@ -14,7 +15,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
     from deskctl.session import Desktop
     from deskctl.spec import DesktopSpec
 
-__all__ = ["CloudFake", "FakePerTest", "cloud_fixtures", "point_deskctl_at", "pointer_at", "ready_handle",
-           "run_deskctl"]
+__all__ = ["CloudFake", "FakePerTest", "cloud_fixtures", "point_deskctl_at", "pointer_at", "provider_in_env",
+           "ready_handle", "run_deskctl"]
 
 #: no keyring in tests: a missing variable stays missing
 KEYRING_OFF = "keyring.backends.fail.Keyring"
@@ -79,16 +80,28 @@ def cloud_fixtures(make_fake: Callable[[], F], make_provider: Callable[[dict[str
         return fake
 
     @pytest.fixture
-    def provider(request: pytest.FixtureRequest) -> Iterator[P]:
+    def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[P]:
         """The provider, in the environment that points it at the fake; closed after the test."""
         request.getfixturevalue(env)  # named by the folder, so not a parameter
-        prov = make_provider(dict(options))
-        try:
-            yield prov
-        finally:
-            prov.close()
+        yield from provider_in_env(monkeypatch, make_provider, options, {})
 
     return fake, env_fixture, provider
+
+
+def provider_in_env(monkeypatch: pytest.MonkeyPatch, make_provider: Callable[[dict[str, Any]], P],
+                    options: Mapping[str, Any], env: Mapping[str, str], *, unset: Iterable[str] = ()) -> Iterator[P]:
+    """For a fixture to ``yield from``: the provider with ``options``, made in this process's environment with
+    ``unset`` removed, ``env`` set and no retry backoff (for tests where pytest-httpx answers, not a fake);
+    closed after the test."""
+    for var in unset:
+        monkeypatch.delenv(var, raising=False)
+    for key, value in {**env, "DESKCTL_HTTP_RETRY_SCALE": "0"}.items():
+        monkeypatch.setenv(key, value)
+    prov = make_provider(dict(options))
+    try:
+        yield prov
+    finally:
+        prov.close()
 
 
 def ready_handle(provider: Provider, fake: CloudFake, spec: DesktopSpec, name: str,

@@ -29,6 +29,7 @@ from deskctl.providers._http import RetryPolicy
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.use_computer import UseComputerProvider
 from deskctl.spec import DesktopSpec
+from fakes._cloud import provider_in_env
 
 BASE = "http://uc.test"
 KEY = "uc_live_unit_key_0000"
@@ -38,14 +39,8 @@ SB = f"{BASE}/v1/sandboxes/sb-1"
 
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[UseComputerProvider]:
-    monkeypatch.setenv("USE_COMPUTER_API_KEY", KEY)
-    monkeypatch.setenv("USE_COMPUTER_BASE_URL", BASE)
-    monkeypatch.setenv("DESKCTL_HTTP_RETRY_SCALE", "0")
-    prov = UseComputerProvider({"poll_interval": 0.0, "retry_attempts": 3})
-    try:
-        yield prov
-    finally:
-        prov.close()
+    yield from provider_in_env(monkeypatch, UseComputerProvider, {"poll_interval": 0.0, "retry_attempts": 3},
+                               {"USE_COMPUTER_API_KEY": KEY, "USE_COMPUTER_BASE_URL": BASE})
 
 
 @pytest.fixture
