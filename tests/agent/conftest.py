@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests/fakes and tests/probe
-
-from _agent_proc import RunningAgent, start_agent
-
+from agent._agent_proc import RunningAgent, start_agent
 from fakes._desktop import XvfbDesktop
 
 

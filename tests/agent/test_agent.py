@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _agent_proc import TOKEN, RunningAgent, start_agent, wait_until
 from PIL import Image
 
+from agent._agent_proc import TOKEN, RunningAgent, start_agent, wait_until
 from deskctl.actions import Click, KeyPress, Scroll, TypeText
 from deskctl.agent.client import AgentDriver, wait_ready
 from deskctl.agent.protocol import FrameChanges, changed_boxes
