@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_provider._docker_target import docker2_client, docker2_url, docker_remote_leftovers
 
 import deskctl
 from deskctl.errors import CompatError, DeskctlError, ProviderApiError, SessionLost, UsageError
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.docker import LABEL_AGENT, DockerProvider
 from deskctl.spec import DesktopSpec
+from docker_provider._docker_target import docker2_client, docker2_url, docker_remote_leftovers
 
 pytestmark = pytest.mark.docker
 
