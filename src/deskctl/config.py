@@ -92,14 +92,13 @@ def _read(path: Path) -> dict[str, Any]:
             raise ConfigInvalid(f"{path}: [{table}] must be a table")
     providers = data.get("providers", {})
     if providers:
-        from deskctl.providers import PROVIDERS, known_provider_names
+        from deskctl.providers import PROVIDERS, canonical_name, known_provider_names
 
         known = sorted(set(PROVIDERS) | set(known_provider_names()))
-        aliases = {"use.computer": "use-computer", "cua": "cua-cloud"}
         for name, options in providers.items():
             if not isinstance(options, dict):
                 raise ConfigInvalid(f"{path}: [providers.{name}] must be a table")
-            if aliases.get(name, name) not in known:
+            if canonical_name(name) not in known:
                 from deskctl.platforms import suggest
 
                 raise ConfigInvalid(
@@ -125,9 +124,10 @@ def load_config(cwd: Path | None = None) -> Config:
         for key, value in data.get("defaults", {}).items():
             defaults[key.replace("-", "_")] = value
             defaults_source[key.replace("-", "_")] = str(path)
-        aliases = {"use.computer": "use-computer", "cua": "cua-cloud"}
         for name, options in data.get("providers", {}).items():
-            canonical = aliases.get(name, name)
+            from deskctl.providers import canonical_name  # here: most configurations name no provider
+
+            canonical = canonical_name(name)
             providers.setdefault(canonical, {}).update(options)
             providers_source[canonical] = str(path)
     return Config(defaults, providers, sources, defaults_source=defaults_source, providers_source=providers_source)

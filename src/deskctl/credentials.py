@@ -21,7 +21,6 @@ from deskctl._redact import REDACTED, redact, register_secret
 
 __all__ = [
     "KEYRING_SERVICE",
-    "PROVIDER_CREDENTIALS",
     "REDACTED",
     "Credential",
     "CredentialSet",
@@ -49,82 +48,43 @@ def mask(value: str) -> str:
 
 # -- what each provider needs (vendors' own variable names) ---------------------------------------------------
 
-
-@dataclass(frozen=True)
-class CredentialSet:
-    """The variables of one provider: all it reads, which are secret, and the alternatives that suffice.
-
-    ``required_any`` lists alternatives; the provider is configured when every variable of one alternative
-    resolves. ``source`` names the spec the names come from.
-    """
-
-    provider: str
-    variables: tuple[str, ...]
-    secret: frozenset[str]
-    required_any: tuple[tuple[str, ...], ...]
-    source: str
-
-    def is_secret(self, var: str) -> bool:
-        return var in self.secret
-
-
-PROVIDER_CREDENTIALS: dict[str, CredentialSet] = {
-    "daytona": CredentialSet(
-        provider="daytona",
-        variables=("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
-                   "DAYTONA_TARGET"),
-        secret=frozenset({"DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN"}),
-        required_any=(("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID")),
-        source="Daytona SDK daytona/_sync/daytona.py (github.com/daytonaio/daytona; www.daytona.io/docs/en/api-keys)",
-    ),
-    "cua-cloud": CredentialSet(
-        provider="cua-cloud",
-        variables=("CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY", "CUA_BASE_URL", "CUA_TOKEN_URL",
-                   "CUA_API_BASE"),
-        # the client id is "a per-user key" (Harbor): treated as a secret too
-        secret=frozenset({"CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY"}),
-        required_any=(("CUA_CLIENT_ID", "CUA_CLIENT_SECRET"), ("CUA_API_KEY",)),
-        source="Harbor harbor/environments/cua_cloud.py; cua.ai/docs (github.com/trycua/cua)",
-    ),
-    "use-computer": CredentialSet(
-        provider="use-computer",
-        variables=("USE_COMPUTER_API_KEY", "USE_COMPUTER_BASE_URL"),
-        secret=frozenset({"USE_COMPUTER_API_KEY"}),
-        required_any=(("USE_COMPUTER_API_KEY",),),
-        source="PyPI use-computer use_computer/core/client.py; Harbor harbor/environments/use_computer.py",
-    ),
-}
-
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSPHRASE")
 
 
-def credential_set(provider: str) -> CredentialSet:
-    """The provider's variables: the table above, merged with the provider class's ``credential_vars``."""
-    known = PROVIDER_CREDENTIALS.get(provider)
-    declared: tuple[str, ...] = ()
-    try:
-        from deskctl.providers import known_provider_names, load_provider_class
+@dataclass(frozen=True)
+class CredentialSet:
+    """The variables a provider reads, declared on its class (``Provider.credentials``): all of them, which are
+    secret, and the alternatives that suffice.
 
-        if provider in known_provider_names():
-            declared = tuple(getattr(load_provider_class(provider), "credential_vars", ()))
-    except Exception:  # a provider that cannot load still has its data row
-        declared = ()
-    if known is None:
-        return CredentialSet(
-            provider=provider,
-            variables=declared,
-            secret=frozenset(v for v in declared if any(w in v for w in _SECRET_WORDS)),
-            required_any=(),
-            source=f"deskctl.providers.{provider} credential_vars",
-        )
-    extra = tuple(v for v in declared if v not in known.variables)
-    return CredentialSet(
-        provider=provider,
-        variables=known.variables + extra,
-        secret=known.secret | frozenset(v for v in extra if any(w in v for w in _SECRET_WORDS)),
-        required_any=known.required_any,
-        source=known.source,
-    )
+    ``required_any`` lists alternatives; the provider is configured when every variable of one alternative
+    resolves (nothing listed: nothing is required). ``secret`` left out means every variable whose name has
+    KEY, TOKEN, SECRET, PASSWORD or PASSPHRASE in it. ``source`` names where the names come from.
+    """
+
+    variables: tuple[str, ...] = ()
+    secret: frozenset[str] | None = None
+    required_any: tuple[tuple[str, ...], ...] = ()
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.secret is None:
+            object.__setattr__(self, "secret",
+                               frozenset(v for v in self.variables if any(w in v for w in _SECRET_WORDS)))
+
+    def is_secret(self, var: str) -> bool:
+        return var in (self.secret or ())
+
+
+def credential_set(provider: str) -> CredentialSet:
+    """The variables of ``provider`` as its class declares them (none for a name that is no provider)."""
+    from deskctl.errors import UsageError
+    from deskctl.providers import load_provider_class
+
+    try:
+        cls = load_provider_class(provider)
+    except UsageError:  # unknown, or its module cannot load: it reads nothing deskctl can name
+        return CredentialSet()
+    return cls.credentials
 
 
 # -- the keyring (optional, lazily imported) ------------------------------------------------------------------

@@ -103,7 +103,7 @@ class _Tools:
             except DeskctlError as err:
                 return error_result(err)
             except Exception as exc:  # the agent gets a tool error; the server and the desktop stay up
-                from deskctl.credentials import redact
+                from deskctl._redact import redact
 
                 return error_result(DeskctlError(f"internal error: {type(exc).__name__}: {redact(str(exc))}"))
 

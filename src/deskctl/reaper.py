@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import DeskctlError
 from deskctl.owners import owner_alive
-from deskctl.providers import get_provider, known_provider_names
+from deskctl.providers import get_provider, known_provider_names, resolve_name
 from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, Provider, RemoteHandle
 
 if TYPE_CHECKING:
@@ -99,8 +99,10 @@ def reap(
     names = providers or known_provider_names()
     instances: dict[str, Provider] = {}
     try:
-        for name in names:
+        for asked in names:
+            name = asked
             try:
+                name = resolve_name(asked)  # `--provider cua` sweeps cua-cloud with [providers.cua-cloud]
                 provider = instances.setdefault(name, get_provider(name, dict(options.get(name) or {})))
                 owned = provider.list_owned()
             except DeskctlError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from deskctl.errors import UsageError
-from deskctl.platforms import Platform, suggest
+from deskctl.platforms import Platform
 
 __all__ = ["MAX_SIDE", "MIN_SIDE", "DesktopSpec", "Geometry", "Platform", "WindowGeometry", "parse_duration"]
 
@@ -221,18 +221,9 @@ class DesktopSpec(BaseModel):
     @field_validator("provider")
     @classmethod
     def _provider(cls, value: str) -> str:
-        from deskctl.providers import known_provider_names
+        from deskctl.providers import resolve_name
 
-        name = value.strip().lower().replace("_", "-")
-        known = known_provider_names()
-        aliases = {"use.computer": "use-computer", "cua": "cua-cloud"}
-        name = aliases.get(name, name)
-        if name not in known:
-            raise UsageError(
-                f"unknown provider {value!r}" + suggest(name, known) + f"; known: {', '.join(known)}",
-                code="usage.unknown_provider",
-            )
-        return name
+        return resolve_name(value)
 
     @classmethod
     def build(cls, **fields: Any) -> DesktopSpec:

@@ -10,10 +10,15 @@ import pytest
 
 from deskctl.checks import compat
 from deskctl.errors import CompatError, ConfigInvalid, UsageError
+from deskctl.providers import known_provider_names, load_provider_class
 from deskctl.spec import DesktopSpec, Platform, WindowGeometry
 from unit._preflight_fakes import FixedSizeProvider, RetinaProvider, StubProvider
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# Imported while the module is collected, not in a test: CPython 3.11 fails to parse a module (SystemError "AST
+# constructor recursion depth mismatch") when the garbage collector, during the parse, logs an earlier test's
+# unretrieved future exception (the traceback printer parses source too).
+PROVIDER_CLASSES = [load_provider_class(name) for name in known_provider_names()]
 
 
 def _spec(platform: str = "ubuntu", geometry: str | None = "1024x768") -> DesktopSpec:
@@ -40,22 +45,51 @@ def test_every_row_names_a_known_source_and_a_date() -> None:
 def test_every_source_is_one_a_user_can_read() -> None:
     """A citation names a public place (a repository and path, a package, a vendor's docs, a man page) or a
     deskctl module a user has installed: never a file of the development tree that is not shipped."""
-    from deskctl.credentials import PROVIDER_CREDENTIALS
-
     public = re.compile(r"github\.com/|PyPI |docs|\.io\b|\.ai\b|\.computer\b|Xvfb\(1\)|^deskctl\.")
     refs = [source["ref"] for source in compat.load_matrix().sources.values()]
-    refs += [cset.source for cset in PROVIDER_CREDENTIALS.values()]
+    refs += [cls.credentials.source for cls in PROVIDER_CLASSES if cls.credentials.variables]
     for ref in refs:
         assert not re.search(r"(^|[\s;(])(shared|src|tests)/", ref), ref
         assert public.search(ref), ref
 
 
 def test_platform_rows_cover_the_brief() -> None:
-    served = {r["provider"]: set(r["platforms"]) for r in compat.load_matrix().rows("platform_provider")}
+    served = {r["provider"]: set(r["platforms"]) for r in compat.platform_table()}
     assert served["xvfb"] == served["docker"] == served["ssh"] == {"ubuntu"}
     assert served["daytona"] == {"ubuntu", "windows"}
     assert "windows" in served["cua-cloud"] and "windows" in served["use-computer"]
     assert "macos" in served["use-computer"]
+
+
+def test_the_data_file_does_not_repeat_what_a_provider_class_declares() -> None:
+    """Platforms and sizes of deskctl's own providers live on their classes only; their rows keep the vendors'
+    notes and the sources, and the effective tables give the classes' facts."""
+    from deskctl.providers import PROVIDERS
+
+    matrix = compat.load_matrix()
+    for row in matrix.rows("platform_provider"):
+        if row["provider"] in PROVIDERS:
+            assert "platforms" not in row, row
+            assert row["source"] in matrix.sources and row.get("note"), row
+    for row in matrix.rows("geometry"):
+        if row["provider"] not in PROVIDERS:
+            continue
+        caps = load_provider_class(row["provider"]).capabilities
+        if Platform(row["platform"]) in caps.platforms:
+            assert not {"settable", "min", "max", "default", "fixed"} & set(row), row
+    table = {(r["provider"], r["platform"]): r for r in compat.geometry_table()}
+    assert table[("daytona", "windows")]["fixed"] == ["1024x768"] and not table[("daytona", "windows")]["settable"]
+    assert (table[("daytona", "ubuntu")]["min"], table[("daytona", "ubuntu")]["max"]) == ("640x480", "3840x2160")
+    assert table[("cua-cloud", "ubuntu")]["fixed"] == ["1920x1080"]
+    assert table[("cua-cloud", "ubuntu")]["note"].startswith("OSWorld guest")  # the data file's note, kept
+
+
+def test_a_macos_request_is_pointed_at_the_provider_that_serves_it() -> None:
+    # cua's macOS preview is a vendor fact, not something the cua-cloud provider serves: not suggested
+    assert compat.serving_providers(Platform.MACOS) == ["use-computer"]
+    assert compat.serving_providers(Platform.WINDOWS) == ["daytona", "cua-cloud", "use-computer"]
+    failure = compat.provider_checks(_spec("macos"), StubProvider())[0]
+    assert failure.remedy == "--provider use-computer"
 
 
 def test_computer_1_cannot_run_windows_tasks_and_the_way_out_is_given() -> None:

@@ -154,12 +154,28 @@ def test_a_missing_keyring_library_is_a_warning(clean_env: None) -> None:
     assert second == "None {'missing'}"
 
 
-def test_provider_declared_variables_are_merged() -> None:
+def test_the_credentials_are_the_provider_classes_declarations() -> None:
     from deskctl.providers import known_provider_names, load_provider_class
 
     for name in known_provider_names():
-        declared = getattr(load_provider_class(name), "credential_vars", ())
-        assert set(declared) <= set(credentials.credential_set(name).variables)
+        assert credentials.credential_set(name) is load_provider_class(name).credentials
+    assert credentials.credential_set("cua") is credentials.credential_set("cua-cloud")  # an alias is the provider
+    assert credentials.credential_set("no-such-provider") == credentials.CredentialSet()
+    daytona = credentials.credential_set("daytona")
+    assert daytona.required_any == (("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID"))
+    assert daytona.secret == {"DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN"}
+    cua = credentials.credential_set("cua-cloud")
+    assert cua.required_any == (("CUA_CLIENT_ID", "CUA_CLIENT_SECRET"), ("CUA_API_KEY",))
+    assert "CUA_CLOUD_NAMESPACE" in cua.variables and not cua.is_secret("CUA_CLOUD_NAMESPACE")
+    ssh = credentials.credential_set("ssh")
+    assert ssh.required_any == () and ssh.is_secret("DESKCTL_SSH_PASSWORD") and not ssh.is_secret("DESKCTL_SSH_HOST")
+    assert credentials.credential_set("xvfb").variables == ()
+
+
+def test_an_undeclared_secret_set_is_every_name_that_looks_secret() -> None:
+    declared = credentials.CredentialSet(variables=("ACME_API_KEY", "ACME_URL", "ACME_TOKEN", "ACME_PASSWORD"))
+    assert declared.secret == {"ACME_API_KEY", "ACME_TOKEN", "ACME_PASSWORD"}
+    assert credentials.CredentialSet(variables=("ACME_URL",), secret=frozenset({"ACME_URL"})).is_secret("ACME_URL")
 
 
 @pytest.mark.parametrize(("text", "shown"), [

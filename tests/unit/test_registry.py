@@ -67,3 +67,52 @@ def test_a_third_party_provider_registers_by_entry_point(tmp_path: Path) -> None
     down = subprocess.run([sys.executable, "-m", "deskctl", "down", up.stdout.strip()], env=env,
                           capture_output=True, text=True)
     assert down.returncode == 0, down.stderr
+
+
+def test_the_alias_table_is_the_classes_declarations() -> None:
+    """ALIASES lets a name be resolved without importing a provider module; it must say what the classes say."""
+    from deskctl.providers import ALIASES
+
+    declared = {alias: name for name in PROVIDERS for alias in load_provider_class(name).aliases}
+    assert declared == ALIASES
+    assert not set(ALIASES) & set(PROVIDERS)  # an alias never hides a provider
+
+
+@pytest.mark.parametrize(("typed", "name"), [
+    ("cua", "cua-cloud"), ("use.computer", "use-computer"), ("Use_Computer", "use-computer"),
+    (" XVFB ", "xvfb"), ("cua_cloud", "cua-cloud"), ("docker", "docker"),
+])
+def test_resolve_name_takes_every_spelling_of_a_provider(typed: str, name: str) -> None:
+    from deskctl.providers import resolve_name
+
+    assert resolve_name(typed) == name
+    assert load_provider_class(typed).name == name
+
+
+def test_resolve_name_refuses_a_misspelt_name_with_the_closest_one() -> None:
+    from deskctl.providers import resolve_name
+
+    with pytest.raises(UsageError) as info:
+        resolve_name("daytonna")
+    assert info.value.code == "usage.unknown_provider" and info.value.exit_code == 2
+    assert "did you mean 'daytona'" in info.value.message and info.value.remedy == "--provider daytona"
+    with pytest.raises(UsageError) as info:
+        resolve_name("qqqq")
+    assert info.value.remedy is None and "known: cua-cloud, daytona" in info.value.message
+
+
+def test_a_built_in_missing_from_the_installation_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deskctl.providers import resolve_name
+
+    monkeypatch.setitem(PROVIDERS, "gone", ("deskctl.providers.no_such_module:X", "pip install gone"))
+    with pytest.raises(UsageError) as info:
+        resolve_name("gone")
+    assert info.value.code == "usage.provider_unavailable"
+
+
+def test_resolving_an_alias_imports_no_provider_module() -> None:
+    code = ("import sys\nfrom deskctl.spec import DesktopSpec\n"
+            "print(DesktopSpec.build(provider='use.computer').provider)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('deskctl.providers.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.splitlines() == ["use-computer", "[]"]

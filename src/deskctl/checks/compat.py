@@ -5,9 +5,11 @@ The facts live in ``deskctl/data/compat.json``; every row names its source (a ke
 date of that source. A user file of the same shape (``$DESKCTL_COMPAT``, else ``home_dir()/"compat.json"``)
 adds or replaces rows, e.g. to declare an in-house agent Windows-capable.
 
-Where a provider module exists, its :class:`~deskctl.providers.base.Capabilities` are the truth for what
-deskctl itself can do (platforms, settable or fixed sizes, scale); the data file covers providers whose
-module is absent and carries the vendors' facts and notes.
+What a provider class declares (its :class:`~deskctl.providers.base.Capabilities`: platforms, settable or
+fixed sizes, scale) is not repeated in the data file: the packaged rows of deskctl's own providers carry only
+the vendors' facts, notes and sources, and the effective tables (:func:`platform_table`,
+:func:`geometry_table`) merge them with the classes. A row may still state ``platforms`` or sizes, for a
+provider whose module is absent (a user file's in-house provider); a loaded class wins over it.
 
 Every check here is pure and local: nothing touches the network.
 """
@@ -42,11 +44,13 @@ __all__ = [
     "normalize_agent",
     "normalize_task_os",
     "platform_check",
+    "platform_table",
     "platforms_for",
     "provider_checks",
     "providers_for",
     "request_checks",
     "require_platform",
+    "serving_providers",
     "suggest",
     "user_compat_path",
 ]
@@ -294,12 +298,18 @@ def platforms_for(provider: str) -> frozenset[Platform]:
         return frozenset(caps.platforms)
     for row in load_matrix().rows("platform_provider"):
         if row["provider"] == provider:
-            return frozenset(Platform(p) for p in row["platforms"])
+            return frozenset(Platform(p) for p in row.get("platforms", ()))
     return frozenset()
 
 
-def _data_providers_for(platform: Platform) -> list[str]:
-    return [str(r["provider"]) for r in load_matrix().rows("platform_provider") if platform.value in r["platforms"]]
+def serving_providers(platform: Platform) -> list[str]:
+    """Every provider that serves ``platform``, installed or only named by the data file: the data file's order
+    first (the order remedies suggest them in), then other installed providers."""
+    from deskctl.providers import known_provider_names
+
+    names = [str(r["provider"]) for r in load_matrix().rows("platform_provider")]
+    names += [n for n in known_provider_names() if n not in names]
+    return [name for name in names if platform in platforms_for(name)]
 
 
 def providers_for(platform: Platform) -> list[str]:
@@ -334,7 +344,7 @@ def platform_check(provider: Provider, platform: Platform) -> CheckResult:
     data_row = next((r for r in matrix.rows("platform_provider") if r["provider"] == name), None)
     source = matrix.source_label(data_row) if data_row else "provider capabilities"
     if platform not in served:
-        others = [p for p in _data_providers_for(platform) if p != name]
+        others = [p for p in serving_providers(platform) if p != name]
         return CheckResult(
             "fail", "compat.platform_unsupported",
             f"{name} cannot serve {platform.value} desktops (it serves: "
@@ -465,6 +475,13 @@ def _geometry_remedy(provider: Provider, platform: Platform, row: dict[str, Any]
 
 
 # -- the effective tables (data merged with installed providers' Capabilities) ----------------------------------
+
+
+def platform_table() -> list[dict[str, Any]]:
+    """The data file's ``platform_provider`` rows, each with the ``platforms`` the provider serves (its
+    Capabilities when its module loads, else the row's own)."""
+    return [{**row, "platforms": sorted(p.value for p in platforms_for(str(row["provider"])))}
+            for row in load_matrix().rows("platform_provider")]
 
 
 def geometry_table() -> list[dict[str, Any]]:

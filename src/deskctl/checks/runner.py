@@ -148,9 +148,9 @@ _ENGINE_CREDENTIALS = "credentials"
 
 
 def _credential_check(provider_name: str) -> list[CheckResult]:
-    from deskctl.credentials import PROVIDER_CREDENTIALS, credential_set, keyring_status, presence_check
+    from deskctl.credentials import credential_set, keyring_status, presence_check
 
-    if provider_name not in PROVIDER_CREDENTIALS and not credential_set(provider_name).required_any:
+    if not credential_set(provider_name).required_any:
         return []  # nothing is required: optional variables are the provider's own business
     ok, message, remedy = presence_check(provider_name)
     results = [CheckResult("pass" if ok else "fail", "credentials.present" if ok else "credentials.missing",
@@ -167,10 +167,10 @@ def _provider_preflight(spec: DesktopSpec, provider: Provider) -> list[CheckResu
     """The provider's own checks, unless its required credentials are missing: then its API is not dialled at
     all (the engine's presence check already says what is missing, and a request without credentials only
     tells the network and the vendor that someone tried)."""
-    from deskctl.credentials import PROVIDER_CREDENTIALS, credential_set, presence_check
+    from deskctl.credentials import credential_set, presence_check
 
     name = provider.name
-    if name in PROVIDER_CREDENTIALS or credential_set(name).required_any:
+    if credential_set(name).required_any:
         ok, _, _ = presence_check(name)
         if not ok:
             return [CheckResult("skip", f"{name}.api", f"{name}'s API was not contacted: its credentials are missing",
@@ -419,7 +419,7 @@ class PreflightReport:
     def to_text(self) -> str:
         """The table ``deskctl preflight`` prints: results grouped by provider (the request's own first),
         a remedy under each failure or warning, and the verdict line last. Secrets are redacted."""
-        from deskctl.credentials import redact
+        from deskctl._redact import redact
 
         lines: list[str] = []
         groups: list[str | None] = [None, *self.considered]
@@ -440,7 +440,7 @@ class PreflightReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        from deskctl.credentials import redact
+        from deskctl._redact import redact
 
         request, spec = self.request, self.request.spec
         return {
@@ -482,25 +482,6 @@ def _request_from(spec_or_request: DesktopSpec | PreflightRequest | None,
     return dataclasses.replace(request, **clean) if clean else request
 
 
-def _normalise_provider(name: str) -> str:
-    from deskctl.checks.compat import suggest
-    from deskctl.providers import PROVIDERS, known_provider_names
-
-    raw = name.strip().lower().replace("_", "-")
-    raw = {"use.computer": "use-computer", "cua": "cua-cloud"}.get(raw, raw)
-    known = known_provider_names()
-    if raw in known:
-        return raw
-    if raw in PROVIDERS:
-        raise UsageError(f"provider {name!r} is not available in this installation; available: {', '.join(known)}",
-                         code="usage.provider_unavailable", remedy=f"--provider {known[0]}" if known else None)
-    hint = suggest(raw, known)
-    raise UsageError(
-        f"unknown provider {name!r}" + (f" (did you mean {hint!r}?)" if hint else "") + f"; known: {', '.join(known)}",
-        code="usage.unknown_provider", remedy=f"--provider {hint}" if hint else None,
-    )
-
-
 def preflight(
     spec_or_request: DesktopSpec | PreflightRequest | None = None,
     providers: Sequence[str] | None = None,
@@ -519,7 +500,7 @@ def preflight(
     :class:`~deskctl.errors.UsageError`.
     """
     from deskctl.checks import compat
-    from deskctl.providers import get_provider
+    from deskctl.providers import get_provider, resolve_name
 
     request = _request_from(spec_or_request, providers, agent=agent, task_os=task_os, timeout=timeout)
     if request.agent:
@@ -536,7 +517,7 @@ def preflight(
                  for p in instances]
     else:
         named = request.providers is not None and len(request.providers) > 0
-        names = ([_normalise_provider(n) for n in request.providers or ()] if named
+        names = ([resolve_name(n) for n in request.providers or ()] if named
                  else compat.providers_for(request.spec.platform))
         for name in names:
             options = dict(request.provider_options.get(name) or {})
@@ -556,7 +537,7 @@ def preflight(
     groups = run_concurrently(checks)
     results = _merge_report(groups[0], list(zip(checks[1:], groups[1:], strict=True)), setup_failures)
     if not names:
-        others = ", ".join(p for p in _data_providers(request.spec.platform)) or "none known"
+        others = ", ".join(compat.serving_providers(request.spec.platform)) or "none known"
         results.append(CheckResult(
             "fail", "compat.platform_unsupported",
             f"no installed provider serves {request.spec.platform.value} desktops (providers for it: {others})",
@@ -566,12 +547,6 @@ def preflight(
     ready = [n for n in names if request_ok and all(r.status != "fail" for r in results if r.provider == n)]
     return PreflightReport(request=request, results=results, considered=list(names), ready=ready,
                            required_all=named, elapsed_ms=round((time.monotonic() - started) * 1000, 1))
-
-
-def _data_providers(platform: Platform) -> list[str]:
-    from deskctl.checks.compat import load_matrix
-
-    return [str(r["provider"]) for r in load_matrix().rows("platform_provider") if platform.value in r["platforms"]]
 
 
 def _merge_report(request_results: list[CheckResult], provider_groups: list[tuple[Check, list[CheckResult]]],

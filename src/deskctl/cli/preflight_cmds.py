@@ -50,13 +50,14 @@ def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None,
     2 for a usage error.
     """
     from deskctl.checks.compat import providers_for
-    from deskctl.checks.runner import PreflightRequest, _normalise_provider
+    from deskctl.checks.runner import PreflightRequest
     from deskctl.checks.runner import preflight as run_preflight
     from deskctl.cli._spec import provider_options, spec_from_flags
     from deskctl.config import Config, load_config
+    from deskctl.providers import resolve_name
 
     config = click.get_current_context().find_object(Config) or load_config()
-    names = [_normalise_provider(p) for p in providers]
+    names = [resolve_name(p) for p in providers]
     base = spec_from_flags(config, provider=names[0] if names else "xvfb", platform=platform_name,
                            geometry=geometry, max_minutes=max_minutes, max_usd=max_usd)
     if options and not names:
@@ -97,7 +98,7 @@ def compat(platform_name: str | None, as_json: bool) -> None:
 
     Extend or override it with a file of the same shape: $DESKCTL_COMPAT, else $DESKCTL_HOME/compat.json.
     """
-    from deskctl.checks.compat import geometry_table, load_matrix, platforms_for
+    from deskctl.checks.compat import geometry_table, load_matrix, platform_table, platforms_for
     from deskctl.providers import known_provider_names
     from deskctl.spec import Platform
 
@@ -113,7 +114,8 @@ def compat(platform_name: str | None, as_json: bool) -> None:
         return row.get("platform") in (None, only)
 
     tables = {name: [r for r in matrix.rows(name) if keep(r)]
-              for name in ("platform_provider", "agents", "task_os_platform", "geometry", "hidpi")}
+              for name in ("agents", "task_os_platform", "geometry", "hidpi")}
+    tables = {"platform_provider": [r for r in platform_table() if keep(r)], **tables}
     effective = {name: sorted(p.value for p in platforms_for(name)) for name in installed}
     effective_geometry = [r for r in geometry_table() if only is None or r["platform"] == only]
     if as_json:
@@ -147,19 +149,19 @@ def compat(platform_name: str | None, as_json: bool) -> None:
 
 
 def _credential_providers() -> list[str]:
-    from deskctl.credentials import PROVIDER_CREDENTIALS, credential_set
+    from deskctl.credentials import credential_set
     from deskctl.providers import known_provider_names
 
-    names = set(PROVIDER_CREDENTIALS)
-    names |= {n for n in known_provider_names() if credential_set(n).variables}
-    return sorted(names)
+    return [n for n in known_provider_names() if credential_set(n).variables]
 
 
 def _check_provider(name: str) -> str:
     from deskctl.checks.compat import suggest
 
     known = _credential_providers()
-    raw = {"use.computer": "use-computer", "cua": "cua-cloud"}.get(name.strip().lower(), name.strip().lower())
+    from deskctl.providers import canonical_name
+
+    raw = canonical_name(name)
     if raw in known:
         return raw
     hint = suggest(raw, known)
@@ -238,7 +240,8 @@ def _read_secret(prompt: str) -> str:
 @click.option("--var", "var", help="The one variable to store (default: the provider's required ones).")
 def login(provider: str, var: str | None) -> None:
     """Store a provider secret in the OS keyring (prompted without echo; read from stdin when piped)."""
-    from deskctl.credentials import keyring_status, register_secret, store_secret
+    from deskctl._redact import register_secret
+    from deskctl.credentials import keyring_status, store_secret
 
     name = _check_provider(provider)
     variables = _login_vars(name, var)

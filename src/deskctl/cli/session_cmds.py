@@ -698,7 +698,7 @@ def providers(as_json: bool) -> None:
             rows.append({"name": name, "available": False, "error": exc.message, "remedy": exc.remedy})
             continue
         rows.append({"name": name, "available": True, "default": name == "xvfb",
-                     "credential_vars": list(cls.credential_vars), **cls.capabilities.to_dict()})
+                     "credential_vars": list(cls.credentials.variables), **cls.capabilities.to_dict()})
     if as_json:
         echo_json({"providers": rows})
         return

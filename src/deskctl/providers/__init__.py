@@ -3,6 +3,11 @@
 Nothing here imports a provider module until it is asked for, so ``import deskctl`` stays fast and a
 provider whose optional library is missing fails only when used, with an install hint. Third-party providers
 register through the ``deskctl.providers`` entry-point group (name -> ``"module:Class"``).
+
+A provider's facts (credentials, aliases, platforms, geometry rules) are declared on its class (see
+:class:`~deskctl.providers.base.Provider`). The one fact needed before any provider module is imported, the
+other spellings of a built-in name, is :data:`ALIASES` here; a unit test holds it equal to the classes'
+``aliases``. :func:`resolve_name` is the one place a name a user typed becomes a provider's name.
 """
 
 from __future__ import annotations
@@ -16,7 +21,16 @@ from deskctl.errors import UsageError
 if TYPE_CHECKING:
     from deskctl.providers.base import Provider
 
-__all__ = ["DEFAULT_PROVIDER", "PROVIDERS", "get_provider", "known_provider_names", "load_provider_class"]
+__all__ = [
+    "ALIASES",
+    "DEFAULT_PROVIDER",
+    "PROVIDERS",
+    "canonical_name",
+    "get_provider",
+    "known_provider_names",
+    "load_provider_class",
+    "resolve_name",
+]
 
 DEFAULT_PROVIDER = "xvfb"
 
@@ -28,6 +42,13 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "daytona": ("deskctl.providers.daytona:DaytonaProvider", "pip install httpx tenacity"),
     "cua-cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", "pip install httpx tenacity"),
     "use-computer": ("deskctl.providers.use_computer:UseComputerProvider", "pip install httpx tenacity"),
+}
+
+#: other spelling -> name, for the built-in providers: the union of their classes' ``aliases`` (kept here so that
+#: resolving a name imports no provider module; tests/unit/test_registry.py checks it against the classes)
+ALIASES: dict[str, str] = {
+    "cua": "cua-cloud",
+    "use.computer": "use-computer",
 }
 
 ENTRY_POINT_GROUP = "deskctl.providers"
@@ -65,19 +86,41 @@ def _module_exists(target: str) -> bool:
         return False
 
 
-def load_provider_class(name: str) -> type[Provider]:
-    # A built-in name wins over an entry point anyway; reading every installed package's entry points
-    # (importlib.metadata) is left to names that are not built in, so `deskctl do` does not pay for it.
-    registry = PROVIDERS if name in PROVIDERS else _all()
-    if name not in registry:
-        known = known_provider_names()
-        import difflib  # here: only a misspelt name needs it, and every `deskctl do` loads this module
+def canonical_name(name: str) -> str:
+    """``name`` as the registry spells it (lower case, ``-`` for ``_``, an alias replaced), without checking
+    that such a provider exists: for tables keyed by provider name (configuration, credentials)."""
+    raw = name.strip().lower().replace("_", "-")
+    return ALIASES.get(raw, raw)
 
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UsageError(f"unknown provider {name!r}{hint}; known: {', '.join(known)}",
-                         code="usage.unknown_provider")
-    target, install_hint = registry[name]
+
+def resolve_name(name: str) -> str:
+    """The name of the provider ``name`` means: a name, an alias or a spelling of one (``use.computer``,
+    ``cua``, ``Use_Computer``). Raises :class:`~deskctl.errors.UsageError` (exit 2): ``usage.unknown_provider``
+    with the closest known name, or ``usage.provider_unavailable`` for a built-in missing from this installation."""
+    raw = canonical_name(name)
+    # a built-in name wins over an entry point anyway; reading every installed package's entry points
+    # (importlib.metadata) is left to names that are not built in, so `deskctl do` does not pay for it
+    if raw in PROVIDERS and _module_exists(PROVIDERS[raw][0]):
+        return raw
+    if raw not in PROVIDERS and raw in _all():
+        return raw  # an entry point: importing it names its install hint if it fails
+    known = known_provider_names()
+    if raw in PROVIDERS:
+        raise UsageError(f"provider {name!r} is not available in this installation; available: {', '.join(known)}",
+                         code="usage.provider_unavailable", remedy=f"--provider {known[0]}" if known else None)
+    import difflib  # here: only a misspelt name needs it, and every `deskctl do` loads this module
+
+    close = difflib.get_close_matches(raw, known, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise UsageError(f"unknown provider {name!r}{hint}; known: {', '.join(known)}",
+                     code="usage.unknown_provider", remedy=f"--provider {close[0]}" if close else None)
+
+
+def load_provider_class(name: str) -> type[Provider]:
+    """The class of the provider ``name`` (any spelling :func:`resolve_name` accepts), imported now."""
+    if name not in PROVIDERS:  # a registered name is imported as it is, to name its install hint if it fails
+        name = resolve_name(name)
+    target, install_hint = (PROVIDERS if name in PROVIDERS else _all())[name]
     module_name, _, class_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from deskctl.credentials import redact
+from deskctl._redact import redact
 from deskctl.errors import (
     CleanupIncomplete,
     ConfigInvalid,

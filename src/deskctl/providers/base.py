@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from deskctl.credentials import CredentialSet
 from deskctl.platforms import Platform
 
 if TYPE_CHECKING:
@@ -221,12 +222,18 @@ class Provider(ABC):
 
     Construct with ``provider_options`` (from the spec or config). Instances may cache connections per handle;
     :meth:`close` releases them without destroying anything.
+
+    A provider's facts are class attributes, read without an instance by every part of deskctl: ``name``,
+    ``aliases``, ``capabilities`` (platforms and geometry rules: settable range, fixed sizes), ``credentials``
+    and ``option_names``.
     """
 
     name: ClassVar[str]
+    #: other spellings users type for ``name`` (a built-in's also go into ``deskctl.providers.ALIASES``)
+    aliases: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[Capabilities]
-    #: environment variables the provider reads (for ``deskctl credentials`` and preflight)
-    credential_vars: ClassVar[tuple[str, ...]] = ()
+    #: the environment/keyring variables it reads and which of them suffice (``deskctl credentials``, preflight)
+    credentials: ClassVar[CredentialSet] = CredentialSet()
     #: the ``provider_options`` keys it reads; the CLI and the config refuse others (None: undeclared, any key)
     option_names: ClassVar[frozenset[str] | None] = None
 

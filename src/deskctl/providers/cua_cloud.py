@@ -58,6 +58,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskctl._redact import redact, register_secret
 from deskctl.actions import (
     Action,
     Click,
@@ -71,7 +72,7 @@ from deskctl.actions import (
     Scroll,
     TypeText,
 )
-from deskctl.credentials import redact, register_secret
+from deskctl.credentials import CredentialSet
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
@@ -141,7 +142,7 @@ DEFAULT_BASE_URL = "https://run.cua.ai"
 DEFAULT_TOKEN_URL = "https://auth.cua.ai/realms/cyclops-cs/protocol/openid-connect/token"
 API_VERSION = "osgym.cua.ai/v1alpha1"
 LABEL_MANAGED = "deskctl.managed"
-#: the size of the OSWorld Ubuntu guest (its /screen_size); compat.json row "cua-cloud ubuntu"
+#: the size of the OSWorld Ubuntu guest (its /screen_size; the source is compat.json's row "cua-cloud ubuntu")
 UBUNTU_SIZE = (1920, 1080)
 #: a token with less than this many seconds left is replaced before use (Harbor does the same)
 TOKEN_MARGIN = 30.0
@@ -366,6 +367,7 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
     """cua cloud sandboxes claimed from a Fleet warm pool, driven through the OSWorld guest server."""
 
     name = "cua-cloud"
+    aliases = ("cua",)
     option_names = HTTP_OPTIONS | {"base_url", "token_url", "namespace", "warmpool", "template", "svc_suffix",
                                    "shutdown_policy", "claim_ttl_seconds", "detached_ttl_seconds", "rebind_attempts"}
     capabilities = Capabilities(
@@ -385,8 +387,14 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         windows=True,
         billing="per_hour",
     )
-    credential_vars = ("CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_TOKEN_URL", "CUA_BASE_URL",
-                       "CUA_CLOUD_NAMESPACE")
+    credentials = CredentialSet(
+        variables=("CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY", "CUA_BASE_URL", "CUA_TOKEN_URL",
+                   "CUA_API_BASE", "CUA_CLOUD_NAMESPACE"),
+        # the client id is "a per-user key" (Harbor): treated as a secret too
+        secret=frozenset({"CUA_CLIENT_ID", "CUA_CLIENT_SECRET", "CUA_API_KEY"}),
+        required_any=(("CUA_CLIENT_ID", "CUA_CLIENT_SECRET"), ("CUA_API_KEY",)),
+        source="Harbor harbor/environments/cua_cloud.py; cua.ai/docs (github.com/trycua/cua)",
+    )
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

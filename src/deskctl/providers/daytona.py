@@ -59,6 +59,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskctl._redact import redact, register_secret
 from deskctl.actions import (
     Action,
     Click,
@@ -72,7 +73,7 @@ from deskctl.actions import (
     Scroll,
     TypeText,
 )
-from deskctl.credentials import redact, register_secret
+from deskctl.credentials import CredentialSet
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
@@ -186,8 +187,13 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
         windows=True,
         billing="per_second",
     )
-    credential_vars = ("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
-                       "DAYTONA_TARGET")
+    credentials = CredentialSet(
+        variables=("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
+                   "DAYTONA_TARGET"),
+        secret=frozenset({"DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN"}),
+        required_any=(("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID")),
+        source="Daytona SDK daytona/_sync/daytona.py (github.com/daytonaio/daytona; www.daytona.io/docs/en/api-keys)",
+    )
     client_headers = {"X-Daytona-Source": "deskctl"}
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:

@@ -100,6 +100,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
+from deskctl.credentials import CredentialSet
 from deskctl.errors import (
     CleanupIncomplete,
     ConfigInvalid,
@@ -406,7 +407,7 @@ class SshTarget:
             raw = raw[len("ssh://"):].rstrip("/")
         who, _, where = raw.rpartition("@")
         if ":" in who:  # user:password@host: refused, and the password is never echoed
-            from deskctl.credentials import redact
+            from deskctl._redact import redact
 
             raise UsageError(f"ssh host {redact(text)!r} carries a password; deskctl authenticates with keys or "
                              "the ssh agent", code="usage.bad_host", remedy="--host user@host[:port]")
@@ -1437,7 +1438,11 @@ class SSHProvider(X11Provider):
         clipboard=True,
         windows=True,
     )
-    credential_vars = (ENV_HOST, ENV_KEY_FILE, ENV_KNOWN_HOSTS, ENV_KEY_PASSPHRASE, ENV_PRIVATE_KEY, ENV_PASSWORD)
+    # none required (a key file, the agent or a default identity may do); secret: the names with KEY or PASS
+    credentials = CredentialSet(
+        variables=(ENV_HOST, ENV_KEY_FILE, ENV_KNOWN_HOSTS, ENV_KEY_PASSPHRASE, ENV_PRIVATE_KEY, ENV_PASSWORD),
+        source="deskctl.providers.ssh",
+    )
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -1886,7 +1891,7 @@ class SSHProvider(X11Provider):
             if state.get("alive") != "yes" or cookie is None:
                 raise SessionLost(f"desktop {handle.session_id} is no longer running on {conn.settings.target.host}",
                                   provider=PROVIDER, remedy="deskctl reap removes what is left of it")
-            from deskctl.credentials import register_secret
+            from deskctl._redact import register_secret
 
             register_secret(cookie.hex())
             desk = _Desktop(conn=conn, display=int(state.get("display", "0")), dir=str(handle.data["dir"]),
@@ -2264,7 +2269,7 @@ def _close_connections(connections: list[_Connection]) -> None:
 
 
 def _new_cookie() -> bytes:
-    from deskctl.credentials import register_secret
+    from deskctl._redact import register_secret
     from deskctl.providers._x11 import new_cookie
 
     cookie = new_cookie()

@@ -73,6 +73,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from deskctl._redact import redact, register_secret
 from deskctl.actions import (
     Action,
     Click,
@@ -86,7 +87,7 @@ from deskctl.actions import (
     Scroll,
     TypeText,
 )
-from deskctl.credentials import redact, register_secret
+from deskctl.credentials import CredentialSet
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
@@ -209,6 +210,7 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
     """use.computer sandboxes (``macos``, and the Beta ``ubuntu`` and ``windows``) through the REST API."""
 
     name = "use-computer"
+    aliases = ("use.computer",)
     option_names = HTTP_OPTIONS | {"base_url", "ephemeral", "host", "version", "snapshot", "reservation_id",
                                    "resources", "shell", "create_timeout"}
     capabilities = Capabilities(
@@ -229,7 +231,12 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
         windows=True,
         billing="per_hour",
     )
-    credential_vars = ("USE_COMPUTER_API_KEY", "USE_COMPUTER_BASE_URL")
+    credentials = CredentialSet(
+        variables=("USE_COMPUTER_API_KEY", "USE_COMPUTER_BASE_URL"),
+        secret=frozenset({"USE_COMPUTER_API_KEY"}),
+        required_any=(("USE_COMPUTER_API_KEY",),),
+        source="PyPI use-computer use_computer/core/client.py; Harbor harbor/environments/use_computer.py",
+    )
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

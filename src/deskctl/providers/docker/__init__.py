@@ -252,7 +252,6 @@ class DockerProvider(X11Provider):
         clipboard=True,
         windows=True,
     )
-    credential_vars: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
