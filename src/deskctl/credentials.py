@@ -19,6 +19,9 @@ from typing import Any, Literal
 # redaction lives apart, for what only redacts; re-exported here (one registry of secrets)
 from deskctl._redact import REDACTED, redact, register_secret
 
+# what a provider declares lives with the provider contract; re-exported here, where it is read
+from deskctl.providers.base import CredentialSet
+
 __all__ = [
     "KEYRING_SERVICE",
     "REDACTED",
@@ -47,32 +50,6 @@ def mask(value: str) -> str:
 
 
 # -- what each provider needs (vendors' own variable names) ---------------------------------------------------
-
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSPHRASE")
-
-
-@dataclass(frozen=True)
-class CredentialSet:
-    """The variables a provider reads, declared on its class (``Provider.credentials``): all of them, which are
-    secret, and the alternatives that suffice.
-
-    ``required_any`` lists alternatives; the provider is configured when every variable of one alternative
-    resolves (nothing listed: nothing is required). ``secret`` left out means every variable whose name has
-    KEY, TOKEN, SECRET, PASSWORD or PASSPHRASE in it. ``source`` names where the names come from.
-    """
-
-    variables: tuple[str, ...] = ()
-    secret: frozenset[str] | None = None
-    required_any: tuple[tuple[str, ...], ...] = ()
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        if self.secret is None:
-            object.__setattr__(self, "secret",
-                               frozenset(v for v in self.variables if any(w in v for w in _SECRET_WORDS)))
-
-    def is_secret(self, var: str) -> bool:
-        return var in (self.secret or ())
 
 
 def credential_set(provider: str) -> CredentialSet:

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from deskctl.credentials import CredentialSet
 from deskctl.platforms import Platform
 
 if TYPE_CHECKING:
@@ -31,6 +30,7 @@ __all__ = [
     "LABEL_OWNER",
     "LABEL_SESSION",
     "Capabilities",
+    "CredentialSet",
     "ExecResult",
     "Provider",
     "RawFrame",
@@ -103,6 +103,33 @@ class Capabilities:
             "windows": self.windows,
             "billing": self.billing,
         }
+
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSPHRASE")
+
+
+@dataclass(frozen=True)
+class CredentialSet:
+    """The variables a provider reads, declared on its class (``Provider.credentials``): all of them, which are
+    secret, and the alternatives that suffice.
+
+    ``required_any`` lists alternatives; the provider is configured when every variable of one alternative
+    resolves (nothing listed: nothing is required). ``secret`` left out means every variable whose name has
+    KEY, TOKEN, SECRET, PASSWORD or PASSPHRASE in it. ``source`` names where the names come from.
+    """
+
+    variables: tuple[str, ...] = ()
+    secret: frozenset[str] | None = None
+    required_any: tuple[tuple[str, ...], ...] = ()
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.secret is None:
+            object.__setattr__(self, "secret",
+                               frozenset(v for v in self.variables if any(w in v for w in _SECRET_WORDS)))
+
+    def is_secret(self, var: str) -> bool:
+        return var in (self.secret or ())
 
 
 @dataclass

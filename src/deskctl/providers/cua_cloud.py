@@ -72,7 +72,6 @@ from deskctl.actions import (
     Scroll,
     TypeText,
 )
-from deskctl.credentials import CredentialSet
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
@@ -114,6 +113,7 @@ from deskctl.providers.base import (
     LABEL_EXPIRES,
     LABEL_SESSION,
     Capabilities,
+    CredentialSet,
     ExecResult,
     RemoteHandle,
     Screenshot,

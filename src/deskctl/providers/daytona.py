@@ -73,7 +73,6 @@ from deskctl.actions import (
     Scroll,
     TypeText,
 )
-from deskctl.credentials import CredentialSet
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
@@ -98,6 +97,7 @@ from deskctl.providers.base import (
     LABEL_DETACHED,
     LABEL_SESSION,
     Capabilities,
+    CredentialSet,
     ExecResult,
     RemoteHandle,
     Screenshot,

@@ -100,7 +100,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from deskctl.credentials import CredentialSet
 from deskctl.errors import (
     CleanupIncomplete,
     ConfigInvalid,
@@ -124,6 +123,7 @@ from deskctl.providers.base import (
     LABEL_OWNER,
     LABEL_SESSION,
     Capabilities,
+    CredentialSet,
     ExecResult,
     RawFrame,
     RemoteHandle,
