@@ -86,3 +86,13 @@ def test_unknown_config_keys_are_config_errors_with_did_you_mean(project: Path, 
     as_json = run(project, *args, "--json")
     assert as_json.returncode == 2 and json.loads(as_json.stdout)["error"]["code"] == "config.invalid"
     assert "bringing up" not in proc.stderr  # refused before the preflight and the intent row
+
+
+def test_a_provider_table_may_name_the_provider_by_any_spelling(project: Path) -> None:
+    from deskctl.config import load_config
+
+    (project / "deskctl.toml").write_text('[providers.cua]\nnamespace = "team"\n\n'
+                                          '[providers.Use_Computer]\nephemeral = false\n')
+    config = load_config(project)
+    assert config.provider_options("cua-cloud") == {"namespace": "team"}
+    assert config.provider_options("use-computer") == {"ephemeral": False}

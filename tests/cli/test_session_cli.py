@@ -93,6 +93,10 @@ def test_providers_lists_the_default() -> None:
     doc = json.loads(deskctl("providers", "--json", check=True).stdout)
     xvfb = next(p for p in doc["providers"] if p["name"] == "xvfb")
     assert xvfb["platforms"] == ["ubuntu"] and xvfb["settable_geometry"] is True
+    cua = next(p for p in doc["providers"] if p["name"] == "cua-cloud")  # the class's declarations
+    assert cua["aliases"] == ["cua"] and "CUA_API_KEY" in cua["credential_vars"]
+    help_text = " ".join(deskctl("up", "--help", check=True).stdout.split()).replace("- ", "-")  # unwrapped
+    assert "(aliases cua for cua-cloud, use.computer for use-computer)" in help_text
 
 
 def test_reap_with_nothing_to_do() -> None:

@@ -73,11 +73,19 @@ class SuggestingGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
+def provider_help() -> str:
+    """The ``--provider`` help: the registry's names and aliases (no provider module is imported for it)."""
+    from deskctl.providers import ALIASES, PROVIDERS
+
+    aliases = ", ".join(f"{alias} for {name}" for alias, name in ALIASES.items())
+    return f"Provider: {', '.join(PROVIDERS)} (aliases {aliases}); `deskctl providers` says what each offers."
+
+
 def desktop_options(func: F) -> F:
     """The flags of a command that makes a desktop (``up``, ``mcp``): what ``spec_from_flags`` reads."""
     decorators = [
         click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER",
-                     show_envvar=True, help="Provider name."),
+                     show_envvar=True, help=provider_help()),
         click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM", show_envvar=True,
                      help="ubuntu, windows or macos (aliases linux, win, mac)."),
         click.option("--geometry", "-g", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY",

@@ -697,7 +697,7 @@ def providers(as_json: bool) -> None:
         except DeskctlError as exc:
             rows.append({"name": name, "available": False, "error": exc.message, "remedy": exc.remedy})
             continue
-        rows.append({"name": name, "available": True, "default": name == "xvfb",
+        rows.append({"name": name, "available": True, "default": name == "xvfb", "aliases": list(cls.aliases),
                      "credential_vars": list(cls.credentials.variables), **cls.capabilities.to_dict()})
     if as_json:
         echo_json({"providers": rows})
