@@ -157,10 +157,9 @@ def _credential_providers() -> list[str]:
 
 def _check_provider(name: str) -> str:
     from deskctl.checks.compat import suggest
-
-    known = _credential_providers()
     from deskctl.providers import canonical_name
 
+    known = _credential_providers()
     raw = canonical_name(name)
     if raw in known:
         return raw
