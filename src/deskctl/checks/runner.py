@@ -39,7 +39,7 @@ from deskctl.errors import (
     RateLimited,
     UsageError,
 )
-from deskctl.spec import DesktopSpec, Platform
+from deskctl.spec import DesktopSpec
 
 if TYPE_CHECKING:
     from deskctl.providers.base import Provider
