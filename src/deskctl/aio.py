@@ -449,6 +449,11 @@ class _Opening:
         await self._desk.__aexit__(exc_type, exc, tb)
 
 
+def _read_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 async def _start(make: Callable[[], Desktop], undo: Callable[[Desktop], None], on_cancel: Callable[[], None],
                  provider: str | None) -> AsyncDesktop:
     """Run ``make`` (open or attach a session) on its own thread. When this task is cancelled meanwhile, tell it
@@ -456,9 +461,13 @@ async def _start(make: Callable[[], Desktop], undo: Callable[[Desktop], None], o
     then let the cancel go on."""
     owner = _Owner()
     work = _in_own_thread(make, name="deskctl-aio-open")
+    watched = asyncio.wrap_future(work)
     try:
-        desk = await asyncio.shield(asyncio.wrap_future(work))
+        desk = await asyncio.shield(watched)
     except asyncio.CancelledError as cancel:
+        # the shielded future outlives this await: its outcome is read below (through `work`), so mark it read,
+        # or asyncio logs "Future exception was never retrieved" when it is collected
+        watched.add_done_callback(_read_outcome)
         on_cancel()
         try:
             made = await _to_the_end(work)
