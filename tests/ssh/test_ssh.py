@@ -702,11 +702,34 @@ def test_a_failed_upload_leaves_the_old_file_and_no_partial(provider: SSHProvide
     assert sorted(p.name for p in (host_dir / "locked").iterdir()) == ["keep.txt"]
     with pytest.raises(UsageError) as info:
         provider.upload(opened, str(local), str(host_dir / "locked"))  # a directory is not a file's name
-    assert info.value.code in ("usage.invalid", "usage.permission_denied")
+    assert info.value.code in ("usage.bad_path", "usage.permission_denied")
     (host_dir / "plain").write_text("")
     with pytest.raises(UsageError) as info:
         provider.upload(opened, str(local), f"{host_dir}/plain/below/x.txt")  # a file where a folder must be
-    assert info.value.code == "usage.invalid"
+    assert info.value.code == "usage.bad_path"
+
+
+def test_a_file_never_replaces_a_folder_nor_a_folder_a_file(provider: SSHProvider, opened: RemoteHandle,
+                                                           host_dir: Path, tmp_path: Path) -> None:
+    # the same code as xvfb and docker give (usage.bad_path), and nothing on the host changes
+    made = provider.exec(opened, f"mkdir -p {host_dir}/keep/inner && echo kept > {host_dir}/keep/inner/a && "
+                                 f"echo f > {host_dir}/afile", 30.0)
+    assert made.exit_code == 0, made
+    one = tmp_path / "one.txt"
+    one.write_text("one\n")
+    tree = tmp_path / "tree"
+    (tree / "x").mkdir(parents=True)
+    for source, remote in ((one, "keep"), (tree, "afile"), (one, "afile/below/one.txt"),
+                           (tree, "afile/below")):
+        with pytest.raises(UsageError) as info:
+            provider.upload(opened, str(source), f"{host_dir}/{remote}")
+        assert info.value.code == "usage.bad_path", (source.name, remote)
+        assert info.value.exit_code == 2
+    assert (host_dir / "keep" / "inner" / "a").read_text() == "kept\n"
+    assert (host_dir / "afile").read_text() == "f\n"
+    assert sorted(p.name for p in host_dir.iterdir()) == ["afile", "keep"]
+    provider.upload(opened, str(one), f"{host_dir}/keep/one.txt")  # into the folder by a path under it
+    assert (host_dir / "keep" / "one.txt").read_text() == "one\n"
 
 
 def test_a_large_file_is_streamed_not_held_in_memory(provider: SSHProvider, opened: RemoteHandle, host_dir: Path,
@@ -758,10 +781,10 @@ def test_a_tree_with_links_round_trips_and_a_link_out_of_it_is_refused(provider:
     # a folder where a file is, or where the login user may not write: usage errors, nothing written
     with pytest.raises(UsageError) as info:
         provider.upload(opened, str(source), f"{host_dir}/tree/a/run.sh")
-    assert info.value.code == "usage.invalid"
+    assert info.value.code == "usage.bad_path"
     with pytest.raises(UsageError) as info:
         provider.upload(opened, str(source), f"{host_dir}/tree/a/run.sh/below")
-    assert info.value.code == "usage.invalid"
+    assert info.value.code == "usage.bad_path"
     (host_dir / "locked").mkdir()
     os.chown(host_dir / "locked", pwd.getpwnam(OTHER_USER).pw_uid, -1)
     with pytest.raises(UsageError) as info:

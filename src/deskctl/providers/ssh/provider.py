@@ -958,7 +958,7 @@ class SSHProvider(X11Provider):
                 kind = None
             if kind is not None and stat.S_ISDIR(kind):
                 raise UsageError(f"{remote} is a directory on the desktop; name the file to write",
-                                 code="usage.invalid", provider=PROVIDER)
+                                 code="usage.bad_path", provider=PROVIDER)
             name = f".{posixpath.basename(path)}.deskctl-{uuid.uuid4().hex[:8]}"
             partial = posixpath.join(posixpath.dirname(path), name)
             request = _sftp_request_size(desk.conn)
@@ -1070,7 +1070,7 @@ class SSHProvider(X11Provider):
             return
         if not stat.S_ISDIR(mode or 0):
             raise UsageError(f"cannot copy to {remote}: {path} is not a directory on the desktop",
-                             code="usage.invalid", provider=PROVIDER)
+                             code="usage.bad_path", provider=PROVIDER)
 
     @staticmethod
     def _tree_call(desk: _Desktop, command: str, doing: str, *, send: Callable[[BinaryIO], None] | None = None,
@@ -1086,7 +1086,7 @@ class SSHProvider(X11Provider):
                 raise UsageError(f"cannot {doing}: {detail}", code="usage.permission_denied",
                                  provider=PROVIDER) from failure
             elif status == _NOT_A_FOLDER or "Not a directory" in detail:
-                raise UsageError(f"cannot {doing}: {detail}", code="usage.invalid", provider=PROVIDER) from failure
+                raise UsageError(f"cannot {doing}: {detail}", code="usage.bad_path", provider=PROVIDER) from failure
             raise ProviderApiError(f"cannot {doing} on {desk.conn.settings.target.host} (exit {status}): {detail}",
                                    provider=PROVIDER) from failure
         if failure is not None:
