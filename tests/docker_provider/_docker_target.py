@@ -41,10 +41,15 @@ def docker_probe_address(desk: Desktop) -> tuple[X11Address, bytes | None]:
 
 def docker_leftovers(handle: RemoteHandle) -> list[str]:
     """Containers of the session (by id and by label) and its host directory, if any is still there."""
+    return _leftovers(handle, sdk_client(), ("session_dir", "fb_dir"))
+
+
+def _leftovers(handle: RemoteHandle, client: Any, paths: tuple[str, ...]) -> list[str]:
+    """The session's containers on ``client``'s engine (by id and by label), and the host paths under ``paths``
+    in its handle that are still there."""
     import docker.errors
 
     left: list[str] = []
-    client = sdk_client()
     try:
         with contextlib.suppress(docker.errors.NotFound):
             client.api.inspect_container(handle.resource_id)
@@ -54,7 +59,7 @@ def docker_leftovers(handle: RemoteHandle) -> list[str]:
                 left.append(f"container {str(raw['Id'])[:12]} labelled {handle.session_id}")
     finally:
         client.close()
-    for key in ("session_dir", "fb_dir"):
+    for key in paths:
         path = handle.data.get(key)
         if path and os.path.exists(path):
             left.append(str(path))
@@ -191,24 +196,7 @@ def docker_remote_probe_address(desk: Desktop) -> tuple[X11Address, bytes | None
 
 def docker_remote_leftovers(handle: RemoteHandle) -> list[str]:
     """The session's containers on the second engine (by id and by label) and its folder here (the token)."""
-    import docker.errors
-
-    left: list[str] = []
-    client = docker2_client()
-    try:
-        with contextlib.suppress(docker.errors.NotFound):
-            client.api.inspect_container(handle.resource_id)
-            left.append(f"container {handle.resource_id[:12]}")
-        for raw in client.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={handle.session_id}"}):
-            if str(raw["Id"]) != handle.resource_id:
-                left.append(f"container {str(raw['Id'])[:12]} labelled {handle.session_id}")
-    finally:
-        client.close()
-    for key in ("session_dir", "agent_token_file"):
-        path = handle.data.get(key)
-        if path and os.path.exists(path):
-            left.append(str(path))
-    return left
+    return _leftovers(handle, docker2_client(), ("session_dir", "agent_token_file"))
 
 
 DOCKER_REMOTE_TARGET_KWARGS: dict[str, Any] = {

@@ -24,7 +24,6 @@ import pwd
 import signal
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import threading
@@ -48,15 +47,14 @@ from deskctl.agent.protocol import (
     send_stream,
 )
 from deskctl.errors import DeskctlError, ProviderApiError, SessionLost, UsageError
-from deskctl.providers._guest import background_pid, check_exec_options, posix_line
+from deskctl.providers._guest import background_pid, check_exec_options, posix_line, run_here
 from deskctl.providers._png import encode_png
 from deskctl.providers._x11 import X11Driver, read_cookie
 
 __all__ = ["AgentServer", "main", "read_token"]
 
 PROVIDER = "agent"
-#: a timed-out command's process group gets this long to let go of its pipes after SIGKILL
-_TERM_GRACE = 5.0
+
 _ACTIONS: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (actions.Click, actions.Move, actions.Drag, actions.Scroll, actions.MouseDown, actions.MouseUp,
@@ -266,27 +264,7 @@ class AgentServer:
             raise UsageError(f"the agent runs as {pwd.getpwuid(os.getuid()).pw_name} and cannot run commands as "
                              f"{user}", code="usage.unsupported", provider=PROVIDER)
         line = posix_line(command, cwd=cwd, env=env, user=user, background=background)
-        try:
-            proc = subprocess.Popen(["/bin/sh", "-c", line], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
-        except OSError as exc:
-            raise ProviderApiError(f"cannot run /bin/sh: {exc.strerror}", provider=PROVIDER) from exc
-        try:
-            out, err = proc.communicate(timeout=timeout)
-            exit_code = proc.returncode
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            try:
-                out, err = proc.communicate(timeout=_TERM_GRACE)
-            except subprocess.TimeoutExpired:
-                for stream in (proc.stdout, proc.stderr):  # a daemon that left the group holds the pipes
-                    if stream is not None:
-                        stream.close()
-                proc.wait()
-                out, err = b"", b""
-            exit_code = 124
-            err += f"deskctl: command timed out after {timeout:g}s\n".encode()
+        exit_code, out, err = run_here(line, timeout, provider=PROVIDER)
         # the output goes in the body (stdout then stderr), not the JSON header: it may be large and binary
         reply: dict[str, Any] = {"ok": True, "exit_code": exit_code, "stdout_size": len(out)}
         if background and exit_code == 0:

@@ -22,10 +22,50 @@ from deskctl.platforms import Platform
 if TYPE_CHECKING:
     from deskctl.providers.base import ExecResult, RemoteHandle
 
-__all__ = ["GuestActions", "check_exec_options", "cmd_line", "dialect_of", "posix_line", "powershell_line"]
+__all__ = ["GuestActions", "check_exec_options", "cmd_line", "dialect_of", "posix_line", "powershell_line",
+           "run_here"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]*\Z")
+
+
+def run_here(line: str, timeout: float, *, env: Mapping[str, str] | None = None,
+             provider: str | None) -> tuple[int, bytes, bytes]:
+    """Run the shell ``line`` on THIS machine (the xvfb host, or the desktop the agent runs in), in its own
+    process group, and return (exit code, stdout, stderr). After ``timeout`` seconds the group is killed and the
+    exit code is 124, as timeout(1) says; a daemon that left the group and holds the pipes is not waited for."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+
+    from deskctl.errors import ProviderApiError
+
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", line], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=None if env is None else dict(env),
+                                start_new_session=True)
+    except OSError as exc:
+        raise ProviderApiError(f"cannot run /bin/sh: {exc.strerror}", provider=provider) from exc
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            out, err = proc.communicate(timeout=_KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            proc.wait()
+            out, err = b"", b""
+        return 124, out, err + f"deskctl: command timed out after {timeout:g}s\n".encode()
+
+
+#: how long a killed command's pipes are read before they are given up
+_KILL_GRACE = 5.0
 
 
 def check_exec_options(env: Mapping[str, str] | None, user: str | None, provider: str | None) -> dict[str, str]:

@@ -63,7 +63,7 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.platforms import Platform
-from deskctl.providers._guest import background_pid, check_exec_options, posix_line
+from deskctl.providers._guest import background_pid, check_exec_options, posix_line, run_here
 from deskctl.providers._x11 import X11Driver, new_cookie, read_cookie, write_xauthority
 from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.base import (
@@ -692,28 +692,8 @@ class XvfbProvider(X11Provider):
             # sudo resets the environment: the session tag (destroy ends what carries it) goes in explicitly
             extra = {SESSION_ENV: handle.session_id, **extra}
         line = posix_line(command, cwd=cwd, env=extra, user=other, background=background)
-        try:
-            proc = subprocess.Popen(["/bin/sh", "-c", line], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=self._env(handle), start_new_session=True)
-        except OSError as exc:
-            raise ProviderApiError(f"cannot run /bin/sh: {exc.strerror}", provider=self.name) from exc
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            try:
-                out, err = proc.communicate(timeout=_TERM_GRACE)
-            except subprocess.TimeoutExpired:
-                # something that left the group (a daemon) still holds the pipes: do not wait for it
-                for stream in (proc.stdout, proc.stderr):
-                    if stream is not None:
-                        stream.close()
-                proc.wait()
-                out, err = b"", b""
-            message = f"deskctl: command timed out after {timeout:g}s\n"
-            return ExecResult(124, out.decode(errors="replace"), err.decode(errors="replace") + message)
-        result = ExecResult(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+        exit_code, out, err = run_here(line, timeout, env=self._env(handle), provider=self.name)
+        result = ExecResult(exit_code, out.decode(errors="replace"), err.decode(errors="replace"))
         if background and result.exit_code == 0:
             return ExecResult(0, result.stdout, result.stderr, pid=background_pid(result))
         return result

@@ -788,12 +788,7 @@ class DockerProvider(X11Provider):
                     display.close()
                     return
             state = self._state(container, self._engine_of(handle))
-            if state is None or not state.get("Running"):
-                gone = self._gone_error(handle, state, "wait for the display")
-                if state is not None and state.get("OOMKilled"):
-                    raise CapacityUnavailable(gone.message, provider=self.name, remedy=gone.remedy,
-                                              details=gone.details)
-                raise gone
+            self._raise_if_stopped(handle, state)
             if time.monotonic() >= deadline:
                 logs = self._logs(container)
                 raise ReadinessTimeout(
@@ -803,6 +798,16 @@ class DockerProvider(X11Provider):
             # Xvfb gives the host no event to wait on: back off between attempts, bounded by the deadline.
             threading.Event().wait(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.1)
+
+    def _raise_if_stopped(self, handle: RemoteHandle, state: dict[str, Any] | None) -> None:
+        """While waiting for readiness: a container that is gone or stopped ends the wait at once (out of memory
+        is capacity.unavailable)."""
+        if state is not None and state.get("Running"):
+            return
+        gone = self._gone_error(handle, state, "wait for the display")
+        if state is not None and state.get("OOMKilled"):
+            raise CapacityUnavailable(gone.message, provider=self.name, remedy=gone.remedy, details=gone.details)
+        raise gone
 
     def _wait_agent(self, handle: RemoteHandle, deadline: float) -> None:
         """Until the desktop's agent answers an authenticated ping; the container's state is looked at between
@@ -821,12 +826,7 @@ class DockerProvider(X11Provider):
             except (ReadinessTimeout, ProviderUnreachable, SessionLost) as err:
                 last = err.message
             state = self._state(container, engine)
-            if state is None or not state.get("Running"):
-                gone = self._gone_error(handle, state, "wait for the display")
-                if state is not None and state.get("OOMKilled"):
-                    raise CapacityUnavailable(gone.message, provider=self.name, remedy=gone.remedy,
-                                              details=gone.details)
-                raise gone
+            self._raise_if_stopped(handle, state)
             if time.monotonic() >= deadline:
                 logs = redact(self._logs(container, engine=engine))
                 raise ReadinessTimeout(
