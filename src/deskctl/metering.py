@@ -179,6 +179,8 @@ def lookup_rate(provider: str, platform: str, options: dict[str, Any] | None = N
     options = options or {}
     rows, resource_rates = _catalog()
     provider, platform = _norm(provider), _norm(platform)
+    if options.get("usd_per_hour") is not None:
+        return _option_rate(provider, platform, options["usd_per_hour"], rows)
     size = next((_norm(options[k]) for k in _SIZE_OPTIONS if options.get(k)), None)
     candidates = [
         r for r in rows if _norm(r["provider"]) == provider and _norm(r.get("platform", "*")) in (platform, "*")
@@ -225,6 +227,21 @@ def lookup_rate(provider: str, platform: str, options: dict[str, Any] | None = N
         date=date, provider=provider, platform=platform, size=_norm(base.get("size", size or "*")),
         third_party=third_party,
     )  # fmt: skip
+
+
+def _option_rate(provider: str, platform: str, value: Any, rows: tuple[dict[str, Any], ...]) -> Rate:
+    """The rate a provider option ``usd_per_hour`` gives (a cluster of one's own: the kubernetes provider), billed
+    in the steps of the provider's catalog row."""
+    try:
+        price = float(value)
+    except (TypeError, ValueError):
+        price = -1.0
+    if price < 0 or isinstance(value, bool):
+        raise ConfigInvalid(f"provider option usd_per_hour={value!r} is not a number >= 0")
+    row = next((r for r in rows if _norm(r["provider"]) == provider), {})
+    return Rate(usd_per_hour=price, granularity_seconds=max(1, int(row.get("granularity_seconds", 1))),
+                minimum_seconds=int(row.get("minimum_seconds", 0)), source="provider option usd_per_hour",
+                date="", provider=provider, platform=platform, size="*")
 
 
 def rate_for(spec: DesktopSpec) -> Rate | None:

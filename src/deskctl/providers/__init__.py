@@ -42,6 +42,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "daytona": ("deskctl.providers.daytona:DaytonaProvider", "pip install httpx tenacity"),
     "cua-cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", "pip install httpx tenacity"),
     "use-computer": ("deskctl.providers.use_computer:UseComputerProvider", "pip install httpx tenacity"),
+    "kubernetes": ("deskctl.providers.kubernetes:KubernetesProvider", "pip install 'deskctl[kubernetes]'"),
 }
 
 #: other spelling -> name, for the built-in providers: the union of their classes' ``aliases`` (kept here so that

@@ -1,0 +1,906 @@
+"""The ``kubernetes`` provider: one pod per desktop on an existing cluster, driven through the in-desktop agent.
+
+What the caller may rely on (docs/kubernetes.md says more, and what is UNVERIFIED against a real cluster):
+
+- **Cluster and credentials**: the official ``kubernetes`` client (optional extra ``deskctl[kubernetes]``)
+  reads the kubeconfig: provider option ``kubeconfig``, else ``KUBECONFIG`` (a ``:``-separated list is merged,
+  as kubectl does), else ``~/.kube/config``; option ``context`` picks a context (default: the current one),
+  option ``namespace`` the namespace (default: the context's, else ``default``). A bearer token in the
+  kubeconfig is registered for redaction.
+- **Create**: a pod named after the session id, running the desktop image (option ``image``, required: the
+  cluster pulls it from a registry; build it with ``deskctl image build`` and push it), labelled with the deskctl
+  labels (values made label-safe; the exact labels are kept in the annotation ``deskctl/labels``), with
+  ``activeDeadlineSeconds`` = the session's lifetime plus ``expiry_grace`` (default 60 s) as a backstop,
+  ``restartPolicy: Never``, no service-account token, non-root with every capability dropped, memory
+  (option ``memory``, default ``1Gi``) and optional ``cpus`` as requests and limits. The agent's session token
+  is a random value in a per-session Secret (``<session>-agent``, owned by the pod so the cluster's garbage
+  collector removes it with the pod; deskctl deletes it too), mounted read-only where the agent reads it: it
+  is never in the pod spec, an environment variable, a label, the handle, a log line or an error. A failure
+  after the pod was created deletes the pod and the Secret before the error is raised.
+- **Readiness**: a watch of the pod until it is ``Running`` with a pod IP, then the agent's authenticated
+  ping (:func:`deskctl.agent.client.wait_ready`). While it waits: ``Unschedulable`` and an eviction are
+  ``capacity.unavailable``; ``ErrImagePull``, ``ImagePullBackOff`` and other waiting reasons that do not pass
+  by themselves are ``provider.api_error`` with the reason and the kubelet's message; a pod that failed or
+  vanished says so.
+- **Display, input, exec, files** go through :class:`deskctl.agent.client.AgentDriver` on ``podIP:agent_port``
+  (deskctl must reach pod IPs: in the cluster, or on a routed pod network). The token is read back from the
+  Secret when another process (``deskctl do``) reconnects.
+- **Destroy**: DELETE of the pod (``gracePeriodSeconds`` from option ``grace_seconds``, default 1) and of the
+  Secret; "not found" is success; the pod is then watched until it is gone. Unconfirmed is
+  :class:`~deskctl.errors.CleanupIncomplete` naming what is left.
+- **Reap**: :meth:`KubernetesProvider.list_owned` lists pods (and Secrets left without their pod) by label
+  selector in the namespace.
+- **Errors**: 401 -> ``credentials.invalid``; 403 -> ``credentials.forbidden``, except a quota refusal ->
+  ``capacity.unavailable``; 429 -> ``provider.rate_limited``; another API error -> ``provider.api_error`` with the
+  Status reason and message; no answer -> ``provider.unreachable``; a kubeconfig that is missing or unreadable
+  -> ``credentials.missing`` / ``config.invalid``. Every ``ApiException``, urllib3 and kubeconfig error is
+  translated here.
+- **Cost**: option ``usd_per_hour`` (default 0: a cluster of your own), see :mod:`deskctl.metering`.
+
+Provider options: ``kubeconfig``, ``context``, ``namespace``, ``image``, ``image_pull_policy``, ``memory``,
+``cpus``, ``agent_port`` (default 7390), ``expiry_grace``, ``grace_seconds``, ``destroy_timeout`` (default 60),
+``api_timeout`` (seconds, default 30), ``usd_per_hour``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from deskctl.errors import (
+    CapacityUnavailable,
+    CleanupIncomplete,
+    ConfigInvalid,
+    CredentialsForbidden,
+    CredentialsInvalid,
+    CredentialsMissing,
+    DeskctlError,
+    InfrastructureError,
+    PreflightError,
+    ProviderApiError,
+    ProviderUnreachable,
+    RateLimited,
+    ReadinessTimeout,
+    SessionLost,
+    UsageError,
+)
+from deskctl.platforms import Platform
+from deskctl.providers._files import FileTransfer
+from deskctl.providers._guest import GuestActions
+from deskctl.providers.base import (
+    LABEL_SESSION,
+    Capabilities,
+    ExecResult,
+    Provider,
+    RawFrame,
+    RemoteHandle,
+    Screenshot,
+    lifetime_seconds,
+)
+
+if TYPE_CHECKING:
+    from deskctl.actions import Action
+    from deskctl.agent.client import AgentDriver
+    from deskctl.preflight.checks import CheckResult
+    from deskctl.spec import DesktopSpec
+
+__all__ = ["KubernetesProvider", "label_value"]
+
+LABEL_PROVIDER = "deskctl.provider"
+#: the exact deskctl labels (label values cannot hold every character a deskctl label may)
+ANNOTATION_LABELS = "deskctl/labels"
+CONTAINER = "desktop"
+TOKEN_KEY = "token"
+DEFAULT_MEMORY = "1Gi"
+#: uid/gid of the desktop user in the image (data/docker/Dockerfile)
+DESKTOP_UID = 1000
+#: waiting reasons that do not pass by themselves: the pod will never run as asked
+_STUCK_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+                            "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+                            "CrashLoopBackOff"})
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+
+
+def label_value(value: str) -> str:
+    """``value`` as a valid Kubernetes label value: at most 63 of ``[A-Za-z0-9_.-]``, starting and ending with
+    an alphanumeric (``host:1234`` -> ``host_1234``). The exact value stays in the ``deskctl/labels``
+    annotation."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", value)[:63]
+    return cleaned.strip("_.-")
+
+
+def _labels_for_kube(labels: Mapping[str, str]) -> dict[str, str]:
+    return {key: label_value(str(value)) for key, value in labels.items()}
+
+
+def _selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={label_value(str(value))}" for key, value in labels.items())
+
+
+class KubernetesProvider(FileTransfer, GuestActions, Provider):
+    """Desktops as pods on a Kubernetes cluster; see the module docstring."""
+
+    name: ClassVar[str] = "kubernetes"
+    option_names: ClassVar[frozenset[str] | None] = frozenset({
+        "kubeconfig", "context", "namespace", "image", "image_pull_policy", "memory", "cpus", "agent_port",
+        "expiry_grace", "grace_seconds", "destroy_timeout", "api_timeout", "usd_per_hour"})
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        platforms=frozenset({Platform.UBUNTU}),
+        settable_geometry=True,
+        exec=True,
+        exec_streams_separate=True,
+        files=True,
+        labels=True,
+        server_ttl=True,  # activeDeadlineSeconds stops the pod; the reaper removes the object
+        isolation="container",
+        start_url=False,
+        local=False,
+        billing="per_second",
+        cursor_position=True,
+        clipboard=True,
+        windows=True,
+    )
+    credential_vars: ClassVar[tuple[str, ...]] = ("KUBECONFIG",)
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self._api: Any = None
+        self._namespace: str | None = None
+        self._api_lock = threading.Lock()
+        self._drivers: dict[str, AgentDriver] = {}
+        self._drivers_lock = threading.Lock()
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        for key in ("agent_port", "expiry_grace", "grace_seconds", "api_timeout", "usd_per_hour", "cpus"):
+            if key in options:
+                try:
+                    number = float(options[key])
+                except (TypeError, ValueError):
+                    number = -1.0
+                if number < 0 or isinstance(options[key], bool):
+                    raise UsageError(f"provider option {key}={options[key]!r} is not a non-negative number",
+                                     code="usage.bad_option", provider=cls.name)
+        policy = options.get("image_pull_policy")
+        if policy is not None and policy not in ("Always", "IfNotPresent", "Never"):
+            raise UsageError(f"image_pull_policy {policy!r} is not Always, IfNotPresent or Never",
+                             code="usage.bad_option", provider=cls.name)
+
+    # -- plumbing ------------------------------------------------------------------------------------------------
+    def _option(self, spec: DesktopSpec | None, key: str, default: Any = None) -> Any:
+        if spec is not None and key in spec.provider_options:
+            return spec.provider_options[key]
+        return self.options.get(key, default)
+
+    def _kubeconfig(self) -> str:
+        """The kubeconfig path (or ``:``-separated list) the client reads."""
+        explicit = self.options.get("kubeconfig") or os.environ.get("KUBECONFIG", "").strip()
+        return str(explicit or Path("~/.kube/config").expanduser())
+
+    def _timeout(self) -> float:
+        return float(self.options.get("api_timeout", 30))
+
+    def _core(self) -> Any:
+        """The ``CoreV1Api`` (built once per provider instance from the kubeconfig)."""
+        with self._api_lock:
+            if self._api is None:
+                self._api, self._namespace = self._connect()
+            return self._api
+
+    @property
+    def namespace(self) -> str:
+        self._core()
+        assert self._namespace is not None
+        return self._namespace
+
+    def _connect(self) -> tuple[Any, str]:
+        path = self._kubeconfig()
+        files = [p for p in path.split(os.pathsep) if p]
+        if not any(os.path.exists(p) for p in files):
+            raise CredentialsMissing(
+                f"kubernetes: no kubeconfig at {path}", provider=self.name,
+                remedy="set KUBECONFIG (or provider option kubeconfig) to a kubeconfig for the cluster")
+        try:
+            from kubernetes import client, config
+        except ImportError as exc:  # pragma: no cover - the registry's install hint covers the module itself
+            raise UsageError("the kubernetes provider needs the kubernetes client", code="usage.provider_unavailable",
+                             provider=self.name, remedy="pip install 'deskctl[kubernetes]'") from exc
+        context = self.options.get("context")
+        configuration = client.Configuration()
+        try:
+            config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
+                                    persist_config=False)
+            contexts, active = config.list_kube_config_contexts(config_file=path)
+        except Exception as exc:  # ConfigException, and yaml/OSError from a malformed file
+            raise ConfigInvalid(f"kubernetes: cannot use the kubeconfig {path}"
+                                f"{f' (context {context})' if context else ''}: {exc}", provider=self.name,
+                                remedy="check it with `kubectl config view`; name a context that exists") from exc
+        from deskctl._redact import register_secret
+
+        for value in (configuration.api_key or {}).values():
+            register_secret(str(value).removeprefix("Bearer ").strip())
+        chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
+        namespace = str(self.options.get("namespace") or ((chosen or {}).get("context") or {}).get("namespace")
+                        or "default")
+        configuration.retries = 0  # a refused connection is said at once; deskctl never retries a create blindly
+        api_client = client.ApiClient(configuration)
+        return client.CoreV1Api(api_client), namespace
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Translate the client's exceptions into deskctl errors (the one place that does)."""
+        import urllib3.exceptions
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            yield
+        except ApiException as exc:
+            raise self._api_error(exc, doing) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise ProviderUnreachable(f"kubernetes: the API server did not answer while trying to {doing}: "
+                                      f"{_reason(exc)}", provider=self.name,
+                                      remedy="check the cluster address in the kubeconfig and the network") from exc
+        except (OSError, ValueError) as exc:
+            raise ProviderUnreachable(f"kubernetes: cannot {doing}: {exc}", provider=self.name) from exc
+
+    def _api_error(self, exc: Any, doing: str) -> DeskctlError:
+        status = int(getattr(exc, "status", 0) or 0)
+        reason, message = _status_of(exc)
+        text = f"kubernetes: cannot {doing}: {message or reason or status} ({status} {reason})"
+        details = {"status": status, "reason": reason}
+        if status == 401:
+            return CredentialsInvalid(f"kubernetes: the API server refused the kubeconfig's credentials while "
+                                      f"trying to {doing} (401 Unauthorized)", provider=self.name,
+                                      remedy="refresh the credentials (`kubectl get pods` must work)",
+                                      details=details)
+        if status == 403 and "exceeded quota" in message:
+            return CapacityUnavailable(text, provider=self.name, details=details,
+                                       remedy="end other desktops in the namespace, or raise its ResourceQuota")
+        if status == 403:
+            return CredentialsForbidden(text, provider=self.name, details=details,
+                                        remedy="ask for a Role that allows pods and secrets in the namespace "
+                                               "(create, get, list, watch, delete)")
+        if status == 429:
+            return RateLimited(text, provider=self.name, details=details)
+        if status == 0:
+            return ProviderUnreachable(f"kubernetes: cannot {doing}: {exc}", provider=self.name)
+        return ProviderApiError(text, status=status, provider=self.name, details=details)
+
+    def _json(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a client method and return its answer as JSON (the raw body: no model round trip)."""
+        response = call(*args, _preload_content=False, _request_timeout=self._timeout(), **kwargs)
+        try:
+            return json.loads(response.data or b"null")
+        finally:
+            response.release_conn()
+
+    def _get(self, kind: str, name: str, doing: str) -> dict[str, Any] | None:
+        """The pod or secret ``name`` as JSON, or None when it does not exist."""
+        from kubernetes.client.exceptions import ApiException
+
+        core = self._core()
+        call = core.read_namespaced_pod if kind == "pod" else core.read_namespaced_secret
+        with self._errors(doing):
+            try:
+                found: dict[str, Any] = self._json(call, name, self.namespace)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+        return found
+
+    # -- preflight -----------------------------------------------------------------------------------------------
+    def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
+        """Read-only: the kubeconfig, one authenticated request (the namespace's ResourceQuotas: the quota
+        check too), SelfSubjectAccessReviews for what create/destroy need, and the image option."""
+        from deskctl.preflight.checks import CheckResult
+
+        results: list[CheckResult] = []
+
+        def add(status: str, code: str, message: str, remedy: str | None = None, started: float = 0.0) -> None:
+            results.append(CheckResult(status, code, message, remedy, self.name,  # type: ignore[arg-type]
+                                       round((time.monotonic() - started) * 1000, 1) if started else 0.0))
+
+        started = time.monotonic()
+        try:
+            self._core()
+        except DeskctlError as exc:
+            add("fail", exc.code, exc.message, exc.remedy, started)
+            return results
+        add("pass", "kubernetes.kubeconfig", f"kubeconfig {self._kubeconfig()}, namespace {self.namespace}", None,
+            started)
+        started = time.monotonic()
+        try:
+            with self._errors("list the ResourceQuotas"):
+                quotas = self._json(self._core().list_namespaced_resource_quota, self.namespace)
+        except (CredentialsInvalid, ProviderUnreachable) as exc:
+            add("fail", exc.code, exc.message, exc.remedy, started)
+            return results
+        except CredentialsForbidden:
+            quotas = None  # may not read quotas; the access reviews below say what matters
+        except DeskctlError as exc:
+            add("fail", exc.code, exc.message, exc.remedy, started)
+            return results
+        add("pass", "credentials.valid", "the API server accepts the kubeconfig's credentials", None, started)
+        started = time.monotonic()
+        try:
+            refused = self._refused_permissions()
+        except DeskctlError as exc:
+            add("fail", exc.code, exc.message, exc.remedy, started)
+            return results
+        if refused:
+            add("fail", "credentials.forbidden", f"not allowed in namespace {self.namespace}: {', '.join(refused)}",
+                "ask for a Role that allows pods and secrets (create, get, list, watch, delete)", started)
+        else:
+            add("pass", "kubernetes.permissions", "may create, watch and delete pods and secrets", None, started)
+        if quotas is None:
+            add("warn", "kubernetes.quota", "cannot read the namespace's ResourceQuotas (forbidden)",
+                "allow list on resourcequotas to have the quota checked before a run")
+        else:
+            self._check_quotas(quotas, add)
+        image = self._option(spec, "image")
+        if not image:
+            add("fail", "usage.bad_option", "provider option image is not set: the cluster needs an image it can "
+                "pull", "deskctl image build, push it to your registry, then -o image=REGISTRY/deskctl-desktop:TAG")
+        else:
+            add("pass", "kubernetes.image", f"image {image} (pulled by the cluster: not checked before create)")
+        return results
+
+    def _refused_permissions(self) -> list[str]:
+        from kubernetes import client
+
+        api = client.AuthorizationV1Api(self._core().api_client)
+        refused = []
+        for verb, resource in (("create", "pods"), ("get", "pods"), ("list", "pods"), ("watch", "pods"),
+                               ("delete", "pods"), ("create", "secrets"), ("get", "secrets"),
+                               ("delete", "secrets")):
+            body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                    "spec": {"resourceAttributes": {"namespace": self.namespace, "verb": verb, "resource": resource}}}
+            with self._errors(f"ask whether it may {verb} {resource}"):
+                answer = self._json(api.create_self_subject_access_review, body)
+            if not (answer.get("status") or {}).get("allowed"):
+                refused.append(f"{verb} {resource}")
+        return refused
+
+    def _check_quotas(self, quotas: dict[str, Any], add: Callable[..., None]) -> None:
+        for quota in quotas.get("items") or []:
+            hard = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
+            used = (quota.get("status") or {}).get("used") or {}
+            name = (quota.get("metadata") or {}).get("name")
+            if "pods" in hard and "pods" in used and int(used["pods"]) >= int(hard["pods"]):
+                add("fail", "quota.exceeded", f"the ResourceQuota {name} allows {hard['pods']} pods and "
+                    f"{used['pods']} exist", "end other desktops in the namespace, or raise the quota")
+                return
+        names = ", ".join(str((q.get("metadata") or {}).get("name")) for q in quotas.get("items") or [])
+        add("pass", "kubernetes.quota", f"room under the quota ({names})" if names else "no ResourceQuota")
+
+    # -- create ----------------------------------------------------------------------------------------------------
+    def _pod_body(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str], image: str,
+                  port: int) -> dict[str, Any]:
+        from deskctl.agent import TOKEN_FILE
+
+        geometry = spec.geometry
+        width, height, depth = (geometry.width, geometry.height, geometry.depth) if geometry else (1024, 768, 24)
+        env = {"DESKCTL_AGENT": "1", "DESKCTL_AGENT_PORT": str(port), "DESKCTL_GEOMETRY": f"{width}x{height}x{depth}"}
+        if spec.window_manager:
+            env["DESKCTL_WM"] = "1"
+        grace = float(self._option(spec, "expiry_grace", 60))
+        lifetime = lifetime_seconds(spec, labels)
+        memory = str(self._option(spec, "memory", DEFAULT_MEMORY))
+        resources: dict[str, Any] = {"requests": {"memory": memory}, "limits": {"memory": memory}}
+        cpus = self._option(spec, "cpus")
+        if cpus is not None:
+            resources["requests"]["cpu"] = resources["limits"]["cpu"] = str(cpus)
+        pod_spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 5,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {"runAsUser": DESKTOP_UID, "runAsGroup": DESKTOP_UID, "fsGroup": DESKTOP_UID,
+                                "runAsNonRoot": True},
+            "containers": [{
+                "name": CONTAINER, "image": image,
+                "imagePullPolicy": str(self._option(spec, "image_pull_policy", "IfNotPresent")),
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "ports": [{"name": "agent", "containerPort": port, "protocol": "TCP"}],
+                "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 2},
+                "resources": resources,
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": [{"name": "agent-token", "mountPath": os.path.dirname(TOKEN_FILE),
+                                  "readOnly": True}],
+            }],
+            "volumes": [{"name": "agent-token", "secret": {
+                "secretName": _secret_name(session_id), "defaultMode": 0o440,
+                "items": [{"key": TOKEN_KEY, "path": os.path.basename(TOKEN_FILE)}]}}],
+        }
+        if lifetime is not None:
+            pod_spec["activeDeadlineSeconds"] = max(1, round(lifetime + grace))
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": session_id, "labels": _labels_for_kube(labels),
+                             "annotations": {ANNOTATION_LABELS: json.dumps(dict(labels), sort_keys=True)}},
+                "spec": pod_spec}
+
+    def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        if spec.platform is not Platform.UBUNTU:
+            raise PreflightError(f"kubernetes desktops are Linux (ubuntu), not {spec.platform.value}",
+                                 code="compat.platform", provider=self.name)
+        if len(session_id) > 63 or not _DNS_SUBDOMAIN.match(session_id):
+            raise UsageError(f"session id {session_id!r} is not a valid pod name (lower-case letters, digits, '-')",
+                             provider=self.name)
+        image = self._option(spec, "image")
+        if not image:
+            raise UsageError("the kubernetes provider needs provider option image (the cluster pulls it)",
+                             code="usage.bad_option", provider=self.name,
+                             remedy="deskctl image build, push it to your registry, then -o image=REGISTRY/IMAGE:TAG")
+        port = int(self._option(spec, "agent_port", _default_port()))
+        all_labels = {str(k): str(v) for k, v in labels.items()}
+        all_labels.setdefault(LABEL_SESSION, session_id)
+        all_labels[LABEL_PROVIDER] = self.name
+        body = self._pod_body(spec, session_id, all_labels, str(image), port)
+        core = self._core()
+        token = secrets.token_urlsafe(32)
+        from deskctl._redact import register_secret
+
+        register_secret(token)
+        made_pod = False
+        try:
+            try:
+                with self._errors(f"create the pod {session_id}"):
+                    pod = self._json(core.create_namespaced_pod, self.namespace, body, field_validation="Strict")
+            except ProviderApiError as exc:
+                if exc.status == 409:  # the name is taken: that pod is not ours
+                    raise UsageError(f"a pod named {session_id} already exists in {self.namespace}",
+                                     code="usage.conflict", provider=self.name) from exc
+                raise
+            made_pod = True
+            secret = {
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": _secret_name(session_id), "labels": _labels_for_kube(all_labels),
+                             "annotations": {ANNOTATION_LABELS: json.dumps(all_labels, sort_keys=True)},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": session_id,
+                                                  "uid": pod["metadata"]["uid"]}]},
+                "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+            }
+            with self._errors(f"create the secret {_secret_name(session_id)}"):
+                self._json(core.create_namespaced_secret, self.namespace, secret, field_validation="Strict")
+        except BaseException as exc:
+            # Partial or ambiguous (a create whose answer was lost may have made the pod): remove whatever of
+            # this session exists before raising; never a pod of a taken name (it is not ours).
+            if made_pod or not (isinstance(exc, UsageError) and exc.code == "usage.conflict"):
+                with contextlib.suppress(Exception):
+                    self._delete_all(session_id, confirm=False)
+            raise
+        return RemoteHandle(
+            provider=self.name, session_id=session_id, resource_id=session_id, labels=all_labels,
+            data={"pod": session_id, "namespace": self.namespace, "uid": pod["metadata"]["uid"],
+                  "secret": _secret_name(session_id), "agent_port": port, "image": str(image),
+                  "context": self.options.get("context"), "resource_version": pod["metadata"].get("resourceVersion"),
+                  "platform": Platform.UBUNTU.value},
+        )
+
+    # -- readiness -------------------------------------------------------------------------------------------------
+    def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        from deskctl.agent.client import wait_ready
+
+        pod = self._wait_running(handle, deadline)
+        ip = str((pod.get("status") or {}).get("podIP") or "")
+        handle.data["pod_ip"] = ip
+        token = self._token(handle)
+        try:
+            wait_ready(ip, int(handle.data["agent_port"]), token, provider=self.name, deadline=deadline)
+        except ReadinessTimeout as exc:
+            now = self._get("pod", str(handle.data["pod"]), "read the pod")
+            problem = _pod_problem(now) if now is not None else None
+            if problem is not None:
+                raise problem from exc
+            raise ReadinessTimeout(f"{exc.message}; the pod is {_describe(now)}", provider=self.name,
+                                   remedy="look at `kubectl logs " + str(handle.data["pod"]) + "`") from exc
+
+    def _wait_running(self, handle: RemoteHandle, deadline: float) -> dict[str, Any]:
+        """Watch the pod until it runs with an IP; raise what keeps it from running."""
+        name = str(handle.data["pod"])
+        pod = self._get("pod", name, f"read the pod {name}")
+        while True:
+            if pod is None:
+                raise SessionLost(f"the pod {name} was deleted before it was ready", provider=self.name)
+            problem = _pod_problem(pod)
+            if problem is not None:
+                raise problem
+            if _running(pod):
+                return pod
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReadinessTimeout(f"the pod {name} did not run in time; last: {_describe(pod)}",
+                                       provider=self.name, remedy=f"kubectl describe pod {name} -n {self.namespace}")
+            pod = self._next_state(name, pod, left, lambda p: p is None or _pod_problem(p) is not None or _running(p))
+
+    def _next_state(self, name: str, pod: dict[str, Any], seconds: float,
+                    wanted: Callable[[dict[str, Any] | None], bool]) -> dict[str, Any] | None:
+        """Watch the pod from its resourceVersion for up to ``seconds``; the first state ``wanted`` accepts
+        (None: deleted), else the pod as it is when the watch ends (410 Expired or a closed stream: read
+        again)."""
+        from kubernetes import watch
+
+        watcher = watch.Watch()
+        current: dict[str, Any] | None = pod
+        try:
+            with self._errors(f"watch the pod {name}"):
+                for event in watcher.stream(self._core().list_namespaced_pod, self.namespace,
+                                            field_selector=f"metadata.name={name}",
+                                            resource_version=str(pod["metadata"].get("resourceVersion") or ""),
+                                            timeout_seconds=max(1, int(seconds + 0.999)),
+                                            _request_timeout=(self._timeout(), seconds + 5)):
+                    current = None if event["type"] == "DELETED" else event["raw_object"]
+                    if wanted(current):
+                        return current
+        except ProviderApiError as exc:
+            if exc.status != 410:
+                raise
+        finally:
+            watcher.stop()
+        return self._get("pod", name, f"read the pod {name}")
+
+    def _token(self, handle: RemoteHandle) -> str:
+        secret = self._get("secret", str(handle.data.get("secret") or _secret_name(handle.session_id)),
+                           "read the session's secret")
+        raw = ((secret or {}).get("data") or {}).get(TOKEN_KEY)
+        if not raw:
+            raise SessionLost(f"the secret of {handle.session_id} is gone: the desktop cannot be reached",
+                              provider=self.name)
+        from deskctl._redact import register_secret
+
+        token = base64.b64decode(raw).decode()
+        register_secret(token)
+        return token
+
+    # -- destroy, list ----------------------------------------------------------------------------------------------
+    def destroy(self, handle: RemoteHandle) -> None:
+        self._drop_driver(handle.session_id)
+        name = str(handle.data.get("pod") or "")
+        secret = str(handle.data.get("secret") or (_secret_name(name) if name else ""))
+        self._delete_all(name, secret=secret, confirm=True)
+
+    def _delete_all(self, pod: str, *, secret: str | None = None, confirm: bool) -> None:
+        """Delete the pod and its secret ("not found" is success); with ``confirm``, wait until the pod is gone."""
+        from kubernetes.client.exceptions import ApiException
+
+        core = self._core()
+        secret = secret if secret is not None else _secret_name(pod)
+        grace = int(float(self.options.get("grace_seconds", 1)))
+        left: list[str] = []
+        steps: list[tuple[str, Callable[[], Any]]] = []
+        if pod:
+            steps.append((f"pod {pod}", lambda: core.delete_namespaced_pod(
+                pod, self.namespace, grace_period_seconds=grace, _request_timeout=self._timeout())))
+        if secret:
+            steps.append((f"secret {secret}", lambda: core.delete_namespaced_secret(
+                secret, self.namespace, _request_timeout=self._timeout())))
+        failures: list[DeskctlError] = []
+        for what, step in steps:
+            try:
+                with self._errors(f"delete the {what}"):
+                    try:
+                        step()
+                    except ApiException as exc:
+                        if exc.status != 404:
+                            raise
+            except DeskctlError as exc:
+                left.append(what)
+                failures.append(exc)
+        if failures:
+            raise CleanupIncomplete(f"kubernetes: cannot delete {', '.join(left)}: {failures[0].message}",
+                                    provider=self.name, remedy=f"kubectl delete pod,secret -l {LABEL_SESSION}="
+                                                               f"{label_value(pod)} -n {self.namespace}",
+                                    details={"left": left})
+        if confirm and pod:
+            self._confirm_gone(pod)
+
+    def _confirm_gone(self, name: str) -> None:
+        deadline = time.monotonic() + float(self.options.get("destroy_timeout", 60))
+        while True:
+            try:
+                pod = self._get("pod", name, f"read the pod {name}")
+                left = deadline - time.monotonic()
+                if pod is not None and left > 0:
+                    pod = self._next_state(name, pod, min(left, 10), lambda p: p is None)
+            except DeskctlError as exc:
+                raise CleanupIncomplete(f"cannot confirm that the pod {name} is gone: {exc.message}",
+                                        provider=self.name, remedy=exc.remedy,
+                                        details={"left": [f"pod {name}"]}) from exc
+            if pod is None:
+                return
+            if time.monotonic() >= deadline:
+                raise CleanupIncomplete(f"the pod {name} is still there after its deletion ({_describe(pod)})",
+                                        provider=self.name,
+                                        remedy=f"kubectl delete pod {name} --force -n {self.namespace}",
+                                        details={"left": [f"pod {name}"]})
+
+    def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        wanted = {LABEL_PROVIDER: self.name, **dict(selector or {})}
+        query = f"{LABEL_SESSION}," + _selector(wanted)
+        core = self._core()
+        with self._errors("list deskctl pods"):
+            pods = self._json(core.list_namespaced_pod, self.namespace, label_selector=query)
+        with self._errors("list deskctl secrets"):
+            found_secrets = self._json(core.list_namespaced_secret, self.namespace, label_selector=query)
+        handles: list[RemoteHandle] = []
+        pod_names = set()
+        for pod in pods.get("items") or []:
+            meta = pod["metadata"]
+            pod_names.add(meta["name"])
+            labels = _exact_labels(meta)
+            handles.append(RemoteHandle(
+                provider=self.name, session_id=labels.get(LABEL_SESSION, meta["name"]), resource_id=meta["name"],
+                labels=labels, data={"pod": meta["name"], "namespace": self.namespace, "uid": meta.get("uid"),
+                                     "secret": _secret_name(meta["name"]), "agent_port": _agent_port(pod),
+                                     "pod_ip": (pod.get("status") or {}).get("podIP"),
+                                     "phase": (pod.get("status") or {}).get("phase"),
+                                     "platform": Platform.UBUNTU.value},
+                created_at=_created(meta)))
+        for secret in found_secrets.get("items") or []:
+            meta = secret["metadata"]
+            labels = _exact_labels(meta)
+            session = labels.get(LABEL_SESSION, "")
+            if session in pod_names or _secret_name(session) != meta["name"]:
+                continue
+            # a secret whose pod is gone (a crash between the two creates, or a cluster without the collector)
+            handles.append(RemoteHandle(provider=self.name, session_id=session, resource_id=f"secret/{meta['name']}",
+                                        labels=labels, data={"pod": "", "secret": meta["name"],
+                                                             "namespace": self.namespace},
+                                        created_at=_created(meta)))
+        return handles
+
+    def is_alive(self, handle: RemoteHandle) -> bool:
+        name = str(handle.data.get("pod") or "")
+        if not name:
+            return False
+        pod = self._get("pod", name, f"read the pod {name}")
+        return pod is not None and (pod.get("status") or {}).get("phase") in ("Pending", "Running") and \
+            "deletionTimestamp" not in pod["metadata"]
+
+    # -- while open: the agent -------------------------------------------------------------------------------------
+    def _driver(self, handle: RemoteHandle) -> AgentDriver:
+        with self._drivers_lock:
+            driver = self._drivers.get(handle.session_id)
+            if driver is not None and not driver.closed:
+                return driver
+        from deskctl.agent.client import AgentDriver
+
+        ip = str(handle.data.get("pod_ip") or "")
+        if not ip:
+            pod = self._get("pod", str(handle.data.get("pod")), "read the pod")
+            if pod is None:
+                raise SessionLost(f"the pod {handle.data.get('pod')} no longer exists", provider=self.name)
+            ip = str((pod.get("status") or {}).get("podIP") or "")
+            if not ip:
+                raise self._gone(handle, pod, "reach the desktop")
+            handle.data["pod_ip"] = ip
+        try:
+            driver = AgentDriver.connect(ip, int(handle.data.get("agent_port") or _default_port()),
+                                         self._token(handle), provider=self.name, timeout=self._timeout())
+        except (ProviderUnreachable, SessionLost) as exc:
+            raise self._lost(handle, "connect to the desktop's agent", exc) from exc
+        with self._drivers_lock:
+            self._drivers[handle.session_id] = driver
+        return driver
+
+    def _drop_driver(self, session_id: str) -> None:
+        with self._drivers_lock:
+            driver = self._drivers.pop(session_id, None)
+        if driver is not None:
+            with contextlib.suppress(Exception):
+                driver.close()
+
+    def _gone(self, handle: RemoteHandle, pod: dict[str, Any] | None, doing: str) -> DeskctlError:
+        name = handle.data.get("pod")
+        if pod is None:
+            return SessionLost(f"the pod {name} no longer exists (deleted from outside) while trying to {doing}",
+                               provider=self.name, details={"pod": name, "state": "gone"})
+        status = pod.get("status") or {}
+        return SessionLost(f"the pod {name} is {_describe(pod)} while trying to {doing}", provider=self.name,
+                           details={"pod": name, "phase": status.get("phase"), "reason": status.get("reason")})
+
+    def _lost(self, handle: RemoteHandle, doing: str, cause: DeskctlError) -> DeskctlError:
+        """After the agent went away: the pod's own reason (evicted, past its deadline, deleted) when it has
+        one, else the cause."""
+        self._drop_driver(handle.session_id)
+        try:
+            pod = self._get("pod", str(handle.data.get("pod")), "read the pod")
+        except DeskctlError:
+            return cause
+        if pod is None or (pod.get("status") or {}).get("phase") not in ("Pending", "Running") \
+                or "deletionTimestamp" in (pod.get("metadata") or {}):
+            return self._gone(handle, pod, doing)
+        return cause
+
+    @contextlib.contextmanager
+    def _agent(self, handle: RemoteHandle, doing: str) -> Iterator[AgentDriver]:
+        driver = self._driver(handle)
+        try:
+            yield driver
+        except (SessionLost, ProviderUnreachable) as exc:
+            raise self._lost(handle, doing, exc) from exc
+
+    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
+        with self._agent(handle, "read the screen size") as driver:
+            return driver.size()
+
+    def screenshot(self, handle: RemoteHandle) -> Screenshot:
+        with self._agent(handle, "take a screenshot") as driver:
+            return driver.screenshot()
+
+    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
+        with self._agent(handle, "capture the screen") as driver:
+            return driver.raw_frame()
+
+    def act(self, handle: RemoteHandle, action: Action) -> None:
+        with self._agent(handle, "send input") as driver:
+            driver.act(action)
+
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        with self._agent(handle, "read the pointer position") as driver:
+            return driver.cursor_position()
+
+    def window_titles(self, handle: RemoteHandle) -> list[str]:
+        with self._agent(handle, "list windows") as driver:
+            return driver.window_titles()
+
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
+        """Through the agent (its shell line from :func:`deskctl.providers._guest.posix_line`): stdout and
+        stderr apart, exit code 124 on timeout, the pid for ``background``."""
+        from deskctl.providers._guest import check_exec_options
+
+        extra = check_exec_options(env, user, self.name)
+        with self._agent(handle, "run a command") as driver:
+            return driver.exec(command, timeout, cwd=cwd, env=extra or None, user=user, background=background)
+
+    def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
+        with self._agent(handle, "copy a file to the desktop") as driver:
+            driver.put_file(str(local), remote)
+
+    def _get_file(self, handle: RemoteHandle, remote: str, local: Path) -> None:
+        with self._agent(handle, "copy a file from the desktop") as driver:
+            driver.get_file(remote, str(local))
+
+    def close(self) -> None:
+        with self._drivers_lock:
+            drivers = list(self._drivers.values())
+            self._drivers.clear()
+        for driver in drivers:
+            with contextlib.suppress(Exception):
+                driver.close()
+        with self._api_lock:
+            api, self._api = self._api, None
+        if api is not None:
+            with contextlib.suppress(Exception):
+                api.api_client.close()
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _default_port() -> int:
+    from deskctl.agent import DEFAULT_PORT
+
+    return int(DEFAULT_PORT)
+
+
+def _secret_name(session_id: str) -> str:
+    return f"{session_id}-agent"
+
+
+def _reason(exc: BaseException) -> str:
+    inner = getattr(exc, "reason", None)
+    return str(inner or exc)
+
+
+def _running(pod: Mapping[str, Any] | None) -> bool:
+    status = (pod or {}).get("status") or {}
+    return status.get("phase") == "Running" and bool(status.get("podIP"))
+
+
+def _status_of(exc: Any) -> tuple[str, str]:
+    """(reason, message) of an ApiException's ``Status`` body (the HTTP reason when the body is not one)."""
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    return str(body.get("reason") or getattr(exc, "reason", "") or ""), str(body.get("message") or "")
+
+
+def _exact_labels(meta: Mapping[str, Any]) -> dict[str, str]:
+    """The deskctl labels as they were given (from the annotation), else the label-safe ones."""
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    raw = (meta.get("annotations") or {}).get(ANNOTATION_LABELS)
+    if raw:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            exact = json.loads(raw)
+            # the annotation is believed only where it agrees with the labels the selector matched
+            if all(label_value(str(v)) == labels.get(str(k)) for k, v in exact.items()):
+                labels.update({str(k): str(v) for k, v in exact.items()})
+    return labels
+
+
+def _agent_port(pod: Mapping[str, Any]) -> int | None:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == "agent":
+                return int(port["containerPort"])
+    return None
+
+
+def _created(meta: Mapping[str, Any]) -> float:
+    import datetime
+
+    raw = str(meta.get("creationTimestamp") or "")
+    try:
+        return datetime.datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
+
+
+def _describe(pod: Mapping[str, Any] | None) -> str:
+    """A pod's state in a few words: phase, reason, the container's waiting/terminated reason."""
+    if pod is None:
+        return "gone"
+    status = pod.get("status") or {}
+    parts = [str(status.get("phase") or "Unknown")]
+    if status.get("reason"):
+        parts.append(str(status["reason"]))
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        for kind in ("waiting", "terminated"):
+            if state.get(kind):
+                parts.append(f"{kind} {state[kind].get('reason', '')}".strip())
+    if "deletionTimestamp" in (pod.get("metadata") or {}):
+        parts.append("being deleted")
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            parts.append(f"not scheduled: {cond.get('reason')}")
+    return ", ".join(parts)
+
+
+def _pod_problem(pod: Mapping[str, Any]) -> InfrastructureError | None:
+    """What keeps a pod from ever running as asked (None while it may still come up)."""
+    name = (pod.get("metadata") or {}).get("name")
+    status = pod.get("status") or {}
+    details = {"pod": name, "phase": status.get("phase")}
+    if "deletionTimestamp" in (pod.get("metadata") or {}):
+        return SessionLost(f"the pod {name} is being deleted", provider="kubernetes", details=details)
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and \
+                cond.get("reason") == "Unschedulable":
+            return CapacityUnavailable(f"kubernetes: the pod {name} cannot be scheduled: {cond.get('message')}",
+                                       provider="kubernetes", details={**details, "reason": "Unschedulable"},
+                                       remedy="free or add nodes, or ask for less memory/cpus")
+    phase = status.get("phase")
+    if phase in ("Failed", "Succeeded"):
+        reason = str(status.get("reason") or "")
+        message = f"kubernetes: the pod {name} is {phase}" + (f" ({reason}: {status.get('message')})"
+                                                               if reason else "")
+        if reason == "Evicted":
+            return CapacityUnavailable(message, provider="kubernetes", details={**details, "reason": reason})
+        return ProviderApiError(message, provider="kubernetes", details={**details, "reason": reason})
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = str(waiting.get("reason") or "")
+        if reason in _STUCK_REASONS:
+            return ProviderApiError(f"kubernetes: the pod {name} cannot start its container: {reason}: "
+                                    f"{waiting.get('message', '')}".rstrip(": "), provider="kubernetes",
+                                    details={**details, "reason": reason},
+                                    remedy="check provider option image (the cluster must be able to pull it)"
+                                    if "Image" in reason else None)
+    return None
