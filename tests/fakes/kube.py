@@ -1096,7 +1096,8 @@ class FakeKubernetes(LoopbackService):
             binds[str(target)] = {"bind": mount["mountPath"], "mode": "ro"}
         resources = (container_spec.get("resources") or {}).get("limits") or {}
         host_config: dict[str, Any] = {"binds": binds, "tmpfs": tmpfs or None, "init": True,
-                                       "network_mode": "bridge"}
+                                       "network_mode": "bridge",
+                                       "group_add": [str(fs_group)] if fs_group is not None else None}
         memory = _quantity_bytes(resources.get("memory")) if resources.get("memory") else None
         if memory:
             host_config["mem_limit"] = memory

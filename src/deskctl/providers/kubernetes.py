@@ -482,7 +482,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         return RemoteHandle(
             provider=self.name, session_id=session_id, resource_id=session_id, labels=all_labels,
             data={"pod": session_id, "namespace": self.namespace, "uid": pod["metadata"]["uid"],
-                  "secret": _secret_name(session_id), "agent_port": port, "image": str(image),
+                  "secret_name": _secret_name(session_id), "agent_port": port, "image": str(image),
                   "context": self.options.get("context"), "resource_version": pod["metadata"].get("resourceVersion"),
                   "platform": Platform.UBUNTU.value},
         )
@@ -550,7 +550,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         return self._get("pod", name, f"read the pod {name}")
 
     def _token(self, handle: RemoteHandle) -> str:
-        secret = self._get("secret", str(handle.data.get("secret") or _secret_name(handle.session_id)),
+        secret = self._get("secret", str(handle.data.get("secret_name") or _secret_name(handle.session_id)),
                            "read the session's secret")
         raw = ((secret or {}).get("data") or {}).get(TOKEN_KEY)
         if not raw:
@@ -566,7 +566,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
     def destroy(self, handle: RemoteHandle) -> None:
         self._drop_driver(handle.session_id)
         name = str(handle.data.get("pod") or "")
-        secret = str(handle.data.get("secret") or (_secret_name(name) if name else ""))
+        secret = str(handle.data.get("secret_name") or (_secret_name(name) if name else ""))
         self._delete_all(name, secret=secret, confirm=True)
 
     def _delete_all(self, pod: str, *, secret: str | None = None, confirm: bool) -> None:
@@ -641,7 +641,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
             handles.append(RemoteHandle(
                 provider=self.name, session_id=labels.get(LABEL_SESSION, meta["name"]), resource_id=meta["name"],
                 labels=labels, data={"pod": meta["name"], "namespace": self.namespace, "uid": meta.get("uid"),
-                                     "secret": _secret_name(meta["name"]), "agent_port": _agent_port(pod),
+                                     "secret_name": _secret_name(meta["name"]), "agent_port": _agent_port(pod),
                                      "pod_ip": (pod.get("status") or {}).get("podIP"),
                                      "phase": (pod.get("status") or {}).get("phase"),
                                      "platform": Platform.UBUNTU.value},
@@ -654,7 +654,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
                 continue
             # a secret whose pod is gone (a crash between the two creates, or a cluster without the collector)
             handles.append(RemoteHandle(provider=self.name, session_id=session, resource_id=f"secret/{meta['name']}",
-                                        labels=labels, data={"pod": "", "secret": meta["name"],
+                                        labels=labels, data={"pod": "", "secret_name": meta["name"],
                                                              "namespace": self.namespace},
                                         created_at=_created(meta)))
         return handles

@@ -1,0 +1,114 @@
+"""The kubernetes provider's conformance target against the loopback fake (tests/fakes/kube.py): the conformance
+conftest appends ``Target(**KUBE_TARGET_KWARGS)``. Not a test module.
+
+Every test gets a fresh fake whose pods are real containers of the current desktop image (its agent inside);
+the whole contract, the harness part included, runs through the agent. The probe reaches a pod's display
+through the fake's own plumbing (the pod's X socket directory, bind-mounted on this host, and the cookie the
+image made, read out of the container)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for fakes.kube
+
+from deskctl.providers._x11 import X11Address, read_cookie
+from deskctl.providers.base import RemoteHandle
+from fakes.kube import FakeKubernetes
+
+if TYPE_CHECKING:
+    from deskctl.session import Desktop
+
+__all__ = ["KUBE_TARGET_KWARGS", "desktop_image", "kube_environment", "kube_leftovers", "kube_probe_address"]
+
+#: where the desktop image's entrypoint keeps the cookie it makes when no host wrote one (agent mode)
+IMAGE_XAUTHORITY = "/tmp/deskctl-Xauthority"
+
+_running: list[FakeKubernetes] = []
+
+
+#: a second name of the image the fake's pods run: ``deskctl image prune`` (run by other test runs on a shared
+#: engine, for their own version of the files) then cannot remove the image while these tests use it
+TEST_REPOSITORY = "deskctl-kube-test"
+
+
+@cache
+def desktop_image() -> str:
+    """The current minimal desktop image on the local engine (scripts/setup.d/20-docker.sh builds it), under a
+    tag of :data:`TEST_REPOSITORY`; a placeholder when there is none, so that the pods fail with ErrImagePull
+    and say so."""
+    from deskctl.images import connect, find_image
+
+    try:
+        client = connect(timeout=60)
+        try:
+            found = find_image("minimal", client)
+            if found is None:
+                return "deskctl-desktop:not-built"
+            tag = found.rsplit(":", 1)[1]
+            client.api.tag(found, TEST_REPOSITORY, tag)
+            return f"{TEST_REPOSITORY}:{tag}"
+        finally:
+            client.close()
+    except Exception:
+        return "deskctl-desktop:not-built"
+
+
+@contextlib.contextmanager
+def kube_environment() -> Iterator[Mapping[str, str]]:
+    fake = FakeKubernetes().start()
+    _running.append(fake)
+    try:
+        yield fake.env()
+    finally:
+        _running.remove(fake)
+        fake.stop()
+
+
+def current() -> FakeKubernetes:
+    if not _running:
+        raise RuntimeError("no kubernetes fake is running (the target's environment was not entered)")
+    return _running[-1]
+
+
+def kube_probe_address(desk: Desktop) -> tuple[X11Address, bytes | None]:
+    assert desk.handle is not None
+    fake = current()
+    pod = str(desk.handle.data["pod"])
+    with tempfile.NamedTemporaryFile(prefix="kube-xauth-") as fh:
+        fh.write(fake.read_file(pod, IMAGE_XAUTHORITY))
+        fh.flush()
+        cookie = read_cookie(fh.name, 0)
+    return X11Address(display=":0", socket_path=str(fake.x11_socket_dir(pod) / "X0")), cookie
+
+
+def kube_leftovers(handle: RemoteHandle) -> list[str]:
+    """The session's pod, secret and container, if any is still there."""
+    fake = current()
+    pod, secret = str(handle.data.get("pod") or ""), str(handle.data.get("secret_name") or "")
+    left = [f"pod {pod}" for name in fake.names("pods") if name == pod]
+    left += [f"secret {secret}" for name in fake.names("secrets") if name == secret]
+    left += [f"container {c[:12]}" for c in fake.containers()]
+    return left
+
+
+KUBE_TARGET_KWARGS: dict[str, Any] = {
+    "name": "kubernetes",
+    "open_kwargs": {"provider": "kubernetes", "provider_options": {"image": desktop_image()}},
+    "probe_address": kube_probe_address,
+    "leftovers": kube_leftovers,
+    "environment": kube_environment,
+    "marks": (pytest.mark.docker,),
+    # the pod runs as the desktop user with no privilege escalation (runAsNonRoot, allowPrivilegeEscalation
+    # false, every capability dropped): the agent cannot become another user, and says so (usage.unsupported)
+    "extra": {"other_user": "root",
+              "xfail": {"test_exec_as_another_user": "a pod without privilege escalation has one user"}},
+}
