@@ -19,7 +19,7 @@ import pytest
 
 import deskctl
 from deskctl.errors import CapacityUnavailable, DeskctlError, ProviderApiError, SessionLost
-from deskctl.providers.base import LABEL_OWNER, LABEL_SESSION, RemoteHandle
+from deskctl.providers.base import LABEL_OWNER, LABEL_SESSION
 from deskctl.providers.kubernetes import ANNOTATION_LABELS, KubernetesProvider, label_value
 from deskctl.spec import DesktopSpec
 from fakes.kube import FakeKubernetes

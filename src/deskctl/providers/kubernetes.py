@@ -217,9 +217,9 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         context = self.options.get("context")
         configuration = client.Configuration()
         try:
-            config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
-                                    persist_config=False)
-            contexts, active = config.list_kube_config_contexts(config_file=path)
+            config.load_kube_config(config_file=path, context=context,  # type: ignore[no-untyped-call]
+                                    client_configuration=configuration, persist_config=False)
+            contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
         except Exception as exc:  # ConfigException, and yaml/OSError from a malformed file
             raise ConfigInvalid(f"kubernetes: cannot use the kubeconfig {path}"
                                 f"{f' (context {context})' if context else ''}: {exc}", provider=self.name,
@@ -530,7 +530,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         again)."""
         from kubernetes import watch
 
-        watcher = watch.Watch()
+        watcher: Any = watch.Watch()  # type: ignore[no-untyped-call]
         current: dict[str, Any] | None = pod
         try:
             with self._errors(f"watch the pod {name}"):
