@@ -405,8 +405,9 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
             "terminationGracePeriodSeconds": 5,
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
+            # what Pod Security "restricted" asks for
             "securityContext": {"runAsUser": DESKTOP_UID, "runAsGroup": DESKTOP_UID, "fsGroup": DESKTOP_UID,
-                                "runAsNonRoot": True},
+                                "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": CONTAINER, "image": image,
                 "imagePullPolicy": str(self._option(spec, "image_pull_policy", "IfNotPresent")),
