@@ -108,6 +108,29 @@ def test_cli_up_do_screenshot_exec_down_and_the_token_never_in_the_output(kube_e
     assert kube_env.names("pods") == [] and kube_env.names("secrets") == []
 
 
+def test_do_reaches_the_agent_without_the_api_and_the_kept_token_goes_with_the_desktop(
+        kube_env: FakeKubernetes, image: str, deskctl_home: Path) -> None:
+    up = _up(kube_env, "-o", f"image={image}", "--geometry", "640x480", "--json")
+    assert up.returncode == 0, up.stderr
+    session = json.loads(up.stdout)["id"]
+    kept = deskctl_home / "run" / "kubernetes" / f"{session}.json"
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert json.loads(kept.read_text())["token"] == _token_of(kube_env, session)
+    env = {"KUBECONFIG": str(kube_env.kubeconfig)}
+    before = len(kube_env.log)
+    done = run_deskctl("do", session, "click", "5", "6", env=env)
+    assert done.returncode == 0, done.stderr
+    assert kube_env.log[before:] == []  # the address and token this home kept: no API request
+    kept.unlink()
+    done = run_deskctl("do", session, "click", "7", "8", env=env)  # without them: the Secret is read again
+    assert done.returncode == 0, done.stderr
+    assert [r.path for r in kube_env.log[before:] if r.path.endswith(f"/secrets/{session}-agent")]
+    assert kept.exists()  # kept again for the next one
+    assert run_deskctl("down", session, env=env).returncode == 0
+    assert not kept.exists()
+    assert kube_env.names("pods") == [] and kube_env.names("secrets") == []
+
+
 @pytest.mark.parametrize("case", ["no_kubeconfig", "wrong_token", "unreachable", "forbidden", "unschedulable",
                                   "quota_on_create", "image_missing", "no_image", "bad_context"])
 def test_each_failure_has_its_code_and_exit_code(fake: FakeKubernetes, image: str, tmp_path: Path,

@@ -158,6 +158,8 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         self._api_lock = threading.Lock()
         self._drivers: dict[str, AgentDriver] = {}
         self._drivers_lock = threading.Lock()
+        #: session id -> the token this instance made (spares wait_ready a read of the Secret)
+        self._tokens: dict[str, str] = {}
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
@@ -452,6 +454,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         from deskctl._redact import register_secret
 
         register_secret(token)
+        self._tokens[session_id] = token
         made_pod = False
         try:
             try:
@@ -495,9 +498,10 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         pod = self._wait_running(handle, deadline)
         ip = str((pod.get("status") or {}).get("podIP") or "")
         handle.data["pod_ip"] = ip
-        token = self._token(handle)
+        token = self._tokens.get(handle.session_id) or self._token(handle)
         try:
             wait_ready(ip, int(handle.data["agent_port"]), token, provider=self.name, deadline=deadline)
+            self._remember(handle, ip, token)
         except ReadinessTimeout as exc:
             now = self._get("pod", str(handle.data["pod"]), "read the pod")
             problem = _pod_problem(now) if now is not None else None
@@ -569,6 +573,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         name = str(handle.data.get("pod") or "")
         secret = str(handle.data.get("secret_name") or (_secret_name(name) if name else ""))
         self._delete_all(name, secret=secret, confirm=True)
+        self._forget(handle.session_id)
 
     def _delete_all(self, pod: str, *, secret: str | None = None, confirm: bool) -> None:
         """Delete the pod and its secret ("not found" is success); with ``confirm``, wait until the pod is gone."""
@@ -676,6 +681,16 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
                 return driver
         from deskctl.agent.client import AgentDriver
 
+        remembered = self._recall(handle)
+        if remembered is not None:
+            # the address and token this home kept: a `deskctl do` reaches the agent without the API (and
+            # without loading the kubernetes client); anything wrong with them falls back to asking the API
+            with contextlib.suppress(DeskctlError):
+                driver = AgentDriver.connect(remembered[0], int(handle.data.get("agent_port") or _default_port()),
+                                             remembered[1], provider=self.name, timeout=self._timeout())
+                with self._drivers_lock:
+                    self._drivers[handle.session_id] = driver
+                return driver
         ip = str(handle.data.get("pod_ip") or "")
         if not ip:
             pod = self._get("pod", str(handle.data.get("pod")), "read the pod")
@@ -685,14 +700,50 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
             if not ip:
                 raise self._gone(handle, pod, "reach the desktop")
             handle.data["pod_ip"] = ip
+        token = self._token(handle)
         try:
-            driver = AgentDriver.connect(ip, int(handle.data.get("agent_port") or _default_port()),
-                                         self._token(handle), provider=self.name, timeout=self._timeout())
+            driver = AgentDriver.connect(ip, int(handle.data.get("agent_port") or _default_port()), token,
+                                         provider=self.name, timeout=self._timeout())
         except (ProviderUnreachable, SessionLost) as exc:
             raise self._lost(handle, "connect to the desktop's agent", exc) from exc
+        self._remember(handle, ip, token)
         with self._drivers_lock:
             self._drivers[handle.session_id] = driver
         return driver
+
+    # -- what this home remembers of a desktop: its pod IP and token, in a 0600 file of the 0700 runtime dir ------
+    @staticmethod
+    def _memory_file(session_id: str) -> Path:
+        from deskctl.paths import runtime_dir
+
+        return runtime_dir() / "kubernetes" / f"{session_id}.json"
+
+    def _remember(self, handle: RemoteHandle, ip: str, token: str) -> None:
+        path = self._memory_file(handle.session_id)
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            partial = path.with_suffix(".part")
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump({"pod_uid": handle.data.get("uid"), "pod_ip": ip, "token": token}, out)
+            os.replace(partial, path)
+
+    def _recall(self, handle: RemoteHandle) -> tuple[str, str] | None:
+        try:
+            kept = json.loads(self._memory_file(handle.session_id).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(kept, dict) or kept.get("pod_uid") != handle.data.get("uid") or not kept.get("token"):
+            return None
+        from deskctl._redact import register_secret
+
+        register_secret(str(kept["token"]))
+        return str(kept.get("pod_ip") or ""), str(kept["token"])
+
+    def _forget(self, session_id: str) -> None:
+        with contextlib.suppress(OSError):
+            self._memory_file(session_id).unlink(missing_ok=True)
+        self._tokens.pop(session_id, None)
 
     def _drop_driver(self, session_id: str) -> None:
         with self._drivers_lock:
