@@ -90,7 +90,7 @@ from deskctl.providers.base import (
 if TYPE_CHECKING:
     from deskctl.actions import Action
     from deskctl.agent.client import AgentDriver
-    from deskctl.preflight.checks import CheckResult
+    from deskctl.checks import CheckResult
     from deskctl.spec import DesktopSpec
 
 __all__ = ["KubernetesProvider", "label_value"]
@@ -304,58 +304,52 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
         """Read-only: the kubeconfig, one authenticated request (the namespace's ResourceQuotas: the quota
         check too), SelfSubjectAccessReviews for what create/destroy need, and the image option."""
-        from deskctl.preflight.checks import CheckResult
+        from deskctl.checks import CheckRecorder
 
-        results: list[CheckResult] = []
-
-        def add(status: str, code: str, message: str, remedy: str | None = None, started: float = 0.0) -> None:
-            results.append(CheckResult(status, code, message, remedy, self.name,  # type: ignore[arg-type]
-                                       round((time.monotonic() - started) * 1000, 1) if started else 0.0))
-
-        started = time.monotonic()
+        checks = CheckRecorder(self.name)
         try:
             self._core()
         except DeskctlError as exc:
-            add("fail", exc.code, exc.message, exc.remedy, started)
-            return results
-        add("pass", "kubernetes.kubeconfig", f"kubeconfig {self._kubeconfig()}, namespace {self.namespace}", None,
-            started)
-        started = time.monotonic()
+            checks.add_error(exc)
+            return checks.results
+        checks.add("pass", "kubernetes.kubeconfig", f"kubeconfig {self._kubeconfig()}, namespace {self.namespace}")
+        checks.start()
         try:
             with self._errors("list the ResourceQuotas"):
                 quotas = self._json(self._core().list_namespaced_resource_quota, self.namespace)
-        except (CredentialsInvalid, ProviderUnreachable) as exc:
-            add("fail", exc.code, exc.message, exc.remedy, started)
-            return results
         except CredentialsForbidden:
             quotas = None  # may not read quotas; the access reviews below say what matters
         except DeskctlError as exc:
-            add("fail", exc.code, exc.message, exc.remedy, started)
-            return results
-        add("pass", "credentials.valid", "the API server accepts the kubeconfig's credentials", None, started)
-        started = time.monotonic()
+            checks.add_error(exc)
+            return checks.results
+        checks.add("pass", "credentials.valid", "the API server accepts the kubeconfig's credentials")
+        checks.start()
         try:
             refused = self._refused_permissions()
         except DeskctlError as exc:
-            add("fail", exc.code, exc.message, exc.remedy, started)
-            return results
+            checks.add_error(exc)
+            return checks.results
         if refused:
-            add("fail", "credentials.forbidden", f"not allowed in namespace {self.namespace}: {', '.join(refused)}",
-                "ask for a Role that allows pods and secrets (create, get, list, watch, delete)", started)
+            checks.add("fail", "credentials.forbidden", f"not allowed in namespace {self.namespace}: "
+                       f"{', '.join(refused)}",
+                       "ask for a Role that allows pods and secrets (create, get, list, watch, delete)")
         else:
-            add("pass", "kubernetes.permissions", "may create, watch and delete pods and secrets", None, started)
+            checks.add("pass", "kubernetes.permissions", "may create, watch and delete pods and secrets")
+        checks.start()
         if quotas is None:
-            add("warn", "kubernetes.quota", "cannot read the namespace's ResourceQuotas (forbidden)",
-                "allow list on resourcequotas to have the quota checked before a run")
+            checks.add("warn", "kubernetes.quota", "cannot read the namespace's ResourceQuotas (forbidden)",
+                       "allow list on resourcequotas to have the quota checked before a run")
         else:
-            self._check_quotas(quotas, add)
+            self._check_quotas(quotas, checks.add)
+        checks.start()
         image = self._option(spec, "image")
         if not image:
-            add("fail", "usage.bad_option", "provider option image is not set: the cluster needs an image it can "
-                "pull", "deskctl image build, push it to your registry, then -o image=REGISTRY/deskctl-desktop:TAG")
+            checks.add("fail", "usage.bad_option", "provider option image is not set: the cluster needs an image it "
+                       "can pull", "deskctl image build, push it to your registry, then "
+                       "-o image=REGISTRY/deskctl-desktop:TAG")
         else:
-            add("pass", "kubernetes.image", f"image {image} (pulled by the cluster: not checked before create)")
-        return results
+            checks.add("pass", "kubernetes.image", f"image {image} (pulled by the cluster: not checked before create)")
+        return checks.results
 
     def _refused_permissions(self) -> list[str]:
         from kubernetes import client
@@ -373,7 +367,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
                 refused.append(f"{verb} {resource}")
         return refused
 
-    def _check_quotas(self, quotas: dict[str, Any], add: Callable[..., None]) -> None:
+    def _check_quotas(self, quotas: dict[str, Any], add: Callable[..., object]) -> None:
         for quota in quotas.get("items") or []:
             hard = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
             used = (quota.get("status") or {}).get("used") or {}
