@@ -297,3 +297,30 @@ def test_usd_per_hour_prices_the_session(kube_env: FakeKubernetes, image: str) -
     assert rate is not None and rate.usd_per_hour == 1.8 and rate.source == "provider option usd_per_hour"
     default = metering.rate_for(_spec(image))
     assert default is not None and default.usd_per_hour == 0
+
+
+@pytest.mark.parametrize(("status", "reason", "code"), [(429, "TooManyRequests", "provider.rate_limited"),
+                                                        (503, "ServiceUnavailable", "provider.api_error"),
+                                                        (403, "Forbidden", "credentials.forbidden"),
+                                                        (401, "Unauthorized", "credentials.invalid")])
+def test_api_errors_of_a_listing(provider: KubernetesProvider, kube_env: FakeKubernetes, status: int, reason: str,
+                                 code: str) -> None:
+    kube_env.inject("GET", "/pods$", status, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                              "status": "Failure", "reason": reason, "code": status,
+                                              "message": f"the fake says {reason}"})
+    with pytest.raises(DeskctlError) as caught:
+        provider.list_owned()
+    assert caught.value.code == code
+    from kubernetes.client.exceptions import ApiException
+
+    assert isinstance(caught.value.__cause__, ApiException)  # translated at the boundary, chained
+
+
+def test_label_values_are_made_label_safe() -> None:
+    assert label_value("host:1234") == "host_1234"
+    assert label_value("dk-0123456789") == "dk-0123456789"
+    assert label_value("-x-") == "x"
+    assert label_value("1796119490") == "1796119490"
+    long = label_value("a" * 62 + ":" + "b" * 10)
+    assert len(long) <= 63 and long[-1].isalnum()
+    assert label_value("") == ""
