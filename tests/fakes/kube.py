@@ -24,7 +24,9 @@ The API side speaks what kube-apiserver speaks, as the official ``kubernetes`` c
   ``exceeded quota: ...`` and shows ``status.used``;
 * DELETE takes ``gracePeriodSeconds`` (query or DeleteOptions body): the container gets SIGTERM and that long
   before SIGKILL; the pod object is gone (``DELETED`` event) once its container is, and the garbage collector
-  then deletes the secrets whose ``ownerReferences`` name the pod's uid.
+  then deletes the secrets whose ``ownerReferences`` name the pod's uid;
+* :attr:`FakeKubernetes.drop_after_create` makes a create whose answer is lost (stored, then the connection
+  dropped); :meth:`~fakes._http.LoopbackService.inject` answers any request with any status and body.
 
 The node side (a kubelet with ``restartPolicy: Never`` semantics): a new pod is ``Pending`` with ``PodScheduled``
 False/``Unschedulable`` while :attr:`FakeKubernetes.unschedulable` is set (it stays so); else it is scheduled
@@ -63,7 +65,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from fakes._http import HttpError, JsonHandler, LoggedRequest, LoopbackService
+from fakes._http import Drop, HttpError, JsonHandler, LoggedRequest, LoopbackService
 
 __all__ = ["FakeKubernetes", "LoggedRequest", "parse_label_selector"]
 
@@ -342,6 +344,9 @@ class FakeKubernetes(LoopbackService):
         self.unschedulable: str | None = None
         #: watch resource versions at or below this are "too old" (410 Expired)
         self.compacted_before = 0
+        #: kinds ("pods", "secrets") whose next create is stored, then answered by a dropped connection (the answer
+        #: lost on the way: the client cannot tell whether anything was made)
+        self.drop_after_create: set[str] = set()
         self.revoked = False
         #: kind -> (namespace, name) -> object
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {
@@ -717,8 +722,12 @@ class FakeKubernetes(LoopbackService):
                 obj["data"] = data
             self._put(kind, obj, "ADDED")
             answer = copy.deepcopy(obj)
+            dropped = kind in self.drop_after_create
+            self.drop_after_create.discard(kind)
         if kind == "pods":
             self._spawn(lambda: self._kubelet(namespace, name), f"fake-kubelet-{name}")
+        if dropped:
+            raise Drop()
         headers = {"Warning": ", ".join(f'299 - "{w}"' for w in warnings)} if warnings else None
         return 201, answer, headers
 

@@ -195,6 +195,17 @@ def test_a_create_that_fails_half_way_deletes_the_pod(provider: KubernetesProvid
     assert kube_env.names("secrets") == []
 
 
+def test_a_create_whose_answer_is_lost_deletes_what_it_made(provider: KubernetesProvider,
+                                                            kube_env: FakeKubernetes, image: str) -> None:
+    kube_env.drop_after_create.add("pods")
+    with pytest.raises(DeskctlError) as caught:
+        provider.create(_spec(image), "dk-lostanswer", {LABEL_SESSION: "dk-lostanswer"})
+    assert caught.value.code == "provider.unreachable"
+    assert [r.method for r in kube_env.requests("/pods/dk-lostanswer$")] == ["DELETE"]
+    kube_env.wait_until(lambda: kube_env.names("pods") == [], what="the pod made behind the lost answer gone")
+    assert kube_env.names("secrets") == []
+
+
 def test_a_taken_pod_name_is_a_conflict_and_is_not_touched(provider: KubernetesProvider,
                                                            kube_env: FakeKubernetes, image: str) -> None:
     kube_env.unschedulable = "no nodes"
