@@ -335,3 +335,17 @@ def test_label_values_are_made_label_safe() -> None:
     long = label_value("a" * 62 + ":" + "b" * 10)
     assert len(long) <= 63 and long[-1].isalnum()
     assert label_value("") == ""
+
+
+def test_down_finds_the_desktop_in_its_own_namespace_whatever_the_kubeconfig_says_now(image: str,
+                                                                                     tmp_path: Path) -> None:
+    with FakeKubernetes(namespaces=("default", "rollouts")) as fake:
+        there = fake.write_kubeconfig(tmp_path / "rollouts", namespace="rollouts")
+        up = run_deskctl("up", "--provider", "kubernetes", "-o", f"image={image}", "--json",
+                         env={"KUBECONFIG": str(there)})
+        assert up.returncode == 0, up.stderr
+        session = json.loads(up.stdout)["id"]
+        assert fake.pod(session, "rollouts") is not None and fake.pod(session) is None
+        down = run_deskctl("down", session, env={"KUBECONFIG": str(fake.kubeconfig)})  # its context: default
+        assert down.returncode == 0, down.stderr
+        assert fake.pod(session, "rollouts") is None and fake.secret(f"{session}-agent", "rollouts") is None

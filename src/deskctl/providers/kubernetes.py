@@ -285,15 +285,16 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         finally:
             response.release_conn()
 
-    def _get(self, kind: str, name: str, doing: str) -> dict[str, Any] | None:
-        """The pod or secret ``name`` as JSON, or None when it does not exist."""
+    def _get(self, kind: str, name: str, doing: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The pod or secret ``name`` (in ``namespace``, default the provider's) as JSON, or None when it does not
+        exist."""
         from kubernetes.client.exceptions import ApiException
 
         core = self._core()
         call = core.read_namespaced_pod if kind == "pod" else core.read_namespaced_secret
         with self._errors(doing):
             try:
-                found: dict[str, Any] = self._json(call, name, self.namespace)
+                found: dict[str, Any] = self._json(call, name, namespace or self.namespace)
             except ApiException as exc:
                 if exc.status == 404:
                     return None
@@ -485,6 +486,10 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
                   "platform": Platform.UBUNTU.value},
         )
 
+    def _ns(self, handle: RemoteHandle) -> str:
+        """The namespace of a handle's desktop: where it was made, whatever this process's kubeconfig says."""
+        return str(handle.data.get("namespace") or self.namespace)
+
     # -- readiness -------------------------------------------------------------------------------------------------
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         from deskctl.agent.client import wait_ready
@@ -497,17 +502,17 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
             wait_ready(ip, int(handle.data["agent_port"]), token, provider=self.name, deadline=deadline)
             self._remember(handle, ip, token)
         except ReadinessTimeout as exc:
-            now = self._get("pod", str(handle.data["pod"]), "read the pod")
+            now = self._get("pod", str(handle.data["pod"]), "read the pod", self._ns(handle))
             problem = _pod_problem(now) if now is not None else None
             if problem is not None:
                 raise problem from exc
             raise ReadinessTimeout(f"{exc.message}; the pod is {_describe(now)}", provider=self.name,
-                                   remedy="look at `kubectl logs " + str(handle.data["pod"]) + "`") from exc
+                                   remedy=f"look at `kubectl logs {handle.data['pod']} -n {self._ns(handle)}`") from exc
 
     def _wait_running(self, handle: RemoteHandle, deadline: float) -> dict[str, Any]:
         """Watch the pod until it runs with an IP; raise what keeps it from running."""
-        name = str(handle.data["pod"])
-        pod = self._get("pod", name, f"read the pod {name}")
+        name, namespace = str(handle.data["pod"]), self._ns(handle)
+        pod = self._get("pod", name, f"read the pod {name}", namespace)
         while True:
             if pod is None:
                 raise SessionLost(f"the pod {name} was deleted before it was ready", provider=self.name)
@@ -519,7 +524,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ReadinessTimeout(f"the pod {name} did not run in time; last: {_describe(pod)}",
-                                       provider=self.name, remedy=f"kubectl describe pod {name} -n {self.namespace}")
+                                       provider=self.name, remedy=f"kubectl describe pod {name} -n {namespace}")
             pod = self._next_state(name, pod, left, lambda p: p is None or _pod_problem(p) is not None or _running(p))
 
     def _next_state(self, name: str, pod: dict[str, Any], seconds: float,
@@ -531,9 +536,10 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
 
         watcher: Any = watch.Watch()  # type: ignore[no-untyped-call]
         current: dict[str, Any] | None = pod
+        namespace = str(pod["metadata"].get("namespace") or self.namespace)
         try:
             with self._errors(f"watch the pod {name}"):
-                for event in watcher.stream(self._core().list_namespaced_pod, self.namespace,
+                for event in watcher.stream(self._core().list_namespaced_pod, namespace,
                                             field_selector=f"metadata.name={name}",
                                             resource_version=str(pod["metadata"].get("resourceVersion") or ""),
                                             timeout_seconds=max(1, int(seconds + 0.999)),
@@ -546,11 +552,11 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
                 raise
         finally:
             watcher.stop()
-        return self._get("pod", name, f"read the pod {name}")
+        return self._get("pod", name, f"read the pod {name}", namespace)
 
     def _token(self, handle: RemoteHandle) -> str:
         secret = self._get("secret", str(handle.data.get("secret_name") or _secret_name(handle.session_id)),
-                           "read the session's secret")
+                           "read the session's secret", self._ns(handle))
         raw = ((secret or {}).get("data") or {}).get(TOKEN_KEY)
         if not raw:
             raise SessionLost(f"the secret of {handle.session_id} is gone: the desktop cannot be reached",
@@ -566,24 +572,25 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         self._drop_driver(handle.session_id)
         name = str(handle.data.get("pod") or "")
         secret = str(handle.data.get("secret_name") or (_secret_name(name) if name else ""))
-        self._delete_all(name, secret=secret, confirm=True)
+        self._delete_all(name, secret=secret, confirm=True, namespace=self._ns(handle))
         self._forget(handle.session_id)
 
-    def _delete_all(self, pod: str, *, secret: str | None = None, confirm: bool) -> None:
+    def _delete_all(self, pod: str, *, secret: str | None = None, confirm: bool, namespace: str | None = None) -> None:
         """Delete the pod and its secret ("not found" is success); with ``confirm``, wait until the pod is gone."""
         from kubernetes.client.exceptions import ApiException
 
         core = self._core()
+        namespace = namespace or self.namespace
         secret = secret if secret is not None else _secret_name(pod)
         grace = int(float(self.options.get("grace_seconds", 1)))
         left: list[str] = []
         steps: list[tuple[str, Callable[[], Any]]] = []
         if pod:
             steps.append((f"pod {pod}", lambda: core.delete_namespaced_pod(
-                pod, self.namespace, grace_period_seconds=grace, _request_timeout=self._timeout())))
+                pod, namespace, grace_period_seconds=grace, _request_timeout=self._timeout())))
         if secret:
             steps.append((f"secret {secret}", lambda: core.delete_namespaced_secret(
-                secret, self.namespace, _request_timeout=self._timeout())))
+                secret, namespace, _request_timeout=self._timeout())))
         failures: list[DeskctlError] = []
         for what, step in steps:
             try:
@@ -599,16 +606,16 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         if failures:
             raise CleanupIncomplete(f"kubernetes: cannot delete {', '.join(left)}: {failures[0].message}",
                                     provider=self.name, remedy=f"kubectl delete pod,secret -l {LABEL_SESSION}="
-                                                               f"{label_value(pod)} -n {self.namespace}",
+                                                               f"{label_value(pod)} -n {namespace}",
                                     details={"left": left})
         if confirm and pod:
-            self._confirm_gone(pod)
+            self._confirm_gone(pod, namespace)
 
-    def _confirm_gone(self, name: str) -> None:
+    def _confirm_gone(self, name: str, namespace: str) -> None:
         deadline = time.monotonic() + float(self.options.get("destroy_timeout", 60))
         while True:
             try:
-                pod = self._get("pod", name, f"read the pod {name}")
+                pod = self._get("pod", name, f"read the pod {name}", namespace)
                 left = deadline - time.monotonic()
                 if pod is not None and left > 0:
                     pod = self._next_state(name, pod, min(left, 10), lambda p: p is None)
@@ -621,7 +628,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
             if time.monotonic() >= deadline:
                 raise CleanupIncomplete(f"the pod {name} is still there after its deletion ({_describe(pod)})",
                                         provider=self.name,
-                                        remedy=f"kubectl delete pod {name} --force -n {self.namespace}",
+                                        remedy=f"kubectl delete pod {name} --force -n {namespace}",
                                         details={"left": [f"pod {name}"]})
 
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
@@ -663,7 +670,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         name = str(handle.data.get("pod") or "")
         if not name:
             return False
-        pod = self._get("pod", name, f"read the pod {name}")
+        pod = self._get("pod", name, f"read the pod {name}", self._ns(handle))
         return pod is not None and (pod.get("status") or {}).get("phase") in ("Pending", "Running") and \
             "deletionTimestamp" not in pod["metadata"]
 
@@ -687,7 +694,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
                 return driver
         ip = str(handle.data.get("pod_ip") or "")
         if not ip:
-            pod = self._get("pod", str(handle.data.get("pod")), "read the pod")
+            pod = self._get("pod", str(handle.data.get("pod")), "read the pod", self._ns(handle))
             if pod is None:
                 raise SessionLost(f"the pod {handle.data.get('pod')} no longer exists", provider=self.name)
             ip = str((pod.get("status") or {}).get("podIP") or "")
@@ -760,7 +767,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         one, else the cause."""
         self._drop_driver(handle.session_id)
         try:
-            pod = self._get("pod", str(handle.data.get("pod")), "read the pod")
+            pod = self._get("pod", str(handle.data.get("pod")), "read the pod", self._ns(handle))
         except DeskctlError:
             return cause
         if pod is None or (pod.get("status") or {}).get("phase") not in ("Pending", "Running") \
