@@ -101,7 +101,7 @@ def test_cli_up_do_screenshot_exec_down_and_the_token_never_in_the_output(kube_e
         if expected is not None:
             assert expected in done.stdout, (args, done.stdout)
         outputs.append(done.stdout + done.stderr)
-    from deskctl.providers.base import png_size
+    from deskctl.providers._png import png_size
 
     assert png_size(shot.read_bytes(), "test") == (640, 480)
     assert all(token not in out for out in outputs)

@@ -54,7 +54,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from deskctl.errors import (
     CapacityUnavailable,
@@ -75,20 +75,16 @@ from deskctl.errors import (
 )
 from deskctl.platforms import Platform
 from deskctl.providers._files import FileTransfer
-from deskctl.providers._guest import GuestActions
+from deskctl.providers._x11provider import DisplayDriver, X11Provider
 from deskctl.providers.base import (
     LABEL_SESSION,
     Capabilities,
     ExecResult,
-    Provider,
-    RawFrame,
     RemoteHandle,
-    Screenshot,
     lifetime_seconds,
 )
 
 if TYPE_CHECKING:
-    from deskctl.actions import Action
     from deskctl.agent.client import AgentDriver
     from deskctl.checks import CheckResult
     from deskctl.spec import DesktopSpec
@@ -126,7 +122,7 @@ def _selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={label_value(str(value))}" for key, value in labels.items())
 
 
-class KubernetesProvider(FileTransfer, GuestActions, Provider):
+class KubernetesProvider(FileTransfer, X11Provider):
     """Desktops as pods on a Kubernetes cluster; see the module docstring."""
 
     name: ClassVar[str] = "kubernetes"
@@ -156,8 +152,6 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         self._api: Any = None
         self._namespace: str | None = None
         self._api_lock = threading.Lock()
-        self._drivers: dict[str, AgentDriver] = {}
-        self._drivers_lock = threading.Lock()
         #: session id -> the token this instance made (spares wait_ready a read of the Secret)
         self._tokens: dict[str, str] = {}
 
@@ -674,43 +668,55 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         return pod is not None and (pod.get("status") or {}).get("phase") in ("Pending", "Running") and \
             "deletionTimestamp" not in pod["metadata"]
 
-    # -- while open: the agent -------------------------------------------------------------------------------------
-    def _driver(self, handle: RemoteHandle) -> AgentDriver:
-        with self._drivers_lock:
-            driver = self._drivers.get(handle.session_id)
-            if driver is not None and not driver.closed:
-                return driver
+    # -- while open: the agent, through X11Provider's driver cache -------------------------------------------------
+    def _open_driver(self, handle: RemoteHandle) -> DisplayDriver:
         from deskctl.agent.client import AgentDriver
 
+        port = int(handle.data.get("agent_port") or _default_port())
         remembered = self._recall(handle)
         if remembered is not None:
             # the address and token this home kept: a `deskctl do` reaches the agent without the API (and
             # without loading the kubernetes client); anything wrong with them falls back to asking the API
             with contextlib.suppress(DeskctlError):
-                driver = AgentDriver.connect(remembered[0], int(handle.data.get("agent_port") or _default_port()),
-                                             remembered[1], provider=self.name, timeout=self._timeout())
-                with self._drivers_lock:
-                    self._drivers[handle.session_id] = driver
-                return driver
+                return AgentDriver.connect(remembered[0], port, remembered[1], provider=self.name,
+                                           timeout=self._timeout())
         ip = str(handle.data.get("pod_ip") or "")
         if not ip:
             pod = self._get("pod", str(handle.data.get("pod")), "read the pod", self._ns(handle))
-            if pod is None:
-                raise SessionLost(f"the pod {handle.data.get('pod')} no longer exists", provider=self.name)
-            ip = str((pod.get("status") or {}).get("podIP") or "")
+            ip = str(((pod or {}).get("status") or {}).get("podIP") or "")
             if not ip:
                 raise self._gone(handle, pod, "reach the desktop")
             handle.data["pod_ip"] = ip
         token = self._token(handle)
         try:
-            driver = AgentDriver.connect(ip, int(handle.data.get("agent_port") or _default_port()), token,
-                                         provider=self.name, timeout=self._timeout())
+            driver = AgentDriver.connect(ip, port, token, provider=self.name, timeout=self._timeout())
         except (ProviderUnreachable, SessionLost) as exc:
             raise self._lost(handle, "connect to the desktop's agent", exc) from exc
         self._remember(handle, ip, token)
-        with self._drivers_lock:
-            self._drivers[handle.session_id] = driver
         return driver
+
+    def _lost(self, handle: RemoteHandle, doing: str, cause: BaseException) -> DeskctlError:
+        """After the agent went away: the pod's own reason (evicted, past its deadline, deleted) when it has
+        one, else the cause."""
+        fallback = cause if isinstance(cause, DeskctlError) else SessionLost(
+            f"lost the desktop {handle.session_id}: {cause}", provider=self.name)
+        try:
+            pod = self._get("pod", str(handle.data.get("pod")), "read the pod", self._ns(handle))
+        except DeskctlError:
+            return fallback
+        if pod is None or (pod.get("status") or {}).get("phase") not in ("Pending", "Running") \
+                or "deletionTimestamp" in (pod.get("metadata") or {}):
+            return self._gone(handle, pod, doing)
+        return fallback
+
+    def _gone(self, handle: RemoteHandle, pod: dict[str, Any] | None, doing: str) -> DeskctlError:
+        name = handle.data.get("pod")
+        if pod is None:
+            return SessionLost(f"the pod {name} no longer exists (deleted from outside) while trying to {doing}",
+                               provider=self.name, details={"pod": name, "state": "gone"})
+        status = pod.get("status") or {}
+        return SessionLost(f"the pod {name} is {_describe(pod)} while trying to {doing}", provider=self.name,
+                           details={"pod": name, "phase": status.get("phase"), "reason": status.get("reason")})
 
     # -- what this home remembers of a desktop: its pod IP and token, in a 0600 file of the 0700 runtime dir ------
     @staticmethod
@@ -746,67 +752,7 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
             self._memory_file(session_id).unlink(missing_ok=True)
         self._tokens.pop(session_id, None)
 
-    def _drop_driver(self, session_id: str) -> None:
-        with self._drivers_lock:
-            driver = self._drivers.pop(session_id, None)
-        if driver is not None:
-            with contextlib.suppress(Exception):
-                driver.close()
-
-    def _gone(self, handle: RemoteHandle, pod: dict[str, Any] | None, doing: str) -> DeskctlError:
-        name = handle.data.get("pod")
-        if pod is None:
-            return SessionLost(f"the pod {name} no longer exists (deleted from outside) while trying to {doing}",
-                               provider=self.name, details={"pod": name, "state": "gone"})
-        status = pod.get("status") or {}
-        return SessionLost(f"the pod {name} is {_describe(pod)} while trying to {doing}", provider=self.name,
-                           details={"pod": name, "phase": status.get("phase"), "reason": status.get("reason")})
-
-    def _lost(self, handle: RemoteHandle, doing: str, cause: DeskctlError) -> DeskctlError:
-        """After the agent went away: the pod's own reason (evicted, past its deadline, deleted) when it has
-        one, else the cause."""
-        self._drop_driver(handle.session_id)
-        try:
-            pod = self._get("pod", str(handle.data.get("pod")), "read the pod", self._ns(handle))
-        except DeskctlError:
-            return cause
-        if pod is None or (pod.get("status") or {}).get("phase") not in ("Pending", "Running") \
-                or "deletionTimestamp" in (pod.get("metadata") or {}):
-            return self._gone(handle, pod, doing)
-        return cause
-
-    @contextlib.contextmanager
-    def _agent(self, handle: RemoteHandle, doing: str) -> Iterator[AgentDriver]:
-        driver = self._driver(handle)
-        try:
-            yield driver
-        except (SessionLost, ProviderUnreachable) as exc:
-            raise self._lost(handle, doing, exc) from exc
-
-    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
-        with self._agent(handle, "read the screen size") as driver:
-            return driver.size()
-
-    def screenshot(self, handle: RemoteHandle) -> Screenshot:
-        with self._agent(handle, "take a screenshot") as driver:
-            return driver.screenshot()
-
-    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
-        with self._agent(handle, "capture the screen") as driver:
-            return driver.raw_frame()
-
-    def act(self, handle: RemoteHandle, action: Action) -> None:
-        with self._agent(handle, "send input") as driver:
-            driver.act(action)
-
-    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
-        with self._agent(handle, "read the pointer position") as driver:
-            return driver.cursor_position()
-
-    def window_titles(self, handle: RemoteHandle) -> list[str]:
-        with self._agent(handle, "list windows") as driver:
-            return driver.window_titles()
-
+    # -- exec and files: the agent serves them too -------------------------------------------------------------
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
              background: bool = False) -> ExecResult:
@@ -815,24 +761,17 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
         from deskctl.providers._guest import check_exec_options
 
         extra = check_exec_options(env, user, self.name)
-        with self._agent(handle, "run a command") as driver:
-            return driver.exec(command, timeout, cwd=cwd, env=extra or None, user=user, background=background)
+        return self._call(handle, "run a command", lambda driver: _agent(driver).exec(
+            command, timeout, cwd=cwd, env=extra or None, user=user, background=background))
 
     def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
-        with self._agent(handle, "copy a file to the desktop") as driver:
-            driver.put_file(str(local), remote)
+        self._call(handle, "copy a file to the desktop", lambda driver: _agent(driver).put_file(str(local), remote))
 
     def _get_file(self, handle: RemoteHandle, remote: str, local: Path) -> None:
-        with self._agent(handle, "copy a file from the desktop") as driver:
-            driver.get_file(remote, str(local))
+        self._call(handle, "copy a file from the desktop", lambda driver: _agent(driver).get_file(remote, str(local)))
 
     def close(self) -> None:
-        with self._drivers_lock:
-            drivers = list(self._drivers.values())
-            self._drivers.clear()
-        for driver in drivers:
-            with contextlib.suppress(Exception):
-                driver.close()
+        super().close()
         with self._api_lock:
             api, self._api = self._api, None
         if api is not None:
@@ -841,6 +780,11 @@ class KubernetesProvider(FileTransfer, GuestActions, Provider):
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _agent(driver: DisplayDriver) -> AgentDriver:
+    """The agent client behind the cache's driver slot (the only kind this provider opens)."""
+    return cast("AgentDriver", driver)
 
 
 def _default_port() -> int:
