@@ -96,7 +96,7 @@ def test_providers_lists_the_default() -> None:
     cua = next(p for p in doc["providers"] if p["name"] == "cua-cloud")  # the class's declarations
     assert cua["aliases"] == ["cua"] and "CUA_API_KEY" in cua["credential_vars"]
     help_text = " ".join(deskctl("up", "--help", check=True).stdout.split()).replace("- ", "-")  # unwrapped
-    assert "(aliases cua for cua-cloud, use.computer for use-computer)" in help_text
+    assert "(aliases cua for cua-cloud, k8s for kubernetes, use.computer for use-computer)" in help_text
 
 
 def test_reap_with_nothing_to_do() -> None:

@@ -131,9 +131,8 @@ from use_computer._use_computer_target import USE_COMPUTER_TARGETS_KWARGS  # noq
 TARGETS.extend(Target(**kwargs) for kwargs in USE_COMPUTER_TARGETS_KWARGS)
 
 # -- kubernetes (pods of a loopback fake API that are real containers, driven through the agent:
-#    tests/kubernetes/_kube_target.py) ------------------------------------------------------------------------------
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kubernetes"))
-from _kube_target import KUBE_TARGET_KWARGS  # noqa: E402
+#    tests/kubernetes_provider/_kube_target.py) ---------------------------------------------------------------------
+from kubernetes_provider._kube_target import KUBE_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**KUBE_TARGET_KWARGS))
 

@@ -49,6 +49,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 #: resolving a name imports no provider module; tests/unit/test_registry.py checks it against the classes)
 ALIASES: dict[str, str] = {
     "cua": "cua-cloud",
+    "k8s": "kubernetes",
     "use.computer": "use-computer",
 }
 

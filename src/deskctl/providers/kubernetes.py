@@ -79,6 +79,7 @@ from deskctl.providers._x11provider import DisplayDriver, X11Provider
 from deskctl.providers.base import (
     LABEL_SESSION,
     Capabilities,
+    CredentialSet,
     ExecResult,
     RemoteHandle,
     lifetime_seconds,
@@ -126,6 +127,7 @@ class KubernetesProvider(FileTransfer, X11Provider):
     """Desktops as pods on a Kubernetes cluster; see the module docstring."""
 
     name: ClassVar[str] = "kubernetes"
+    aliases: ClassVar[tuple[str, ...]] = ("k8s",)
     option_names: ClassVar[frozenset[str] | None] = frozenset({
         "kubeconfig", "context", "namespace", "image", "image_pull_policy", "memory", "cpus", "agent_port",
         "expiry_grace", "grace_seconds", "destroy_timeout", "api_timeout", "usd_per_hour"})
@@ -145,7 +147,12 @@ class KubernetesProvider(FileTransfer, X11Provider):
         clipboard=True,
         windows=True,
     )
-    credential_vars: ClassVar[tuple[str, ...]] = ("KUBECONFIG",)
+    # a path, not a secret; none is required: ~/.kube/config serves when it is there (the preflight says when not)
+    credentials: ClassVar[CredentialSet] = CredentialSet(
+        variables=("KUBECONFIG",), secret=frozenset(), required_any=(),
+        source="client-go/kubectl: KUBECONFIG, else ~/.kube/config (kubernetes.io/docs/concepts/configuration/"
+               "organize-cluster-access-kubeconfig)",
+    )
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import deskctl
+from _cli import deskctl as run_deskctl
 from deskctl.errors import CapacityUnavailable, DeskctlError, ProviderApiError, SessionLost
 from deskctl.providers.base import LABEL_OWNER, LABEL_SESSION
 from deskctl.providers.kubernetes import ANNOTATION_LABELS, KubernetesProvider, label_value
@@ -25,9 +26,6 @@ from deskctl.spec import DesktopSpec
 from fakes.kube import FakeKubernetes
 
 pytestmark = pytest.mark.docker
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for _cli
-from _cli import deskctl as run_deskctl  # noqa: E402
 
 
 def _spec(image: str, **options: Any) -> DesktopSpec:
@@ -349,3 +347,11 @@ def test_down_finds_the_desktop_in_its_own_namespace_whatever_the_kubeconfig_say
         down = run_deskctl("down", session, env={"KUBECONFIG": str(fake.kubeconfig)})  # its context: default
         assert down.returncode == 0, down.stderr
         assert fake.pod(session, "rollouts") is None and fake.secret(f"{session}-agent", "rollouts") is None
+
+
+def test_the_provider_declares_its_facts() -> None:
+    from deskctl.providers import load_provider_class, resolve_name
+
+    assert resolve_name("K8s") == "kubernetes" and load_provider_class("k8s") is KubernetesProvider
+    assert KubernetesProvider.credentials.variables == ("KUBECONFIG",)
+    assert not KubernetesProvider.credentials.is_secret("KUBECONFIG")  # a path

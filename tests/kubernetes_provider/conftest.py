@@ -3,19 +3,13 @@ desktop image), the environment pointing deskctl at it, and a provider."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _kube_target
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fakes
-
-from _kube_target import desktop_image
-
 from deskctl.providers.kubernetes import KubernetesProvider
 from fakes.kube import FakeKubernetes
+from kubernetes_provider._kube_target import desktop_image
 
 
 @pytest.fixture

@@ -9,16 +9,12 @@ image made, read out of the container)."""
 from __future__ import annotations
 
 import contextlib
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for fakes.kube
 
 from deskctl.providers._x11 import X11Address, read_cookie
 from deskctl.providers.base import RemoteHandle
