@@ -41,7 +41,7 @@ def desktop_image() -> str:
     """The current minimal desktop image on the local engine (scripts/setup.d/20-docker.sh builds it), under a
     tag of :data:`TEST_REPOSITORY`; a placeholder when there is none, so that the pods fail with ErrImagePull
     and say so."""
-    from deskctl.images import connect, find_image
+    from deskctl.providers.docker.images import connect, find_image
 
     try:
         client = connect(timeout=60)
