@@ -45,8 +45,24 @@ def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
+def _parse(source: str) -> ast.Module:
+    """``ast.parse`` with the garbage collector held. On CPython 3.11.2 the whole unit run failed here with
+    "SystemError: AST constructor recursion depth mismatch" (a module the test parses alone without fault) and
+    passes with collections held off: the AST converter keeps its depth counter per interpreter, so a finalizer
+    that a collection runs mid-conversion and that parses too (3.11 tracebacks parse their lines) upsets it."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(source)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _imports(name: str, path: Path, modules: dict[str, Path], *, everywhere: bool = False) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _parse(path.read_text(encoding="utf-8"))
     nodes = list(ast.walk(tree)) if everywhere else _top_level(tree.body)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
