@@ -31,27 +31,18 @@ IMAGE_XAUTHORITY = "/tmp/deskctl-Xauthority"
 _running: list[FakeKubernetes] = []
 
 
-#: a second name of the image the fake's pods run: ``deskctl image prune`` (run by other test runs on a shared
-#: engine, for their own version of the files) then cannot remove the image while these tests use it
-TEST_REPOSITORY = "deskctl-kube-test"
-
-
 @cache
 def desktop_image() -> str:
-    """The current minimal desktop image on the local engine (scripts/setup.d/20-docker.sh builds it), under a
-    tag of :data:`TEST_REPOSITORY`; a placeholder when there is none, so that the pods fail with ErrImagePull
-    and say so."""
+    """The current minimal desktop image on the local engine (scripts/setup.d/20-docker.sh builds it); a
+    placeholder when there is none, so that the pods fail with ErrImagePull and say so. (No second tag to
+    protect it from other checkouts' `deskctl image prune`: a prune removes only its own installation's builds,
+    and a second tag would keep every superseded build from ever being pruned.)"""
     from deskctl.providers.docker.images import connect, find_image
 
     try:
         client = connect(timeout=60)
         try:
-            found = find_image("minimal", client)
-            if found is None:
-                return "deskctl-desktop:not-built"
-            tag = found.rsplit(":", 1)[1]
-            client.api.tag(found, TEST_REPOSITORY, tag)
-            return f"{TEST_REPOSITORY}:{tag}"
+            return find_image("minimal", client) or "deskctl-desktop:not-built"
         finally:
             client.close()
     except Exception:
