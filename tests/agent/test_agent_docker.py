@@ -1,4 +1,4 @@
-"""The desktop image runs deskctl-agent when DESKCTL_AGENT=1: a real container on the default bridge network,
+"""The desktop image runs deskctl-agent when DESKCTL_SERVE_AGENT=1: a real container on the default bridge network,
 its token put in before start (put_archive), reached at the container's IP; the image's hash covers the agent."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_the_agent_in_a_real_container_on_the_bridge_network(sdk: Any) -> None:
 
     tag = build_image("minimal", BASE, client=sdk).tag
     container = sdk.containers.create(
-        tag, environment={"DESKCTL_GEOMETRY": "1024x900x24", "DESKCTL_AGENT": "1"}, init=True,
+        tag, environment={"DESKCTL_GEOMETRY": "1024x900x24", "DESKCTL_SERVE_AGENT": "1"}, init=True,
         labels={"deskctl.test": "agent"},
     )
     try:

@@ -94,7 +94,7 @@ def test_a_remote_desktop_shares_nothing_with_this_machine_and_publishes_only_it
         data = handle.data
         attrs = sdk2.api.inspect_container(data["container"])
         assert not attrs["HostConfig"].get("Binds") and not attrs["Mounts"]
-        assert "DESKCTL_AGENT=1" in attrs["Config"]["Env"]
+        assert "DESKCTL_SERVE_AGENT=1" in attrs["Config"]["Env"]
         assert not [e for e in attrs["Config"]["Env"] if e.startswith("DESKCTL_FBDIR")]
         published = attrs["NetworkSettings"]["Ports"]
         assert list(published) == ["7390/tcp"]  # the agent's port and nothing else

@@ -1,6 +1,6 @@
 """``deskctl-agent``: serves one desktop from inside it over TCP (TLS optional) to the holder of its session token.
 
-It runs in the desktop (the image's entrypoint starts it when ``DESKCTL_AGENT=1``), as the desktop's user, on
+It runs in the desktop (the image's entrypoint starts it when ``DESKCTL_SERVE_AGENT=1``), as the desktop's user, on
 the desktop's display, and drives that display with the project's own :class:`~deskctl.providers._x11.X11Driver`
 (MIT-SHM capture: the agent shares the X server's host and IPC namespace) and
 :func:`~deskctl.providers._png.encode_png`.

@@ -388,7 +388,7 @@ class KubernetesProvider(FileTransfer, X11Provider):
 
         geometry = spec.geometry
         width, height, depth = (geometry.width, geometry.height, geometry.depth) if geometry else (1024, 768, 24)
-        env = {"DESKCTL_AGENT": "1", "DESKCTL_AGENT_PORT": str(port), "DESKCTL_GEOMETRY": f"{width}x{height}x{depth}"}
+        env = {"DESKCTL_SERVE_AGENT": "1", "DESKCTL_AGENT_PORT": str(port), "DESKCTL_GEOMETRY": f"{width}x{height}x{depth}"}
         if spec.window_manager:
             env["DESKCTL_WM"] = "1"
         grace = float(self._option(spec, "expiry_grace", 60))

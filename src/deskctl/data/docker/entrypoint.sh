@@ -14,7 +14,7 @@
 #                      writes it after create). With no host-written $XAUTHORITY, a fresh cookie is made here.
 set -eu
 : "${DESKCTL_GEOMETRY:?DESKCTL_GEOMETRY is required}"
-if [ "${DESKCTL_AGENT:-0}" = "1" ] && [ ! -s "$XAUTHORITY" ]; then
+if [ "${DESKCTL_SERVE_AGENT:-0}" = "1" ] && [ ! -s "$XAUTHORITY" ]; then
     # a remote engine shares no host folder: the cookie lives (and stays) in the container
     XAUTHORITY=/tmp/deskctl-Xauthority; export XAUTHORITY; : >"$XAUTHORITY"
     xauth -q -f "$XAUTHORITY" add :0 MIT-MAGIC-COOKIE-1 "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
@@ -27,7 +27,7 @@ xvfb=$!
 # -displayfd writes the display number once the server accepts connections: no polling.
 read -r _display <"$ready" || { wait "$xvfb"; exit $?; }
 rm -f "$ready"
-if [ "${DESKCTL_AGENT:-0}" = "1" ]; then
+if [ "${DESKCTL_SERVE_AGENT:-0}" = "1" ]; then
     PYTHONPATH=/opt/deskctl-agent python3 -m deskctl.agent --listen 0.0.0.0 \
         --port "${DESKCTL_AGENT_PORT:-7390}" --display :0 --xauthority "$XAUTHORITY" &
 fi

@@ -13,7 +13,7 @@ How a desktop is made (all through the Docker Engine API with the ``docker`` SDK
   (``env`` and ``user`` are its fields); ``upload``/``download`` stream tars through its archive endpoints.
 
 On a remote engine (provider option ``host``, else ``DOCKER_HOST``, naming ``tcp://``): nothing is shared
-through host directories. The container runs the in-desktop agent (``DESKCTL_AGENT=1``, see
+through host directories. The container runs the in-desktop agent (``DESKCTL_SERVE_AGENT=1``, see
 :mod:`deskctl.agent`) on a port the engine publishes on an ephemeral host port, and input and capture go through
 :class:`deskctl.agent.client.AgentDriver`. Its session token (random, per session) and its display's cookie are
 written into the created container with the archive endpoint before it starts: the token never travels in an
@@ -564,7 +564,7 @@ class DockerProvider(X11Provider):
         else:
             from deskctl.agent import DEFAULT_PORT
 
-            environment["DESKCTL_AGENT"] = "1"
+            environment["DESKCTL_SERVE_AGENT"] = "1"
             environment["DESKCTL_AGENT_PORT"] = str(DEFAULT_PORT)
             all_labels[LABEL_AGENT] = "1"
         if spec.window_manager or spec.start_url:
