@@ -164,6 +164,13 @@ def test_create_refuses_a_platform_with_the_check_preflight_makes() -> None:
     with pytest.raises(CompatError, match=r"^docker cannot serve windows desktops") as refused:
         DockerProvider().create(spec, "dk-windows", {})
     assert refused.value.code == "compat.platform_unsupported"
+    # so does kubernetes, before it reads a kubeconfig
+    from deskctl.providers.kubernetes import KubernetesProvider
+
+    spec = DesktopSpec.build(provider="kubernetes", platform="windows", geometry="1024x768")
+    with pytest.raises(CompatError, match=r"^kubernetes cannot serve windows desktops") as refused:
+        KubernetesProvider({"kubeconfig": "/nonexistent/kubeconfig"}).create(spec, "k8s-windows", {})
+    assert refused.value.code == "compat.platform_unsupported"
 
 
 def test_fixed_sizes_refuse_others_listing_what_is_offered() -> None:

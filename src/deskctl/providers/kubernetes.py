@@ -65,7 +65,6 @@ from deskctl.errors import (
     CredentialsMissing,
     DeskctlError,
     InfrastructureError,
-    PreflightError,
     ProviderApiError,
     ProviderUnreachable,
     RateLimited,
@@ -388,7 +387,8 @@ class KubernetesProvider(FileTransfer, X11Provider):
 
         geometry = spec.geometry
         width, height, depth = (geometry.width, geometry.height, geometry.depth) if geometry else (1024, 768, 24)
-        env = {"DESKCTL_SERVE_AGENT": "1", "DESKCTL_AGENT_PORT": str(port), "DESKCTL_GEOMETRY": f"{width}x{height}x{depth}"}
+        env = {"DESKCTL_SERVE_AGENT": "1", "DESKCTL_AGENT_PORT": str(port),
+               "DESKCTL_GEOMETRY": f"{width}x{height}x{depth}"}
         if spec.window_manager:
             env["DESKCTL_WM"] = "1"
         grace = float(self._option(spec, "expiry_grace", 60))
@@ -429,9 +429,9 @@ class KubernetesProvider(FileTransfer, X11Provider):
                 "spec": pod_spec}
 
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
-        if spec.platform is not Platform.UBUNTU:
-            raise PreflightError(f"kubernetes desktops are Linux (ubuntu), not {spec.platform.value}",
-                                 code="compat.platform", provider=self.name)
+        from deskctl.checks.compat import require_platform
+
+        require_platform(self, spec.platform)
         if len(session_id) > 63 or not _DNS_SUBDOMAIN.match(session_id):
             raise UsageError(f"session id {session_id!r} is not a valid pod name (lower-case letters, digits, '-')",
                              provider=self.name)
