@@ -43,6 +43,7 @@ def test_a_third_party_provider_registers_by_entry_point(tmp_path: Path) -> None
 
         class AcmeProvider(XvfbProvider):
             name = "acme"
+            aliases = ("acme-cloud",)
     """))
     dist = site / "acme_desktops-1.0.dist-info"
     dist.mkdir()
@@ -54,6 +55,10 @@ def test_a_third_party_provider_registers_by_entry_point(tmp_path: Path) -> None
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     names, cls = json.loads(out)
     assert "acme" in names and cls == "AcmeProvider"
+    # the aliases its class declares resolve too, as a built-in's do
+    code = "from deskctl.providers import resolve_name; print(resolve_name('Acme_Cloud'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "acme"
     # a third party cannot shadow a built-in name
     (dist / "entry_points.txt").write_text("[deskctl.providers]\nacme = acme_desktops:AcmeProvider\n"
                                            "xvfb = acme_desktops:AcmeProvider\n")

@@ -106,6 +106,10 @@ def resolve_name(name: str) -> str:
         return raw
     if raw not in PROVIDERS and raw in _all():
         return raw  # an entry point: importing it names its install hint if it fails
+    if raw not in PROVIDERS:
+        third_party = _entry_point_alias(raw)
+        if third_party is not None:
+            return third_party
     known = known_provider_names()
     if raw in PROVIDERS:
         raise UsageError(f"provider {name!r} is not available in this installation; available: {', '.join(known)}",
@@ -116,6 +120,23 @@ def resolve_name(name: str) -> str:
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise UsageError(f"unknown provider {name!r}{hint}; known: {', '.join(known)}",
                      code="usage.unknown_provider", remedy=f"--provider {close[0]}" if close else None)
+
+
+def _entry_point_alias(raw: str) -> str | None:
+    """The entry-point provider whose class declares the alias ``raw``. Only a name nothing else knows gets
+    here, so importing the third-party modules (the only place their aliases are written) costs no other call;
+    one that fails to import is skipped (its own name still reports why)."""
+    for name, (target, _hint) in _entry_points().items():
+        if name in PROVIDERS:
+            continue
+        module_name, _, class_name = target.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except Exception:
+            continue
+        if raw in (canonical_name(alias) for alias in getattr(cls, "aliases", ())):
+            return name
+    return None
 
 
 def load_provider_class(name: str) -> type[Provider]:
