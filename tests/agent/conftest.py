@@ -7,8 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from _docker import docker_sdk  # the fixture, registered for this folder
 from agent._agent_proc import RunningAgent, start_agent
 from fakes._desktop import XvfbDesktop
+
+__all__ = ["docker_sdk"]
 
 
 @pytest.fixture(scope="module")

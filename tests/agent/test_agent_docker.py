@@ -7,7 +7,6 @@ import io
 import os
 import tarfile
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,21 +19,6 @@ pytestmark = pytest.mark.docker
 
 BASE = os.environ.get("DESKCTL_TEST_DOCKER_BASE", "deskctl-base:bookworm")
 TOKEN = "container-token-7a2c1f0e94"
-
-
-@pytest.fixture(scope="module")
-def sdk() -> Iterator[Any]:
-    import docker
-
-    try:
-        client = docker.from_env(timeout=120)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        pytest.fail(f"no Docker engine answers ({exc}); run scripts/setup.d/20-docker.sh")
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def _token_tar(token: str) -> bytes:
@@ -55,11 +39,11 @@ def test_the_image_hash_covers_the_agent_files_and_nothing_else_of_deskctl() -> 
     assert not [n for n in names if n.startswith("agent/") and n[len("agent/"):] not in AGENT_FILES]
 
 
-def test_the_agent_in_a_real_container_on_the_bridge_network(sdk: Any) -> None:
+def test_the_agent_in_a_real_container_on_the_bridge_network(docker_sdk: Any) -> None:
     from deskctl.providers.docker.images import build_image
 
-    tag = build_image("minimal", BASE, client=sdk).tag
-    container = sdk.containers.create(
+    tag = build_image("minimal", BASE, client=docker_sdk).tag
+    container = docker_sdk.containers.create(
         tag, environment={"DESKCTL_GEOMETRY": "1024x900x24", "DESKCTL_SERVE_AGENT": "1"}, init=True,
         labels={"deskctl.test": "agent"},
     )

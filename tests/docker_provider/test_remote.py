@@ -257,10 +257,12 @@ def _wait_gone(sdk: Any, session_id: str, timeout: float = 60.0) -> bool:
     return False
 
 
-def test_owner_killed_by_sigkill_has_its_remote_container_removed_by_the_watcher(engine: str, sdk2: Any) -> None:
+def _owner_killed(options: dict[str, Any], sdk2: Any) -> str:
+    """A child process opens a remote desktop with ``options`` and is killed with SIGKILL once it runs; its
+    session id."""
     child = _child(
         "import deskctl, sys\n"
-        f"desk = deskctl.open_desktop('docker', geometry='640x480', provider_options={{'host': {engine!r}}})\n"
+        f"desk = deskctl.open_desktop('docker', geometry='640x480', provider_options={options!r})\n"
         "print(desk.id, flush=True)\n"
         "sys.stdin.read()\n"
     )
@@ -275,29 +277,18 @@ def test_owner_killed_by_sigkill_has_its_remote_container_removed_by_the_watcher
         if child.poll() is None:
             child.kill()
             child.wait()
+    return session_id
+
+
+def test_owner_killed_by_sigkill_has_its_remote_container_removed_by_the_watcher(engine: str, sdk2: Any) -> None:
+    session_id = _owner_killed({"host": engine}, sdk2)
     assert _wait_gone(sdk2, session_id), "the owner's watcher did not remove the container on the remote engine"
 
 
 def test_reap_finds_a_crashed_sessions_container_on_the_remote_engine(engine: str, sdk2: Any) -> None:
     """The owner died with its watcher (reaper=false stands for both): `deskctl reap`, with no DOCKER_HOST
     and no option, finds the container on the remote engine from the ledger's handle and removes it."""
-    child = _child(
-        "import deskctl, sys\n"
-        "desk = deskctl.open_desktop('docker', geometry='640x480', "
-        f"provider_options={{'host': {engine!r}, 'reaper': False}})\n"
-        "print(desk.id, flush=True)\n"
-        "sys.stdin.read()\n"
-    )
-    try:
-        line = child.stdout.readline() if child.stdout else ""
-        assert line, child.stderr.read() if child.stderr else ""
-        session_id = line.strip()
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    session_id = _owner_killed({"host": engine, "reaper": False}, sdk2)
     assert len(_session_containers(sdk2, session_id)) == 1  # the crash left it
     env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
     reaped = subprocess.run([*DESKCTL, "reap", "--provider", "docker", "--json"], capture_output=True, text=True,
