@@ -149,3 +149,27 @@ def print_round_trips(cycles: int, ups: list[float], downs: list[float], opens: 
     print(f"  open_desktop (preflight, ledger, metering) {median_ms(opens):9.1f}   close {median_ms(closes):8.1f}")
     print(f"  session / provider: up {median_ms(opens) / median_ms(ups):.2f}x, "
           f"down {median_ms(closes) / median_ms(downs):.2f}x")
+
+
+def show_picture(display: Any, path: Path) -> Any:
+    """Cover the screen of the open X connection ``display`` with an override-redirect window showing the
+    picture at ``path`` (kept while the connection is open); returns ``display``, with ``.window`` set."""
+    from PIL import Image
+    from Xlib import X
+
+    screen = display.screen()
+    image = Image.open(path).convert("RGBX")
+    width, height = image.size
+    raw = image.tobytes("raw", "BGRX")
+    pixmap = screen.root.create_pixmap(width, height, screen.root_depth)
+    gc = pixmap.create_gc()
+    rows = max(1, 200_000 // (width * 4))  # PutImage requests stay well under the server's request size limit
+    for top in range(0, height, rows):
+        chunk = raw[top * width * 4 : min(height, top + rows) * width * 4]
+        pixmap.put_image(gc, 0, top, width, len(chunk) // (width * 4), X.ZPixmap, screen.root_depth, 0, chunk)
+    window = screen.root.create_window(0, 0, width, height, 0, screen.root_depth, X.InputOutput,
+                                       X.CopyFromParent, background_pixmap=pixmap, override_redirect=True)
+    window.map()
+    display.sync()
+    display.window = window
+    return display

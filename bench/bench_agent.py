@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import desktop_wallpaper, median_ms, timed
+from _common import desktop_wallpaper, median_ms, show_picture, timed
 
 _TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path[:0] = [str(_TESTS), str(_TESTS / "agent")]  # the fakes and the agent process helper
@@ -28,30 +28,11 @@ sys.path[:0] = [str(_TESTS), str(_TESTS / "agent")]  # the fakes and the agent p
 GEOMETRY = (1024, 900)
 
 
-def show_picture(display_name: str, path: Path) -> object:
+def show_picture_on(display_name: str, path: Path) -> object:
     """Cover the desktop with a window showing ``path`` (kept while the returned connection is open)."""
-    from PIL import Image
-    from Xlib import X
-
     from deskctl.providers._x11 import X11Address, connect_display
 
-    display = connect_display(X11Address(display_name), None)
-    screen = display.screen()
-    image = Image.open(path).convert("RGBX")
-    width, height = image.size
-    raw = image.tobytes("raw", "BGRX")
-    pixmap = screen.root.create_pixmap(width, height, screen.root_depth)
-    gc = pixmap.create_gc()
-    rows = max(1, 200_000 // (width * 4))
-    for top in range(0, height, rows):
-        chunk = raw[top * width * 4 : min(height, top + rows) * width * 4]
-        pixmap.put_image(gc, 0, top, width, len(chunk) // (width * 4), X.ZPixmap, screen.root_depth, 0, chunk)
-    window = screen.root.create_window(0, 0, width, height, 0, screen.root_depth, X.InputOutput,
-                                       X.CopyFromParent, background_pixmap=pixmap, override_redirect=True)
-    window.map()
-    display.sync()
-    display.window = window  # type: ignore[attr-defined]
-    return display
+    return show_picture(connect_display(X11Address(display_name), None), path)
 
 
 def line(name: str, agent: list[float], local: list[float], target: str = "") -> None:
@@ -79,7 +60,7 @@ def main() -> None:
     try:
         picture = work / "wallpaper.png"
         desktop_wallpaper(picture, GEOMETRY, lines=50)
-        shown = show_picture(desktop.display, picture)
+        shown = show_picture_on(desktop.display, picture)
         running = start_agent(work, desktop.display)
         local = desktop.driver
         agent = AgentDriver.connect("127.0.0.1", running.port, running.token, provider="bench")

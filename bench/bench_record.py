@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import desktop_wallpaper, median_ms
-from bench_xvfb import show_picture
+from bench_xvfb import show_picture_on
 
 
 def main() -> None:
@@ -51,7 +51,7 @@ def main() -> None:
     try:
         with deskctl.open_desktop("xvfb", geometry=args.geometry) as plain, \
                 deskctl.open_desktop("xvfb", geometry=args.geometry, record=record) as recorded:
-            shown = [show_picture(d.handle.data, wallpaper) for d in (plain, recorded)]  # type: ignore[union-attr]
+            shown = [show_picture_on(d.handle.data, wallpaper) for d in (plain, recorded)]  # type: ignore[union-attr]
             counter = iter(range(1, 10**9))
 
             def hand_rolled(action: Callable[[], None], fields: dict[str, Any]) -> Callable[[], None]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import desktop_wallpaper, median_ms
-from bench_xvfb import show_picture
+from bench_xvfb import show_picture_on
 
 GEOMETRY = (1024, 900)
 BOUNDARY = b"--deskctl-frame\r\n"
@@ -138,7 +138,7 @@ def main() -> None:
         data = desk.handle.data  # type: ignore[union-attr]
         wallpaper = work / "wallpaper.png"
         desktop_wallpaper(wallpaper, GEOMETRY, lines=60)
-        shown = show_picture(data, wallpaper)
+        shown = show_picture_on(data, wallpaper)
         animator = Animator(data)
         env = dict(os.environ, DISPLAY=str(data["display"]), XAUTHORITY=str(data["cookie_file"]))
         try:

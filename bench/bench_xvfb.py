@@ -26,34 +26,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import desktop_wallpaper, row, timed
+from _common import desktop_wallpaper, row, show_picture, timed
 
 GEOMETRY = (1024, 900)
 
 
-def show_picture(data: dict[str, object], path: Path) -> object:
+def show_picture_on(data: dict[str, object], path: Path) -> object:
     """Cover the desktop with a window showing ``path`` (kept while the returned connection is open)."""
-    from PIL import Image
-    from Xlib import X
-
     from deskctl.providers._x11 import X11Address, connect_display, read_cookie
 
     display = connect_display(X11Address(str(data["display"])), read_cookie(str(data["cookie_file"])))
-    screen = display.screen()
-    image = Image.open(path).convert("RGBX")
-    width, height = image.size
-    raw = image.tobytes("raw", "BGRX")
-    pixmap = screen.root.create_pixmap(width, height, screen.root_depth)
-    gc = pixmap.create_gc()
-    rows = max(1, 200_000 // (width * 4))
-    for top in range(0, height, rows):
-        chunk = raw[top * width * 4 : min(height, top + rows) * width * 4]
-        pixmap.put_image(gc, 0, top, width, len(chunk) // (width * 4), X.ZPixmap, screen.root_depth, 0, chunk)
-    window = screen.root.create_window(0, 0, width, height, 0, screen.root_depth, X.InputOutput,
-                                       X.CopyFromParent, background_pixmap=pixmap, override_redirect=True)
-    window.map()
-    display.sync()
-    return display
+    return show_picture(display, path)
 
 
 def main() -> None:
@@ -78,7 +61,7 @@ def main() -> None:
                        XAUTHORITY=desk.handle.data["cookie_file"])  # type: ignore[union-attr]
             wallpaper = work / "wallpaper.png"
             desktop_wallpaper(wallpaper, GEOMETRY, lines=60)
-            shown = show_picture(desk.handle.data, wallpaper)  # type: ignore[union-attr]
+            shown = show_picture_on(desk.handle.data, wallpaper)  # type: ignore[union-attr]
 
             def naive(argv: list[str]) -> Callable[[], object]:
                 return lambda: subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
