@@ -1,6 +1,19 @@
-"""Process checks the tests share: whether a process still runs (a zombie does not count)."""
+"""Process checks the tests share: whether a process still runs (a zombie does not count), and waiting for a
+condition without a fixed sleep."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def wait_until(condition: Callable[[], object], what: str = "the condition", timeout: float = 20.0) -> None:
+    """Poll ``condition`` until it is true; an AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
 
 
 def alive(pid: int) -> bool:

@@ -6,8 +6,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,12 +60,3 @@ def start_agent(tmp: Path, display: str, *extra: str, token: str = TOKEN) -> Run
     port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
     return RunningAgent(proc, port, token, display, output)
 
-
-
-
-def wait_until(condition: Callable[[], object], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)

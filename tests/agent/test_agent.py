@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from agent._agent_proc import TOKEN, RunningAgent, start_agent, wait_until
+from _procs import wait_until
+from agent._agent_proc import TOKEN, RunningAgent, start_agent
 from deskctl.actions import Click, KeyPress, Scroll, TypeText
 from deskctl.agent.client import AgentDriver, wait_ready
 from deskctl.agent.protocol import FrameChanges, changed_boxes

@@ -6,14 +6,14 @@ must be gone afterwards.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 
 import deskctl
 from _procs import alive as _alive
+from _procs import wait_until
 from deskctl.errors import (
     BudgetExceeded,
     GeometryMismatch,
@@ -33,14 +33,6 @@ def _xvfb_pids(handle: RemoteHandle) -> list[int]:
     pids = [int(p["pid"]) for p in handle.data.get("procs", [])]
     assert pids, f"the xvfb handle should name its processes: {handle.data}"
     return pids
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 made: list[RemoteHandle] = []
