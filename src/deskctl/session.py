@@ -238,6 +238,8 @@ class Desktop:
         self._recorded_usd_per_hour: float | None = None
         self._reservation: str | None = None
         self._create_sent_at: float | None = None
+        #: the create's own CleanupIncomplete: its answer was lost and what it made may still exist
+        self._create_left: CleanupIncomplete | None = None
         self._expires_at: float | None = None
         self._lock = threading.RLock()
         self._teardown_lock = threading.Lock()
@@ -388,6 +390,8 @@ class Desktop:
                 self._recorder.started(self)
         except BaseException as exc:
             reason = getattr(exc, "code", None) or type(exc).__name__
+            if self.handle is None and isinstance(exc, CleanupIncomplete):
+                self._create_left = exc
             self._teardown(status="failed", reason=str(reason))
             raise
         self._start_threads()
@@ -621,8 +625,12 @@ class Desktop:
                 provider.destroy(self.handle)
             elif self._create_sent_at is not None:
                 # create was sent but no handle came back: find what it made by its label
-                for orphan in provider.list_owned({LABEL_SESSION: self.id}):
+                orphans = provider.list_owned({LABEL_SESSION: self.id})
+                for orphan in orphans:
                     provider.destroy(orphan)
+                if not orphans and self._create_left is not None:
+                    # the provider said what it made may still exist (and how it is found): the row says leaked
+                    left = self._create_left
         except ProviderUnreachable as exc:
             if self.handle is None and reason == ProviderUnreachable.code:
                 # create never reached the provider, and the sweep cannot either: the failure to report is
@@ -645,7 +653,8 @@ class Desktop:
         end_error: DeskctlError | None = None
         try:
             self.ledger.record_end(
-                self.id, status=final_status, reason=reason if left is None else f"{reason}; {left.code}",
+                self.id, status=final_status,
+                reason=reason if left is None or left is self._create_left else f"{reason}; {left.code}",
                 ended_at=ended, billable_seconds=billable, cost_usd=cost,
             )
         except DeskctlError as exc:

@@ -126,24 +126,36 @@ def test_create_failed_to_start_destroys_the_errored_sandbox(provider: DaytonaPr
 
 
 @pytest.mark.parametrize(
-    ("status", "body", "expected"),
+    ("status", "body", "state", "expected"),
     [
-        (400, {"error": "failed to resolve container IP: no IP. Is the Sandbox started?"}, SessionLost),
-        (404, {"statusCode": 404, "message": "sandbox container not found", "code": "NOT_FOUND"}, SessionLost),
-        (401, {"statusCode": 401, "message": "authentication failed: bad token", "code": "UNAUTHORIZED"},
-         CredentialsInvalid),
-        (503, {"message": "Computer-use functionality is not available", "details": "x", "solution": "y"},
+        (400, {"error": "failed to resolve container IP: no IP. Is the Sandbox started?"}, "stopped", SessionLost),
+        (404, {"statusCode": 404, "message": "sandbox container not found", "code": "NOT_FOUND"}, "archived",
+         SessionLost),
+        (404, {"statusCode": 404, "message": "sandbox container not found", "code": "NOT_FOUND"}, None,
+         SessionLost),
+        # the words do not decide: the sandbox's own state does
+        (404, {"statusCode": 404, "message": "Not Found", "code": "NOT_FOUND"}, "started", ProviderApiError),
+        (400, {"error": "failed to resolve container IP: no IP. Is the Sandbox started?"}, "started",
          ProviderApiError),
-        (400, {"error": "unsupported mouse button: foo"}, ProviderApiError),
+        (401, {"statusCode": 401, "message": "authentication failed: bad token", "code": "UNAUTHORIZED"}, "",
+         CredentialsInvalid),
+        (503, {"message": "Computer-use functionality is not available", "details": "x", "solution": "y"}, "",
+         ProviderApiError),
+        (400, {"error": "unsupported mouse button: foo"}, "started", ProviderApiError),
     ],
 )
 def test_toolbox_answers(provider: DaytonaProvider, handle: RemoteHandle, httpx_mock: HTTPXMock, status: int,
-                         body: dict[str, Any], expected: type[DeskctlError]) -> None:
+                         body: dict[str, Any], state: str | None, expected: type[DeskctlError]) -> None:
     httpx_mock.add_response(method="POST", url=f"{TOOLBOX}/sb-1/computeruse/mouse/click", status_code=status,
                             json=body)
+    if state is None:
+        httpx_mock.add_response(method="GET", url=f"{API}/sandbox/sb-1", status_code=404,
+                                json=nest(404, "Sandbox with ID or name sb-1 not found"))
+    elif state:
+        httpx_mock.add_response(method="GET", url=f"{API}/sandbox/sb-1", json=sandbox(state))
     with pytest.raises(expected) as info:
         provider.act(handle, Click(1, 2))
-    assert len(httpx_mock.get_requests()) == 1  # an action is never retried
+    assert len([r for r in httpx_mock.get_requests() if r.method == "POST"]) == 1  # an action is never retried
     text = body.get("message") or body.get("error")
     assert str(text) in info.value.message
 

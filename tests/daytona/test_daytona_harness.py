@@ -69,7 +69,8 @@ def test_linux_exec_defaults_to_the_work_dir_and_reports_a_missing_cwd(provider:
     work_dir = fake.host_path(linux.resource_id, fake.sandboxes[linux.resource_id]["_workdir"])
     assert provider.exec(linux, "pwd").stdout == f"{work_dir}\n"
     missing = provider.exec(linux, f"touch {tmp_path}/ran", cwd=f"{tmp_path}/missing")
-    assert missing.exit_code == -1 and "no such file or directory" in missing.stderr
+    # exit 2, as the other providers' `cd DIR || exit 2`; the service's own words in stderr
+    assert missing.exit_code == 2 and "no such file or directory" in missing.stderr
     assert not (tmp_path / "ran").exists()
 
 

@@ -78,6 +78,8 @@ class LoopbackService:
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
+        self._late_armed: int | None = None  # delay_create: lookups before the next create is made (-1: never)
+        self._late: dict[str, Any] | None = None  # the delayed create waiting to be made
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Self:
@@ -95,6 +97,11 @@ class LoopbackService:
         self._threads.append(thread)
 
     def stop(self) -> None:
+        with self._lock:  # a delayed create still held is dropped, unmade
+            late, self._late = self._late, None
+        if late is not None:
+            late["abandoned"] = True
+            late["done"].set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -130,6 +137,70 @@ class LoopbackService:
 
     def display_of(self, resource_id: str) -> str:
         return self._desktop_of(resource_id).display
+
+    # -- a create slower than the client ----------------------------------------------------------------
+    def delay_create(self, after_lookups: int | None) -> None:
+        """The next create is slow: it is made only once ``after_lookups`` lookups (reads of the resources:
+        time passes in requests) have come in after it, or at :meth:`finish_create` (``after_lookups`` None:
+        only then), and it is answered only then, so a client whose timeout is shorter never sees the answer
+        while the resource still comes to exist (the specs: a create waits server-side, a gateway gives up
+        first)."""
+        with self._lock:
+            self._late_armed = after_lookups if after_lookups is not None else -1
+
+    def finish_create(self) -> None:
+        """Make the held create's resource now (and let its late answer go)."""
+        with self._lock:
+            late, self._late = self._late, None
+            if late is not None:
+                late["make"]()
+                late["done"].set()
+
+    @property
+    def create_pending(self) -> bool:
+        """A delayed create arrived and its resource is not made yet."""
+        with self._lock:
+            return self._late is not None
+
+    def _hold_create(self, make: Callable[[], Any]) -> Any:
+        """Called by a fake's create with :attr:`_lock` held once: ``make()`` now, or (after
+        :meth:`delay_create`) once the lookups or :meth:`finish_create` made it, returning its result. A fake
+        stopped meanwhile drops the connection, unmade."""
+        armed, self._late_armed = self._late_armed, None
+        if armed is None:
+            return make()
+        result: dict[str, Any] = {}
+
+        def made() -> None:
+            result["value"] = make()
+
+        done = threading.Event()
+        late: dict[str, Any] = {"make": made, "done": done, "remaining": armed}
+        self._late = late
+        self._lock.release()
+        try:
+            done.wait(120)
+        finally:
+            self._lock.acquire()
+        if late.get("abandoned"):
+            raise Drop()
+        if "value" not in result:  # neither looked for enough nor finished in time: made now
+            if self._late is late:
+                self._late = None
+            made()
+        return result["value"]
+
+    def _lookup(self) -> None:
+        """A read of the resources came in (call with :attr:`_lock` held, before answering it): a delayed
+        create whose lookups are used up is made now, so this very read sees it."""
+        late = self._late
+        if late is None or late["remaining"] < 0:
+            return
+        late["remaining"] -= 1
+        if late["remaining"] <= 0:
+            self._late = None
+            late["make"]()
+            late["done"].set()
 
     # -- failure injection -------------------------------------------------------------------------------
     def inject(self, method: str, path_regex: str, status: int, body: Any = None, *, raw: bytes | None = None,

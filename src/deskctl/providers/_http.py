@@ -51,10 +51,12 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
+    "CREATE_LOOKUP_SECONDS",
     "RETRY_SCALE_ENV",
     "HttpErrorContext",
     "HttpProvider",
     "RetryPolicy",
+    "answer_lost",
     "error_from_response",
     "error_from_transport",
     "make_client",
@@ -68,6 +70,9 @@ RETRY_SCALE_ENV = "DESKCTL_HTTP_RETRY_SCALE"
 
 _QUOTA_RE = re.compile(r"(?i)(limit exceeded|quota|exceeds maximum allowed|insufficient (credit|balance))")
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
+#: how long what an ambiguous create made is looked for by default, and the bound of the option
+CREATE_LOOKUP_SECONDS = 45.0
+CREATE_LOOKUP_MAX = 600.0
 
 
 @dataclass(frozen=True)
@@ -275,6 +280,15 @@ def error_from_transport(exc: Exception, context: HttpErrorContext) -> DeskctlEr
     )
 
 
+def answer_lost(error: DeskctlError) -> bool:
+    """Whether the answer to a request was lost while the service may still be acting on it: a timeout or a
+    connection dropped after the request was sent, or a gateway's 502/503/504 (its upstream timed out or
+    crashed). A create failed so may complete later."""
+    if isinstance(error, ProviderUnreachable):
+        return bool(error.details.get("sent", True))
+    return isinstance(error, ProviderApiError) and error.status in (502, 503, 504)
+
+
 def _may_retry(error: DeskctlError, idempotent: bool) -> bool:
     if isinstance(error, RateLimited):
         return True  # refused before it was acted on
@@ -469,6 +483,62 @@ class HttpProvider(Provider):
                     f"{self.name}: create of {session_id} failed ({cause.message}) and {err.message}",
                     provider=self.name, details=err.details, remedy=err.remedy,
                 ) from cause
+
+    # -- a create whose answer was lost ----------------------------------------------------------------------
+    @property
+    def create_lookup_seconds(self) -> float:
+        """How long what an ambiguous create made is looked for (option ``create_lookup_seconds``, default
+        :data:`CREATE_LOOKUP_SECONDS`, at most :data:`CREATE_LOOKUP_MAX`; 0 looks once)."""
+        seconds = self._number("create_lookup_seconds", CREATE_LOOKUP_SECONDS)
+        if seconds > CREATE_LOOKUP_MAX:
+            raise ConfigInvalid(f"{self.name} option create_lookup_seconds={seconds:g} is above the bound of "
+                                f"{CREATE_LOOKUP_MAX:g}", provider=self.name)
+        return seconds
+
+    def _look_for_created(self, lookup: Callable[[], dict[str, RemoteHandle]],
+                          cause: DeskctlError) -> dict[str, RemoteHandle]:
+        """What a failed create made, by ``lookup`` (by name and label). When the create's answer was lost
+        (:func:`answer_lost`: the service may still be making it) the lookup is repeated, with the poll
+        backoff, until something appears or :attr:`create_lookup_seconds` have passed; otherwise the service
+        has finished with the request and one lookup settles it."""
+        window = self.create_lookup_seconds if answer_lost(cause) else 0.0
+        found: dict[str, RemoteHandle] = {}
+        for _ in self._polls(time.monotonic() + window):
+            found = lookup()
+            if found:
+                break
+        return found
+
+    def _lost_create_cleaned(self, cause: DeskctlError, session_id: str, names: list[str],
+                             what: str) -> DeskctlError:
+        """The create's error once what it made was found and destroyed (confirmed): the service answered the
+        lookup and the destroy, so "check the network" would mislead; the create can simply be tried again.
+        Of the cause's class (its code and exit code stay)."""
+        message = (f"{self.name}: the answer to the create of {session_id} was lost ({cause.message}); the {what} "
+                   f"it made ({', '.join(names)}) was found and destroyed, so nothing is left")
+        kwargs: dict[str, Any] = {
+            "provider": self.name, "details": {**cause.details, "destroyed": names, "answer_lost": True},
+            "remedy": "try again: the service answered the lookup and the destroy; if it keeps happening, raise "
+                      "-o request_timeout (or create_timeout) or report it to the provider",
+        }
+        if isinstance(cause, ProviderApiError):
+            return ProviderApiError(message, status=cause.status, **kwargs)
+        return type(cause)(message, **kwargs)
+
+    def _lost_create_unresolved(self, cause: DeskctlError, session_id: str, what: str,
+                                found_by: str) -> CleanupIncomplete:
+        """The create's answer was lost and nothing appeared within :attr:`create_lookup_seconds`: the service
+        may still make it. :class:`CleanupIncomplete` (the session is recorded ``leaked``) saying how it is
+        found later."""
+        return CleanupIncomplete(
+            f"{self.name}: the answer to the create of {session_id} was lost ({cause.message}); nothing was found "
+            f"within {self.create_lookup_seconds:g}s, but the service may still make the {what}: it would carry "
+            f"{found_by}", provider=self.name,
+            details={"left": [f"{what} {session_id} (if the service made it)"], "cause": cause.code,
+                     "answer_lost": True},
+            remedy=f"deskctl reap --provider {self.name} (finds it by that label and destroys it, and closes the "
+                   "ledger row); raise -o create_lookup_seconds to wait longer next time",
+        )
 
     # -- waiting -------------------------------------------------------------------------------------------
     def _polls(self, deadline: float) -> Iterator[None]:

@@ -91,7 +91,7 @@ from deskctl.errors import (
 )
 from deskctl.providers._files import FileTransfer, no_such_file
 from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, cmd_line, posix_line
-from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy, error_from_transport
+from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy, answer_lost, error_from_transport
 from deskctl.providers._png import png_size
 from deskctl.providers.base import (
     LABEL_DETACHED,
@@ -166,7 +166,7 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
 
     name = "daytona"
     option_names = HTTP_OPTIONS | {"api_url", "target", "snapshot", "auto_stop_minutes", "ttl_minutes",
-                                   "create_timeout"}
+                                   "create_timeout", "create_lookup_seconds"}
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU, Platform.WINDOWS}),
         settable_geometry=True,
@@ -305,17 +305,39 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
             raise self._toolbox_lost(handle, err) from err
 
     def _toolbox_lost(self, handle: RemoteHandle, err: ProviderApiError) -> DeskctlError:
-        """A toolbox answer that means the sandbox is no longer running becomes :class:`SessionLost`."""
-        low = err.message.lower()
-        if (err.status == 400 and "is the sandbox started" in low) or (
-            err.status == 404 and "not found" in low
-        ):
+        """A toolbox error that could mean the sandbox no longer runs (404, 410, a 400) is decided by the
+        sandbox's own state (``GET /sandbox/{id}``), never by the words of the message (a daemon's message
+        names the path, which may say "sandbox" or "not found"): :class:`SessionLost` when it is gone or not
+        running; otherwise the error stays the session's own, and a 404 says the toolbox lacks the route."""
+        if err.status not in (400, 404, 410):
+            return err
+        state = self._sandbox_state(handle)
+        if state is None:
+            return err  # the sandbox could not be read: nothing is decided on a guess
+        if state == "gone" or state in _STOPPED_STATES or state in _FAILED_STATES:
             return SessionLost(
-                f"daytona: sandbox {handle.resource_id} is not running any more ({err.message})",
-                provider=self.name, details={"status": err.status},
+                f"daytona: sandbox {handle.resource_id} is not running any more "
+                f"({'gone' if state == 'gone' else f'state {state}'}; the toolbox answered: {err.message})",
+                provider=self.name, details={"status": err.status, "state": state},
                 remedy="it may have been auto-stopped; see deskctl ls, and deskctl reap to remove it",
             )
+        if err.status == 404:
+            return ProviderApiError(
+                f"daytona: the toolbox of sandbox {handle.resource_id} (state {state}) has no such route: "
+                f"{err.message} (an older daemon?)", provider=self.name, status=404,
+                details={**err.details, "state": state},
+                remedy="the sandbox is still running; recreate it from a current snapshot, or report the daemon "
+                       "version (GET /version on the toolbox)",
+            )
         return err
+
+    def _sandbox_state(self, handle: RemoteHandle) -> str | None:
+        """The sandbox's state from the API (``"gone"`` after a 404 or ``destroyed``), None when unreadable."""
+        try:
+            sandbox = self._get_sandbox(handle)
+        except DeskctlError:
+            return None
+        return "gone" if sandbox is None else str(sandbox.get("state") or "unknown")
 
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
@@ -537,17 +559,25 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
         return isinstance(err, InfrastructureError)
 
     def _sweep(self, session_id: str, cause: DeskctlError) -> None:
-        """Destroy whatever a failed create made, found by name (authoritative) and by label."""
-        found: dict[str, RemoteHandle] = {}
-        try:
+        """Destroy whatever a failed create made, found by name (authoritative) and by label. When the create's
+        answer was lost the service may still be making the sandbox: it is looked for again over
+        ``create_lookup_seconds``; then the error says what was found and destroyed, or (nothing appeared)
+        :class:`CleanupIncomplete` says how ``deskctl reap`` finds it later."""
+
+        def lookup() -> dict[str, RemoteHandle]:
+            found: dict[str, RemoteHandle] = {}
             response = self._api("GET", f"/sandbox/{session_id}", "find the sandbox by name", idempotent=True,
                                  ok=frozenset({404}))
             if response.status_code != 404:
                 sandbox = self._json(response)
-                if isinstance(sandbox, dict) and sandbox.get("id"):
+                if isinstance(sandbox, dict) and sandbox.get("id") and str(sandbox.get("state")) not in _GONE_STATES:
                     found[str(sandbox["id"])] = self._handle_from(sandbox, session_id, None)
             for handle in self.list_owned({LABEL_SESSION: session_id}):
                 found.setdefault(handle.resource_id, handle)
+            return found
+
+        try:
+            found = self._look_for_created(lookup, cause)
         except DeskctlError as err:
             raise CleanupIncomplete(
                 f"daytona: create of {session_id} failed ({cause.message}) and what it made could not be "
@@ -555,6 +585,12 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
                 remedy=f"deskctl reap --provider daytona (or delete the sandbox named {session_id})",
             ) from cause
         self._destroy_left_by_create(found, session_id, cause)
+        if answer_lost(cause):
+            if found:
+                raise self._lost_create_cleaned(cause, session_id, sorted(found), "sandbox") from cause
+            raise self._lost_create_unresolved(
+                cause, session_id, "sandbox", f"the name {session_id} and the label {LABEL_SESSION}={session_id}",
+            ) from cause
 
     def _handle_from(self, sandbox: Mapping[str, Any], session_id: str, platform: Platform | None) -> RemoteHandle:
         labels = sandbox.get("labels") if isinstance(sandbox.get("labels"), dict) else {}
@@ -900,6 +936,11 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
         raw_code = body.get("exitCode", body.get("code"))
         exit_code = int(raw_code) if isinstance(raw_code, int | float) else -1
         text = str(body.get("result") or "")
+        if exit_code == -1 and cwd and self._remote_kind(handle, cwd) != "dir":
+            # the service could not start the shell in a cwd that is no folder: exit 2 with its message, as the
+            # other providers' `cd DIR || exit 2` does (the command did not run)
+            return ExecResult(exit_code=2, stdout="", stderr=text or f"cd: {cwd}: No such file or directory\n",
+                              merged=False)
         if background:  # the line printed the new process's id (posix) or nothing (cmd.exe's start)
             pid = background_pid(ExecResult(exit_code, text)) if exit_code == 0 else None
             return ExecResult(exit_code=exit_code, stdout=text, stderr="", merged=False, pid=pid)
@@ -920,12 +961,15 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
     def _remote_kind(self, handle: RemoteHandle, remote: str) -> str:
         response = self._toolbox(handle, "GET", "/files/info", f"look at {remote}", idempotent=True,
                                  params={"path": remote}, ok=frozenset({404}))
-        body = self._json(response) if response.content else {}
+        body = _json_or_empty(response)
         if response.status_code == 404:
-            message = str(body.get("message") or body.get("error") or "") if isinstance(body, dict) else ""
-            if "sandbox" in message.lower():  # the sandbox itself is gone, not the file
-                raise SessionLost(f"daytona: sandbox {handle.resource_id} is not running any more ({message})",
-                                  provider=self.name)
+            if body.get("code") == "FILE_NOT_FOUND":
+                return "none"
+            # the file, or the sandbox itself (archived: "sandbox container not found"): its own state says which
+            lost = self._toolbox_lost(handle, ProviderApiError(
+                f"daytona: files/info about {remote} answered HTTP 404", provider=self.name, status=404))
+            if isinstance(lost, SessionLost):
+                raise lost
             return "none"
         if not isinstance(body, dict) or not isinstance(body.get("isDir"), bool):
             raise ProviderApiError(f"daytona: files/info about {remote} is malformed", provider=self.name)
@@ -997,6 +1041,15 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
             return no_such_file(remote, "on the desktop", self.name)
         return ProviderApiError(f"daytona: cannot download {remote}: {redact(message)[:300]}", provider=self.name,
                                 status=status if isinstance(status, int) else None)
+
+
+def _json_or_empty(response: httpx.Response) -> dict[str, Any]:
+    """A JSON object answer, else ``{}`` (an empty or non-JSON body, or another shape)."""
+    try:
+        body = response.json() if response.content else {}
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _stderr_apart(line: str, marker: str) -> str:

@@ -10,7 +10,10 @@ the time the server spent on it.
 Injectable failures: :meth:`FakeDaytona.inject` (any status, body and headers on a method and path pattern,
 e.g. 429 with ``Retry-After-sandbox-create``, a bare 502), :attr:`FakeDaytona.conflict_deletes` (409 "state
 change in progress"), :attr:`FakeDaytona.create_failure` (the sandbox is made, then the answer fails:
-``"failed_to_start"``, ``"bare_502"``, ``"hang"``, ``"drop"``), :attr:`FakeDaytona.cu_unavailable` (503s after
+``"failed_to_start"``, ``"bare_502"``, ``"hang"``, ``"drop"``), :meth:`~fakes._http.LoopbackService.delay_create`
+(a create slower than the client: the sandbox appears only after some lookups (``GET /sandbox``, ``GET
+/sandbox/{idOrName}``), or at ``finish_create()``, and is answered only then: the spec's create waits up to 30 s
+server-side, longer than a short client timeout), :attr:`FakeDaytona.cu_unavailable` (503s after
 ``computeruse/start`` while the plugin loads), :meth:`FakeDaytona.revoke_key`, and a slow start
 (:attr:`FakeDaytona.start_polls`: GETs in ``creating`` before ``started``).
 
@@ -262,6 +265,12 @@ class FakeDaytona(LoopbackService):
         with self._lock:
             return [r for r in self.log if r.path.startswith(prefix)]
 
+    def archive(self, sandbox_id: str) -> None:
+        """What the service does when a stopped sandbox is archived: the toolbox then answers 404 "sandbox
+        container not found" (spec section 8, #4632) while ``GET /sandbox/{id}`` says ``archived``."""
+        with self._lock:
+            self.sandboxes[sandbox_id]["state"] = "archived"
+
     def auto_stop(self, sandbox_id: str) -> None:
         """What the service does when the idle timer fires: stop, and delete at once with autoDelete 0."""
         with self._lock:
@@ -354,6 +363,8 @@ class FakeDaytona(LoopbackService):
                          "billingApiUrl": "", "maxAutoArchiveInterval": 43200}
         self._authorize(headers, path, toolbox=False)
         with self._lock:
+            if method == "GET" and re.fullmatch(r"/sandbox(/[^/]+)?", rel):
+                self._lookup()  # time passes in lookups: a delayed create may be made now
             if rel == "/api-keys/current" and method == "GET":
                 return 200, self._current_key(headers, path)
             if rel == "/sandbox" and method == "GET":
@@ -479,41 +490,47 @@ class FakeDaytona(LoopbackService):
         name = body.get("name") or str(uuid.uuid4())
         if any(s["name"] == name for s in self.sandboxes.values()):
             raise self._error(409, f"Sandbox with name {name} already exists", path)
-        sandbox_id = str(uuid.uuid4())
-        env = dict(body.get("env") or {})
-        now = _now()
-        sandbox: dict[str, Any] = {
-            "id": sandbox_id, "organizationId": self.org_id, "name": name, "user": "daytona", "env": env,
-            "labels": dict(body.get("labels") or {}), "public": False, "networkBlockAll": False, "target": target,
-            "cpu": cpu, "gpu": 0, "memory": memory, "disk": disk, "snapshot": snapshot,
-            "state": "creating" if self.start_polls else "started", "desiredState": "started",
-            "errorReason": None, "recoverable": False, "backupState": "None",
-            "autoStopInterval": auto_stop, "autoArchiveInterval": 10080, "autoDeleteInterval": auto_delete,
-            "autoPauseInterval": auto_pause, "ttlMinutes": body.get("ttlMinutes", 0),
-            "toolboxProxyUrl": self.toolbox_url, "sandboxClass": sandbox_class, "kvm": False,
-            "createdAt": now, "updatedAt": now, "lastActivityAt": now, "daemonVersion": "0.190.0-fake",
-            "_polls": self.start_polls, "_destroy_polls": 0, "_cu": sandbox_class == "windows",
-            "_cu_unavailable": 0,
-        }
         failure = self.create_failure
-        if failure == "failed_to_start":
-            sandbox["state"] = "error"
-            sandbox["errorReason"] = "runner failed to start the sandbox"
-        root = tempfile.mkdtemp(prefix="fake-daytona-")
-        self.roots[sandbox_id] = root
-        if sandbox_class == "windows":
-            sandbox["_workdir"] = "C:\\Users\\daytona"  # UNVERIFIED: the live Windows work dir
-        else:
-            sandbox["_workdir"] = os.path.join(root, "home", "daytona")
-        os.makedirs(self._host_path(sandbox, sandbox["_workdir"]), exist_ok=True)
-        self.sandboxes[sandbox_id] = sandbox
-        if failure != "failed_to_start":
+
+        def make() -> dict[str, Any]:
+            sandbox_id = str(uuid.uuid4())
+            env = dict(body.get("env") or {})
+            now = _now()
+            sandbox: dict[str, Any] = {
+                "id": sandbox_id, "organizationId": self.org_id, "name": name, "user": "daytona", "env": env,
+                "labels": dict(body.get("labels") or {}), "public": False, "networkBlockAll": False, "target": target,
+                "cpu": cpu, "gpu": 0, "memory": memory, "disk": disk, "snapshot": snapshot,
+                "state": "creating" if self.start_polls else "started", "desiredState": "started",
+                "errorReason": None, "recoverable": False, "backupState": "None",
+                "autoStopInterval": auto_stop, "autoArchiveInterval": 10080, "autoDeleteInterval": auto_delete,
+                "autoPauseInterval": auto_pause, "ttlMinutes": body.get("ttlMinutes", 0),
+                "toolboxProxyUrl": self.toolbox_url, "sandboxClass": sandbox_class, "kvm": False,
+                "createdAt": now, "updatedAt": now, "lastActivityAt": now, "daemonVersion": "0.190.0-fake",
+                "_polls": self.start_polls, "_destroy_polls": 0, "_cu": sandbox_class == "windows",
+                "_cu_unavailable": 0,
+            }
+            if failure == "failed_to_start":
+                sandbox["state"] = "error"
+                sandbox["errorReason"] = "runner failed to start the sandbox"
+            root = tempfile.mkdtemp(prefix="fake-daytona-")
+            self.roots[sandbox_id] = root
             if sandbox_class == "windows":
-                width, height = self.windows_size
+                sandbox["_workdir"] = "C:\\Users\\daytona"  # UNVERIFIED: the live Windows work dir
             else:
-                match = re.fullmatch(r"(\d+)x(\d+)", env.get("VNC_RESOLUTION", "1024x768"))
-                width, height = (int(match.group(1)), int(match.group(2))) if match else (1024, 768)
-            self._desktops[sandbox_id] = XvfbDesktop(width, height, provider="daytona-fake")
+                sandbox["_workdir"] = os.path.join(root, "home", "daytona")
+            os.makedirs(self._host_path(sandbox, sandbox["_workdir"]), exist_ok=True)
+            self.sandboxes[sandbox_id] = sandbox
+            if failure != "failed_to_start":
+                if sandbox_class == "windows":
+                    width, height = self.windows_size
+                else:
+                    match = re.fullmatch(r"(\d+)x(\d+)", env.get("VNC_RESOLUTION", "1024x768"))
+                    width, height = (int(match.group(1)), int(match.group(2))) if match else (1024, 768)
+                self._desktops[sandbox_id] = XvfbDesktop(width, height, provider="daytona-fake")
+            return sandbox
+
+        # a delayed create (delay_create) is made only later, and answered only then
+        sandbox = self._hold_create(make)
         if failure == "failed_to_start":
             raise self._error(400, f"Sandbox failed to start: {sandbox['errorReason']}", path)
         if failure == "bare_502":
@@ -600,6 +617,9 @@ class FakeDaytona(LoopbackService):
         with self._lock:
             sandbox = self.sandboxes.get(sandbox_id)
             if sandbox is None:
+                raise HttpError(404, {"statusCode": 404, "message": "sandbox container not found",
+                                       "code": "NOT_FOUND", "timestamp": _now(), "path": path, "method": method})
+            if sandbox["state"] == "archived":  # its container is gone to cold storage (#4632)
                 raise HttpError(404, {"statusCode": 404, "message": "sandbox container not found",
                                        "code": "NOT_FOUND", "timestamp": _now(), "path": path, "method": method})
             if sandbox["state"] != "started":
