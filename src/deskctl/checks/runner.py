@@ -164,12 +164,18 @@ def _credential_check(provider_name: str) -> list[CheckResult]:
 
 
 def _provider_preflight(spec: DesktopSpec, provider: Provider) -> list[CheckResult]:
-    """The provider's own checks, unless its required credentials are missing: then its API is not dialled at
-    all (the engine's presence check already says what is missing, and a request without credentials only
-    tells the network and the vendor that someone tried)."""
+    """The provider's own checks, unless the answer is already known here: a platform the provider does not
+    serve (the compat facts say so: its API would only be asked about a pool or a class that cannot exist), or
+    missing required credentials (the engine's presence check already says what is missing, and a request
+    without credentials only tells the network and the vendor that someone tried). Then its API is not
+    dialled at all."""
+    from deskctl.checks.compat import platform_check
     from deskctl.credentials import credential_set, presence_check
 
     name = provider.name
+    if platform_check(provider, spec.platform).status == "fail":
+        return [CheckResult("skip", f"{name}.api", f"{name}'s API was not contacted: it does not serve "
+                            f"{spec.platform.value} desktops", provider=name)]
     if credential_set(name).required_any:
         ok, _, _ = presence_check(name)
         if not ok:

@@ -509,15 +509,15 @@ class HttpProvider(Provider):
                 break
         return found
 
-    def _lost_create_cleaned(self, cause: DeskctlError, session_id: str, names: list[str],
-                             what: str) -> DeskctlError:
-        """The create's error once what it made was found and destroyed (confirmed): the service answered the
-        lookup and the destroy, so "check the network" would mislead; the create can simply be tried again.
-        Of the cause's class (its code and exit code stay)."""
+    def _lost_create_cleaned(self, cause: DeskctlError, session_id: str, names: list[str], what: str,
+                             verb: str = "destroyed") -> DeskctlError:
+        """The create's error once what it made was found and destroyed (``verb``, confirmed): the service
+        answered the lookup and the destroy, so "check the network" would mislead; the create can simply be
+        tried again. Of the cause's class (its code and exit code stay); ``details[verb]`` names what went."""
         message = (f"{self.name}: the answer to the create of {session_id} was lost ({cause.message}); the {what} "
-                   f"it made ({', '.join(names)}) was found and destroyed, so nothing is left")
+                   f"it made ({', '.join(names)}) was found and {verb}, so nothing is left")
         kwargs: dict[str, Any] = {
-            "provider": self.name, "details": {**cause.details, "destroyed": names, "answer_lost": True},
+            "provider": self.name, "details": {**cause.details, verb: names, "answer_lost": True},
             "remedy": "try again: the service answered the lookup and the destroy; if it keeps happening, raise "
                       "-o request_timeout (or create_timeout) or report it to the provider",
         }

@@ -103,6 +103,7 @@ from deskctl.providers._http import (
     HttpErrorContext,
     HttpProvider,
     RetryPolicy,
+    answer_lost,
     error_from_response,
     error_from_transport,
     send,
@@ -369,7 +370,8 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
     name = "cua-cloud"
     aliases = ("cua",)
     option_names = HTTP_OPTIONS | {"base_url", "token_url", "namespace", "warmpool", "template", "svc_suffix",
-                                   "shutdown_policy", "claim_ttl_seconds", "detached_ttl_seconds", "rebind_attempts"}
+                                   "shutdown_policy", "claim_ttl_seconds", "detached_ttl_seconds", "rebind_attempts",
+                                   "create_timeout", "create_lookup_seconds"}
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU, Platform.WINDOWS}),
         settable_geometry=False,
@@ -404,6 +406,7 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         self.poll_max_interval = self._number("poll_max_interval", 2.0)
         self.destroy_timeout = self._number("destroy_timeout", 120.0)
         self.request_timeout = self._number("request_timeout", 60.0)
+        self.create_timeout = self._number("create_timeout", self.request_timeout)
         self.claim_ttl = self._number("claim_ttl_seconds", 600.0)
         self.detached_ttl = self._number("detached_ttl_seconds", 3600.0)
         self.rebind_attempts = int(self._number("rebind_attempts", 20))
@@ -644,33 +647,16 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
         """POST one claim, once; after an ambiguous failure, release what it made before raising."""
         try:
             response = self._api("POST", self._claims_path(namespace), "create the claim", idempotent=False,
-                                 json=body)
+                                 json=body, timeout=self.create_timeout)
             claim = self._json(response)
             if not isinstance(claim, dict) or not (claim.get("metadata") or {}).get("name"):
                 raise ProviderApiError("cua-cloud: create answered without a claim name", provider=self.name,
                                        status=response.status_code)
         except DeskctlError as err:
             if self._create_may_have_made_something(err):
-                released = self._sweep(namespace, session_id, err)
-                if released:
-                    raise self._released_after(err, session_id, released) from err
+                self._sweep(namespace, session_id, err)
             raise
         return claim
-
-    def _released_after(self, cause: DeskctlError, session_id: str, released: list[str]) -> DeskctlError:
-        """The create's error once what it made was found and released: the service answered the lookup and
-        the release, so "check the network" would mislead; the create can simply be tried again."""
-        names = ", ".join(released)
-        message = (f"cua-cloud: the answer to the create of {session_id} was lost ({cause.message}); the claim it "
-                   f"made ({names}) was found and released, so nothing is left")
-        kwargs: dict[str, Any] = {
-            "provider": self.name, "details": {**cause.details, "released": released},
-            "remedy": "try again: the service answered the lookup and the release; if it keeps happening, raise "
-                      "-o request_timeout or report it to cua",
-        }
-        if isinstance(cause, ProviderApiError):
-            return ProviderApiError(message, status=cause.status, **kwargs)
-        return type(cause)(message, **kwargs)
 
     def _rebind(self, handle: RemoteHandle, failed: Mapping[str, Any]) -> None:
         """Replace a claim that failed to bind (the warm pool was drained; a new pending claim is what makes it
@@ -696,11 +682,14 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
             return False  # 409 AlreadyExists, 422 Invalid: refused
         return isinstance(err, InfrastructureError)
 
-    def _sweep(self, namespace: str, session_id: str, cause: DeskctlError) -> list[str]:
-        """Release whatever a failed create made, found by name (authoritative) and by label; returns the names
-        of the claims released (confirmed)."""
-        found: dict[str, RemoteHandle] = {}
-        try:
+    def _sweep(self, namespace: str, session_id: str, cause: DeskctlError) -> None:
+        """Release whatever a failed create made, found by name (authoritative) and by label. When the create's
+        answer was lost the service may still be making the claim: it is looked for again over
+        ``create_lookup_seconds``. A claim released (confirmed) is said so in the error of the cause's class;
+        nothing found after a lost answer is :class:`CleanupIncomplete` saying how ``deskctl reap`` finds it."""
+
+        def lookup() -> dict[str, RemoteHandle]:
+            found: dict[str, RemoteHandle] = {}
             response = self._api("GET", f"{self._claims_path(namespace)}/{session_id}", "find the claim by name",
                                  idempotent=True, ok=frozenset({404}))
             if response.status_code != 404:
@@ -709,6 +698,10 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
                     found[session_id] = self._handle_from(claim, namespace, session_id)
             for handle in self._list_namespace(namespace, {LABEL_SESSION: session_id}, None):
                 found.setdefault(handle.resource_id, handle)
+            return found
+
+        try:
+            found = self._look_for_created(lookup, cause)
         except DeskctlError as err:
             raise CleanupIncomplete(
                 f"cua-cloud: create of {session_id} failed ({cause.message}) and what it made could not be "
@@ -716,7 +709,14 @@ class CuaCloudProvider(FileTransfer, GuestActions, HttpProvider):
                 remedy="deskctl reap --provider cua-cloud (the claim's shutdownTime releases it at the latest)",
             ) from cause
         self._destroy_left_by_create(found, session_id, cause)
-        return sorted(found)
+        if found:
+            raise self._lost_create_cleaned(cause, session_id, sorted(found), "claim", "released") from cause
+        if answer_lost(cause):
+            raise self._lost_create_unresolved(
+                cause, session_id, "claim",
+                f"the name {session_id} in namespace {namespace} and the label "
+                f"{LABEL_SESSION}={_dns_label(session_id)} (its shutdownTime releases it at the latest)",
+            ) from cause
 
     def _handle_from(self, claim: Mapping[str, Any], namespace: str, session_id: str) -> RemoteHandle:
         metadata = claim.get("metadata") if isinstance(claim.get("metadata"), dict) else {}

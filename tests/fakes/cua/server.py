@@ -13,7 +13,9 @@ The guest's ``/execute`` wants JSON and caps a command at 120 s (500 ``{"status"
 Every request is logged (:attr:`FakeCua.log`, with the time the server spent on it). Injectable failures:
 :meth:`FakeCua.inject` (any status and body on a method and path pattern, e.g. 503 ``NO_CAPACITY`` or 429 with
 ``Retry-After``), :attr:`FakeCua.create_failure` (the claim is made, then the answer fails: ``"status_500"``,
-``"bare_502"``, ``"drop"``), a drained pool (``Pool.capacity``: the claim goes ``Failed``; with
+``"bare_502"``, ``"drop"``), :meth:`~fakes._http.LoopbackService.delay_create` (a create slower than the
+client: the claim appears only after some lookups (``GET`` of the claims or of one), or at ``finish_create()``,
+and is answered only then), a drained pool (``Pool.capacity``: the claim goes ``Failed``; with
 ``Pool.scale_after_failures`` the pool grows by one after that many failed claims, as KEDA scales it),
 :meth:`FakeCua.revoke_client` (401 ``invalid_client``), :meth:`FakeCua.expire_tokens` (302 on the next
 request), :attr:`FakeCua.can_write` (403 on create, renew and delete), :meth:`FakeCua.lose_claim` (a claim
@@ -312,6 +314,8 @@ class FakeCua(LoopbackService):
         if pool is None:
             raise _status(404, "NotFound", f'namespaces "{namespace}" not found')
         with self._lock:
+            if kind == "osgymsandboxclaims" and method == "GET":
+                self._lookup()  # time passes in lookups: a delayed create may be made now
             if kind == "osgymsandboxwarmpools":
                 if method != "GET" or name is None:
                     raise _status(405, "MethodNotAllowed", "the server does not allow this method")
@@ -444,7 +448,13 @@ class FakeCua(LoopbackService):
             "status": {"phase": "Pending"},
             "_polls": self.bind_polls, "_destroy_polls": 0,
         }
-        self.claims[key] = claim
+
+        def make() -> dict[str, Any]:
+            self.claims[key] = claim
+            return claim
+
+        # a delayed create (delay_create) is made only later, and answered only then
+        self._hold_create(make)
         failure = self.create_failure
         if failure == "status_500":
             raise _status(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
