@@ -60,7 +60,7 @@ def test_preflight_passes_and_only_reads(provider: UseComputerProvider, fake: Fa
 
     results = {r.code: r for r in run_checks(MACOS, provider)}
     assert {"use-computer.credentials", "use-computer.platform", "use-computer.capacity",
-            "use-computer.leftovers", "geometry.pinned"} <= set(results)
+            "use-computer.leftovers", "geometry.listed"} <= set(results)  # the service's listing decides
     assert all(r.status in ("pass", "skip") for r in results.values()), results
     assert results["budget.projection"].message.startswith("cost: unknown")  # unknown price, never $0
     assert fake.log and {r.method for r in fake.log} == {"GET"}

@@ -133,6 +133,7 @@ if TYPE_CHECKING:
     import httpx
 
     from deskctl.checks import CheckRecorder, CheckResult
+    from deskctl.ledger import SessionRecord
 
 __all__ = ["DEFAULT_BASE_URL", "FIXED_SIZES", "IDLE_REAP_SECONDS", "UseComputerProvider", "key_name"]
 
@@ -382,12 +383,13 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
 
         checks.start()
         try:
-            owned = self._ledger_sessions()
+            owned = self._ledger_records()
         except DeskctlError as err:
             checks.add("warn", "use-computer.leftovers", f"could not read the ledger: {err.message}")
         else:
             if owned:
-                ids = ", ".join(h.session_id for h in owned[:5]) + (" ..." if len(owned) > 5 else "")
+                # with or without a handle: a create whose answer was lost is `leaked` with none
+                ids = ", ".join(f"{r.session_id} ({r.status})" for r in owned[:5]) + (" ..." if len(owned) > 5 else "")
                 checks.add("warn", "use-computer.leftovers",
                            f"{len(owned)} use-computer session(s) of this ledger are not ended ({ids}); they may still "
                            "hold sandboxes of the reservation", "deskctl reap --provider use-computer")
@@ -412,7 +414,9 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
         checks.add("pass", "use-computer.capacity", f"{most - used:g} of {most:g} sandboxes free")
 
     def _display_check(self, spec: DesktopSpec, offered: Mapping[str, Any], checks: CheckRecorder) -> None:
-        """The image's display as listed (UNVERIFIED shape: ``"WxH"`` or ``{"width", "height"}``)."""
+        """The display as listed (UNVERIFIED shape: ``"WxH"`` or ``{"width", "height"}``): at the top level of
+        the platform's entry (macOS, which has no images: its VMs have one display) and per image (Ubuntu,
+        Windows). A listed size decides: a pinned size that is not listed is refused before any create."""
         if spec.geometry is None:
             return
         images = [i for i in (offered.get("images") or []) if isinstance(i, dict)]
@@ -420,18 +424,20 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
         if version:
             images = [i for i in images if i.get("version") == version] or images
         sizes: set[tuple[int, int]] = set()
-        for image in images:
-            size = _size_of(image.get("display"))
+        for listing in (offered, *images):
+            size = _size_of(listing.get("display"))
             if size is not None:
                 sizes.add(size)
         if not sizes:
             return
         wanted = (spec.geometry.width, spec.geometry.height)
         if wanted in sizes:
-            checks.add("pass", "geometry.listed", f"the image's display is {spec.geometry}")
+            checks.add("pass", "geometry.listed", f"use.computer lists the {spec.platform.value} display as "
+                       f"{spec.geometry}")
             return
         listed = ", ".join(f"{w}x{h}" for w, h in sorted(sizes))
-        checks.add("fail", "geometry.unsupported", f"use.computer lists the display as {listed}, not {spec.geometry}",
+        checks.add("fail", "geometry.unsupported",
+                   f"use.computer lists the {spec.platform.value} display as {listed} (offered), not {spec.geometry}",
                    f"--geometry {listed.split(', ')[0]} (or native)")
 
     def _option(self, key: str) -> str | None:
@@ -490,21 +496,35 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
                                        status=response.status_code)
         except DeskctlError as err:
             if _create_may_have_made_something(err):
-                raise self._unfindable(session_id, err) from err
+                raise self._unfindable(session_id, err, body) from err
             raise
         return self._handle_from(sandbox, session_id, spec.platform, labels)
 
-    def _unfindable(self, session_id: str, cause: DeskctlError) -> CleanupIncomplete:
-        backstop = (f"being ephemeral and sent no keepalive, it is reaped by the service within about "
-                    f"{IDLE_REAP_SECONDS // 60} minutes") if self.ephemeral else \
-            "it is NOT ephemeral: it lives until the reservation ends unless deleted in the dashboard"
+    def _unfindable(self, session_id: str, cause: DeskctlError, body: Mapping[str, Any]) -> CleanupIncomplete:
+        """A create whose answer was lost may have made a sandbox that the API cannot find again (no list, no
+        labels): :class:`CleanupIncomplete`, so the session is recorded ``leaked`` (seen by ``deskctl ls`` and by
+        preflight) until ``deskctl reap`` closes it; the message and remedy say how it ends or is found."""
+        sent_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        what = f"a {body.get('type')} sandbox" + (f" on host {body['host']}" if body.get("host") else "") + \
+            f" created about {sent_at}"
+        if self.ephemeral:
+            backstop = (f"it is ephemeral and nobody keeps it alive, so the service reaps it within about "
+                        f"{IDLE_REAP_SECONDS // 60} minutes")
+            remedy = ("nothing to delete: wait about 2 minutes for the service's idle reaper, then run deskctl reap "
+                      "--provider use-computer to close the ledger row")
+        else:
+            backstop = ("it is NOT ephemeral: it runs (and holds the reservation's capacity) until it is deleted or "
+                        "the reservation ends")
+            remedy = (f"find {what} in the use.computer dashboard (the API cannot list sandboxes) and delete it, "
+                      "then run deskctl reap --provider use-computer to close the ledger row")
         return CleanupIncomplete(
-            f"use-computer: create of {session_id} failed after it was sent ({cause.message}); a sandbox may "
-            f"exist that deskctl cannot find (the API has no list and no labels); {backstop}",
+            f"use-computer: the answer to the create of {session_id} was lost ({cause.message}); {what} may exist "
+            f"that deskctl cannot find (the API has no list and no labels); {backstop}",
             provider=self.name,
-            details={"left": [f"an unknown sandbox of {session_id}"], "cause": cause.code,
-                     "ephemeral": self.ephemeral, "backstop_seconds": IDLE_REAP_SECONDS if self.ephemeral else None},
-            remedy="nothing to do for an ephemeral sandbox; otherwise delete it in the use.computer dashboard",
+            details={"left": [f"an unknown sandbox of {session_id}"], "cause": cause.code, "answer_lost": True,
+                     "ephemeral": self.ephemeral, "type": body.get("type"), "host": body.get("host"),
+                     "sent_at": sent_at, "backstop_seconds": IDLE_REAP_SECONDS if self.ephemeral else None},
+            remedy=remedy,
         )
 
     def _handle_from(self, sandbox: Mapping[str, Any], session_id: str, platform: Platform,
@@ -611,14 +631,17 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
             f"use-computer: sandbox {handle.resource_id} ({handle.session_id}) is still there after "
             f"{self.destroy_timeout:g}s ({last})", provider=self.name, details=left, remedy=remedy)
 
-    def _ledger_sessions(self) -> list[RemoteHandle]:
-        """Handles of this ledger's use-computer sessions that did not end (the API cannot list sandboxes)."""
+    def _ledger_records(self) -> list[SessionRecord]:
+        """This ledger's use-computer sessions that did not end (the API cannot list sandboxes)."""
         from deskctl.ledger import open_ledger
 
         with open_ledger() as book:
             records = book.sessions(active=True)
-        return [RemoteHandle.from_dict(r.handle) for r in records
-                if r.provider == self.name and r.handle and r.status not in ("ended", "failed")]
+        return [r for r in records if r.provider == self.name and r.status not in ("ended", "failed")]
+
+    def _ledger_sessions(self) -> list[RemoteHandle]:
+        """Handles of this ledger's use-computer sessions that did not end."""
+        return [RemoteHandle.from_dict(r.handle) for r in self._ledger_records() if r.handle]
 
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
         """The API has no list endpoint and takes no labels: the ledger is the label store. Its live sessions

@@ -114,7 +114,8 @@ class FakeUseComputer(LoopbackService):
         self.macos_scale = macos_scale
         #: sizes in points per platform (what display/info reports)
         self.sizes = {"macos": (1024, 768), "ubuntu": (1920, 1080), "windows": (1024, 768), **(sizes or {})}
-        #: the ``display`` each Linux/Windows image lists in /v1/platforms (None: not listed)
+        #: whether /v1/platforms lists the display: per image (Ubuntu, Windows) and at the top level of the macOS
+        #: entry (UNVERIFIED shapes: the spec's inner shapes of /v1/platforms are partly unverified)
         self.list_display = True
         self.revoked = False
         #: the reservation ended: its sandboxes are destroyed and its key answers 403 ``reservation_expired``
@@ -231,6 +232,8 @@ class FakeUseComputer(LoopbackService):
         out: dict[str, Any] = {}
         if "macos" in self.offered:
             out["macos"] = {"capacity": {"max": self.capacity, "used": used}}
+            if self.list_display:  # a Mac VM has one display: listed at the platform's top level, in points
+                out["macos"]["display"] = "{}x{}".format(*self.sizes["macos"])
         for kind, version in (("ubuntu", "ubuntu-24.04"), ("windows", "windows-11")):
             if kind in self.offered:
                 image: dict[str, Any] = {"version": version,
