@@ -161,10 +161,13 @@ DATA_PLANE = [
 def test_action_answers(provider: UseComputerProvider, handle: RemoteHandle, httpx_mock: HTTPXMock, status: int,
                         body: dict[str, Any], expected: type[DeskctlError], code: str) -> None:
     httpx_mock.add_response(method="POST", url=f"{SB}/mouse/click", status_code=status, json=body)
+    if status == 404:  # the sandbox's own GET decides a 404: gone
+        httpx_mock.add_response(method="GET", url=SB, status_code=404, json={"error": "sandbox_not_found"})
     with pytest.raises(expected) as info:
         provider.act(handle, Click(1, 2))
     assert info.value.code == code
-    assert len(httpx_mock.get_requests()) == 1  # an action is not idempotent: a 5xx is not retried
+    # an action is not idempotent: a 5xx is not retried
+    assert len([r for r in httpx_mock.get_requests() if r.method == "POST"]) == 1
 
 
 def test_idempotent_reads_retry_5xx(provider: UseComputerProvider, handle: RemoteHandle,
@@ -190,6 +193,7 @@ def test_keepalive_of_a_reaped_sandbox_is_session_lost(provider: UseComputerProv
                                                        httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_response(method="POST", url=f"{SB}/keepalive", status_code=404,
                             json={"error": "sandbox_not_found"})
+    httpx_mock.add_response(method="GET", url=SB, status_code=404, json={"error": "sandbox_not_found"})
     with pytest.raises(SessionLost) as info:
         provider.keepalive(handle)
     assert "2 minutes" in info.value.message

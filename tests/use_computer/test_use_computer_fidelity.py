@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from deskctl.errors import CleanupIncomplete
+from deskctl.errors import CleanupIncomplete, ProviderApiError, SessionLost
 from fakes._cloud import run_deskctl
 from fakes.use_computer import FakeUseComputer
 
@@ -72,3 +72,26 @@ def test_a_non_ephemeral_up_whose_answer_was_lost_exits_5_and_stays_listed(uc_en
     assert json.loads(failed.stdout)["error"]["code"] == "cleanup.incomplete"
     rows = json.loads(run_deskctl(fake, "ls", "--json").stdout)["sessions"]
     assert [r["status"] for r in rows] == ["leaked"]
+
+
+def test_a_404_from_a_route_the_service_lacks_does_not_end_a_live_session(uc_env: FakeUseComputer) -> None:
+    import deskctl
+
+    fake = uc_env
+    desk = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768",
+                                provider_options={"poll_interval": 0.005})
+    try:
+        # an older service without the route: the fake's own answer to a route it does not know
+        fake.inject("GET", r"/mouse/position$", 404, {"error": "not_found", "message": "no route"})
+        with pytest.raises(ProviderApiError) as info:
+            desk.cursor_position()
+        assert info.value.status == 404 and "still answers GET" in info.value.message
+        assert len(fake.live()) == 1  # not torn down, not deleted
+        assert desk.screenshot().width == 1024
+        with fake._lock:
+            fake._remove(fake.live()[0]["sandbox_id"])  # now it is really gone
+        with pytest.raises(SessionLost):
+            desk.screenshot()
+    finally:
+        desk.close()
+    assert fake.live() == []

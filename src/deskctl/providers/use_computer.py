@@ -52,8 +52,9 @@ The contract was read from the ``use-computer`` SDK and Harbor's ``environments/
   sandbox it is provider.session_lost), 402 ``billing_required`` quota.billing_required, 409
   ``macos_reservation_required`` quota.reservation_required, 503 ``unavailable`` and 429
   ``sandbox_limit_reached`` (a concurrency limit, never retried) capacity.unavailable, 501 usage.unsupported,
-  404 on a sandbox provider.session_lost, any other 429 provider.rate_limited (``Retry-After`` honoured), other
-  5xx provider.api_error (retried only when idempotent).
+  404 on a sandbox provider.session_lost when the sandbox's own ``GET`` says it is gone (else a route the
+  service lacks: provider.api_error; the session goes on), any other 429 provider.rate_limited (``Retry-After``
+  honoured), other 5xx provider.api_error (retried only when idempotent).
 - **Geometry listed by the service**: when ``GET /v1/platforms`` lists the image's display, preflight checks the
   pinned size against that listing (``geometry.listed`` / ``geometry.unsupported``) and the engine's modelled
   :data:`FIXED_SIZES` give way to it, so the size one check suggests is the size the other accepts.
@@ -317,7 +318,8 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
 
     def _sandbox(self, handle: RemoteHandle, method: str, sub: str, action: str, *, idempotent: bool,
                  deadline: float | None = None, **kwargs: Any) -> httpx.Response:
-        """A data-plane call on one sandbox; a 404 there means the sandbox is gone (reaped)."""
+        """A data-plane call on one sandbox. A 404 there is decided by the sandbox's own ``GET``: gone (reaped)
+        is :class:`SessionLost`; still there is a route the service lacks (:class:`ProviderApiError`)."""
         try:
             return self._api(method, f"/v1/sandboxes/{handle.resource_id}{sub}", action, idempotent=idempotent,
                              base_url=handle.data.get("base_url"), deadline=deadline, **kwargs)
@@ -330,14 +332,25 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
                 remedy="renew the reservation (a new one comes with a new key) and open a new session",
             ) from err
         except ProviderApiError as err:
-            if err.status == 404:
-                raise SessionLost(
-                    f"use-computer: sandbox {handle.resource_id} is gone ({err.message}); the service reaps "
-                    "an ephemeral sandbox after about 2 minutes without a call", provider=self.name,
-                    details={"status": 404},
-                    remedy="keep the session's process alive (it sends keepalives) or use -o ephemeral=false",
+            if err.status != 404:
+                raise
+            # the sandbox reaped, or a route this service does not have: the sandbox's own GET says which
+            try:
+                alive = self._get(handle) is not None
+            except DeskctlError:
+                raise err from None  # cannot tell: nothing is decided on a guess
+            if alive:
+                raise ProviderApiError(
+                    f"use-computer: sandbox {handle.resource_id} still answers GET, but {action} answered 404 "
+                    f"({err.message}): the service has no such route for it", provider=self.name, status=404,
+                    details=err.details,
                 ) from err
-            raise
+            raise SessionLost(
+                f"use-computer: sandbox {handle.resource_id} is gone ({err.message}); the service reaps "
+                "an ephemeral sandbox after about 2 minutes without a call", provider=self.name,
+                details={"status": 404},
+                remedy="keep the session's process alive (it sends keepalives) or use -o ephemeral=false",
+            ) from err
 
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
