@@ -240,6 +240,8 @@ def test_keepalive_on_a_gone_sandbox_is_session_lost(provider: DaytonaProvider, 
                                                      httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_response(method="POST", url=f"{API}/sandbox/sb-1/last-activity", status_code=404,
                             json=nest(404, "Sandbox not found"))
+    httpx_mock.add_response(method="GET", url=f"{API}/sandbox/sb-1", status_code=404,
+                            json=nest(404, "Sandbox with ID or name sb-1 not found"))
     with pytest.raises(SessionLost):
         provider.keepalive(handle)
 

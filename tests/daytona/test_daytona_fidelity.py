@@ -165,3 +165,22 @@ def test_a_create_that_never_came_leaves_nothing_to_find_once_the_window_closes(
         prov.close()
     assert info.value.details["answer_lost"] is True
     assert len([r for r in fake.log if r.method == "GET" and r.path == "/api/sandbox/dk-never1"]) >= 2
+
+
+def test_a_keepalive_404_from_an_api_without_the_route_does_not_end_a_live_sandbox(
+        provider: DaytonaProvider, fake: FakeDaytona) -> None:
+    handle = provider.create(WINDOWS, "dk-keep1", {})
+    try:
+        provider.wait_ready(handle, 1e18)
+        # NestJS's own 404 for a route it does not have (spec section 2, error shape)
+        fake.inject("POST", r"/last-activity$", 404, {"statusCode": 404, "error": "Not Found",
+                                                     "message": f"Cannot POST /api/sandbox/{handle.resource_id}"
+                                                                "/last-activity"})
+        with pytest.raises(ProviderApiError) as info:
+            provider.keepalive(handle)
+        assert not isinstance(info.value, SessionLost) and "no such route" in info.value.message
+        provider.keepalive(handle)  # the route answers again: nothing was decided on the 404's words
+    finally:
+        provider.destroy(handle)
+    with pytest.raises(SessionLost):
+        provider.keepalive(handle)  # now it is gone: its own GET says so

@@ -91,7 +91,14 @@ from deskctl.errors import (
 )
 from deskctl.providers._files import FileTransfer, no_such_file
 from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, cmd_line, posix_line
-from deskctl.providers._http import HTTP_OPTIONS, HttpProvider, RetryPolicy, answer_lost, error_from_transport
+from deskctl.providers._http import (
+    HTTP_OPTIONS,
+    HttpProvider,
+    RetryPolicy,
+    answer_lost,
+    error_from_transport,
+    response_message,
+)
 from deskctl.providers._png import png_size
 from deskctl.providers.base import (
     LABEL_DETACHED,
@@ -323,8 +330,8 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
             )
         if err.status == 404:
             return ProviderApiError(
-                f"daytona: the toolbox of sandbox {handle.resource_id} (state {state}) has no such route: "
-                f"{err.message} (an older daemon?)", provider=self.name, status=404,
+                f"daytona: sandbox {handle.resource_id} is still {state}, but the service has no such route: "
+                f"{err.message} (an older daemon or API?)", provider=self.name, status=404,
                 details={**err.details, "state": state},
                 remedy="the sandbox is still running; recreate it from a current snapshot, or report the daemon "
                        "version (GET /version on the toolbox)",
@@ -814,7 +821,11 @@ class DaytonaProvider(FileTransfer, GuestActions, HttpProvider):
         response = self._api("POST", f"/sandbox/{handle.resource_id}/last-activity", "record activity",
                              idempotent=True, ok=frozenset({404}), api_url=handle.data.get("api_url"))
         if response.status_code == 404:
-            raise SessionLost(f"daytona: sandbox {handle.resource_id} is gone", provider=self.name)
+            # the sandbox, or an API without the route: the sandbox's own GET says which
+            lost = self._toolbox_lost(handle, ProviderApiError(
+                f"daytona: record activity answered HTTP 404: {response_message(response)}", provider=self.name,
+                status=404))
+            raise lost
 
     # -- the desktop ---------------------------------------------------------------------------------------
     def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
