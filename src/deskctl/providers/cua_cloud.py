@@ -16,7 +16,8 @@ the OSWorld guest server as data plane (docs/cua.md). What the caller may rely o
   The lifetime backstop is the claim's ``lifecycle.shutdownTime``: the pool's reaper releases a claim past it.
   An attached session renews it on every keepalive; a detached one gets its whole lifetime (plus a margin).
   A create is never retried blindly: after a 5xx, a dropped connection or a timeout what was made is found and
-  released before the error is raised.
+  released before the error is raised; when the answer was lost the lookup is repeated over
+  ``create_lookup_seconds``, and nothing found is :class:`~deskctl.errors.CleanupIncomplete` (``leaked``).
 - **Readiness**: the claim's ``status.phase`` until ``Bound``. ``Failed`` means the warm pool had no sandbox:
   as Harbor does, the claim is released (confirmed) and made again, since a pending claim is what makes the
   pool scale up, up to ``rebind_attempts`` times within the deadline; then
@@ -41,7 +42,7 @@ Provider options (``provider_options``): ``base_url``, ``token_url``, ``namespac
 ``CUA_CLOUD_NAMESPACE``, else ``harbor-{platform}``), ``warmpool`` (default: the namespace), ``template``
 (default ``{warmpool}-template``), ``svc_suffix``, ``shutdown_policy`` (``Retain``), ``claim_ttl_seconds``
 (600), ``detached_ttl_seconds`` (3600, for a detached session without a lifetime), ``rebind_attempts`` (20),
-``poll_interval``,
+``create_timeout`` (``request_timeout``), ``create_lookup_seconds`` (45, at most 600), ``poll_interval``,
 ``poll_max_interval``, ``destroy_timeout``, ``request_timeout``, and the retry options of
 :class:`deskctl.providers._http.RetryPolicy`.
 """

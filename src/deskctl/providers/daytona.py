@@ -12,7 +12,10 @@ The contract was read from github.com/daytonaio/daytona (v0.190.0) and the gener
   ``autoStopInterval`` (idle minutes, from the session's limits), ``autoDeleteInterval=0`` (delete on stop) and
   ``ttlMinutes`` (wall-clock). Never cpu, memory or disk (the service rejects them with a snapshot). A create
   is never retried blindly: after a timeout, a 5xx or 400 "Sandbox failed to start", what was made is found by
-  name and by label and destroyed before the error is raised.
+  name and by label and destroyed before the error is raised; when the answer was lost the lookup is repeated
+  over ``create_lookup_seconds``, and nothing found is :class:`~deskctl.errors.CleanupIncomplete` (``leaked``).
+- **Gone**: decided by ``GET /sandbox/{id}`` (404, ``destroyed``, stopped, archived, errored), never by a
+  toolbox message's words; a 404 while the sandbox runs is a route the service lacks.
 - **Readiness**: state ``started`` (``error``/``build_failed`` fail at once with ``errorReason``), computer use
   started and ``active`` (503 while the plugin loads is retried until the deadline), then a test screenshot
   whose size must equal ``display/info``.
@@ -40,7 +43,8 @@ The contract was read from github.com/daytonaio/daytona (v0.190.0) and the gener
 
 Provider options (``provider_options``): ``api_url``, ``target``, ``snapshot``, ``auto_stop_minutes``
 (default 15), ``ttl_minutes`` (default from the session's limits, else 1440; 0 disables), ``poll_interval``,
-``poll_max_interval``, ``destroy_timeout``, ``create_timeout``, ``request_timeout``, and the retry options of
+``poll_max_interval``, ``destroy_timeout``, ``create_timeout``, ``create_lookup_seconds`` (45, at most 600),
+``request_timeout``, and the retry options of
 :class:`deskctl.providers._http.RetryPolicy` (``retry_attempts``, ``retry_initial``, ``retry_maximum``,
 ``retry_scale``).
 """

@@ -16,9 +16,9 @@ The contract was read from the ``use-computer`` SDK and Harbor's ``environments/
   deskctl labels live in the handle and the ledger only. A create is never retried blindly (only a 429 or a
   connection that was never made). It blocks until the sandbox is allocated; an answer that never came (a
   timeout, a dropped connection, a 5xx, a 2xx without ``sandbox_id``) may have made a sandbox that cannot be
-  found (no list API): that is raised as :class:`~deskctl.errors.CleanupIncomplete` (exit 5) saying so, and
-  the backstop is the service's idle reaper, which removes an ephemeral sandbox nobody keeps alive within
-  about two minutes.
+  found (no list API): that is raised as :class:`~deskctl.errors.CleanupIncomplete` (exit 5; the session is
+  recorded ``leaked``) saying so, with the remedy of its case: the service's idle reaper removes an ephemeral
+  sandbox nobody keeps alive within about two minutes; a persistent one is found in the dashboard.
 - **Lifetime**: the service reaps an ephemeral sandbox after about 2 minutes without an API call. The session's
   keepalive thread calls :meth:`keepalive` (``POST .../keepalive``) every 30 s. A detached session
   (``deskctl up``) has no process to send keepalives, so it is refused with ``usage.detached_unsupported``
@@ -55,9 +55,10 @@ The contract was read from the ``use-computer`` SDK and Harbor's ``environments/
   404 on a sandbox provider.session_lost when the sandbox's own ``GET`` says it is gone (else a route the
   service lacks: provider.api_error; the session goes on), any other 429 provider.rate_limited (``Retry-After``
   honoured), other 5xx provider.api_error (retried only when idempotent).
-- **Geometry listed by the service**: when ``GET /v1/platforms`` lists the image's display, preflight checks the
-  pinned size against that listing (``geometry.listed`` / ``geometry.unsupported``) and the engine's modelled
-  :data:`FIXED_SIZES` give way to it, so the size one check suggests is the size the other accepts.
+- **Geometry listed by the service**: when ``GET /v1/platforms`` lists the display (per image, or at the top of
+  the ``macos`` entry), preflight checks the pinned size against that listing (``geometry.listed`` /
+  ``geometry.unsupported``, before any create) and the engine's modelled :data:`FIXED_SIZES` give way to it, so
+  the size one check suggests is the size the other accepts.
 
 Provider options: ``base_url``, ``ephemeral`` (default true), ``host``, ``version``, ``snapshot``,
 ``reservation_id``, ``resources`` (``"cpus=4,memory_mb=4096,disk_gb=40"`` or a mapping), ``shell``,
