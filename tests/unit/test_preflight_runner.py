@@ -36,6 +36,7 @@ from deskctl.errors import (
     QuotaExceeded,
     UsageError,
 )
+from deskctl.providers.base import Capabilities
 from deskctl.spec import DesktopSpec, Platform
 from unit._preflight_fakes import StubProvider, barrier_behaviour, blocking_behaviour
 
@@ -128,7 +129,22 @@ def test_the_first_failure_decides_the_error_and_all_failures_are_in_details() -
     assert err.code == "compat.agent_unsupported" and err.exit_code == 3
     assert "Windows-capable agents: oracle, nop" in err.message and err.remedy
     assert [f["code"] for f in err.details["failures"]] == [
-        "compat.agent_unsupported", "compat.platform_unsupported", "stub.binary"]
+        "compat.agent_unsupported", "compat.platform_unsupported"]
+    class WindowsStub(StubProvider):
+        capabilities = Capabilities(platforms=frozenset({Platform.WINDOWS}))
+
+    windows = WindowsStub(own)
+    with pytest.raises(CompatError) as info:
+        raise_for_failures(run_checks(_spec(platform="windows"), windows, agent="computer-1"), "stub")
+    assert [f["code"] for f in info.value.details["failures"]] == ["compat.agent_unsupported", "stub.binary"]
+
+
+def test_a_platform_the_provider_does_not_serve_is_answered_without_its_preflight() -> None:
+    stub = StubProvider()
+    results = {r.code: r for r in run_checks(_spec(platform="windows"), stub)}
+    assert results["compat.platform_unsupported"].status == "fail"
+    assert results["stub.api"].status == "skip" and "does not serve windows" in results["stub.api"].message
+    assert stub.calls == 0  # the provider's API is not dialled
 
 
 def test_nothing_failing_raises_nothing() -> None:
