@@ -1,6 +1,7 @@
 """What every cloud fake's HTTP side has in common: a threaded server on a loopback port 0, the request log
-(with the time the server spent on each request), failure injection, JSON answers, and start/stop that also
-ends every desktop the fake made.
+(with the time the server spent on each request), failure injection (an answer by method and path; a create
+slower than its client, :meth:`LoopbackService.delay_create`), JSON answers, and start/stop that also ends
+every desktop the fake made.
 
 A fake subclasses :class:`LoopbackService` (its routes, state machine and strictness) and :class:`JsonHandler`
 (the order in which it parses, injects and routes a request, and the body of its own-bug 500)."""
