@@ -151,7 +151,11 @@ def test_the_lookup_window_is_bounded(daytona_env: FakeDaytona) -> None:
     from deskctl.errors import ConfigInvalid
 
     with pytest.raises(ConfigInvalid):
-        _ = DaytonaProvider({"create_lookup_seconds": 100000}).create_lookup_seconds
+        DaytonaProvider({"create_lookup_seconds": 100000})
+    refused = run_deskctl(daytona_env, "up", "--provider", "daytona", "--platform", "windows", "--json",
+                          "-o", "create_lookup_seconds=-1")
+    assert refused.returncode == 2 and json.loads(refused.stdout)["error"]["code"] == "config.invalid"
+    assert daytona_env.sandboxes == {}
 
 
 def test_a_create_that_never_came_leaves_nothing_to_find_once_the_window_closes(daytona_env: FakeDaytona) -> None:

@@ -395,6 +395,8 @@ class HttpProvider(Provider):
         self._client_lock = threading.Lock()
         self.retry = RetryPolicy.from_options(self.options)
         self._sleep: Callable[[float], None] = time.sleep
+        #: how long what an ambiguous create made is looked for (see :meth:`_look_for_created`)
+        self.create_lookup_seconds = self._create_lookup_window()
 
     def _number(self, key: str, default: float) -> float:
         """Provider option ``key`` as a non-negative number, else :class:`ConfigInvalid`."""
@@ -485,10 +487,9 @@ class HttpProvider(Provider):
                 ) from cause
 
     # -- a create whose answer was lost ----------------------------------------------------------------------
-    @property
-    def create_lookup_seconds(self) -> float:
-        """How long what an ambiguous create made is looked for (option ``create_lookup_seconds``, default
-        :data:`CREATE_LOOKUP_SECONDS`, at most :data:`CREATE_LOOKUP_MAX`; 0 looks once)."""
+    def _create_lookup_window(self) -> float:
+        """Option ``create_lookup_seconds`` (default :data:`CREATE_LOOKUP_SECONDS`, at most
+        :data:`CREATE_LOOKUP_MAX`; 0 looks once), checked when the provider is made."""
         seconds = self._number("create_lookup_seconds", CREATE_LOOKUP_SECONDS)
         if seconds > CREATE_LOOKUP_MAX:
             raise ConfigInvalid(f"{self.name} option create_lookup_seconds={seconds:g} is above the bound of "
