@@ -1,9 +1,10 @@
 #!/bin/sh
-# PID 1's child in a deskctl desktop container (docker-init is PID 1). Starts Xvfb on :0 at the pinned
-# geometry, listening only on the unix socket /tmp/.X11-unix/X0 (a directory the host bind-mounts) and
+# PID 1's child in a deskctl desktop container (docker-init is PID 1). Starts Xvfb on :N (DESKCTL_DISPLAY, default
+# 0) at the pinned geometry, listening only on the unix socket /tmp/.X11-unix/XN (a directory the host bind-mounts) and
 # requiring the MIT-MAGIC-COOKIE in $XAUTHORITY (written by the host, mounted read-only); then, when asked,
 # a window manager and a browser. The container exits when Xvfb exits, or when the TTL runs out.
 #   DESKCTL_GEOMETRY   WxHxDEPTH (required)
+#   DESKCTL_DISPLAY    the display number (default 0; the provider sets DISPLAY to match)
 #   DESKCTL_WM         1: start openbox
 #   DESKCTL_START_URL  open this URL in Chromium (browser variant)
 #   DESKCTL_WINDOW     WxH+X+Y of the browser window
@@ -14,14 +15,15 @@
 #                      writes it after create). With no host-written $XAUTHORITY, a fresh cookie is made here.
 set -eu
 : "${DESKCTL_GEOMETRY:?DESKCTL_GEOMETRY is required}"
+d=${DESKCTL_DISPLAY:-0}
 if [ "${DESKCTL_SERVE_AGENT:-0}" = "1" ] && [ ! -s "$XAUTHORITY" ]; then
     # a remote engine shares no host folder: the cookie lives (and stays) in the container
     XAUTHORITY=/tmp/deskctl-Xauthority; export XAUTHORITY; : >"$XAUTHORITY"
-    xauth -q -f "$XAUTHORITY" add :0 MIT-MAGIC-COOKIE-1 "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+    xauth -q -f "$XAUTHORITY" add ":$d" MIT-MAGIC-COOKIE-1 "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 fi
 ready=/tmp/deskctl-xready
 rm -f "$ready"; mkfifo "$ready"
-Xvfb :0 -screen 0 "$DESKCTL_GEOMETRY" -nolisten tcp -nolisten local -auth "$XAUTHORITY" \
+Xvfb ":$d" -screen 0 "$DESKCTL_GEOMETRY" -nolisten tcp -nolisten local -auth "$XAUTHORITY" \
     -noreset -dpi 96 ${DESKCTL_FBDIR:+-fbdir "$DESKCTL_FBDIR"} -displayfd 3 3>"$ready" &
 xvfb=$!
 # -displayfd writes the display number once the server accepts connections: no polling.
@@ -29,7 +31,7 @@ read -r _display <"$ready" || { wait "$xvfb"; exit $?; }
 rm -f "$ready"
 if [ "${DESKCTL_SERVE_AGENT:-0}" = "1" ]; then
     PYTHONPATH=/opt/deskctl-agent python3 -m deskctl.agent --listen 0.0.0.0 \
-        --port "${DESKCTL_AGENT_PORT:-7390}" --display :0 --xauthority "$XAUTHORITY" &
+        --port "${DESKCTL_AGENT_PORT:-7390}" --display ":$d" --xauthority "$XAUTHORITY" &
 fi
 if [ "${DESKCTL_WM:-0}" = "1" ]; then
     openbox >/tmp/openbox.log 2>&1 &

@@ -102,6 +102,10 @@ LABEL_DIR = "deskctl.docker.dir"
 LABEL_FB_DIR = "deskctl.docker.fb"
 #: on a desktop reached through its agent (a remote engine's): "1"
 LABEL_AGENT = "deskctl.docker.agent"
+#: the X display number of the desktop in its container
+LABEL_DISPLAY = "deskctl.docker.display"
+#: on a desktop that runs a task image (not deskctl's desktop image): "1"
+LABEL_TASK_IMAGE = "deskctl.docker.task_image"
 
 #: container uid of the desktop user (see data/docker/Dockerfile)
 DESKTOP_USER = "1000:1000"
@@ -109,7 +113,8 @@ DEFAULT_MEMORY = "1g"
 #: what Xvfb, a window manager and the X client libraries need besides the framebuffer
 BASELINE_MEMORY = 48 * 2**20
 BROWSER_MEMORY = 512 * 2**20
-_DISPLAY = ":0"
+#: where the display's cookie is in the container (a read-only bind of the host's file)
+_XAUTHORITY = "/run/deskctl/xauth/Xauthority"
 #: where a remote desktop's secrets go in the container (the agent reads agent/token, Xvfb xauth/Xauthority)
 _SECRETS_ROOT = "/run/deskctl"
 _AGENT_TOKEN_FILE = "agent-token"  # beside the session's other files on this machine
@@ -235,7 +240,7 @@ class DockerProvider(X11Provider):
     name: ClassVar[str] = "docker"
     option_names: ClassVar[frozenset[str] | None] = frozenset({
         "image", "variant", "memory", "cpus", "network", "shm_size", "pids_limit", "reaper", "expiry_grace",
-        "api_timeout", "host", "agent_host"})
+        "api_timeout", "host", "agent_host", "display", "hardened", "locale", "timezone", "fonts", "build_network"})
     capabilities: ClassVar[Capabilities] = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
@@ -255,8 +260,12 @@ class DockerProvider(X11Provider):
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
+        from deskctl.providers.docker.layers import check_extras
+
         if options.get("host"):
             _check_engine(str(options["host"]), cls.name)
+        _display_number(options.get("display", 0), cls.name)
+        check_extras(options, cls.name)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -486,7 +495,7 @@ class DockerProvider(X11Provider):
         machine (:meth:`_host_dirs`), the container's configuration (:meth:`_container_config`), and the
         container made and started (:meth:`_start`, which removes whatever it made when a step fails)."""
         plan = self._plan(spec, session_id)
-        dirs = None if plan.remote else self._host_dirs(session_id)
+        dirs = None if plan.remote else self._host_dirs(session_id, plan.display)
         config = self._container_config(spec, plan, labels, dirs)
         return self._start(spec, plan, config, dirs, labels)
 
@@ -508,6 +517,9 @@ class DockerProvider(X11Provider):
             geometry = Geometry(width=1024, height=768)
         image = self._resolve_image(spec)
         variant = self._variant(spec)
+        image, task_image = self._desktop_image(spec, image, remote)
+        if task_image:
+            variant = "minimal"  # what the memory check assumes: the task brings its own apps
         memory = self._memory(spec)
         needed = self._needed_memory(spec, variant)
         if memory is not None and memory < needed:
@@ -518,20 +530,53 @@ class DockerProvider(X11Provider):
         if self._state(session_id) is not None:  # never touch (or overwrite the cookie of) someone else's desktop
             raise UsageError(f"a container named {session_id} already exists", code="usage.conflict",
                              provider=self.name)
+        hardened = _truthy(self._option(spec, "hardened", True))
         return _Plan(session_id=session_id, engine=engine, remote=remote, geometry=geometry, image=image,
-                     variant=variant, memory=memory, cpus=self._option(spec, "cpus"), network=network)
+                     variant=variant, memory=memory, cpus=self._option(spec, "cpus"), network=network,
+                     task_image=task_image, display=_display_number(self._option(spec, "display", 0), self.name),
+                     hardened=hardened, user=DESKTOP_USER if hardened else None)
 
-    def _host_dirs(self, session_id: str) -> _HostDirs:
+    def _desktop_image(self, spec: DesktopSpec, image: str, remote: bool) -> tuple[str, bool]:
+        """The image to run for ``image`` and whether it is a *task image* (not a deskctl desktop image: Xvfb is
+        started in it by ``docker exec``, its entrypoint and user are its own). A task image without Xvfb, or
+        any image without the fonts, locale or time zones the options ask for, runs as a layer built over it
+        (:mod:`.layers`, once per content)."""
+        from deskctl.providers.docker.images import LABEL_VARIANT
+        from deskctl.providers.docker.layers import check_extras, ensure_desktop_image
+
+        extras = check_extras({**self.options, **spec.provider_options}, self.name)
+        with self._errors(f"inspect the image {image}"):
+            info = self.client.api.inspect_image(image)  # type: ignore[no-untyped-call]
+        task_image = LABEL_VARIANT not in ((info.get("Config") or {}).get("Labels") or {})
+        if task_image:
+            if remote:
+                raise UsageError(f"the image {image} is not a deskctl desktop image: on a remote engine a desktop "
+                                 "runs deskctl's own image (its agent is in it)", code="usage.bad_image",
+                                 provider=self.name, remedy="use a local engine for task images")
+            if spec.start_url or spec.window_manager:
+                raise UsageError(f"a start URL or window manager needs deskctl's desktop image, not {image}",
+                                 code="usage.bad_option", provider=self.name,
+                                 remedy="start the task's own browser or window manager from the task")
+        if not task_image and not extras:
+            return image, False
+        if remote:
+            raise UsageError("fonts, locale and timezone need a local engine (a layer is built over the image)",
+                             code="usage.bad_option", provider=self.name)
+        built = ensure_desktop_image(self.client, image, extras,
+                                     network_mode=self._option(spec, "build_network") or None)
+        return built.image, task_image
+
+    def _host_dirs(self, session_id: str, display: int = 0) -> _HostDirs:
         """The folders a local desktop shares with this machine: its X socket's, its cookie's (written here) and
         its framebuffer file's."""
         from deskctl.providers._x11 import new_cookie, write_xauthority
 
         session_dir = self._session_dir(session_id)
         x11_dir, auth_dir = session_dir / "x11", session_dir / "xauth"
-        if len(os.fsencode(x11_dir / "X0")) > 107:  # sun_path holds 108 bytes with its NUL
+        if len(os.fsencode(x11_dir / f"X{display}")) > 107:  # sun_path holds 108 bytes with its NUL
             from deskctl.errors import ConfigInvalid
 
-            raise ConfigInvalid(f"the X socket path {x11_dir / 'X0'} is too long for a unix socket",
+            raise ConfigInvalid(f"the X socket path {x11_dir / f'X{display}'} is too long for a unix socket",
                                 provider=self.name, remedy="set DESKCTL_HOME to a shorter directory")
         for path in (x11_dir, auth_dir):
             path.mkdir(parents=True, exist_ok=True)
@@ -541,7 +586,7 @@ class DockerProvider(X11Provider):
         os.chmod(session_dir, 0o755)
         os.chmod(x11_dir, 0o777)
         os.chmod(auth_dir, 0o755)
-        cookie_file = write_xauthority(auth_dir / "Xauthority", 0, new_cookie())
+        cookie_file = write_xauthority(auth_dir / "Xauthority", display, new_cookie())
         os.chmod(cookie_file, 0o644)
         fb_dir = _framebuffer_root(session_dir) / session_id
         fb_dir.mkdir(parents=True, exist_ok=True)
@@ -556,7 +601,26 @@ class DockerProvider(X11Provider):
         all_labels = {str(k): str(v) for k, v in labels.items()}
         all_labels.setdefault(LABEL_SESSION, plan.session_id)
         all_labels[LABEL_PROVIDER] = self.name
-        environment = {"DESKCTL_GEOMETRY": f"{geometry.width}x{geometry.height}x{geometry.depth}"}
+        all_labels[LABEL_DISPLAY] = str(plan.display)
+        from deskctl.providers.docker.layers import check_extras
+
+        # a task image's environment is its own: only what the options ask for (LANG, TZ) is added
+        environment = check_extras({**self.options, **spec.provider_options}, self.name).environment()
+        command: list[str] | None = None
+        lifetime = _lifetime(spec, labels)
+        ttl = None
+        if lifetime is not None:  # a backstop: the desktop stops itself a little after its expiry
+            grace = float(self._option(spec, "expiry_grace", 60))
+            ttl = str(max(1, round(lifetime + grace)))
+        if plan.task_image:
+            all_labels[LABEL_TASK_IMAGE] = "1"
+            # as Harbor's docker environment keeps a task's container up; Xvfb is started by exec (_start_xvfb)
+            command = ["sh", "-c", f"sleep {ttl or 'infinity'}"]
+            config = _ContainerConfig(labels=all_labels, environment=environment, host_config={}, ports=[],
+                                      command=command, user=plan.user)
+            return self._host_config(spec, plan, config, dirs)
+        environment.update({"DESKCTL_GEOMETRY": f"{geometry.width}x{geometry.height}x{geometry.depth}",
+                            "DESKCTL_DISPLAY": str(plan.display), "DISPLAY": f":{plan.display}"})
         if dirs is not None:
             all_labels[LABEL_DIR] = str(dirs.session_dir)
             all_labels[LABEL_FB_DIR] = str(dirs.fb_dir)
@@ -573,17 +637,24 @@ class DockerProvider(X11Provider):
             environment["DESKCTL_START_URL"] = spec.start_url
         if spec.window_geometry is not None:
             environment["DESKCTL_WINDOW"] = str(spec.window_geometry)
-        lifetime = _lifetime(spec, labels)
-        if lifetime is not None:  # a backstop: the desktop stops itself a little after its expiry
-            grace = float(self._option(spec, "expiry_grace", 60))
-            environment["DESKCTL_TTL"] = str(max(1, round(lifetime + grace)))
-        host_config: dict[str, Any] = {
-            "network_mode": plan.network,
-            "init": True,
-            "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"],
-            "pids_limit": int(self._option(spec, "pids_limit", 4096 if plan.variant == "browser" else 1024)),
-        }
+        if ttl is not None:
+            environment["DESKCTL_TTL"] = ttl
+        config = _ContainerConfig(labels=all_labels, environment=environment, host_config={}, ports=[],
+                                  command=None, user=plan.user)
+        return self._host_config(spec, plan, config, dirs)
+
+    def _host_config(self, spec: DesktopSpec, plan: _Plan, config: _ContainerConfig,
+                     dirs: _HostDirs | None) -> _ContainerConfig:
+        """The host configuration: deskctl's hardened profile (no capabilities, no new privileges, a pid limit)
+        unless ``hardened=false`` (Docker's defaults, as Harbor's docker environment runs a task); the binds of
+        a local desktop, the agent's published port of a remote one; limits."""
+        host_config: dict[str, Any] = {"network_mode": plan.network, "init": True}
+        if plan.hardened:
+            host_config.update(cap_drop=["ALL"], security_opt=["no-new-privileges"])
+        pids = self._option(spec, "pids_limit", (4096 if plan.variant == "browser" else 1024) if plan.hardened
+                            else None)
+        if pids is not None:
+            host_config["pids_limit"] = int(pids)
         ports: list[int] = []
         if dirs is not None:
             host_config["binds"] = {str(dirs.x11_dir): {"bind": "/tmp/.X11-unix", "mode": "rw"},
@@ -608,7 +679,8 @@ class DockerProvider(X11Provider):
         shm = self._option(spec, "shm_size", "256m" if plan.variant == "browser" else None)
         if shm:
             host_config["shm_size"] = shm
-        return _ContainerConfig(labels=all_labels, environment=environment, host_config=host_config, ports=ports)
+        return _ContainerConfig(labels=config.labels, environment=config.environment, host_config=host_config,
+                                ports=ports, command=config.command, user=config.user)
 
     def _agent_host(self, spec: DesktopSpec | None) -> str:
         """Where this machine reaches the published ports of the engine: ``agent_host``, else its URL's host."""
@@ -630,16 +702,18 @@ class DockerProvider(X11Provider):
                 api = self.client.api
                 created = api.create_container(
                     plan.image, name=session_id, labels=config.labels, environment=config.environment,
-                    user=DESKTOP_USER, ports=config.ports or None,
+                    user=config.user, ports=config.ports or None, command=config.command,
                     host_config=api.create_host_config(**config.host_config), detach=True,
                 )
                 container_id = str(created["Id"])
             if plan.remote:
-                data = self._hand_secrets(spec, session_id, container_id)
+                data = self._hand_secrets(spec, session_id, container_id, plan.display)
             with self._errors(f"start the container {session_id}"):
                 api.start(container_id)
             if plan.remote:
                 data["agent_port"] = self._published_port(container_id)
+            if plan.task_image:
+                self._start_xvfb(container_id, plan)
         except BaseException as exc:
             if isinstance(exc, ProviderApiError) and exc.status == 409 and not container_id:
                 # the name was taken between our check and the create: that container is not ours
@@ -661,16 +735,21 @@ class DockerProvider(X11Provider):
             "container": container_id,
             "name": session_id,
             "image": plan.image,
-            "display": _DISPLAY,
+            "display": f":{plan.display}",
             "network": plan.network,
             "memory": plan.memory,
             "watched": watched,
+            # who runs a command by default and owns what is copied in: the desktop user (hardened), else the
+            # image's own user and root (as `docker exec` and `docker cp` do)
+            "exec_user": plan.user or "",
+            "file_owner": plan.user or "0:0",
+            "task_image": plan.task_image,
         })
         if plan.engine:  # the environment's engine stays unnamed: a local desktop follows DOCKER_HOST as before
             data["engine"] = plan.engine
         if dirs is not None:
             data.update({
-                "socket_path": str(dirs.x11_dir / "X0"),
+                "socket_path": str(dirs.x11_dir / f"X{plan.display}"),
                 "xauthority": str(dirs.cookie_file),
                 "session_dir": str(dirs.session_dir),
                 "fb_dir": str(dirs.fb_dir),
@@ -679,7 +758,7 @@ class DockerProvider(X11Provider):
         return RemoteHandle(provider=self.name, session_id=session_id, resource_id=container_id,
                             labels=config.labels, data=data)
 
-    def _hand_secrets(self, spec: DesktopSpec, session_id: str, container: str) -> dict[str, Any]:
+    def _hand_secrets(self, spec: DesktopSpec, session_id: str, container: str, display: int) -> dict[str, Any]:
         """A remote desktop's agent token and display cookie, made here and written into the created (not yet
         started) container; the token also into a 0600 file of this machine's runtime directory, from which another
         process of this user reconnects. Returns the handle data that says where the agent is."""
@@ -699,7 +778,7 @@ class DockerProvider(X11Provider):
             out.write(token)
         # The display's cookie, where the image's XAUTHORITY says (as a local desktop's, so that exec'd X clients
         # find it); made here but not kept: only processes in the container use the display.
-        cookie_file = write_xauthority(session_dir / "Xauthority", 0, new_cookie())
+        cookie_file = write_xauthority(session_dir / "Xauthority", display, new_cookie())
         try:
             cookie = cookie_file.read_bytes()
         finally:
@@ -713,6 +792,24 @@ class DockerProvider(X11Provider):
         self._tokens[session_id] = token
         return {"agent_host": self._agent_host(spec), "session_dir": str(session_dir),
                 "agent_token_file": str(token_file)}
+
+    def _start_xvfb(self, container: str, plan: _Plan) -> None:
+        """Start Xvfb in a running task-image container, on the plan's display at its geometry, as the container's
+        user, with the cookie of the bind-mounted Xauthority; returns once the server accepts connections (its
+        ``-displayfd``), or raises with Xvfb's last words when it exits before that."""
+        geometry = plan.geometry
+        argv = ["sh", "-c", _XVFB_SCRIPT, "deskctl-xvfb", str(plan.display),
+                f"{geometry.width}x{geometry.height}x{geometry.depth}"]
+        with self._errors(f"start Xvfb in {plan.session_id}"):
+            api = self.client.api
+            exec_id = str(api.exec_create(container, argv, stdout=True, stderr=True, user=plan.user or "")["Id"])
+            output = api.exec_start(exec_id)
+            code = api.exec_inspect(exec_id).get("ExitCode")
+        if code != 0:
+            text = (output or b"").decode(errors="replace").strip()[-800:]
+            raise ProviderApiError(f"docker: Xvfb did not start in {plan.session_id} (exit {code}): {text}",
+                                   provider=self.name, remedy="the image's Xvfb must run: try `docker run --rm "
+                                   f"--entrypoint Xvfb {plan.image} -help`")
 
     def _published_port(self, container: str) -> int:
         """The host port the engine gave the agent's port."""
@@ -773,8 +870,8 @@ class DockerProvider(X11Provider):
             return
         from deskctl.providers._x11 import X11Address, connect_display, read_cookie
 
-        address = X11Address(display=_DISPLAY, socket_path=str(handle.data["socket_path"]))
-        cookie = read_cookie(str(handle.data["xauthority"]), 0)
+        address = X11Address(display=_display_of(handle), socket_path=str(handle.data["socket_path"]))
+        cookie = read_cookie(str(handle.data["xauthority"]), _display_number(_display_of(handle)[1:], self.name))
         container = str(handle.data.get("container", handle.resource_id))
         last = "the X socket does not exist yet"
         delay = 0.005
@@ -949,11 +1046,13 @@ class DockerProvider(X11Provider):
             session_id = labels.get(LABEL_SESSION, "")
             session_dir = labels.get(LABEL_DIR, "")
             names = [n.lstrip("/") for n in raw.get("Names") or []]
+            number = labels.get(LABEL_DISPLAY, "0")
+            display = f":{number}"
             if labels.get(LABEL_AGENT) == "1":
                 handles.append(RemoteHandle(
                     provider=self.name, session_id=session_id, resource_id=str(raw["Id"]), labels=labels,
                     data={"container": str(raw["Id"]), "name": names[0] if names else session_id,
-                          "image": raw.get("Image"), "display": _DISPLAY, "engine": self.engine,
+                          "image": raw.get("Image"), "display": display, "engine": self.engine,
                           "state": raw.get("State"), **self._agent_address(raw, session_id)},
                     created_at=float(raw.get("Created") or time.time()),
                 ))
@@ -964,8 +1063,8 @@ class DockerProvider(X11Provider):
                     "container": str(raw["Id"]),
                     "name": names[0] if names else session_id,
                     "image": raw.get("Image"),
-                    "display": _DISPLAY,
-                    "socket_path": str(Path(session_dir) / "x11" / "X0") if session_dir else "",
+                    "display": display,
+                    "socket_path": str(Path(session_dir) / "x11" / f"X{number}") if session_dir else "",
                     "xauthority": str(Path(session_dir) / "xauth" / "Xauthority") if session_dir else "",
                     "session_dir": session_dir,
                     "fb_dir": labels.get(LABEL_FB_DIR, ""),
@@ -1006,9 +1105,10 @@ class DockerProvider(X11Provider):
 
         socket_path = str(handle.data.get("socket_path") or "")
         try:
-            cookie = read_cookie(str(handle.data["xauthority"]), 0)
+            display = _display_of(handle)
+            cookie = read_cookie(str(handle.data["xauthority"]), _display_number(display[1:], self.name))
             # MIT-SHM cannot cross the container's IPC namespace: plain GetImage over the socket.
-            return X11Driver.open(_DISPLAY, socket_path=socket_path, cookie=cookie, provider=self.name,
+            return X11Driver.open(display, socket_path=socket_path, cookie=cookie, provider=self.name,
                                   use_shm=False)
         except (ProviderUnreachable, KeyError) as exc:
             raise self._lost(handle, "connect to the display", exc) from exc
@@ -1097,6 +1197,10 @@ class DockerProvider(X11Provider):
         from deskctl.providers._guest import background_pid, check_exec_options, posix_line
 
         extra = check_exec_options(env, user, self.name)
+        if handle.data.get("task_image") and not _via_agent(handle):
+            # the display's cookie for every X client a command starts (DISPLAY alone reaches the display); the
+            # task image's own environment is otherwise left as it is
+            extra.setdefault("XAUTHORITY", _XAUTHORITY)
         container = str(handle.data.get("container") or handle.resource_id)
         seconds = max(1, round(timeout))
         line = posix_line(command, cwd=cwd, background=background) if cwd or background else command
@@ -1106,7 +1210,8 @@ class DockerProvider(X11Provider):
         try:
             with self._errors("run a command"):
                 exec_id = str(client.api.exec_create(container, argv, stdout=True, stderr=True,
-                                                     user=user or DESKTOP_USER, environment=extra or None)["Id"])
+                                                     user=user or _exec_user(handle),
+                                                     environment=extra or None)["Id"])
                 out, err = client.api.exec_start(exec_id, demux=True)
                 code = client.api.exec_inspect(exec_id).get("ExitCode")
         except (NotFound, InfrastructureError) as exc:
@@ -1186,7 +1291,7 @@ class DockerProvider(X11Provider):
                              "cannot replace it", code="usage.bad_path", provider=self.name,
                              remedy="copy into it with a path under it, or remove it first")
         container = str(handle.data.get("container") or handle.resource_id)
-        uid, gid = (int(x) for x in DESKTOP_USER.split(":"))
+        uid, gid = _owner_ids(str(handle.data.get("file_owner") or DESKTOP_USER))
         engine = self._engine_of(handle)
         with self._bulk_client(engine) as client:
             for attempt in range(2):
@@ -1274,6 +1379,10 @@ class _Plan:
     memory: int | None
     cpus: Any
     network: str
+    task_image: bool = False
+    display: int = 0
+    hardened: bool = True
+    user: str | None = DESKTOP_USER  # the container's user; None: the image's own
 
 
 @dataclass(frozen=True)
@@ -1292,6 +1401,8 @@ class _ContainerConfig:
     environment: dict[str, str]
     host_config: dict[str, Any]
     ports: list[int]
+    command: list[str] | None = None
+    user: str | None = DESKTOP_USER
 
 
 def _is_loopback(host: str) -> bool:
@@ -1321,6 +1432,47 @@ def _secrets_tar(files: Mapping[str, bytes], uid: int, gid: int) -> bytes:
             info.size, info.mode, info.uid, info.gid, info.mtime = len(content), 0o600, uid, gid, time.time()
             tar.addfile(info, io.BytesIO(content))
     return out.getvalue()
+
+
+#: run by ``docker exec`` in a task-image container (as the desktop's entrypoint does in deskctl's image): Xvfb on
+#: display $1 at $2, only on the unix socket /tmp/.X11-unix/X$1 (the host's bind mount), demanding the cookie of the
+#: bind-mounted Xauthority, keeping its framebuffer in the host's tmpfs; exits 0 once the server answers
+_XVFB_SCRIPT = r"""
+set -u
+d=$1; g=$2; log=/tmp/.deskctl-xvfb-$d.log; ready=/tmp/.deskctl-xready-$d
+rm -f "$ready"; mkfifo "$ready" || exit 97
+Xvfb ":$d" -screen 0 "$g" -nolisten tcp -nolisten local -auth /run/deskctl/xauth/Xauthority -noreset -dpi 96 \
+    -fbdir /run/deskctl/fb -displayfd 3 3>"$ready" </dev/null >"$log" 2>&1 &
+x=$!
+if read -r _ <"$ready"; then rm -f "$ready"; exit 0; fi
+rm -f "$ready"; wait "$x"; status=$?
+echo "Xvfb exited with $status:"; tail -n 15 "$log"
+exit 1
+"""
+
+
+def _display_number(value: Any, provider: str) -> int:
+    """The ``display`` option (``1``, ``"1"`` or ``":1"``) as the X display number."""
+    text = str(value).strip().lstrip(":") if not isinstance(value, bool) else ""
+    if not text.isdigit() or int(text) > 999:
+        raise UsageError(f"display {value!r} is not an X display number such as 0 or 1", code="usage.bad_option",
+                         provider=provider, remedy="display=1 is the display Harbor's computer-1 agent uses")
+    return int(text)
+
+
+def _display_of(handle: RemoteHandle) -> str:
+    """The desktop's display as ``:N`` (``:0`` for handles made before the number was recorded)."""
+    return str(handle.data.get("display") or ":0")
+
+
+def _exec_user(handle: RemoteHandle) -> str:
+    """Who runs a command by default: the desktop user, or ``""`` (the container's own user)."""
+    return str(handle.data.get("exec_user", DESKTOP_USER))
+
+
+def _owner_ids(owner: str) -> tuple[int, int]:
+    uid, _, gid = owner.partition(":")
+    return int(uid), int(gid or uid)
 
 
 def _via_agent(handle: RemoteHandle) -> bool:

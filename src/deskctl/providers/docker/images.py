@@ -51,6 +51,7 @@ __all__ = [
     "docker_errors",
     "files_hash",
     "find_image",
+    "image_exists",
     "image_tag",
     "list_images",
     "prune_images",
@@ -337,7 +338,7 @@ def build_image(
             ) from exc
         base_id = _base_id(client, base)
     tag = image_tag(variant, base, base_id)
-    if not force and _exists(client, tag):
+    if not force and image_exists(client, tag):
         _tag_floating(client, tag, variant)
         return BuildResult(tag, variant, base, built=False, seconds=time.monotonic() - started)
     labels = {LABEL_FILES: files_hash(), LABEL_VARIANT: variant, LABEL_BASE: base,
@@ -368,7 +369,8 @@ def build_image(
     return BuildResult(tag, variant, base, built=True, seconds=time.monotonic() - started)
 
 
-def _exists(client: docker.DockerClient, tag: str) -> bool:
+def image_exists(client: docker.DockerClient, tag: str) -> bool:
+    """Whether the engine has the image ``tag``."""
     try:
         with docker_errors(f"inspect {tag}"):
             client.api.inspect_image(tag)  # type: ignore[no-untyped-call]
