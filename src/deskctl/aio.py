@@ -377,9 +377,11 @@ class AsyncDesktop:
 
     async def exec(self, command: str, timeout: float = 60.0, *, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, user: str | None = None,
-                   background: bool = False) -> ExecResult:
+                   background: bool = False, on_output: Callable[[str, str], None] | None = None) -> ExecResult:
+        """As :meth:`Desktop.exec`; ``on_output`` is called from the desktop's worker thread (hand the text to
+        the event loop with ``loop.call_soon_threadsafe``)."""
         return await self._call(lambda: self._desk.exec(command, timeout, cwd=cwd, env=env, user=user,
-                                                        background=background))
+                                                        background=background, on_output=on_output))
 
     async def upload(self, local: str | os.PathLike[str], remote: str) -> None:
         await self._call(self._desk.upload, local, remote)

@@ -859,10 +859,13 @@ class Desktop:
             return self.provider.cursor_position(self._require_handle())
 
     def exec(self, command: str, timeout: float = 60.0, *, cwd: str | None = None,
-             env: Mapping[str, str] | None = None, user: str | None = None, background: bool = False) -> ExecResult:
+             env: Mapping[str, str] | None = None, user: str | None = None, background: bool = False,
+             on_output: Callable[[str, str], None] | None = None) -> ExecResult:
         """Run ``command`` through the desktop's shell (``sh`` on Linux/macOS, the provider's on Windows) in
         ``cwd`` with ``env`` added, as ``user``; ``background`` starts it detached and returns at once (a GUI
-        app: ``exec("xterm", background=True)``). A timeout is exit code 124."""
+        app: ``exec("xterm", background=True)``). A timeout is exit code 124. ``on_output(text, stream)``
+        (``stream``: ``"stdout"`` or ``"stderr"``) gets the output as it comes where the provider streams it
+        (``docker``), else all of it once the command ended; the result holds all of it either way."""
         from deskctl.providers._guest import check_exec_options
 
         options: dict[str, Any] = {}
@@ -875,8 +878,16 @@ class Desktop:
             options["user"] = user
         if background:
             options["background"] = True
+        streams = on_output is not None and getattr(type(self.provider), "exec_streams_output", False)
+        if streams:
+            options["on_output"] = on_output
         with self._guard("exec"):
-            return self.provider.exec(self._require_handle(), command, timeout, **options)
+            result = self.provider.exec(self._require_handle(), command, timeout, **options)
+        if on_output is not None and not streams:
+            for text, stream in ((result.stdout, "stdout"), (result.stderr, "stderr")):
+                if text:
+                    on_output(text, stream)
+        return result
 
     # -- files -----------------------------------------------------------------------------------------------
     def upload(self, local: str | os.PathLike[str], remote: str) -> None:

@@ -16,10 +16,12 @@ touch ``deskctl.integrations``). Every Harbor call maps onto deskctl's public as
   process that dies before ``stop`` leaves a labelled desktop (``harbor.session``, ``harbor.task`` besides
   deskctl's own labels) that ``deskctl reap`` finds; the docker provider's watcher removes it even sooner.
 
-With ``provider=docker`` a task's ``environment/Dockerfile`` is built FROM the deskctl desktop image (the
-Dockerfile starts ``ARG DESKCTL_IMAGE`` / ``FROM ${DESKCTL_IMAGE}``) and the desktop runs that image, so it is
-still deskctl's desktop (Xvfb, the pinned geometry, input over X11) with the task's files on it. A built image
-that is not derived from the desktop image is refused. docs/harbor.md has the options and what is tested.
+With ``provider=docker`` a task's ``environment/Dockerfile`` is built as Harbor's docker environment builds it
+(its folder as the context, no build arguments but ``DESKCTL_IMAGE`` for a Dockerfile that asks for deskctl's
+desktop image), once per content, and the desktop runs that image: deskctl starts Xvfb in it on display ``:1``
+(where Harbor's computer-1 agent looks), adding a thin layer with Xvfb through the image's package manager when it
+has none (:mod:`deskctl.providers.docker.layers`). The container runs as Harbor runs a task (the image's user,
+Docker's default capabilities) unless ``hardened=true``. docs/harbor.md has the options and what is tested.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harbor.environments.base import BaseEnvironment, ExecResult
-from harbor.environments.capabilities import EnvironmentCapabilities
+from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
 from harbor.environments.options import EnvironmentOptions
 from harbor.models.task.config import NetworkMode, TaskOS
 from harbor.models.trial.paths import EnvironmentPaths
@@ -55,6 +57,8 @@ BASE_ARG = "DESKCTL_IMAGE"
 TASK_REPOSITORY = "deskctl-harbor"
 LABEL_HARBOR_SESSION = "harbor.session"
 LABEL_HARBOR_TASK = "harbor.task"
+#: the X display of a desktop in Harbor mode: where Harbor's computer-1 agent looks (/tmp/.X11-unix/X1)
+HARBOR_DISPLAY = 1
 
 
 class DeskctlOptions(EnvironmentOptions):  # type: ignore[misc]  # harbor is not installed where mypy runs
@@ -77,8 +81,12 @@ class DeskctlOptions(EnvironmentOptions):  # type: ignore[misc]  # harbor is not
                                 description="seconds allowed to a command Harbor runs without a timeout")
     build_network: str | None = Field(default=None, description="network of the task image build's RUN steps")
     ignore_dockerfile: bool = Field(default=False,
-                                    description="run a task that has a Dockerfile on a provider that cannot "
-                                                "build it, without building it")
+                                    description="run the task on deskctl's own desktop image, without building "
+                                                "its Dockerfile or using its docker_image")
+    hardened: bool = Field(default=False,
+                           description="docker: deskctl's hardened container (no capabilities, no new privileges, "
+                                       "the desktop user 1000) instead of Harbor's (the image's user, Docker's "
+                                       "default capabilities)")
 
     _spec: Any = PrivateAttr(default=None)
 
@@ -186,6 +194,12 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
         return EnvironmentCapabilities(windows=self._windows, mounted=False,
                                        disable_internet=self._offline_by_choice)
 
+    @classmethod
+    def resource_capabilities(cls) -> EnvironmentResourceCapabilities:
+        """The task's cpus and memory become the docker desktop's limits (fractions of a CPU too), so Harbor's
+        resource preflight runs; the other providers' sizes are their own (docs/harbor.md)."""
+        return EnvironmentResourceCapabilities(cpu_limit=True, memory_limit=True, fractional_cpus=True)
+
     def _validate_definition(self) -> None:
         windows_task = self.task_env_config.os == TaskOS.WINDOWS
         if self._windows != windows_task:
@@ -201,6 +215,14 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
                 f"deskctl provider {self._provider!r} does not build images: this task's environment "
                 "(Dockerfile or docker_image) applies with provider=docker only; pass --ek ignore_dockerfile=true "
                 "to run the task on the provider's stock desktop without it")
+        if self._image_definition() == "Dockerfile" and not self.options.ignore_dockerfile:
+            problem = _dockerfile_problem((self.environment_dir / "Dockerfile").read_text(errors="replace"))
+            if problem:
+                raise ValueError(_explain(UsageError(
+                    f"the task's Dockerfile ({self.environment_dir / 'Dockerfile'}) {problem}",
+                    code="usage.bad_image", provider="docker",
+                    remedy="base the task on a Linux image with a shell (Debian, Ubuntu, Alpine, Fedora), or pass "
+                           "--ek ignore_dockerfile=true to run it on deskctl's own desktop image")))
 
     def _image_definition(self) -> str | None:
         if (self.environment_dir / "Dockerfile").is_file():
@@ -213,13 +235,25 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
     async def start(self, force_build: bool) -> None:
         if self._desk is not None:
             return
+        try:
+            await self._start(force_build)
+        except DeskctlError as exc:
+            # Harbor records and prints str(exception): make it carry deskctl's code and remedy, not the
+            # message alone (the exception keeps its class, which Harbor's retry policy looks at)
+            exc.message = _explain(exc)
+            raise
+
+    async def _start(self, force_build: bool) -> None:
         from deskctl import aio
 
         overrides: dict[str, Any] = {}
         if self._provider == "docker":
             overrides.update(self._docker_overrides())
-            if self._image_definition():
-                overrides["image"] = await self._task_image(force_build)
+            if self._image_definition() and not self.options.ignore_dockerfile:
+                overrides["image"] = await self._task_image(force_build, overrides)
+            elif self._image_definition():
+                self.logger.warning("deskctl: ignore_dockerfile: the task runs on deskctl's own desktop image, "
+                                    "without its %s", self._image_definition())
         spec = self.options.spec(**overrides)
         labels = {**spec.labels, LABEL_HARBOR_SESSION: _label_value(self.session_id),
                   LABEL_HARBOR_TASK: _label_value(self.environment_name)}
@@ -260,6 +294,7 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
     async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
         desk = self._require()
+        callback = self._output_callback()
         who = _user_name(self._resolve_user(user))
         pidfile: str | None = None
         if self._windows:
@@ -273,16 +308,22 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
         options: dict[str, Any] = {"cwd": cwd or self.task_env_config.workdir, "env": self._merge_env(env),
                                    "user": who}
         timeout = float(timeout_sec) if timeout_sec else self.options.exec_timeout
+        relay = _OutputRelay(callback) if callback is not None else None
+        if relay is not None:
+            options["on_output"] = relay.put
         try:
             result = await desk.exec(line, timeout, **options)
         except asyncio.CancelledError:  # Harbor's agent or verifier timeout
             if pidfile is not None:
                 await asyncio.shield(asyncio.to_thread(_end_command, desk, pidfile, who))
             raise
+        finally:
+            if relay is not None:
+                await relay.close()
         if result.exit_code not in (0, 124) and who == "root" and _owner_may_retry(command):
             # Files deskctl copies in belong to the desktop user, and a desktop's root may hold no capabilities
             # (the docker provider drops them all): Harbor's `chmod` of a script it uploaded then needs the owner.
-            retry = await desk.exec(line, timeout, **{**options, "user": None})
+            retry = await desk.exec(line, timeout, **{**options, "user": None, "on_output": None})
             if retry.exit_code == 0:
                 result = retry
         return ExecResult(stdout=result.stdout, stderr=result.stderr, return_code=result.exit_code)
@@ -302,6 +343,10 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
 
     # -- the docker provider: the task's image, resources, network -------------------------------------------
     def _docker_overrides(self) -> dict[str, Any]:
+        """What Harbor's docker environment would give the task's container, where the user's provider options
+        do not say otherwise: the network of the task's mode, its cpus and memory, its environment, the display
+        computer-1 uses, Harbor's user and capabilities (unless ``hardened``), and the locale and time zone of
+        its environment (LANG, LC_ALL, TZ) made to exist in the image."""
         given = self.options.provider_options
         out: dict[str, Any] = {}
         if "network" not in given:
@@ -313,20 +358,64 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
             out["memory"] = f"{int(self._effective_memory_mb)}m"
         if "cpus" not in given and self._effective_cpus:
             out["cpus"] = float(self._effective_cpus)
+        if "hardened" not in given:
+            out["hardened"] = self.options.hardened
+        if "display" not in given:
+            out["display"] = HARBOR_DISPLAY
+        env = self._startup_env()
+        if env and "env" not in given:
+            out["env"] = dict(env)
+        locale = env.get("LC_ALL") or env.get("LANG")
+        if locale and "locale" not in given and locale not in ("C", "POSIX"):
+            out["locale"] = locale
+        if env.get("TZ") and "timezone" not in given:
+            out["timezone"] = env["TZ"]
         return out
 
-    async def _task_image(self, force_build: bool) -> str:
-        """The image the desktop runs: the task's Dockerfile built FROM the desktop image (once per content), or
-        the task's ``docker_image``; either must derive from a deskctl desktop image."""
+    async def _task_image(self, force_build: bool, overrides: Mapping[str, Any]) -> str:
+        """The image the desktop runs: the task's Dockerfile built as Harbor builds it (once per content), or the
+        task's ``docker_image``; then, when it lacks Xvfb or what the options ask for, the layer over it."""
         lock = self._build_locks.setdefault(self.environment_id, asyncio.Lock())
         async with lock:
-            return await asyncio.to_thread(self._task_image_sync, force_build)
+            return await asyncio.to_thread(self._task_image_sync, force_build, overrides)
 
-    def _task_image_sync(self, force_build: bool) -> str:
-        from deskctl.providers.docker.images import VARIANTS, connect, docker_errors, find_image
+    def _task_image_sync(self, force_build: bool, overrides: Mapping[str, Any]) -> str:
+        from deskctl.providers.docker.images import connect, docker_errors, image_exists
+        from deskctl.providers.docker.layers import check_extras, ensure_desktop_image
 
         client = connect(timeout=600)
         try:
+            options = {**self.options.provider_options, **overrides}
+            extras = check_extras(options, "docker")
+            network = self.options.build_network or options.get("build_network") or None
+            if not (self.environment_dir / "Dockerfile").is_file():
+                image = str(self.task_env_config.docker_image)
+                if not image_exists(client, image):
+                    self.logger.info("deskctl: pulling %s", image)
+                    with docker_errors(f"pull the task's docker_image {image}"):
+                        client.images.pull(image)
+            else:
+                image = self._build_task_dockerfile(client, force_build, network)
+            built = ensure_desktop_image(client, image, extras, network_mode=network, force=force_build,
+                                         progress=lambda line: self.logger.debug("layer: %s", line))
+            if built.layer:
+                self.logger.info("deskctl: the desktop runs %s (%s with Xvfb and the options' extras)", built.image,
+                                 image)
+            return built.image
+        finally:
+            client.close()
+
+    def _build_task_dockerfile(self, client: Any, force_build: bool, network: str | None) -> str:
+        """The task's Dockerfile built as Harbor's docker environment builds it: its folder as the context, no
+        build arguments (but the desktop image for a Dockerfile that declares ``ARG DESKCTL_IMAGE``), the
+        engine's own platform; tagged by the content, a failure remembered (:func:`layers.build_cached`)."""
+        from deskctl.providers.docker.images import VARIANTS, docker_errors, find_image
+        from deskctl.providers.docker.layers import build_cached, run_build
+
+        dockerfile = (self.environment_dir / "Dockerfile").read_text(errors="replace")
+        buildargs: dict[str, str] = {}
+        base_id = ""
+        if _declares_arg(dockerfile, BASE_ARG):  # a task written for deskctl: FROM ${DESKCTL_IMAGE}
             given = self.options.provider_options
             variant = str(given.get("variant") or ("browser" if self.options.start_url else "minimal"))
             if variant not in VARIANTS:
@@ -338,74 +427,32 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
                                      code="preflight.image_missing", provider="docker",
                                      remedy=f"deskctl image build --variant {variant}")
             with docker_errors(f"inspect the desktop image {base}"):
-                base_info = client.api.inspect_image(base)  # type: ignore[no-untyped-call]
-            if not (self.environment_dir / "Dockerfile").is_file():
-                image = str(self.task_env_config.docker_image)
-                _check_derived(client, image, base_info, what=f"the task's docker_image {image}")
-                return image
-            digest = hashlib.sha256(f"{self.environment_id}\0{base_info['Id']}".encode()).hexdigest()[:16]
-            tag = f"{TASK_REPOSITORY}:{_tag_part(self.environment_name)}-{digest}"
-            if not force_build and _image_exists(client, tag):
-                return tag
-            self.logger.info("deskctl: building %s from %s FROM %s", tag, self.environment_dir, base)
-            log: list[str] = []
-            with docker_errors(f"build {tag}"):
-                stream = client.api.build(
-                    path=str(self.environment_dir), dockerfile="Dockerfile", tag=tag, buildargs={BASE_ARG: base},
-                    labels={LABEL_HARBOR_TASK: _label_value(self.environment_name)}, rm=True, forcerm=True,
-                    pull=False, decode=True, network_mode=self.options.build_network, nocache=force_build,
-                )
-                for chunk in stream:
-                    if "error" in chunk:
-                        tail = "\n".join(log[-15:])
-                        raise ProviderApiError(f"building the task image {tag} failed: "
-                                               f"{str(chunk['error']).strip()}\n{tail}", provider="docker",
-                                               remedy="fix the task's Dockerfile (it must start "
-                                                      f"`ARG {BASE_ARG}` / `FROM ${{{BASE_ARG}}}`)")
-                    line = str(chunk.get("stream") or "").rstrip()
-                    if line:
-                        log.append(line)
-                        self.logger.debug("build: %s", line)
+                base_id = str(client.api.inspect_image(base)["Id"])
+            buildargs[BASE_ARG] = base
+        digest = hashlib.sha256(f"{self.environment_id}\0{base_id}".encode()).hexdigest()[:16]
+        tag = f"{TASK_REPOSITORY}:{_tag_part(self.environment_name)}-{digest}"
+
+        def build() -> None:
+            missing = _missing_images(client, _from_images(dockerfile, buildargs))
+            self.logger.info("deskctl: building %s from %s", tag, self.environment_dir)
             try:
-                _check_derived(client, tag, base_info, what=f"the image built from {self.environment_dir}/Dockerfile")
-            except DeskctlError:
-                with docker_errors(f"remove {tag}"):
-                    client.api.remove_image(tag, force=True)
-                raise
-            return tag
-        finally:
-            client.close()
+                run_build(client, tag=tag, what=f"the task image {tag}", network_mode=network,
+                          labels={LABEL_HARBOR_TASK: _label_value(self.environment_name)},
+                          progress=lambda line: self.logger.debug("build: %s", line),
+                          context=str(self.environment_dir), buildargs=buildargs, nocache=force_build,
+                          remedy="fix the task's Dockerfile (read the build log above)")
+            except ProviderApiError as exc:
+                if not missing:
+                    raise
+                raise ProviderApiError(
+                    f"the task's Dockerfile starts FROM {', '.join(missing)}, which is not on this Docker engine, "
+                    f"and the engine could not get it: {exc.message}", provider="docker",
+                    remedy=f"`docker pull {missing[0]}` where a registry is reachable (or `docker load` it), then "
+                           "run again with `harbor run --force-build`") from exc
 
-
-def _check_derived(client: Any, image: str, base_info: Mapping[str, Any], *, what: str) -> None:
-    """Refuse an image that is not a deskctl desktop: it must carry the desktop image's files label (inherited
-    from ``FROM ${DESKCTL_IMAGE}``) and keep its entrypoint (which starts Xvfb at the pinned size)."""
-    from deskctl.providers.docker.images import LABEL_FILES, docker_errors
-
-    with docker_errors(f"inspect {image}"):
-        info = client.api.inspect_image(image)
-    labels = (info.get("Config") or {}).get("Labels") or {}
-    base_config = base_info.get("Config") or {}
-    if labels.get(LABEL_FILES) != (base_config.get("Labels") or {}).get(LABEL_FILES):
-        raise UsageError(f"{what} is not built FROM the deskctl desktop image", code="usage.bad_image",
-                         provider="docker",
-                         remedy=f"start the Dockerfile with `ARG {BASE_ARG}` and `FROM ${{{BASE_ARG}}}`")
-    if (info.get("Config") or {}).get("Entrypoint") != base_config.get("Entrypoint"):
-        raise UsageError(f"{what} replaces the desktop image's ENTRYPOINT, which starts the desktop",
-                         code="usage.bad_image", provider="docker", remedy="remove ENTRYPOINT from the Dockerfile")
-
-
-def _image_exists(client: Any, tag: str) -> bool:
-    from deskctl.errors import NotFound
-    from deskctl.providers.docker.images import docker_errors
-
-    try:
-        with docker_errors(f"inspect {tag}"):
-            client.api.inspect_image(tag)
-    except (NotFound, PreflightError):
-        return False
-    return True
-
+        build_cached(client, tag, f"task-{digest}", build, force=force_build,
+                     retry_hint="fix the task, then run again with `harbor run --force-build`")
+        return tag
 
 def _end_command(desk: AsyncDesktop, pidfile: str, user: str | None) -> None:
     """End the command whose shell wrote ``pidfile``, children first, as the user it runs as. Called from a thread
@@ -439,3 +486,81 @@ def _label_value(value: str) -> str:
 def _tag_part(value: str) -> str:
     part = re.sub(r"[^a-z0-9_.-]", "-", value.lower()).strip(".-")[:60]
     return part or "task"
+
+
+def _missing_images(client: Any, images: list[str]) -> list[str]:
+    from deskctl.providers.docker.images import image_exists
+
+    return [image for image in images if not image_exists(client, image)]
+
+
+def _declares_arg(dockerfile: str, name: str) -> bool:
+    return re.search(rf"(?im)^\s*ARG\s+{re.escape(name)}\b", dockerfile) is not None
+
+
+_FROM_RE = re.compile(r"(?im)^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?\s*$")
+_ARG_RE = re.compile(r"(?im)^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?\s*$")
+
+
+def _from_images(dockerfile: str, buildargs: Mapping[str, str]) -> list[str]:
+    """The images a Dockerfile's FROM lines name (``${ARG}`` resolved from the build arguments and the ARG
+    defaults before the first FROM; build stages and ``scratch`` left out)."""
+    text = re.sub(r"\\\n", " ", dockerfile)
+    first = _FROM_RE.search(text)
+    defaults = {m.group(1): (m.group(2) or "").strip("\"'") for m in
+                _ARG_RE.finditer(text[:first.start() if first else 0])}
+    values = {**defaults, **buildargs}
+    stages: set[str] = set()
+    images: list[str] = []
+    for match in _FROM_RE.finditer(text):
+        ref = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: values.get(m.group(1), ""), match.group(1))
+        if ref and ref.lower() != "scratch" and ref.lower() not in stages:
+            images.append(ref)
+        if match.group(2):
+            stages.add(match.group(2).lower())
+    return list(dict.fromkeys(images))
+
+
+class _OutputRelay:
+    """Hands the output of a command (chunks from the desktop's worker thread) to Harbor's async output callback,
+    in order, on the event loop."""
+
+    def __init__(self, callback: Any) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+        self._callback = callback
+        self._task = self._loop.create_task(self._drain())
+
+    def put(self, text: str, stream: str) -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, (text, stream))
+
+    async def _drain(self) -> None:
+        while (item := await self._queue.get()) is not None:
+            with contextlib.suppress(Exception):  # a failing log callback must not fail the command
+                await self._callback(item[0], item[1])
+
+    async def close(self) -> None:
+        # after the command's last chunk (put from the worker thread before exec returned)
+        self._loop.call_soon(self._queue.put_nowait, None)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._task)
+
+
+def _dockerfile_problem(dockerfile: str) -> str | None:
+    """Why deskctl cannot make a desktop of the image a Dockerfile builds, when the text alone tells (nothing is
+    built): no FROM, a final stage FROM scratch (no shell to start Xvfb with), a Windows base."""
+    text = re.sub(r"\\\n", " ", dockerfile)
+    froms = list(_FROM_RE.finditer(text))
+    if not froms:
+        return "has no FROM line"
+    stages = {m.group(2).lower(): m.group(1) for m in froms if m.group(2)}
+    last = froms[-1].group(1)
+    seen: set[str] = set()
+    while last.lower() in stages and last.lower() not in seen:  # FROM a build stage: what that stage is FROM
+        seen.add(last.lower())
+        last = stages[last.lower()]
+    if last.lower() == "scratch":
+        return "ends FROM scratch: the image has no shell in which deskctl could start the display"
+    if re.search(r"(^|/)(windows|nanoserver|servercore)([:/]|$)", last.lower()):
+        return f"ends FROM {last}, a Windows image: deskctl's docker desktops are Linux"
+    return None

@@ -54,7 +54,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -240,7 +240,8 @@ class DockerProvider(X11Provider):
     name: ClassVar[str] = "docker"
     option_names: ClassVar[frozenset[str] | None] = frozenset({
         "image", "variant", "memory", "cpus", "network", "shm_size", "pids_limit", "reaper", "expiry_grace",
-        "api_timeout", "host", "agent_host", "display", "hardened", "locale", "timezone", "fonts", "build_network"})
+        "api_timeout", "host", "agent_host", "display", "hardened", "locale", "timezone", "fonts", "build_network",
+        "env"})
     capabilities: ClassVar[Capabilities] = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
@@ -266,6 +267,7 @@ class DockerProvider(X11Provider):
             _check_engine(str(options["host"]), cls.name)
         _display_number(options.get("display", 0), cls.name)
         check_extras(options, cls.name)
+        _container_env(options, cls.name)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -605,7 +607,8 @@ class DockerProvider(X11Provider):
         from deskctl.providers.docker.layers import check_extras
 
         # a task image's environment is its own: only what the options ask for (LANG, TZ) is added
-        environment = check_extras({**self.options, **spec.provider_options}, self.name).environment()
+        environment = _container_env({**self.options, **spec.provider_options}, self.name)
+        environment.update(check_extras({**self.options, **spec.provider_options}, self.name).environment())
         command: list[str] | None = None
         lifetime = _lifetime(spec, labels)
         ttl = None
@@ -1184,9 +1187,12 @@ class DockerProvider(X11Provider):
             self._framebuffers[handle.session_id] = framebuffer
         return framebuffer
 
+    #: :meth:`exec` hands output to ``on_output`` as it comes (see Desktop.exec)
+    exec_streams_output: ClassVar[bool] = True
+
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,
-             background: bool = False) -> ExecResult:
+             background: bool = False, on_output: Callable[[str, str], None] | None = None) -> ExecResult:
         """Run ``command`` with ``sh -c`` through the Engine API exec, as the desktop user (DISPLAY set) or as
         ``user``, with ``env`` added (both passed to the API as they are: no quoting), in ``cwd`` (a ``cd`` in
         the shell line, so that a missing folder fails as on every provider: exit 2, the shell's message).
@@ -1212,7 +1218,10 @@ class DockerProvider(X11Provider):
                 exec_id = str(client.api.exec_create(container, argv, stdout=True, stderr=True,
                                                      user=user or _exec_user(handle),
                                                      environment=extra or None)["Id"])
-                out, err = client.api.exec_start(exec_id, demux=True)
+                if on_output is None:
+                    out, err = client.api.exec_start(exec_id, demux=True)
+                else:
+                    out, err = _stream_exec(client, exec_id, on_output)
                 code = client.api.exec_inspect(exec_id).get("ExitCode")
         except (NotFound, InfrastructureError) as exc:
             if isinstance(exc, ProviderUnreachable):
@@ -1449,6 +1458,39 @@ rm -f "$ready"; wait "$x"; status=$?
 echo "Xvfb exited with $status:"; tail -n 15 "$log"
 exit 1
 """
+
+
+def _stream_exec(client: docker.DockerClient, exec_id: str,
+                 on_output: Callable[[str, str], None]) -> tuple[bytes, bytes]:
+    """Start an exec and hand each chunk of its output to ``on_output(text, "stdout" | "stderr")`` as it comes
+    (decoded incrementally: a character split between chunks is not mangled); returns all of it."""
+    import codecs
+
+    parts: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+    decoders = {name: codecs.getincrementaldecoder("utf-8")(errors="replace") for name in parts}
+    for out, err in client.api.exec_start(exec_id, stream=True, demux=True):
+        for name, chunk in (("stdout", out), ("stderr", err)):
+            if chunk:
+                parts[name].append(chunk)
+                text = decoders[name].decode(chunk)
+                if text:
+                    on_output(text, name)
+    for name, decoder in decoders.items():
+        rest = decoder.decode(b"", final=True)
+        if rest:
+            on_output(rest, name)
+    return b"".join(parts["stdout"]), b"".join(parts["stderr"])
+
+
+def _container_env(options: Mapping[str, Any], provider: str) -> dict[str, str]:
+    """The ``env`` option: variables every process of the container gets (Harbor's task environment)."""
+    from deskctl.providers._guest import check_exec_options
+
+    env = options.get("env") or {}
+    if not isinstance(env, Mapping):
+        raise UsageError(f"env {env!r} is not a mapping of variable names to values", code="usage.bad_option",
+                         provider=provider, remedy='env={"LANG": "zh_CN.UTF-8"}')
+    return check_exec_options(env, None, provider)
 
 
 def _display_number(value: Any, provider: str) -> int:

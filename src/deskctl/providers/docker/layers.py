@@ -58,6 +58,8 @@ LAYER_REPOSITORY = "deskctl-layer"
 #: on a layer: the id of the image it extends, and the user that image runs as
 LABEL_LAYER_OF = "deskctl.layer.of"
 LABEL_LAYER_USER = "deskctl.layer.user"
+#: on a layer: what it was built for (the extras and whether it added Xvfb), so that asking again adds nothing
+LABEL_LAYER_FOR = "deskctl.layer.for"
 LABEL_PROBE = "deskctl.probe"
 _PROVIDER = "docker"
 
@@ -440,13 +442,17 @@ def ensure_desktop_image(client: docker.DockerClient, image: str, extras: Deskto
 
     with docker_errors(f"inspect the image {image}"):
         info = client.api.inspect_image(image)  # type: ignore[no-untyped-call]
+    labels_there = (info.get("Config") or {}).get("Labels") or {}
+    wanted = json.dumps(asdict(extras), sort_keys=True)
     facts = probe_image(client, image, info)
+    if labels_there.get(LABEL_LAYER_FOR) == wanted and facts.xvfb:
+        return DesktopImage(image=image, facts=facts, layer=True)  # already this layer
     text = layer_dockerfile(image, facts, extras)
     if text is None:
         return DesktopImage(image=image, facts=facts, layer=False)
     key = _inputs_hash("layer", facts.image_id, text)
     tag = f"{LAYER_REPOSITORY}:{key}"
-    labels = {LABEL_LAYER_OF: facts.image_id, LABEL_LAYER_USER: facts.user,
+    labels = {LABEL_LAYER_OF: facts.image_id, LABEL_LAYER_USER: facts.user, LABEL_LAYER_FOR: wanted,
               "deskctl.image.source": installation()}
 
     def build() -> None:
