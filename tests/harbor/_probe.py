@@ -58,6 +58,7 @@ async def mapping(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
         await env.upload_dir(src, "/tests")  # made by start() as root, like /solution
         assert env._desk is not None  # deskctl itself, without the environment's fallback: root cannot chmod
         out["chmod_root_alone"] = (await env._desk.exec("chmod +x /tests/sub/run.sh", user="root")).exit_code
+        out["hardened"] = env.options.hardened
         chmod = await env.exec("chmod +x /tests/sub/run.sh", user="root")
         out["chmod"] = chmod.return_code
         out["run"] = (await env.exec("/tests/sub/run.sh")).stdout
@@ -69,6 +70,24 @@ async def mapping(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
         out["downloaded"] = sorted(str(p.relative_to(work / "down")) for p in (work / "down").rglob("*") if p.is_file())
         out["dirs"] = (await env.exec("stat -c '%a %U %n' /logs/verifier /solution /tests", user="root")).stdout
         out["display"] = (await env.exec("xdpyinfo | awk '/dimensions:/ {print $2}'")).stdout
+        # Harbor's log callback gets the output as it comes: the first line before the command ends
+        seen: list[tuple[str, str]] = []
+        first_seen_before_end: list[bool] = []
+
+        async def on_output(text: str, stream: str) -> None:
+            seen.append((text, stream))
+
+        with env.scoped_output_callback(on_output):
+            stream_run = asyncio.ensure_future(env.exec("echo one; echo two >&2; "
+                                                        "while [ ! -e /tmp/go ]; do sleep 0.1; done; echo three"))
+            while not seen:
+                await asyncio.sleep(0.05)
+            first_seen_before_end.append(not stream_run.done())
+            await asyncio.to_thread(env._desk.sync.exec, "touch /tmp/go")
+            streamed = await stream_run
+        out["streamed"] = {"chunks": "".join(t for t, s in seen if s == "stdout"),
+                           "errors": "".join(t for t, s in seen if s == "stderr"),
+                           "before_end": first_seen_before_end, "result": streamed.stdout}
         # Harbor's timeout cancels a call mid-command: the command must end, or every later call waits behind it
         running = asyncio.ensure_future(env.exec("touch /tmp/started; sleep 100000"))
         while (await asyncio.to_thread(env._desk.sync.exec, "test -e /tmp/started")).exit_code != 0:
@@ -102,8 +121,15 @@ async def start_only(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
         return {"error": type(exc).__name__, "code": getattr(exc, "code", None), "message": str(exc)}
     assert env._desk is not None and env._desk.handle is not None
     network, memory = env._desk.handle.data.get("network"), env._desk.handle.data.get("memory")
+    who = await env.exec("id -un; echo ${DISPLAY:-unset}; ls /tmp/.X11-unix")
+    import docker
+
+    client = docker.from_env()
+    attrs = client.api.inspect_container(env._desk.handle.resource_id)
+    client.close()
     await env.stop(delete=True)
-    return {"started": True, "network": network, "memory": memory}
+    return {"started": True, "network": network, "memory": memory, "user": who.stdout.split(),
+            "cap_drop": attrs["HostConfig"].get("CapDrop"), "image": attrs["Config"]["Image"]}
 
 
 def preflight(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +155,12 @@ def main() -> None:
         result = preflight(kwargs)
     else:
         runner = {"mapping": mapping, "crash": crash, "start": start_only}[scenario]
-        result = asyncio.run(runner(make(environment_dir, work, kwargs), work))
+        try:
+            env = make(environment_dir, work, kwargs)
+        except ValueError as exc:  # Harbor's refusal of a task definition (_validate_definition)
+            print(json.dumps({"error": "ValueError", "message": str(exc)}), flush=True)
+            os._exit(0)
+        result = asyncio.run(runner(env, work))
     print(json.dumps(result), flush=True)
     os._exit(0)
 

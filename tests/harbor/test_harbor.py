@@ -24,6 +24,13 @@ pytestmark = [pytest.mark.docker, pytest.mark.harbor, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-harbor"
 TASK = Path(__file__).resolve().parent / "task"
+#: stock Harbor tasks, unmodified for deskctl: a plain distribution image without X, and a GUI task that installs
+#: its own Xvfb and X clients
+STOCK_TASK = Path(__file__).resolve().parent / "task_stock"
+GUI_TASK = Path(__file__).resolve().parent / "task_gui"
+#: the RUN steps of a task's build reach the package mirror through the host's network (this machine's engine
+#: has no default bridge to spare); what a job would pass with --ek build_network=host
+BUILD_NETWORK = ("--ek", "build_network=host")
 PROBE = Path(__file__).resolve().parent / "_probe.py"
 ENVIRONMENT = "deskctl.integrations.harbor:DeskctlEnvironment"
 
@@ -54,16 +61,54 @@ def ledger_rows(env: dict[str, str]) -> list[dict[str, Any]]:
     return list(json.loads(proc.stdout)["sessions"])
 
 
-def harbor_run(env: dict[str, str], jobs: Path, agent: str) -> dict[str, Any]:
+def harbor_run(env: dict[str, str], jobs: Path, agent: str, task: Path = TASK, *extra: str) -> dict[str, Any]:
     proc = subprocess.run(
-        [str(VENV / "bin" / "harbor"), "run", "-p", str(TASK), "-a", agent, "-e", ENVIRONMENT,
-         "--ek", "provider=docker", "--ek", "geometry=800x600", "-o", str(jobs), "--job-name", agent,
-         "-n", "1", "-y", "-q"],
-        capture_output=True, text=True, env=env, timeout=600, cwd=jobs)
+        [str(VENV / "bin" / "harbor"), "run", "-p", str(task), "-a", agent, "-e", ENVIRONMENT,
+         "--ek", "provider=docker", "--ek", "geometry=800x600", *BUILD_NETWORK, *extra, "-o", str(jobs),
+         "--job-name", agent, "-n", "1", "-y", "-q"],
+        capture_output=True, text=True, env=env, timeout=900, cwd=jobs)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     trials = [json.loads(p.read_text()) for p in (jobs / agent).glob("*/result.json")]
     assert len(trials) == 1, list((jobs / agent).iterdir())
     return dict(trials[0])
+
+
+def leftovers(docker_sdk: Any, home: str) -> list[str]:
+    """Containers a run left: its desktops (by their host folder under DESKCTL_HOME), probes, build steps."""
+    left = []
+    for raw in docker_sdk.api.containers(all=True):
+        labels = raw.get("Labels") or {}
+        if str(labels.get("deskctl.docker.dir", "")).startswith(home) or "deskctl.probe" in labels:
+            left.append(str(raw["Names"]))
+    return left
+
+
+@pytest.mark.parametrize("task", [STOCK_TASK, GUI_TASK], ids=["stock", "gui"])
+def test_a_stock_task_runs_unmodified_oracle_1_nop_0(harbor_env: dict[str, str], tmp_path: Path, docker_sdk: Any,
+                                                     task: Path) -> None:
+    images_before = {i.id for i in docker_sdk.images.list(all=True)}
+    oracle = harbor_run(harbor_env, tmp_path, "oracle", task)
+    assert oracle["exception_info"] is None, oracle["exception_info"]
+    assert oracle["verifier_result"]["rewards"] == {"reward": 1.0}
+    nop = harbor_run(harbor_env, tmp_path, "nop", task)
+    assert nop["exception_info"] is None, nop["exception_info"]
+    assert nop["verifier_result"]["rewards"] == {"reward": 0.0}
+    stdout = next((tmp_path / "nop").glob("*/verifier/test-stdout.txt")).read_text()
+    if task == STOCK_TASK:  # root with Docker's capabilities in the task's WORKDIR, the display's socket at X1
+        assert "cwd: /app; socket: yes; chown: yes; DISPLAY: unset" in stdout, stdout
+    else:  # the task's own Xvfb, the only X server, at the pinned size; no window before the oracle opens one
+        assert "live: 800x600; window: none; servers: X1 " in stdout, stdout
+    rows = ledger_rows(harbor_env)
+    assert len(rows) == 2, rows
+    for row in rows:
+        assert row["status"] == "ended", row
+        assert containers(docker_sdk, row["id"]) == []
+    assert leftovers(docker_sdk, harbor_env["DESKCTL_HOME"]) == []
+    # what the runs made: the task's image (and for the stock task the desktop layer over it), nothing dangling
+    made = [i for i in docker_sdk.images.list(all=True) if i.id not in images_before]
+    dangling = [i.id for i in made if not i.tags and not docker_sdk.api.inspect_image(i.id)["RepoTags"]
+                and i.id not in {p.attrs.get("Parent") for p in made}]
+    assert dangling == [], dangling
 
 
 def test_harbor_run_oracle_gets_1_and_nop_gets_0(harbor_env: dict[str, str], tmp_path: Path,
@@ -97,14 +142,18 @@ def test_exec_and_files_map_onto_deskctl(harbor_env: dict[str, str], tmp_path: P
     assert out["root"] == out["uid0"] == out["default_user"].replace("root", "0") == "0\n"
     assert out["bash"] == "1\n"  # Harbor's commands run under bash, as on its own environments
     assert out["timeout"] == 124
-    # root holds no capabilities in a deskctl docker desktop: Harbor's chmod of an uploaded script needs the owner
-    assert out["chmod_root_alone"] != 0
-    assert out["chmod"] == 0 and out["run"] == "ran as desk\n"
+    # Harbor mode: root holds Docker's default capabilities, as on Harbor's docker environment (hardened=false)
+    assert out["hardened"] is False and out["chmod_root_alone"] == 0
+    assert out["chmod"] == 0 and out["run"] == "ran as desk\n"  # the image's own user (USER 1000:1000)
     assert out["is_dir"] == [True, True, False]
     assert out["downloaded"] == ["copy.txt", "tests/sub/run.sh", "tests/top.txt"]
     assert (tmp_path / "down" / "copy.txt").read_text() == "top\n"
     assert "777 root /logs/verifier" in out["dirs"] and "777 root /solution" in out["dirs"]
     assert out["display"] == "800x600\n"
+    # exec output reaches Harbor's log callback as it comes, stdout and stderr apart
+    assert out["streamed"]["before_end"] == [True], out["streamed"]
+    assert out["streamed"]["chunks"] == out["streamed"]["result"] == "one\nthree\n"
+    assert out["streamed"]["errors"] == "two\n"
     # a call cancelled mid-command (Harbor's timeouts) ends the command: the next call ran, nothing is left
     assert out["cancelled"] and out["after_cancel"].split() == ["none", "1"], out["after_cancel"]
     assert out["stopped"] and containers(docker_sdk, out["session"]) == []
@@ -115,8 +164,8 @@ def test_exec_and_files_map_onto_deskctl(harbor_env: dict[str, str], tmp_path: P
 def test_a_killed_harbor_leaves_a_desktop_that_deskctl_reap_removes(harbor_env: dict[str, str], tmp_path: Path,
                                                                   docker_sdk: Any) -> None:
     # reaper=false: no watcher removes the container when its owner dies, so `deskctl reap` must find it by label
-    proc = subprocess.Popen([str(VENV / "bin" / "python"), str(PROBE), "crash", str(TASK / "environment"),
-                             str(tmp_path), 'provider_options={"reaper": false}'],
+    proc = subprocess.Popen([str(VENV / "bin" / "python"), str(PROBE), "crash", str(STOCK_TASK / "environment"),
+                             str(tmp_path), 'provider_options={"reaper": false}', "build_network=host"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=harbor_env, cwd=ROOT)
     try:
         assert proc.stdout is not None
@@ -141,11 +190,12 @@ def test_a_killed_harbor_leaves_a_desktop_that_deskctl_reap_removes(harbor_env: 
 def test_sigterm_to_harbor_mid_trial_destroys_the_desktop(harbor_env: dict[str, str], tmp_path: Path,
                                                           docker_sdk: Any) -> None:
     task = tmp_path / "task"
-    shutil.copytree(TASK, task)
+    shutil.copytree(STOCK_TASK, task)  # a task image: its Xvfb started by exec, the container's command Harbor's
     (task / "solution" / "solve.sh").write_text("#!/bin/bash\nsleep 100000\n")
     proc = subprocess.Popen(
         [str(VENV / "bin" / "harbor"), "run", "-p", str(task), "-a", "oracle", "-e", ENVIRONMENT,
-         "--ek", "provider=docker", "-o", str(tmp_path / "jobs"), "--job-name", "term", "-n", "1", "-y", "-q"],
+         "--ek", "provider=docker", *BUILD_NETWORK, "-o", str(tmp_path / "jobs"), "--job-name", "term", "-n", "1",
+         "-y", "-q"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=harbor_env, cwd=tmp_path)
     try:
         session = None
@@ -168,26 +218,55 @@ def test_sigterm_to_harbor_mid_trial_destroys_the_desktop(harbor_env: dict[str, 
     assert row["status"] in ("ended", "failed") and row["reason"], row
 
 
-def test_a_task_image_not_built_from_the_desktop_image_is_refused(harbor_env: dict[str, str], tmp_path: Path,
-                                                                 docker_sdk: Any) -> None:
+def test_an_image_deskctl_cannot_make_a_desktop_of_is_refused_before_any_build(harbor_env: dict[str, str],
+                                                                             tmp_path: Path, docker_sdk: Any) -> None:
     environment = tmp_path / "environment"
     environment.mkdir()
-    (environment / "Dockerfile").write_text("FROM deskctl-base:bookworm\nLABEL made.by=test\n")
-    before = {i.id for i in docker_sdk.images.list(name="deskctl-harbor")}
+    (environment / "Dockerfile").write_text("FROM deskctl-base:bookworm AS files\nFROM scratch\nCOPY --from=files "
+                                            "/etc/hostname /x\n")
+    before = {i.id for i in docker_sdk.images.list(all=True)}
     out = probe(harbor_env, "start", tmp_path, environment_dir=environment)
-    assert out.get("code") == "usage.bad_image", out
-    assert "FROM ${DESKCTL_IMAGE}" in out["message"] or "not built FROM" in out["message"]
-    assert ledger_rows(harbor_env) == []  # refused before any desktop was made
-    assert {i.id for i in docker_sdk.images.list(name="deskctl-harbor")} == before  # the refused build is removed
+    assert out.get("error") == "ValueError", out  # Harbor's refusal of a task definition, raised by __init__
+    assert "[usage.bad_image]" in out["message"] and "FROM scratch" in out["message"], out
+    assert "ignore_dockerfile=true" in out["message"]  # the remedy
+    assert ledger_rows(harbor_env) == []
+    assert {i.id for i in docker_sdk.images.list(all=True)} == before  # nothing was built
+
+
+def test_a_base_image_not_on_the_engine_is_named_with_the_remedy_and_not_rebuilt(harbor_env: dict[str, str],
+                                                                                 tmp_path: Path) -> None:
+    environment = tmp_path / "environment"
+    environment.mkdir()
+    (environment / "Dockerfile").write_text("FROM deskctl-no-such-base:24.04\nRUN true\n")
+    out = probe(harbor_env, "start", tmp_path, environment_dir=environment)
+    assert out.get("code") == "provider.api_error", out
+    assert "FROM deskctl-no-such-base:24.04, which is not on this Docker engine" in out["message"], out
+    assert "[provider.api_error]; `docker pull deskctl-no-such-base:24.04`" in out["message"], out
+    again = probe(harbor_env, "start", tmp_path, environment_dir=environment)  # remembered: not built again
+    assert "not tried again with the same inputs" in again["message"], again
+    assert "--force-build" in again["message"]
+    assert ledger_rows(harbor_env) == []
+
+
+def test_hardened_true_is_deskctls_profile_and_ignore_dockerfile_runs_the_desktop_image(
+        harbor_env: dict[str, str], tmp_path: Path) -> None:
+    stock = probe(harbor_env, "start", tmp_path, *BUILD_NETWORK, environment_dir=STOCK_TASK / "environment")
+    assert stock["started"] and stock["user"] == ["root", "unset", "X1"] and stock["cap_drop"] is None, stock
+    assert stock["image"].startswith("deskctl-layer:")  # Xvfb added over the plain image
+    hardened = probe(harbor_env, "start", tmp_path, *BUILD_NETWORK, "hardened=true",
+                     environment_dir=STOCK_TASK / "environment")
+    assert hardened["user"][0] != "root" and hardened["cap_drop"] == ["ALL"], hardened
+    ignored = probe(harbor_env, "start", tmp_path, "ignore_dockerfile=true", environment_dir=STOCK_TASK / "environment")
+    assert ignored["image"].startswith("deskctl-desktop:"), ignored  # deskctl's own image, the task's not built
 
 
 def test_the_task_network_and_memory_reach_the_docker_desktop(harbor_env: dict[str, str], tmp_path: Path) -> None:
     out = probe(harbor_env, "start", tmp_path, "task_network=public", "task_memory_mb=1536")
-    assert out == {"started": True, "network": "bridge", "memory": 1536 * 2**20}
+    assert (out["network"], out["memory"]) == ("bridge", 1536 * 2**20), out
     # the user's provider options win over the task's
     chosen = probe(harbor_env, "start", tmp_path, "task_network=public", "task_memory_mb=1536",
                    'provider_options={"network": "none", "memory": "2g"}')
-    assert chosen == {"started": True, "network": "none", "memory": 2 * 2**30}
+    assert (chosen["network"], chosen["memory"]) == ("none", 2 * 2**30), chosen
 
 
 def test_options_and_preflight_errors_reach_harbor_in_its_own_terms(harbor_env: dict[str, str],

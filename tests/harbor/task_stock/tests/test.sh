@@ -5,7 +5,7 @@
 cd /app
 answer=$(cat /app/answer.txt 2>/dev/null)
 socket=no; [ -S /tmp/.X11-unix/X1 ] && socket=yes
-chown=no; cp /app/answer.txt /tmp/probe && chown nobody /tmp/probe 2>/dev/null && chown=yes
+chown=no; touch /tmp/probe && chown nobody /tmp/probe 2>/dev/null && chown=yes
 echo "answer: $answer; cwd: $(pwd); socket: $socket; chown: $chown; DISPLAY: ${DISPLAY:-unset}"
 if [ "$answer" = "harbor-stock root" ] && [ "$socket" = yes ] && [ "$chown" = yes ] && [ -z "${DISPLAY:-}" ]; then
   echo 1 > /logs/verifier/reward.txt
