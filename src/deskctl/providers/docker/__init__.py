@@ -615,6 +615,9 @@ class DockerProvider(X11Provider):
         if lifetime is not None:  # a backstop: the desktop stops itself a little after its expiry
             grace = float(self._option(spec, "expiry_grace", 60))
             ttl = str(max(1, round(lifetime + grace)))
+        if dirs is not None:
+            all_labels[LABEL_DIR] = str(dirs.session_dir)
+            all_labels[LABEL_FB_DIR] = str(dirs.fb_dir)
         if plan.task_image:
             all_labels[LABEL_TASK_IMAGE] = "1"
             # as Harbor's docker environment keeps a task's container up; Xvfb is started by exec (_start_xvfb)
@@ -625,8 +628,6 @@ class DockerProvider(X11Provider):
         environment.update({"DESKCTL_GEOMETRY": f"{geometry.width}x{geometry.height}x{geometry.depth}",
                             "DESKCTL_DISPLAY": str(plan.display), "DISPLAY": f":{plan.display}"})
         if dirs is not None:
-            all_labels[LABEL_DIR] = str(dirs.session_dir)
-            all_labels[LABEL_FB_DIR] = str(dirs.fb_dir)
             environment["DESKCTL_FBDIR"] = "/run/deskctl/fb"
         else:
             from deskctl.agent import DEFAULT_PORT
