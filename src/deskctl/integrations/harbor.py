@@ -457,8 +457,12 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
 def _end_command(desk: AsyncDesktop, pidfile: str, user: str | None) -> None:
     """End the command whose shell wrote ``pidfile``, children first, as the user it runs as. Called from a thread
     while the desktop's worker is still inside that command's exec (the sync session takes calls from threads)."""
+    # the kernel's list of a process's children, not pgrep: a stock task image (debootstrap's minbase, ubuntu)
+    # has no procps, and a command left running would hold every later call back
     line = (f"p=$(cat {pidfile} 2>/dev/null) || exit 0; "
-            '_k() { for c in $(pgrep -P "$1"); do _k "$c"; done; kill -TERM "$1" 2>/dev/null; }; '
+            '_c() { if [ -r "/proc/$1/task/$1/children" ]; then cat "/proc/$1/task/$1/children"; '
+            'else pgrep -P "$1"; fi; }; '
+            '_k() { for c in $(_c "$1" 2>/dev/null); do _k "$c"; done; kill -TERM "$1" 2>/dev/null; }; '
             f'_k "$p"; rm -f {pidfile}')
     with contextlib.suppress(Exception):  # best effort: the call's own timeout still ends it
         desk.sync.exec(line, 30.0, user=user)

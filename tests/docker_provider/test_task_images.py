@@ -1,0 +1,106 @@
+"""Any image as a docker desktop (src/deskctl/providers/docker/layers.py), through the real CLI on the real engine:
+a plain Debian image with xterm and no X server gets deskctl's layer (Xvfb, and the font package the `fonts`
+option names), its display on :1; an app a process in the container starts with DISPLAY=:1 alone is in
+deskctl's screenshot, and a CJK glyph is drawn with the font (its pixels, not the package's presence)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+#: the test's task image: Debian with an X client and no X server (built once, kept: its tag names its recipe)
+APP_DOCKERFILE = ("FROM deskctl-base:bookworm\n"
+                  "RUN apt-get update && apt-get install -y --no-install-recommends xterm "
+                  "&& rm -rf /var/lib/apt/lists/*\nWORKDIR /srv\n")
+APP_IMAGE = "deskctl-test-xterm:1"
+
+
+def run(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env})
+
+
+@pytest.fixture(scope="module")
+def app_image(docker_sdk: Any) -> str:
+    try:
+        docker_sdk.images.get(APP_IMAGE)
+    except Exception:  # not built yet on this engine
+        docker_sdk.images.build(fileobj=io.BytesIO(APP_DOCKERFILE.encode()), tag=APP_IMAGE, network_mode="host",
+                                rm=True, forcerm=True)
+    return APP_IMAGE
+
+
+def ink_box(png: Path, region: tuple[int, int, int, int]) -> tuple[int, int] | None:
+    """Width and height of the dark pixels (ink on xterm's white) inside ``region`` (x0, y0, x1, y1)."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        rgb = image.convert("RGB").crop(region)
+    dark = [(x, y) for y in range(rgb.height) for x in range(rgb.width) if sum(rgb.getpixel((x, y))) < 200]
+    if not dark:
+        return None
+    xs, ys = [p[0] for p in dark], [p[1] for p in dark]
+    return max(xs) - min(xs) + 1, max(ys) - min(ys) + 1
+
+
+def test_a_task_image_app_on_display_1_is_in_the_screenshot_with_its_cjk_glyph(
+        deskctl_home: Path, tmp_path: Path, app_image: str, docker_sdk: Any) -> None:
+    env = {"DESKCTL_HOME": str(deskctl_home)}
+    up = run("up", "-p", "docker", "-g", "640x480", "-o", f"image={app_image}", "-o", "display=1",
+             "-o", "fonts=fonts-wqy-zenhei", "-o", "locale=zh_CN.UTF-8", "-o", "timezone=Asia/Shanghai",
+             "-o", "build_network=host", "--json", env=env)
+    assert up.returncode == 0, up.stderr
+    session = json.loads(up.stdout)["id"]
+    try:
+        attrs = docker_sdk.api.inspect_container(session)
+        assert attrs["Config"]["Image"].startswith("deskctl-layer:")  # Xvfb and the font added over the image
+        assert attrs["Config"]["WorkingDir"] == "/srv"  # the image's own
+        assert "DISPLAY" not in " ".join(attrs["Config"]["Env"])  # no DISPLAY forced on the task's environment
+        # as Harbor's computer-1 starts an app: DISPLAY=:1 and nothing else of X in the command
+        xterm = ("DISPLAY=:1 xterm -geometry 6x1+0+0 -fa 'WenQuanYi Zen Hei' -fs 40 -bg white -fg black "
+                 "-xrm 'XTerm*cursorColor: white' -e sh -c 'printf \"\\344\\270\\200\"; sleep 600'")
+        started = run("exec", session, "--background", "--", xterm, env=env)
+        assert started.returncode == 0, started.stderr
+        facts = run("exec", session, "--", "echo $LANG $TZ; date +%Z; locale -a | grep -i zh_CN", env=env)
+        assert facts.stdout.split() == ["zh_CN.UTF-8", "Asia/Shanghai", "CST", "zh_CN.utf8"], facts.stdout
+        shot = tmp_path / "shot.png"
+        box = None
+        for _ in range(100):  # until xterm has drawn (bounded: 100 screenshots)
+            taken = run("screenshot", session, "-o", str(shot), env=env)
+            assert taken.returncode == 0, taken.stderr
+            box = ink_box(shot, (0, 0, 320, 120))
+            if box is not None:
+                break
+        assert box is not None, "nothing drawn where xterm's window is"
+        width, height = box
+        # U+4E00 "一" is one horizontal stroke: ink much wider than tall (a missing glyph is a box or nothing)
+        assert width >= 20 and height * 3 <= width, box
+    finally:
+        down = run("down", session, env=env)
+        assert down.returncode == 0, down.stderr
+
+
+def test_an_image_that_cannot_be_a_desktop_is_refused_with_the_reason(deskctl_home: Path,
+                                                                       docker_sdk: Any) -> None:
+    # busybox-like: a shell, no Xvfb, no package manager deskctl knows
+    tag = "deskctl-test-nopm:1"
+    try:
+        docker_sdk.images.get(tag)
+    except Exception:
+        docker_sdk.images.build(fileobj=io.BytesIO(b"FROM deskctl-base:bookworm\nRUN rm -f /usr/bin/apt-get\n"),
+                                tag=tag, network_mode="none", rm=True, forcerm=True)
+    env = {"DESKCTL_HOME": str(deskctl_home)}
+    up = run("up", "-p", "docker", "-o", f"image={tag}", "--json", env=env)
+    assert up.returncode == 2, up.stdout + up.stderr
+    error = json.loads(up.stdout)["error"]
+    assert error["code"] == "usage.bad_image" and "no Xvfb" in error["message"], error
+    assert "apt-get, apk, dnf" in error["message"] and error["remedy"]
