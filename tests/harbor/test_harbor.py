@@ -250,10 +250,10 @@ def test_a_base_image_not_on_the_engine_is_named_with_the_remedy_and_not_rebuilt
 
 def test_hardened_true_is_deskctls_profile_and_ignore_dockerfile_runs_the_desktop_image(
         harbor_env: dict[str, str], tmp_path: Path) -> None:
-    stock = probe(harbor_env, "start", tmp_path, *BUILD_NETWORK, environment_dir=STOCK_TASK / "environment")
+    stock = probe(harbor_env, "start", tmp_path, "build_network=host", environment_dir=STOCK_TASK / "environment")
     assert stock["started"] and stock["user"] == ["root", "unset", "X1"] and stock["cap_drop"] is None, stock
     assert stock["image"].startswith("deskctl-layer:")  # Xvfb added over the plain image
-    hardened = probe(harbor_env, "start", tmp_path, *BUILD_NETWORK, "hardened=true",
+    hardened = probe(harbor_env, "start", tmp_path, "build_network=host", "hardened=true",
                      environment_dir=STOCK_TASK / "environment")
     assert hardened["user"][0] != "root" and hardened["cap_drop"] == ["ALL"], hardened
     ignored = probe(harbor_env, "start", tmp_path, "ignore_dockerfile=true", environment_dir=STOCK_TASK / "environment")
