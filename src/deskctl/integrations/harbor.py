@@ -9,7 +9,9 @@ touch ``deskctl.integrations``). Every Harbor call maps onto deskctl's public as
 * ``start`` opens the desktop with :func:`deskctl.aio.open_desktop` (preflight, ledger row, labels, pinned
   geometry, readiness), then makes Harbor's folders (``/logs/*``, ``/tests``, ``/solution``) as root;
 * ``exec`` is :meth:`AsyncDesktop.exec` with ``cwd``/``env``/``user``/``timeout`` (a command runs under ``bash -c``
-  on Linux and macOS guests, as Harbor's own environments run it; ``user=None`` is the desktop's user);
+  on Linux and macOS guests, as Harbor's own environments run it; ``user=None`` is the container's user: the
+  image's own in Harbor mode, the desktop user with ``hardened=true``; output reaches Harbor's log callback as
+  it comes);
 * ``upload_file``/``upload_dir``/``download_file``/``download_dir`` are :meth:`AsyncDesktop.upload` and
   :meth:`AsyncDesktop.download` (a folder's contents merge into the target, as ``docker cp`` does);
 * ``stop`` destroys the desktop, confirmed, whatever ``delete`` says: deskctl never leaves a desktop behind. A
