@@ -711,7 +711,7 @@ class DockerProvider(X11Provider):
                 )
                 container_id = str(created["Id"])
             if plan.remote:
-                data = self._hand_secrets(spec, session_id, container_id, plan.display)
+                data = self._hand_secrets(spec, session_id, container_id)
             with self._errors(f"start the container {session_id}"):
                 api.start(container_id)
             if plan.remote:
@@ -762,7 +762,7 @@ class DockerProvider(X11Provider):
         return RemoteHandle(provider=self.name, session_id=session_id, resource_id=container_id,
                             labels=config.labels, data=data)
 
-    def _hand_secrets(self, spec: DesktopSpec, session_id: str, container: str, display: int) -> dict[str, Any]:
+    def _hand_secrets(self, spec: DesktopSpec, session_id: str, container: str) -> dict[str, Any]:
         """A remote desktop's agent token and display cookie, made here and written into the created (not yet
         started) container; the token also into a 0600 file of this machine's runtime directory, from which another
         process of this user reconnects. Returns the handle data that says where the agent is."""
@@ -782,6 +782,7 @@ class DockerProvider(X11Provider):
             out.write(token)
         # The display's cookie, where the image's XAUTHORITY says (as a local desktop's, so that exec'd X clients
         # find it); made here but not kept: only processes in the container use the display.
+        display = _display_number(self._option(spec, "display", 0), self.name)
         cookie_file = write_xauthority(session_dir / "Xauthority", display, new_cookie())
         try:
             cookie = cookie_file.read_bytes()
