@@ -233,18 +233,26 @@ def test_an_image_deskctl_cannot_make_a_desktop_of_is_refused_before_any_build(h
     assert {i.id for i in docker_sdk.images.list(all=True)} == before  # nothing was built
 
 
-def test_a_base_image_not_on_the_engine_is_named_with_the_remedy_and_not_rebuilt(harbor_env: dict[str, str],
-                                                                                 tmp_path: Path) -> None:
-    environment = tmp_path / "environment"
-    environment.mkdir()
-    (environment / "Dockerfile").write_text("FROM deskctl-no-such-base:24.04\nRUN true\n")
-    out = probe(harbor_env, "start", tmp_path, environment_dir=environment)
-    assert out.get("code") == "provider.api_error", out
-    assert "FROM deskctl-no-such-base:24.04, which is not on this Docker engine" in out["message"], out
-    assert "[provider.api_error]; `docker pull deskctl-no-such-base:24.04`" in out["message"], out
-    again = probe(harbor_env, "start", tmp_path, environment_dir=environment)  # remembered: not built again
-    assert "not tried again with the same inputs" in again["message"], again
-    assert "--force-build" in again["message"]
+def test_a_base_image_not_on_the_engine_is_named_with_the_remedy_in_harbors_output_and_not_rebuilt(
+        harbor_env: dict[str, str], tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    shutil.copytree(STOCK_TASK, task)
+    (task / "environment" / "Dockerfile").write_text("FROM deskctl-no-such-base:24.04\nRUN true\n")
+    outputs = []
+    for attempt in ("first", "again"):
+        proc = subprocess.run(
+            [str(VENV / "bin" / "harbor"), "run", "-p", str(task), "-a", "oracle", "-e", ENVIRONMENT,
+             "--ek", "provider=docker", "-o", str(tmp_path / "jobs"), "--job-name", attempt, "-n", "1", "-y"],
+            capture_output=True, text=True, env=harbor_env, timeout=300, cwd=tmp_path)
+        (trial,) = [json.loads(p.read_text()) for p in (tmp_path / "jobs" / attempt).glob("*/result.json")]
+        message = trial["exception_info"]["exception_message"]
+        # deskctl's message, code and remedy: in result.json and on Harbor's console (which prints only the class)
+        assert "FROM deskctl-no-such-base:24.04, which is not on this Docker engine" in message, message
+        assert "[provider.api_error]; `docker pull deskctl-no-such-base:24.04`" in message, message
+        assert "[provider.api_error]; `docker pull" in proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr  # no log download from a desktop that never started
+        outputs.append(message)
+    assert "not tried again" not in outputs[0] and "not tried again with the same inputs" in outputs[1]
     assert ledger_rows(harbor_env) == []
 
 

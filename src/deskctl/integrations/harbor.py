@@ -155,6 +155,7 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._desk: AsyncDesktop | None = None
+        self._start_failed = False
         super().__init__(*args, **kwargs)
 
     # -- what Harbor asks of an environment type -----------------------------------------------------------
@@ -240,9 +241,11 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
         try:
             await self._start(force_build)
         except DeskctlError as exc:
-            # Harbor records and prints str(exception): make it carry deskctl's code and remedy, not the
-            # message alone (the exception keeps its class, which Harbor's retry policy looks at)
+            # Harbor records str(exception) in result.json and prints only its class: make it carry deskctl's
+            # code and remedy (the exception keeps its class, which Harbor's retry policy looks at), and say it
             exc.message = _explain(exc)
+            self._start_failed = True
+            self.logger.error("%s", exc.message)
             raise
 
     async def _start(self, force_build: bool) -> None:
@@ -338,10 +341,21 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
         await self._require().upload(source_dir, target_dir)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        if self._never_started():
+            return
         await self._require().download(source_path, target_path)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        if self._never_started():
+            return
         await self._require().download(source_dir, target_dir)
+
+    def _never_started(self) -> bool:
+        """After a failed start Harbor still fetches the logs: there are none, and its error is already said."""
+        if self._desk is None and self._start_failed:
+            self.logger.debug("deskctl: nothing to download: the desktop never started")
+            return True
+        return False
 
     # -- the docker provider: the task's image, resources, network -------------------------------------------
     def _docker_overrides(self) -> dict[str, Any]:
