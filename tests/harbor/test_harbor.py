@@ -95,7 +95,7 @@ def test_a_stock_task_runs_unmodified_oracle_1_nop_0(harbor_env: dict[str, str],
     assert nop["verifier_result"]["rewards"] == {"reward": 0.0}
     stdout = next((tmp_path / "nop").glob("*/verifier/test-stdout.txt")).read_text()
     if task == STOCK_TASK:  # root with Docker's capabilities in the task's WORKDIR, the display's socket at X1
-        assert "cwd: /app; socket: yes; chown: yes; DISPLAY: unset; zone: CST" in stdout, stdout
+        assert "cwd: /app; socket: yes; chown: yes; setuid: yes; DISPLAY: unset; zone: CST" in stdout, stdout
     else:  # the task's own Xvfb, the only X server, at the pinned size; no window before the oracle opens one
         assert "live: 800x600; window: none; servers: X1 " in stdout, stdout
     rows = ledger_rows(harbor_env)

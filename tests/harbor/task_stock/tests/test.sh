@@ -6,9 +6,11 @@ cd /app
 answer=$(cat /app/answer.txt 2>/dev/null)
 socket=no; [ -S /tmp/.X11-unix/X1 ] && socket=yes
 chown=no; touch /tmp/probe && chown nobody /tmp/probe 2>/dev/null && chown=yes
+# apt drops to its _apt user with setgroups/setuid: what failed with "setgroups: Operation not permitted"
+setuid=no; su -s /bin/sh nobody -c true 2>/dev/null && setuid=yes
 zone=$(date +%Z)
-echo "answer: $answer; cwd: $(pwd); socket: $socket; chown: $chown; DISPLAY: ${DISPLAY:-unset}; zone: $zone"
-if [ "$answer" = "harbor-stock root" ] && [ "$socket" = yes ] && [ "$chown" = yes ] && [ -z "${DISPLAY:-}" ] \
+echo "answer: $answer; cwd: $(pwd); socket: $socket; chown: $chown; setuid: $setuid; DISPLAY: ${DISPLAY:-unset}; zone: $zone"
+if [ "$answer" = "harbor-stock root" ] && [ "$socket" = yes ] && [ "$chown" = yes ] && [ "$setuid" = yes ] && [ -z "${DISPLAY:-}" ] \
     && [ "$zone" = CST ]; then
   echo 1 > /logs/verifier/reward.txt
 else
