@@ -83,3 +83,20 @@ def test_bad_extras_are_usage_errors(options: dict[str, object]) -> None:
     with pytest.raises(UsageError) as caught:
         check_extras(options)
     assert caught.value.code == "usage.bad_option"
+
+
+@pytest.mark.parametrize("options", [{"display": "x"}, {"display": -1}, {"display": True}, {"env": {"1A": "x"}},
+                                     {"env": "LANG=C"}, {"fonts": ["Bad Name"]}])
+def test_the_docker_providers_new_options_are_checked_when_given(options: dict[str, object]) -> None:
+    from deskctl.providers.docker import DockerProvider
+
+    with pytest.raises(UsageError) as caught:
+        DockerProvider.check_options(options)
+    assert caught.value.code in ("usage.bad_option", "usage.bad_env"), caught.value.code
+
+
+def test_display_takes_a_number_or_a_display_name() -> None:
+    from deskctl.providers.docker import DockerProvider
+
+    for good in (0, 1, "1", ":1"):
+        DockerProvider.check_options({"display": good})
