@@ -109,3 +109,19 @@ def test_an_image_that_cannot_be_a_desktop_is_refused_with_the_reason(deskctl_ho
     error = json.loads(up.stdout)["error"]
     assert error["code"] == "usage.bad_image" and "no Xvfb" in error["message"], error
     assert "apt-get, apk, dnf" in error["message"] and error["remedy"]
+
+
+def test_an_image_without_a_shell_is_refused_and_its_probe_container_is_gone(deskctl_home: Path,
+                                                                            docker_sdk: Any) -> None:
+    tag = "deskctl-test-noshell:1"
+    try:
+        docker_sdk.images.get(tag)
+    except Exception:
+        dockerfile = b"FROM deskctl-base:bookworm AS files\nFROM scratch\nCOPY --from=files /etc/hostname /x\n"
+        docker_sdk.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, network_mode="none", rm=True,
+                                forcerm=True)
+    up = run("up", "-p", "docker", "-o", f"image={tag}", "--json", env={"DESKCTL_HOME": str(deskctl_home)})
+    assert up.returncode == 2, up.stdout + up.stderr
+    error = json.loads(up.stdout)["error"]
+    assert error["code"] == "usage.bad_image" and "no /bin/sh" in error["message"], error
+    assert docker_sdk.api.containers(all=True, filters={"label": "deskctl.probe", "ancestor": tag}) == []

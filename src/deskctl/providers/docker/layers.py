@@ -182,9 +182,9 @@ def _cache_dir() -> Path:
 
 
 def probe_image(client: docker.DockerClient, image: str, info: Mapping[str, Any] | None = None) -> ImageFacts:
-    """What ``image`` holds: a throw-away container (no network, removed by the engine when it exits) runs a
-    few ``command -v``; the answer is kept per image id, so an image is probed once. An image with no
-    ``/bin/sh`` is ``usage.bad_image``."""
+    """What ``image`` holds: a throw-away container (no network; registered with the owner watcher, so that it
+    goes even when this process is killed) runs a few ``command -v``; the answer is kept per image id, so an image
+    is probed once. An image with no ``/bin/sh`` is ``usage.bad_image``."""
     from deskctl.providers.docker.images import docker_errors
 
     if info is None:
@@ -197,33 +197,20 @@ def probe_image(client: docker.DockerClient, image: str, info: Mapping[str, Any]
         data = json.loads(cached.read_text())
         return ImageFacts(image_id=image_id, user=user, commands=tuple(data["commands"]), os=str(data["os"]),
                           zoneinfo=bool(data["zoneinfo"]), locales=tuple(data["locales"]))
+    from deskctl.providers.docker import _Watcher
+
     name = f"deskctl-probe-{uuid.uuid4().hex[:12]}"
     api = client.api
-    with docker_errors(f"look into the image {image}"):
-        created = api.create_container(
-            image, entrypoint=["/bin/sh", "-c", _PROBE_SCRIPT], command=[], user="0", name=name,
-            labels={LABEL_PROBE: "1"}, network_disabled=True,
-            host_config=api.create_host_config(network_mode="none", auto_remove=False),
-        )
-    container = str(created["Id"])
+    watcher = _Watcher.get()
+    watcher.add(name)  # removed by the owner watcher even when this process is killed mid-probe
     try:
-        try:
-            with docker_errors(f"look into the image {image}"):
-                api.start(container)
-                status = api.wait(container, timeout=120)
-                output = api.logs(container, stdout=True, stderr=True).decode(errors="replace")
-        except ProviderApiError as exc:
-            if "no such file" in exc.message.lower() or "not found" in exc.message.lower():
-                raise UsageError(f"the image {image} has no /bin/sh: deskctl cannot start a desktop in it",
-                                 code="usage.bad_image", provider=_PROVIDER,
-                                 remedy="base the task on an image with a shell (Debian, Ubuntu, Alpine, Fedora)"
-                                 ) from exc
-            raise
+        output, status = _run_probe(api, image, name)
     finally:
         with contextlib.suppress(Exception):
-            api.remove_container(container, force=True)
+            api.remove_container(name, force=True)
+        watcher.forget(name)
     if "probe=done" not in output:
-        code = (status or {}).get("StatusCode")
+        code = status.get("StatusCode")
         raise UsageError(f"the image {image} cannot run a shell script (exit {code}): {output.strip()[-300:]}",
                          code="usage.bad_image", provider=_PROVIDER)
     commands, os_id, zoneinfo, locales = [], "", False, []
@@ -242,6 +229,30 @@ def probe_image(client: docker.DockerClient, image: str, info: Mapping[str, Any]
     with contextlib.suppress(OSError):
         _write_json(cached, {"commands": commands, "os": os_id, "zoneinfo": zoneinfo, "locales": locales})
     return facts
+
+
+def _run_probe(api: Any, image: str, name: str) -> tuple[str, dict[str, Any]]:
+    """Create, run and wait for the probe container ``name``; its output and exit status."""
+    from deskctl.providers.docker.images import docker_errors
+
+    try:
+        with docker_errors(f"look into the image {image}"):
+            api.create_container(
+                image, entrypoint=["/bin/sh", "-c", _PROBE_SCRIPT], command=[], user="0", name=name,
+                labels={LABEL_PROBE: "1"}, network_disabled=True,
+                host_config=api.create_host_config(network_mode="none", auto_remove=False),
+            )
+            api.start(name)
+            status = api.wait(name, timeout=120)
+            output = api.logs(name, stdout=True, stderr=True).decode(errors="replace")
+    except ProviderApiError as exc:
+        if "no such file" in exc.message.lower() or "not found" in exc.message.lower():
+            raise UsageError(f"the image {image} has no /bin/sh: deskctl cannot start a desktop in it",
+                             code="usage.bad_image", provider=_PROVIDER,
+                             remedy="base the task on an image with a shell (Debian, Ubuntu, Alpine, Fedora)"
+                             ) from exc
+        raise
+    return output, dict(status or {})
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
