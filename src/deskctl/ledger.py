@@ -60,7 +60,10 @@ __all__ = [
     "Transaction",
     "check_ledger_url",
     "default_ledger_url",
+    "ledger_id",
+    "move_aside_command",
     "open_ledger",
+    "sqlite_file_damaged",
 ]
 
 STATUSES = ("intent", "creating", "ready", "ending", "destroying", "ended", "failed", "leaked")
@@ -1084,9 +1087,10 @@ def sqlite_file_damaged(exc: BaseException) -> bool:
 
 
 def move_aside_command(path: Path) -> str:
-    """A shell command that moves the ledger file ``path`` (with its ``-wal`` and ``-shm``) aside."""
+    """A shell command that moves the ledger file ``path`` aside as ``PATH.bad``, with its ``-wal`` and ``-shm``
+    as ``PATH.bad-wal`` and ``PATH.bad-shm`` (so SQLite still reads the copy with its WAL)."""
     quoted = shlex.quote(str(path))
-    return f"for f in {quoted} {quoted}-wal {quoted}-shm; do [ -e \"$f\" ] && mv \"$f\" \"$f.bad\"; done"
+    return f"for s in '' -wal -shm; do [ ! -e {quoted}$s ] || mv {quoted}$s {quoted}.bad$s; done"
 
 
 def _sqlite_remedy(path: Path, exc: BaseException) -> str:
@@ -1176,6 +1180,23 @@ def check_ledger_url(url: str | None = None) -> tuple[str, str]:
         remedy=remedy,
     )
 
+
+
+def ledger_id(url: str | None = None) -> str:
+    """A short, stable name of the ledger ``url`` (default: :func:`default_ledger_url`) for the ``deskctl.ledger``
+    label: 16 hex digits of a hash of its file path, or of its PostgreSQL server and database (never of a user
+    or password), so the reaper finds this ledger's desktops by label even when the ledger cannot be read."""
+    import hashlib
+
+    backend, target = check_ledger_url(url)
+    if backend == "postgresql":
+        parts = urlsplit(target)
+        host = parts.hostname or ""
+        query = "&".join(sorted(q for q in parts.query.split("&") if q.startswith(("host=", "port="))))
+        target = f"postgresql://{host}:{parts.port or ''}{parts.path}?{query}"
+    else:
+        target = "sqlite://" + target
+    return hashlib.sha256(target.encode()).hexdigest()[:16]
 
 def open_ledger(url: str | None = None) -> Ledger:
     """Open (creating and migrating as needed) the ledger at ``url``.
