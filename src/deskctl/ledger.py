@@ -422,6 +422,7 @@ def _after_fork_in_child() -> None:
     _INHERITED_LOCK = threading.Lock()
     for ledger in list(_LEDGERS):
         ledger._lock = threading.Lock()
+        ledger._in_thread = threading.local()
         if ledger._pid != os.getpid():
             ledger._forget_parent_connections()
 
@@ -454,6 +455,8 @@ class Ledger:
         self._pid = os.getpid()
         self._connections: list[Any] = []
         self._idle: list[Any] = []
+        #: the connection of the transaction this thread is in, if any
+        self._in_thread = threading.local()
         _LEDGERS.add(self)
         with self._guard("migrating the ledger schema"):
             if not self._schema_is_current():
@@ -560,11 +563,18 @@ class Ledger:
         until commit, serialising every transaction that names the same lock across all processes (SQLite
         serialises every write transaction anyway). ``readonly``: the caller only reads (a snapshot)."""
         with self._guard("reading" if readonly else "writing"):
+            outer = getattr(self._in_thread, "conn", None)
+            if outer is not None:  # nested in this thread: the same connection, as the backend nests it
+                with self._begin(outer, lock, readonly) as cursor:
+                    yield Transaction(self, cursor)
+                return
             conn = self._checkout()
+            self._in_thread.conn = conn
             try:
                 with self._begin(conn, lock, readonly) as cursor:
                     yield Transaction(self, cursor)
             finally:
+                self._in_thread.conn = None
                 self._checkin(conn)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
