@@ -536,6 +536,8 @@ class Ledger:
         self._pid = os.getpid()
 
     def _is_broken(self, conn: Any) -> bool:
+        """Not fit for the next transaction: closed, dropped by the server, or still inside a transaction (a
+        rollback that failed)."""
         return bool(getattr(conn, "closed", False) or getattr(conn, "broken", False))
 
     def _put_away_inherited(self, conn: Any) -> None:
@@ -981,6 +983,12 @@ class _SQLiteLedger(Ledger):
     def _remedy(self, exc: BaseException) -> str:
         return _sqlite_remedy(self.path, exc)
 
+    def _is_broken(self, conn: Any) -> bool:
+        try:
+            return bool(conn.in_transaction)
+        except sqlite3.Error:  # closed
+            return True
+
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error, OSError)
 
@@ -1069,6 +1077,10 @@ class _PostgresLedger(Ledger):
 
     def _connect(self) -> Any:
         return self._psycopg.connect(self.url, autocommit=True, connect_timeout=15)
+
+    def _is_broken(self, conn: Any) -> bool:
+        idle = self._psycopg.pq.TransactionStatus.IDLE
+        return super()._is_broken(conn) or conn.info.transaction_status != idle
 
     @contextmanager
     def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:

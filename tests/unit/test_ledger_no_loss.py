@@ -168,3 +168,32 @@ os.write(from_parent, b"x")
 _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
+
+
+def test_threads_that_come_and_go_do_not_pile_up_connections(tmp_path: Path) -> None:
+    """A server's request threads (``deskctl view``) each write once: the process keeps a few connections, not
+    one per thread that ever wrote (each was a descriptor of the file, and with the old code a lock drop)."""
+    import os
+    import threading
+    import time
+
+    from deskctl.ledger import SessionRecord
+
+    path = tmp_path / "t.sqlite3"
+
+    def descriptors() -> int:
+        return sum(os.readlink(f"/proc/self/fd/{fd}") == str(path) for fd in os.listdir("/proc/self/fd")
+                   if os.path.exists(f"/proc/self/fd/{fd}"))  # fmt: skip
+
+    with open_ledger(f"sqlite://{path}") as book:
+        book.record_intent(SessionRecord("dk-t", "xvfb", "ubuntu", "1x1", "h:1", False, "intent", time.time()))
+        for _ in range(10):
+            threads = [threading.Thread(target=book.add_actions, args=("dk-t", {"click": 1})) for _t in range(5)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        got = book.get("dk-t")
+        assert got is not None and got.action_counts == {"click": 50}
+        assert 1 <= descriptors() <= 5
+    assert descriptors() == 0
