@@ -7,6 +7,8 @@ action that returned, an event whose write returned): the test compares that wit
 * ``threads``: one desktop, two threads clicking and two threads writing events straight to the ledger.
 * ``victim``: one desktop (its owner watch off, so only the reaper can end it), clicking until the test
   SIGKILLs it; it prints its session id first.
+* ``writer SESSION N``: events straight to the ledger as fast as it can, each printed (``N i``) once its write
+  returned, until the test SIGKILLs it, often in the middle of a transaction.
 """
 
 from __future__ import annotations
@@ -85,6 +87,17 @@ def _victim() -> None:
         time.sleep(0.01)
 
 
+def _writer(session_id: str, n: str) -> None:
+    from deskctl.ledger import open_ledger
+
+    book = open_ledger()
+    i = 0
+    while True:
+        book.record_event(session_id, "writer", {"n": int(n), "i": i})
+        print(n, i, flush=True)
+        i += 1
+
+
 def main() -> None:
     kind, stopfile = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""
     if kind == "aio":
@@ -93,6 +106,8 @@ def main() -> None:
         print(json.dumps(_threads(stopfile)), flush=True)
     elif kind == "victim":
         _victim()
+    elif kind == "writer":
+        _writer(sys.argv[2], sys.argv[3])
     else:
         raise SystemExit(f"unknown program {kind!r}")
 

@@ -10,8 +10,9 @@ desktops:
 * a library process with one desktop, two threads clicking and two threads writing events to the ledger;
 * ``deskctl do ID click`` in a loop on another detached desktop (acknowledged: exit 0), and ``deskctl ls``,
   ``cost`` and ``reap`` in a loop (each must exit 0);
-* a process that opens a desktop and clicks, SIGKILLed at a random moment (during its create or after), again
-  and again (``DESKCTL_CHAOS_SEED`` repeats a run).
+* a process that opens a desktop and clicks, SIGKILLed at a random moment (during its create or after), and a
+  process writing events to the ledger as fast as it can, SIGKILLed at a random moment (often inside a
+  transaction), in turn, again and again (``DESKCTL_CHAOS_SEED`` repeats the random draws of a run).
 
 Meanwhile every process's open descriptors are watched (SQLite): none may point at a ``(deleted)`` ledger file,
 the mark of a WAL deleted under a live process. Afterwards: each surface's acknowledged count equals the ledger's
@@ -40,7 +41,8 @@ from typing import Any
 import pytest
 
 from _cli import deskctl
-from deskctl.ledger import open_ledger
+from deskctl.ledger import SessionRecord, open_ledger
+from deskctl.session import owner_id
 
 DURATION = float(os.environ.get("DESKCTL_CHAOS_SECONDS") or 30)
 PROGRAMS = Path(__file__).with_name("_programs.py")
@@ -57,6 +59,9 @@ class Tally:
     mcp_clicks: int = 0
     reads: int = 0
     victims: int = 0
+    #: (writer, i) of every event a killed writer acknowledged, and how many writers were killed
+    written: set[tuple[int, int]] = field(default_factory=set)
+    writers: int = 0
     problems: list[str] = field(default_factory=list)
     deleted_ledger_fds: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -257,7 +262,17 @@ def _chaos(chaos_ledger_url: str, deskctl_home: Path, tmp_path: Path) -> None:
         else:
             tally.problem(f"deskctl {args[0]} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
 
+    writer_session = "dk-chaos-writer"
+    with open_ledger(chaos_ledger_url) as book:
+        book.record_intent(SessionRecord(writer_session, "xvfb", "ubuntu", "1x1", owner_id(), False, "intent",
+                                         time.time(), labels={"chaos": "writer"}))  # fmt: skip
+    kills = iter(__import__("itertools").count())
+
     def victim() -> None:
+        n = next(kills)
+        if n % 2:
+            _kill_a_writer(n)
+            return
         proc = subprocess.Popen([sys.executable, str(PROGRAMS), "victim"], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)  # fmt: skip
         stop.wait(chance.uniform(0.2, 4.0))  # during its preflight, create, readiness or clicks
@@ -265,6 +280,21 @@ def _chaos(chaos_ledger_url: str, deskctl_home: Path, tmp_path: Path) -> None:
         proc.wait()
         with tally.lock:
             tally.victims += 1
+
+    def _kill_a_writer(n: int) -> None:
+        proc = subprocess.Popen([sys.executable, str(PROGRAMS), "writer", writer_session, str(n)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+        assert proc.stdout is not None
+        select.select([proc.stdout], [], [], 120)  # its first write, then a random moment
+        stop.wait(chance.uniform(0.05, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        # a line cut short by the kill is not an acknowledgement (its event may or may not be in)
+        complete = out.split("\n")[:-1]
+        acknowledged = {(int(a), int(b)) for a, b in (line.split() for line in complete)}
+        with tally.lock:
+            tally.written |= acknowledged
+            tally.writers += 1
 
     paths = _ledger_paths(chaos_ledger_url)
 
@@ -314,6 +344,10 @@ def _chaos(chaos_ledger_url: str, deskctl_home: Path, tmp_path: Path) -> None:
             "aio": outcomes["aio"]["clicks"], "threads.clicks": outcomes["threads"]["clicks"],
             "threads.events": outcomes["threads"]["events"],
         }  # fmt: skip
+        written = [e.data for e in book.events(writer_session) if e.kind == "writer"]
+        in_ledger = {(int(d["n"]), int(d["i"])) for d in written}
+        book.record_end(writer_session, status="ended", reason="chaos over", ended_at=time.time(),
+                        billable_seconds=0.0, cost_usd=0.0)  # fmt: skip
         active = [(r.session_id, r.labels.get("chaos"), r.status) for r in book.sessions(active=True)]
         missing_intent = [r.session_id for r in records if not book.events(r.session_id)
                           or book.events(r.session_id)[0].kind != "intent"]  # fmt: skip
@@ -325,12 +359,18 @@ def _chaos(chaos_ledger_url: str, deskctl_home: Path, tmp_path: Path) -> None:
     elapsed = time.monotonic() - started
     print(f"\nchaos[{backend}] seed {seed}, {elapsed:.0f}s ({DURATION:.0f}s of chaos): acknowledged {acknowledged}; "
           f"ledger {ledger_counts}; {tally.reads} ls/cost/reap, {tally.victims} victims killed, "
-          f"{len(records)} sessions")  # fmt: skip
+          f"{len(records)} sessions; {tally.writers} writers killed, {len(tally.written)} of their events "
+          f"acknowledged, {len(in_ledger)} in the ledger")  # fmt: skip
 
     assert tally.problems == [], tally.problems
     assert outcomes["threads"]["errors"] == []
     assert tally.deleted_ledger_fds == set()
     assert ledger_counts == acknowledged
+    # a killed writer's acknowledged events are all there; at most the one in flight when it died is extra
+    assert tally.written <= in_ledger, sorted(tally.written - in_ledger)[:20]
+    assert len(written) == len(in_ledger)  # no event twice
+    assert len(in_ledger - tally.written) <= tally.writers
+    assert tally.writers > 0 and tally.written
     assert min(tally.view_clicks, tally.do_clicks, tally.mcp_clicks, outcomes["threads"]["events"]) > 0
     assert len(outcomes["aio"]["clicks"]) == 4 and all(n > 0 for n in outcomes["aio"]["clicks"].values())
     assert tally.victims > 0 and tally.reads > 0
