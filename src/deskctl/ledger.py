@@ -515,17 +515,22 @@ class Ledger:
     def _checkin(self, conn: Any) -> None:
         """Back to the pool after a transaction; closed instead when broken, surplus, or the ledger is closed."""
         reusable = not self._is_broken(conn)
+        surplus = [conn]
         with self._lock:
             if conn not in self._connections:  # opened before a fork, or already forgotten
                 return
             if reusable and not self._closed and len(self._idle) < _IDLE_CONNECTIONS:
                 self._idle.append(conn)
                 return
-            self._connections.remove(conn)
-        try:
-            conn.close()
-        except Exception:  # a broken connection may refuse to close; it is forgotten either way
-            pass
+            if not reusable:  # what broke this one (a server restart) most likely broke the idle ones too
+                surplus, self._idle = surplus + self._idle, []
+            for dropped in surplus:
+                self._connections.remove(dropped)
+        for dropped in surplus:
+            try:
+                dropped.close()
+            except Exception:  # a broken connection may refuse to close; it is forgotten either way
+                pass
 
     def _forget_parent_connections(self) -> None:
         """In a forked child (the caller holds ``_lock`` or is the only thread): the parent's connections are

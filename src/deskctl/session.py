@@ -741,7 +741,7 @@ class Desktop:
     def _flush_actions(self, force: bool = False) -> None:
         """Add the counted actions to the ledger (at most every ACTION_FLUSH_SECONDS unless ``force``). Threads
         (a view's requests) count and flush at once: the counter is swapped under a lock, and counts the ledger
-        could not take are put back for the next flush, never dropped."""
+        could not take are put back for the next flush, not dropped."""
         with self._counts_lock:
             if not self._counts:
                 return
@@ -749,11 +749,18 @@ class Desktop:
                 return
             counts, self._counts = self._counts, Counter()
             self._last_flush = time.monotonic()
-        try:
-            self.ledger.add_actions(self.id, dict(counts))
-        except Exception:
-            with self._counts_lock:
-                self._counts.update(counts)
+        # A forced flush (release, teardown) is the last chance: once more after a failure, since a ledger whose
+        # connection the server dropped answers the next call on a fresh one. (Only a failure after the commit
+        # reached the server could count twice; a dropped idle connection, the common case, fails at BEGIN.)
+        for attempt in range(2 if force else 1):
+            try:
+                self.ledger.add_actions(self.id, dict(counts))
+                return
+            except Exception:
+                if attempt == 0 and force:
+                    continue
+        with self._counts_lock:
+            self._counts.update(counts)
 
     def _bounds(self, *points: tuple[int, int]) -> None:
         width, height = self.size

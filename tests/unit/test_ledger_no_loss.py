@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from deskctl.ledger import open_ledger
 
 # A library user: one ledger, two threads (so two connections in the process), writing a round at each line
@@ -197,3 +199,27 @@ def test_threads_that_come_and_go_do_not_pile_up_connections(tmp_path: Path) -> 
         assert got is not None and got.action_counts == {"click": 50}
         assert 1 <= descriptors() <= 5
     assert descriptors() == 0
+
+
+@pytest.mark.postgres
+def test_action_counts_survive_a_dropped_ledger_connection(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server drops the ledger's connections while a desktop is in use: the clicks counted so far still reach
+    the ledger when it is released (they were cleared before the write, and the failed write dropped them)."""
+    import psycopg
+
+    import deskctl
+
+    monkeypatch.setenv("DESKCTL_LEDGER_URL", pg_url)
+    desk = deskctl.open_desktop("xvfb", geometry="320x240", detached=True, ttl="10m")
+    try:
+        for _ in range(3):
+            desk.click(5, 5)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")  # fmt: skip
+        desk.release()  # its first ledger call since: the count flush
+        with open_ledger(pg_url) as book:
+            record = book.get(desk.id)
+        assert record is not None and record.action_counts == {"click": 3}
+    finally:
+        deskctl.attach(desk.id).close()
