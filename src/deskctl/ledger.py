@@ -8,9 +8,19 @@ Two backends behind one class:
 * PostgreSQL: ``postgresql://...`` (psycopg 3, imported only when used), for teams whose CI runners share one
   ledger and one budget.
 
-Each thread of each process gets its own connection (a connection is never shared across a fork). The schema
-is versioned (table ``schema_version``) and migrated forward on open, under a lock, by whichever process comes
-first. Every text written is passed through :func:`deskctl.credentials.redact`: secrets never reach the ledger.
+Connections come from a small pool per process: a transaction takes one, no two transactions share one, and
+a thread holds none between transactions (so the threads of a server never pile up connections). A connection
+made before a fork is never used in the child: the child puts the inherited ones away first (see
+:func:`_after_fork_in_child`). The schema is versioned (table ``schema_version``) and migrated forward on open,
+under a lock, by whichever process comes first.
+
+The SQLite file is never opened by hand once a connection may exist in the process: closing *any* descriptor of
+a SQLite file drops every POSIX lock the process holds on it, after which another process believes it is the
+last user and checkpoints and deletes ``-wal``/``-shm`` under the live one (rows lost, then a malformed file).
+The file is made private (mode 0600) before SQLite ever sees it, by linking a fresh temporary file into place
+(:func:`_create_private_file`); ``-wal`` and ``-shm`` take the mode of the database file.
+
+Every text written is passed through :func:`deskctl.credentials.redact`: secrets never reach the ledger.
 
 Every failure of the database is a :class:`~deskctl.errors.InfrastructureError` with code
 ``ledger.unavailable`` (exit 20); a malformed URL or a missing driver is :class:`~deskctl.errors.ConfigInvalid`.
@@ -21,9 +31,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -48,7 +60,10 @@ __all__ = [
     "Transaction",
     "check_ledger_url",
     "default_ledger_url",
+    "ledger_id",
+    "move_aside_command",
     "open_ledger",
+    "sqlite_file_damaged",
 ]
 
 STATUSES = ("intent", "creating", "ready", "ending", "destroying", "ended", "failed", "leaked")
@@ -387,6 +402,42 @@ def _reservation_from_row(row: Sequence[Any]) -> Reservation:
     )  # fmt: skip
 
 
+#: idle connections a ledger keeps per process for its next transactions (more are closed after use)
+_IDLE_CONNECTIONS = 4
+#: every ledger of this process, for the at-fork hook
+_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
+#: connections a forked child inherited from its parent, with their ledger: put away before the first new one
+_INHERITED: list[tuple[Ledger, Any]] = []
+_INHERITED_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child, before any other code runs: every ledger gets fresh locks (a thread of the parent may
+    have held one) and forgets its connections, which belong to the parent and are never used here. No database
+    call happens here: they are put away by the child's first transaction (:func:`_put_away_inherited_connections`).
+
+    Rule: do not fork while another thread is inside a ledger call; the child's first transaction may then wait
+    for a lock that thread held (SQLite's own rule: never carry a connection across a fork)."""
+    global _INHERITED_LOCK
+    _INHERITED_LOCK = threading.Lock()
+    for ledger in list(_LEDGERS):
+        ledger._lock = threading.Lock()
+        ledger._in_thread = threading.local()
+        if ledger._pid != os.getpid():
+            ledger._forget_parent_connections()
+
+
+def _put_away_inherited_connections() -> None:
+    with _INHERITED_LOCK:
+        inherited = list(_INHERITED)
+        _INHERITED.clear()
+    for ledger, conn in inherited:
+        ledger._put_away_inherited(conn)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Ledger:
     """The session ledger. Obtain one with :func:`open_ledger`; safe to use from several threads and processes.
 
@@ -398,10 +449,15 @@ class Ledger:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._local = threading.local()
         self._closed = False
-        self._all_connections: list[Any] = []
         self._lock = threading.Lock()
+        #: connections opened by this process (``_pid``), and those of them waiting for the next transaction
+        self._pid = os.getpid()
+        self._connections: list[Any] = []
+        self._idle: list[Any] = []
+        #: the connection of the transaction this thread is in, if any
+        self._in_thread = threading.local()
+        _LEDGERS.add(self)
         with self._guard("migrating the ledger schema"):
             if not self._schema_is_current():
                 self._migrate()
@@ -441,19 +497,56 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _conn(self) -> Any:
-        if self._closed:
-            raise DeskctlError("the ledger is closed")
-        conn = getattr(self._local, "conn", None)
-        pid = getattr(self._local, "pid", None)
-        if conn is None or pid != os.getpid():
-            # A connection inherited over fork belongs to the parent: never use it here.
-            conn = self._connect()
-            self._local.conn = conn
-            self._local.pid = os.getpid()
-            with self._lock:
-                self._all_connections.append(conn)
+    def _checkout(self) -> Any:
+        """A connection for one transaction: an idle one of this process, else a new one."""
+        with self._lock:
+            if self._closed:
+                raise DeskctlError("the ledger is closed")
+            if self._pid != os.getpid():  # a fork the at-fork hook did not see (os.fork always runs it)
+                self._forget_parent_connections()
+            if self._idle:
+                return self._idle.pop()
+        _put_away_inherited_connections()  # before this process opens a connection of its own
+        conn = self._connect()
+        with self._lock:
+            self._connections.append(conn)
         return conn
+
+    def _checkin(self, conn: Any) -> None:
+        """Back to the pool after a transaction; closed instead when broken, surplus, or the ledger is closed."""
+        reusable = not self._is_broken(conn)
+        surplus = [conn]
+        with self._lock:
+            if conn not in self._connections:  # opened before a fork, or already forgotten
+                return
+            if reusable and not self._closed and len(self._idle) < _IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+            if not reusable:  # what broke this one (a server restart) most likely broke the idle ones too
+                surplus, self._idle = surplus + self._idle, []
+            for dropped in surplus:
+                self._connections.remove(dropped)
+        for dropped in surplus:
+            try:
+                dropped.close()
+            except Exception:  # a broken connection may refuse to close; it is forgotten either way
+                pass
+
+    def _forget_parent_connections(self) -> None:
+        """In a forked child (the caller holds ``_lock`` or is the only thread): the parent's connections are
+        never handed out again; they are put away before this process opens one of its own."""
+        with _INHERITED_LOCK:
+            _INHERITED.extend((self, conn) for conn in self._connections)
+        self._connections, self._idle = [], []
+        self._pid = os.getpid()
+
+    def _is_broken(self, conn: Any) -> bool:
+        """Not fit for the next transaction: closed, dropped by the server, or still inside a transaction (a
+        rollback that failed)."""
+        return bool(getattr(conn, "closed", False) or getattr(conn, "broken", False))
+
+    def _put_away_inherited(self, conn: Any) -> None:
+        """Make sure this process never uses ``conn``, a connection of its parent (the caller forgets it)."""
 
     @contextmanager
     def _guard(self, doing: str) -> Iterator[None]:
@@ -462,12 +555,14 @@ class Ledger:
         except DeskctlError:
             raise
         except self._driver_errors() as exc:
-            self._discard_broken_connection()
             raise InfrastructureError(
                 f"ledger ({self.backend}) failed while {doing}: {redact(str(exc)).strip()}",
-                code="ledger.unavailable",
-                remedy="check DESKCTL_LEDGER_URL and that the database is reachable and writable",
+                code="ledger.unavailable", remedy=self._remedy(exc),
             ) from exc
+
+    def _remedy(self, exc: BaseException) -> str:
+        """What to do about ``exc``, a failure of the database driver."""
+        return "check DESKCTL_LEDGER_URL and that the database is reachable and writable"
 
     @contextmanager
     def transaction(self, *, lock: str | None = None, readonly: bool = False) -> Iterator[Transaction]:
@@ -475,32 +570,38 @@ class Ledger:
         until commit, serialising every transaction that names the same lock across all processes (SQLite
         serialises every write transaction anyway). ``readonly``: the caller only reads (a snapshot)."""
         with self._guard("reading" if readonly else "writing"):
-            conn = self._conn()
-            with self._begin(conn, lock, readonly) as cursor:
-                yield Transaction(self, cursor)
+            outer = getattr(self._in_thread, "conn", None)
+            if outer is not None:  # nested in this thread: the same connection, as the backend nests it
+                with self._begin(outer, lock, readonly) as cursor:
+                    yield Transaction(self, cursor)
+                return
+            conn = self._checkout()
+            self._in_thread.conn = conn
+            try:
+                with self._begin(conn, lock, readonly) as cursor:
+                    yield Transaction(self, cursor)
+            finally:
+                self._in_thread.conn = None
+                self._checkin(conn)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.transaction(readonly=True) as tx:
             return tx.run(sql, params)
 
-    def _discard_broken_connection(self) -> None:
-        """Forget this thread's connection when the server dropped it, so the next call connects afresh."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and (getattr(conn, "closed", False) or getattr(conn, "broken", False)):
-            self._local.conn = None
-            with self._lock:
-                if conn in self._all_connections:
-                    self._all_connections.remove(conn)
-
     def close(self) -> None:
-        """Close every connection this ledger opened (in this process). Idempotent."""
-        self._closed = True
+        """Close every connection this ledger opened in this process. Idempotent. A transaction still running in
+        another thread keeps its connection until it ends (it is closed then)."""
         with self._lock:
-            conns, self._all_connections = self._all_connections, []
-        for conn in conns:
+            self._closed = True
+            if self._pid != os.getpid():
+                self._forget_parent_connections()
+            idle, self._idle = self._idle, []
+            for conn in idle:
+                self._connections.remove(conn)
+        for conn in idle:
             try:
                 conn.close()
-            except Exception:  # closing a connection of another thread may fail: it dies with its thread
+            except Exception:  # closing a broken connection may fail; it is gone either way
                 pass
 
     def schema_version(self) -> int:
@@ -871,7 +972,27 @@ class _SQLiteLedger(Ledger):
 
     def __init__(self, path: Path, url: str) -> None:
         self.path = path
+        _create_private_file(path)
         super().__init__(url)
+
+    def _put_away_inherited(self, conn: Any) -> None:
+        # SQLite keeps, per process, which locks its connections hold on a file; the child inherited the parent's
+        # bookkeeping but not its locks, so a new connection here would take none (and another process could
+        # then delete the WAL under it). Closing the inherited connections clears that bookkeeping; their locks
+        # belong to the parent, so the close can neither release them nor checkpoint under the parent.
+        try:
+            conn.close()
+        except Exception:  # a connection that will not close is forgotten all the same
+            pass
+
+    def _remedy(self, exc: BaseException) -> str:
+        return _sqlite_remedy(self.path, exc)
+
+    def _is_broken(self, conn: Any) -> bool:
+        try:
+            return bool(conn.in_transaction)
+        except sqlite3.Error:  # closed
+            return True
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error, OSError)
@@ -884,9 +1005,7 @@ class _SQLiteLedger(Ledger):
         return f"CAST({column} / 86400 AS INTEGER)"
 
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # private to its user (SQLite gives the -wal and -shm files the same mode)
-        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+        # Never open the file by hand here: this process may hold other connections to it (see the module doc).
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so every write is one explicit transaction.
         conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")
@@ -964,6 +1083,10 @@ class _PostgresLedger(Ledger):
     def _connect(self) -> Any:
         return self._psycopg.connect(self.url, autocommit=True, connect_timeout=15)
 
+    def _is_broken(self, conn: Any) -> bool:
+        idle = self._psycopg.pq.TransactionStatus.IDLE
+        return super()._is_broken(conn) or conn.info.transaction_status != idle
+
     @contextmanager
     def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:
         with conn.transaction(), conn.cursor() as cursor:
@@ -975,6 +1098,68 @@ class _PostgresLedger(Ledger):
     def _migrate(self) -> None:
         with self.transaction(lock="deskctl:schema") as tx:
             self._apply_migrations(tx)
+
+
+#: SQLite result codes that mean the file itself is damaged (not busy, not missing)
+_DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR")
+
+
+def sqlite_file_damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` says the SQLite file is unreadable (malformed, not a database, an I/O error)."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    if any(name.startswith(code) for code in _DAMAGED):
+        return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "disk i/o error" in text
+
+
+def move_aside_command(path: Path) -> str:
+    """A shell command that moves the ledger file ``path`` aside as ``PATH.bad``, with its ``-wal`` and ``-shm``
+    as ``PATH.bad-wal`` and ``PATH.bad-shm`` (so SQLite still reads the copy with its WAL)."""
+    quoted = shlex.quote(str(path))
+    return f"for s in '' -wal -shm; do [ ! -e {quoted}$s ] || mv {quoted}$s {quoted}.bad$s; done"
+
+
+def _sqlite_remedy(path: Path, exc: BaseException) -> str:
+    if sqlite_file_damaged(exc):
+        return (f"the ledger file {path} is damaged: `deskctl ledger check --repair` copies what it can read into "
+                f"a fresh file and keeps the bad one aside; or move it aside by hand: {move_aside_command(path)} "
+                "(`deskctl reap --everything` finds desktops by label without a ledger)")
+    return (f"check that {path} (and its directory) is on a local file system and writable; "
+            "`deskctl ledger check` reports its state")
+
+
+def _create_private_file(path: Path) -> None:
+    """Make ``path`` an empty file of mode 0600 when it does not exist, without ever holding a descriptor of it.
+
+    A fresh temporary file is written and closed, then hard-linked into place (which never replaces a file
+    another process made meanwhile). Closing a descriptor of the ledger itself would drop this process's SQLite
+    locks on it (see the module doc), so the file is only stat-ed here. Where hard links are refused, SQLite
+    makes the file (with the umask's mode)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            return
+    except OSError:
+        return  # SQLite reports what is wrong when it opens the file
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    try:
+        os.link(temporary, path)
+    except OSError:
+        pass  # EEXIST: another process made it meanwhile; no hard links here: SQLite makes it
+    finally:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
 
 
 def default_ledger_url() -> str:
@@ -1022,6 +1207,23 @@ def check_ledger_url(url: str | None = None) -> tuple[str, str]:
         remedy=remedy,
     )
 
+
+
+def ledger_id(url: str | None = None) -> str:
+    """A short, stable name of the ledger ``url`` (default: :func:`default_ledger_url`) for the ``deskctl.ledger``
+    label: 16 hex digits of a hash of its file path, or of its PostgreSQL server and database (never of a user
+    or password), so the reaper finds this ledger's desktops by label even when the ledger cannot be read."""
+    import hashlib
+
+    backend, target = check_ledger_url(url)
+    if backend == "postgresql":
+        parts = urlsplit(target)
+        host = parts.hostname or ""
+        query = "&".join(sorted(q for q in parts.query.split("&") if q.startswith(("host=", "port="))))
+        target = f"postgresql://{host}:{parts.port or ''}{parts.path}?{query}"
+    else:
+        target = "sqlite://" + target
+    return hashlib.sha256(target.encode()).hexdigest()[:16]
 
 def open_ledger(url: str | None = None) -> Ledger:
     """Open (creating and migrating as needed) the ledger at ``url``.

@@ -11,7 +11,11 @@ Two sources are swept, so that nothing escapes:
 
 Only desktops of this ledger are touched: a labelled desktop whose session is not in it belongs to another
 ``DESKCTL_HOME``, another user or another team's ledger, and is left alone unless ``everything`` (``deskctl
-reap --everything``) is asked for; even then only a leftover (expired, or its owner dead) is destroyed.
+reap --everything``) is asked for; even then only a leftover (expired, or its owner dead) is destroyed. A
+desktop whose ``deskctl.ledger`` label names this ledger is this ledger's even when its row is missing.
+
+Without a readable ledger (``ledger=None``: a damaged file) the sweep goes by label alone: this ledger's
+desktops (by ``deskctl.ledger``), or every labelled leftover with ``everything``; nothing is recorded.
 
 A session is never reaped while its owner process is alive on this host, unless it expired. A detached session
 (``deskctl up``) has no living owner by design: only its expiry, ``deskctl down`` or the reaper end it.
@@ -28,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 from deskctl.errors import DeskctlError
 from deskctl.owners import owner_alive
 from deskctl.providers import get_provider, known_provider_names, resolve_name
-from deskctl.providers.base import LABEL_DETACHED, LABEL_EXPIRES, LABEL_OWNER, LABEL_SESSION, Provider, RemoteHandle
+from deskctl.providers.base import (
+    LABEL_DETACHED,
+    LABEL_EXPIRES,
+    LABEL_LEDGER,
+    LABEL_OWNER,
+    LABEL_SESSION,
+    Provider,
+    RemoteHandle,
+)
 
 if TYPE_CHECKING:
     from deskctl.ledger import Ledger, SessionRecord
@@ -78,13 +90,14 @@ def _why(labels: dict[str, str], record: SessionRecord | None, now: float, ledge
 
 
 def reap(
-    ledger: Ledger,
+    ledger: Ledger | None,
     *,
     providers: list[str] | None = None,
     dry_run: bool = False,
     everything: bool = False,
     now: float | None = None,
     provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+    ledger_label: str | None = None,
 ) -> list[ReapResult]:
     """Sweep every provider (or those named) and the ledger; destroy what should not exist any more.
 
@@ -111,8 +124,9 @@ def reap(
                 continue
             for handle in owned:
                 session_id = handle.labels.get(LABEL_SESSION) or handle.session_id
-                record = ledger.get(session_id) if session_id else None
-                if record is None and not everything:
+                record = ledger.get(session_id) if session_id and ledger is not None else None
+                ours = ledger_label is not None and handle.labels.get(LABEL_LEDGER) == ledger_label
+                if record is None and not everything and not ours:
                     continue  # not a session of this ledger: another home's, user's or team's desktop
                 reason = _why(handle.labels, record, now, ledger)
                 seen.add(session_id)
@@ -123,7 +137,7 @@ def reap(
                     # listed, but no longer running (a stopped container, a dead display): failed
                     reason, status = "the desktop is gone", "failed"
                 results.append(_destroy(ledger, provider, handle, session_id, reason, dry_run, now, status))
-        for record in ledger.sessions(active=True):
+        for record in ledger.sessions(active=True) if ledger is not None else ():
             if record.session_id in seen:
                 continue
             if providers and record.provider not in providers:
@@ -147,7 +161,7 @@ def reap(
                 results.append(_destroy(ledger, provider, handle, record.session_id, reason, dry_run, now, status))
             else:
                 # never got a handle, and the provider lists nothing under its label: nothing exists
-                if not dry_run:
+                if not dry_run and ledger is not None:
                     ledger.record_end(record.session_id, status="failed", reason=f"reaped: {reason}",
                                       ended_at=now, billable_seconds=None, cost_usd=None, only_active=True)
                 results.append(ReapResult(record.session_id, record.provider, None,
@@ -168,7 +182,7 @@ def _gone(provider: Provider, raw_handle: dict[str, Any]) -> bool:
 
 
 def _destroy(
-    ledger: Ledger, provider: Provider, handle: RemoteHandle, session_id: str, reason: str, dry_run: bool,
+    ledger: Ledger | None, provider: Provider, handle: RemoteHandle, session_id: str, reason: str, dry_run: bool,
     now: float, status: str = "ended",
 ) -> ReapResult:
     if dry_run:
@@ -177,8 +191,8 @@ def _destroy(
         provider.destroy(handle)
     except DeskctlError as exc:
         return ReapResult(session_id, provider.name, handle.resource_id, "failed", reason, exc.code)
-    record = ledger.get(session_id)
-    if record is not None and record.status not in _ENDED:
+    record = ledger.get(session_id) if ledger is not None else None
+    if ledger is not None and record is not None and record.status not in _ENDED:
         from deskctl import metering
 
         start = record.created_at or record.intent_at

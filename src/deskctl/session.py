@@ -57,6 +57,7 @@ from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_DETACHED,
     LABEL_EXPIRES,
+    LABEL_LEDGER,
     LABEL_OWNER,
     LABEL_SESSION,
     ExecResult,
@@ -244,6 +245,7 @@ class Desktop:
         self._lock = threading.RLock()
         self._teardown_lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._counts_lock = threading.Lock()
         self._last_flush = time.monotonic()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -422,6 +424,9 @@ class Desktop:
         labels[LABEL_EXPIRES] = str(math.ceil(self._expires_at or time.time()))
         if self.detached:
             labels[LABEL_DETACHED] = "1"
+        from deskctl.ledger import ledger_id
+
+        labels[LABEL_LEDGER] = ledger_id(self.ledger.url)
         return labels
 
     def _record_intent(self, now: float) -> None:
@@ -721,7 +726,8 @@ class Desktop:
             def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> None:
                 if exc is None:
                     if count:
-                        desk._counts[kind] += 1
+                        with desk._counts_lock:
+                            desk._counts[kind] += 1
                     desk._flush_actions()
                 elif isinstance(exc, InfrastructureError) and exc.code == "provider.session_lost":
                     with contextlib.suppress(Exception):
@@ -733,15 +739,28 @@ class Desktop:
         return _Guard()
 
     def _flush_actions(self, force: bool = False) -> None:
-        if not self._counts:
-            return
-        if not force and time.monotonic() - self._last_flush < ACTION_FLUSH_SECONDS:
-            return
-        counts = dict(self._counts)
-        self._counts.clear()
-        self._last_flush = time.monotonic()
-        with contextlib.suppress(Exception):
-            self.ledger.add_actions(self.id, counts)
+        """Add the counted actions to the ledger (at most every ACTION_FLUSH_SECONDS unless ``force``). Threads
+        (a view's requests) count and flush at once: the counter is swapped under a lock, and counts the ledger
+        could not take are put back for the next flush, not dropped."""
+        with self._counts_lock:
+            if not self._counts:
+                return
+            if not force and time.monotonic() - self._last_flush < ACTION_FLUSH_SECONDS:
+                return
+            counts, self._counts = self._counts, Counter()
+            self._last_flush = time.monotonic()
+        # A forced flush (release, teardown) is the last chance: once more after a failure, since a ledger whose
+        # connection the server dropped answers the next call on a fresh one. (Only a failure after the commit
+        # reached the server could count twice; a dropped idle connection, the common case, fails at BEGIN.)
+        for attempt in range(2 if force else 1):
+            try:
+                self.ledger.add_actions(self.id, dict(counts))
+                return
+            except Exception:
+                if attempt == 0 and force:
+                    continue
+        with self._counts_lock:
+            self._counts.update(counts)
 
     def _bounds(self, *points: tuple[int, int]) -> None:
         width, height = self.size

@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trajectory": ("deskctl.cli.trajectory_cmds:trajectory", "Summarise or view a recorded trajectory."),
     "mcp": ("deskctl.cli.mcp_cmds:mcp", "Serve one desktop to an MCP client (stdio or streamable HTTP)."),
     "view": ("deskctl.cli.view_cmds:view", "Watch (and with --control, drive) a desktop in a browser."),
+    "ledger": ("deskctl.cli.ledger_cmds:ledger", "Check the ledger's integrity (and repair a damaged SQLite file)."),
 }
 
 

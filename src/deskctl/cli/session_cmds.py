@@ -657,17 +657,34 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, as_json: b
 
     Sweeps every provider by the deskctl labels and the ledger, touching only desktops of this ledger unless
     --everything. A `ready` session whose desktop is gone is recorded failed; a `destroying` one is finished.
+    When the ledger cannot be read (a damaged file), the sweep goes by label alone and records nothing.
     Exits 5 when something could not be destroyed.
     """
-    from deskctl.errors import CleanupIncomplete
+    from deskctl.errors import CleanupIncomplete, InfrastructureError
+    from deskctl.ledger import ledger_id
     from deskctl.reaper import reap as do_reap
 
     config = _config()
-    with _ledger() as book:
-        results = do_reap(book, providers=list(providers) or None, dry_run=dry_run, everything=everything,
-                          provider_options=config.providers)
+    try:
+        book = _ledger()
+    except InfrastructureError as exc:
+        if exc.code != "ledger.unavailable":
+            raise
+        # Desktops must still be found and destroyed when the ledger cannot be read: by label alone (this
+        # ledger's `deskctl.ledger` label, or every labelled leftover with --everything), recording nothing.
+        note(f"the ledger cannot be read ({exc.message}); sweeping by label only, nothing is recorded")
+        if exc.remedy:
+            note(f"  to fix the ledger: {exc.remedy}")
+        results = do_reap(None, providers=list(providers) or None, dry_run=dry_run, everything=everything,
+                          provider_options=config.providers, ledger_label=ledger_id())
+        unreadable = True
+    else:
+        with book:
+            results = do_reap(book, providers=list(providers) or None, dry_run=dry_run, everything=everything,
+                              provider_options=config.providers)
+        unreadable = False
     if as_json:
-        echo_json({"reaped": [r.to_dict() for r in results]})
+        echo_json({"reaped": [r.to_dict() for r in results], "ledger": "unreadable" if unreadable else "ok"})
     else:
         for r in results:
             click.echo(f"{r.session_id}\t{r.provider}\t{r.action}\t{r.reason}" + (f"\t{r.error}" if r.error else ""))

@@ -27,6 +27,7 @@ __all__ = [
     "LABEL_CREATED",
     "LABEL_DETACHED",
     "LABEL_EXPIRES",
+    "LABEL_LEDGER",
     "LABEL_OWNER",
     "LABEL_SESSION",
     "Capabilities",
@@ -46,6 +47,9 @@ LABEL_CREATED = "deskctl.created"
 LABEL_EXPIRES = "deskctl.expires"
 #: "1" on desktops of detached sessions (deskctl up): no owner process watches them, only their expiry
 LABEL_DETACHED = "deskctl.detached"
+#: which ledger recorded the session (:func:`deskctl.ledger.ledger_id`): the reaper finds this ledger's desktops
+#: by it even when the ledger lost their rows or cannot be read
+LABEL_LEDGER = "deskctl.ledger"
 
 
 @dataclass(frozen=True)
