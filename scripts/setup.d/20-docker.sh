@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Docker engine and the deskctl desktop images the docker tests need. Idempotent and fast when all is there:
 #   1. install the Debian package of the Docker engine when dockerd is missing;
-#   2. start dockerd when `docker info` fails (CI starts with no daemon), logs in $DESKCTL_DOCKERD_LOG;
+#   2. start dockerd when no engine answers (CI starts with no daemon), logs in $DESKCTL_DOCKERD_LOG; safe to run
+#      twice at once and never a second daemon on a running one's data-root (scripts/lib/engine.sh);
 #   3. make the offline base image deskctl-base:bookworm with debootstrap + `docker import`, from the Debian
 #      mirror this machine's apt already uses (no image registry is needed), unless one with the same inputs exists;
 #   4. `deskctl image build --base deskctl-base:bookworm` (minimal, and browser unless DESKCTL_SKIP_BROWSER=1):
@@ -9,39 +10,61 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/lib/common.sh
+. scripts/lib/engine.sh
 sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
 
 have dockerd || apt_install docker.io
 have debootstrap || apt_install debootstrap
 
-if ! docker info >/dev/null 2>&1; then
-  if [[ -n "${DOCKER_HOST:-}" ]]; then
-    log "DOCKER_HOST=$DOCKER_HOST does not answer; not starting a local daemon"; exit 1
+# The engine, started only when none answers (scripts/lib/engine.sh: one starter at a time, a bounded wait for a
+# slow one, never a second daemon on the same data-root). DESKCTL_DOCKERD_SOCKET, _DATA_ROOT, _EXEC_ROOT, _PIDFILE,
+# _FLAGS and _LOCK name another engine than the system's (for testing this script next to a running one).
+sock="${DESKCTL_DOCKERD_SOCKET:-}"
+data_root="${DESKCTL_DOCKERD_DATA_ROOT:-/var/lib/docker}"
+exec_root="${DESKCTL_DOCKERD_EXEC_ROOT:-/var/run/docker}"
+pidfile="${DESKCTL_DOCKERD_PIDFILE:-/var/run/docker.pid}"
+lockfile="${DESKCTL_DOCKERD_LOCK:-/run/lock/deskctl-dockerd.lock}"
+logfile="${DESKCTL_DOCKERD_LOG:-/var/log/deskctl-dockerd.log}"
+wait="${DESKCTL_DOCKERD_WAIT:-180}"
+if [[ -n "$sock" ]]; then export DOCKER_HOST="unix://$sock"
+elif [[ -n "${DOCKER_HOST:-}" ]]; then
+  engine_answers 30 && ok=1 || ok=""
+  [[ -n "$ok" ]] || { log "DOCKER_HOST=$DOCKER_HOST does not answer; not starting a local daemon"; exit 1; }
+fi
+
+start_dockerd() {
+  local flags pid
+  if [[ -z "$sock" && -d /run/systemd/system ]] && $sudo systemctl start docker 2>/dev/null; then
+    if engine_answers 60; then record_started systemd docker; return 0; fi
   fi
-  logfile="${DESKCTL_DOCKERD_LOG:-/var/log/deskctl-dockerd.log}"
-  started=""
-  if [[ -d /run/systemd/system ]] && $sudo systemctl start docker 2>/dev/null; then
-    for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && { started=1; break; }; sleep 0.5; done
-  fi
-  # No systemd (containers, CI runners, sandboxes): dockerd in the background. Where the kernel refuses what a
-  # default daemon needs, fall back to no iptables management, then to the vfs storage driver.
+  # No systemd (containers, CI runners, sandboxes): dockerd in a session of its own. Where the kernel refuses
+  # what a default daemon needs, fall back to no iptables management, then to the vfs storage driver.
   for flags in "" "--iptables=false --ip6tables=false" "--iptables=false --ip6tables=false --storage-driver=vfs"; do
-    [[ -n "$started" ]] && break
     log "starting dockerd ${flags:-(default flags)}; log: $logfile"
     # shellcheck disable=SC2086
-    $sudo sh -c "nohup dockerd $flags >>'$logfile' 2>&1 </dev/null & echo \$! >/run/deskctl-dockerd.pid"
-    pid=$($sudo cat /run/deskctl-dockerd.pid)
-    for _ in $(seq 1 60); do
-      docker info >/dev/null 2>&1 && { started=1; break; }
+    $sudo setsid nohup dockerd --data-root "$data_root" --exec-root "$exec_root" --pidfile "$pidfile" \
+        ${sock:+--host "unix://$sock"} $flags ${DESKCTL_DOCKERD_FLAGS:-} >>"$logfile" 2>&1 </dev/null {ENGINE_LOCK_FD}>&- &
+    pid=$!
+    for _ in $(seq 1 "$wait"); do
+      if docker info >/dev/null 2>&1; then
+        pid=$($sudo cat "$pidfile" 2>/dev/null || echo "$pid")
+        record_started dockerd "$pid"
+        return 0
+      fi
       $sudo kill -0 "$pid" 2>/dev/null || break  # it gave up: try the next flags
-      sleep 0.5
+      sleep 1
     done
-    if [[ -z "$started" ]]; then $sudo kill "$pid" 2>/dev/null || true; fi
+    # ours only ($!, never a pid read back from a shared file), and gone before the next try
+    if $sudo kill -0 "$pid" 2>/dev/null; then
+      $sudo kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 30); do $sudo kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    fi
   done
-  if [[ -z "$started" ]]; then
-    log "dockerd did not come up; last lines of $logfile:"; $sudo tail -n 20 "$logfile" >&2 || true; exit 1
-  fi
-fi
+  log "dockerd did not come up; last lines of $logfile:"; $sudo tail -n 20 "$logfile" >&2 || true
+  return 1
+}
+ensure_engine dockerd "$lockfile" "$pidfile" "$data_root" "$wait" start_dockerd || exit 1
+[[ "${DESKCTL_DOCKER_ENGINE_ONLY:-0}" == "1" ]] && exit 0
 
 # The offline base: debootstrap from the mirror apt uses here, keyed by a hash of its inputs.
 base=deskctl-base:bookworm
