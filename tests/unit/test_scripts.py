@@ -64,6 +64,41 @@ def test_apt_get_gives_up_after_its_bound_and_says_why(private_apt: dict[str, st
     assert "giving up (DESKCTL_APT_LOCK_TIMEOUT)" in err, err
 
 
+# -- Harbor's Python ---------------------------------------------------------------------------------------------
+def _harbor_step(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SCRIPTS / "setup.d" / "50-harbor.sh")], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=ROOT)
+
+
+@pytest.mark.parametrize("lookup", ["named", "searched"])
+def test_without_python_3_12_the_harbor_step_is_a_loud_skip_or_a_failure_when_required(lookup: str,
+                                                                                         tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DESKCTL_HARBOR_PYTHON", "DESKCTL_REQUIRE_HARBOR")}
+    if lookup == "named":  # an interpreter that is not there
+        env["DESKCTL_HARBOR_PYTHON"] = str(tmp_path / "python3.12")
+    else:  # a PATH with no python3.12, python3.13 nor pyenv: stock Debian 12
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        for tool in ("bash", "cat", "dirname", "sha256sum", "cut", "rm", "touch", "cmp", "python3"):
+            found = shutil.which(tool, path="/usr/bin:/bin")
+            if found:
+                (bin_dir / tool).symlink_to(found)
+        env["PATH"] = str(bin_dir)
+    skipped = _harbor_step(env)
+    assert skipped.returncode == 3, skipped.stderr
+    assert "needs Python >= 3.12" in skipped.stderr and "its tests will be skipped" in skipped.stderr
+    assert "DESKCTL_HARBOR_PYTHON" in skipped.stderr
+    required = _harbor_step({**env, "DESKCTL_REQUIRE_HARBOR": "1"})
+    assert required.returncode == 1, required.stderr
+    assert "DESKCTL_REQUIRE_HARBOR=1" in required.stderr
+
+
+def test_scripts_test_leaves_the_harbor_tests_out_with_one_line_and_ci_requires_them() -> None:
+    text = (SCRIPTS / "test").read_text()
+    assert "--ignore=tests/harbor" in text and "HARBOR TESTS SKIPPED" in text
+    assert "export DESKCTL_REQUIRE_HARBOR=1" in (ROOT / ".ci" / "run").read_text()
+
+
 # -- starting the Docker engine ----------------------------------------------------------------------------------
 @pytest.fixture
 def private_engine(tmp_path: Path) -> Iterator[dict[str, str]]:
