@@ -1,12 +1,32 @@
-"""Shared test isolation: every test gets its own DESKCTL_HOME (ledger, markers, cookies) and a plain terminal."""
+"""Shared test isolation: every test gets its own DESKCTL_HOME (ledger, markers, cookies) and a plain terminal, and
+every process a test starts gets the default signal dispositions, however the suite itself was started."""
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+#: signals the tests send to the processes they start (or that those processes must die of)
+_CHILD_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT, signal.SIGPIPE)
+
+
+def _ignored_here(signum: int, frame: object) -> None:
+    """Stands for SIG_IGN in pytest's own process (see pytest_configure)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A signal ignored here would be ignored by every process the tests start (SIG_IGN survives exec): a runner
+    that starts the suite with ``nohup`` or ``&`` in a script (SIGINT and SIGHUP ignored) would make each test
+    that interrupts a child wait out its timeout. A handler does not survive exec: an ignored signal becomes one
+    that this process still ignores, and every child starts with the default. (SIGPIPE is ignored by Python
+    itself, and subprocess restores it; the others by whoever started pytest.)"""
+    for signum in _CHILD_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, _ignored_here)
 
 
 @pytest.fixture(autouse=True)
