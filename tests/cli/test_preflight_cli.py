@@ -135,6 +135,20 @@ def test_compat_prints_every_table_with_sources(env: dict[str, str]) -> None:
     assert {r["provider"] for r in windows["platform_provider"]} == {"daytona", "cua-cloud", "use-computer"}
 
 
+def test_compat_lists_every_provider_deskctl_knows(env: dict[str, str]) -> None:
+    """Each provider `deskctl providers` lists has its row in `deskctl compat`'s platform table (kubernetes was
+    missing: the table listed only the data file's rows)."""
+    providers = json.loads(deskctl(env, "providers", "--json").stdout)
+    names = {p["name"] for p in providers["providers"]}
+    assert "kubernetes" in names
+    document = json.loads(deskctl(env, "compat", "--json").stdout)
+    assert {r["provider"] for r in document["platform_provider"]} >= names
+    text = deskctl(env, "compat").stdout
+    rows = {line.split()[1]: line for line in text.split("\n\n")[0].splitlines()[1:]}
+    assert set(rows) >= names
+    assert rows["kubernetes"].split()[:3] == ["*", "kubernetes", "ubuntu"] and "in-desktop agent" in rows["kubernetes"]
+
+
 def test_login_credentials_preflight_logout_never_show_the_secret(env: dict[str, str]) -> None:
     login = deskctl(env, "login", "daytona", "--var", "DAYTONA_API_KEY", stdin=SECRET + "\n")
     assert login.returncode == 0, login.stderr

@@ -479,9 +479,16 @@ def _geometry_remedy(provider: Provider, platform: Platform, row: dict[str, Any]
 
 def platform_table() -> list[dict[str, Any]]:
     """The data file's ``platform_provider`` rows, each with the ``platforms`` the provider serves (its
-    Capabilities when its module loads, else the row's own)."""
-    return [{**row, "platforms": sorted(p.value for p in platforms_for(str(row["provider"])))}
-            for row in load_matrix().rows("platform_provider")]
+    Capabilities when its module loads, else the row's own), then a row for every other known provider (an
+    entry point's, one the data file does not name yet): no provider deskctl can use is missing."""
+    from deskctl.providers import known_provider_names
+
+    matrix = load_matrix()
+    rows = list(matrix.rows("platform_provider"))
+    named = {str(row["provider"]) for row in rows}
+    rows += [{"provider": name, "note": "", "source": "deskctl", "date": matrix.sources["deskctl"]["date"]}
+             for name in known_provider_names() if name not in named]
+    return [{**row, "platforms": sorted(p.value for p in platforms_for(str(row["provider"])))} for row in rows]
 
 
 def geometry_table() -> list[dict[str, Any]]:
