@@ -138,6 +138,28 @@ def test_a_hold_expires(ledger: Ledger) -> None:
     assert reserve(ledger, session_id="b", spec=spec, rate=SIX_PER_HOUR, now=later)
 
 
+def test_a_hold_counts_until_its_expiry_and_not_at_it(ledger: Ledger) -> None:
+    ledger.set_budget("ci", max_usd=0.1, window_seconds=86400)
+    spec = _spec(max_minutes=1, budget="ci")
+    assert reserve(ledger, session_id="a", spec=spec, rate=SIX_PER_HOUR, now=1000.0)
+    expires = 1000.0 + 60 + RESERVATION_GRACE_SECONDS
+    assert status(ledger, "ci", now=expires - 0.001).total_usd == pytest.approx(0.1)
+    with pytest.raises(BudgetExceeded):
+        reserve(ledger, session_id="b", spec=spec, rate=SIX_PER_HOUR, now=expires - 0.001)
+    assert status(ledger, "ci", now=expires).total_usd == 0.0
+    assert reserve(ledger, session_id="b", spec=spec, rate=SIX_PER_HOUR, now=expires)
+
+
+def test_a_reservation_that_lands_exactly_on_the_cap_fits_and_a_cent_more_does_not(ledger: Ledger) -> None:
+    ledger.set_budget("ci", max_usd=0.3, window_seconds=86400)
+    spec = _spec(max_minutes=1, budget="ci")  # $0.10 each
+    for sid in ("a", "b", "c"):  # the third lands on $0.30 exactly
+        assert reserve(ledger, session_id=sid, spec=spec, rate=SIX_PER_HOUR, now=1.0)
+    assert status(ledger, "ci", now=1.0).left_usd == pytest.approx(0.0)
+    with pytest.raises(BudgetExceeded):
+        reserve(ledger, session_id="d", spec=_spec(max_minutes=0.1, budget="ci"), rate=SIX_PER_HOUR, now=1.0)
+
+
 def test_a_desktop_still_running_after_its_hold_keeps_counting(ledger: Ledger) -> None:
     ledger.set_budget("ci", max_usd=10.0, window_seconds=86400)
     spec = _spec(max_minutes=1, budget="ci")

@@ -64,19 +64,37 @@ class WrongSize(XvfbProvider):
     """Makes a real desktop of another size than pinned."""
 
     name = "xvfb-wrong-size"
+    live: tuple[int | None, int | None] = (800, 600)  # None: that side as pinned
 
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
-        other = spec.model_copy(update={"geometry": deskctl.Geometry(width=800, height=600)})
+        assert spec.geometry is not None
+        width, height = self.live
+        other = spec.model_copy(update={"geometry": deskctl.Geometry(width=width or spec.geometry.width,
+                                                                     height=height or spec.geometry.height)})
         handle = super().create(other, session_id, labels)
         made.append(handle)
         return handle
+
+
+class WrongHeight(WrongSize):
+    """Only the height differs from the pinned size."""
+
+    name = "xvfb-wrong-height"
+    live = (None, 600)
+
+
+class WrongWidth(WrongSize):
+    """Only the width differs from the pinned size."""
+
+    name = "xvfb-wrong-width"
+    live = (800, None)
 
 
 @pytest.fixture
 def faulty() -> Iterator[None]:
     made.clear()
     added = {}
-    for cls in (FailsReadiness, FailsAfterCreate, WrongSize):
+    for cls in (FailsReadiness, FailsAfterCreate, WrongSize, WrongHeight, WrongWidth):
         added[cls.name] = (f"{__name__}:{cls.__name__}", "")
     PROVIDERS.update(added)
     try:
@@ -162,6 +180,26 @@ def test_a_display_of_the_wrong_size_is_a_mismatch_and_is_destroyed(faulty: None
     assert "800x600" in info.value.message and "1024x768" in info.value.message
     (handle,) = made
     assert not any(_alive(p) for p in _xvfb_pids(handle))
+
+
+@pytest.mark.parametrize(("provider", "live"), [("xvfb-wrong-height", "1024x600"), ("xvfb-wrong-width", "800x768")])
+def test_a_display_wrong_in_one_side_only_is_a_mismatch(faulty: None, provider: str, live: str) -> None:
+    with pytest.raises(GeometryMismatch) as info:
+        deskctl.open_desktop(provider, geometry="1024x768")
+    assert info.value.code == "geometry.mismatch" and info.value.details == {"live": live, "pinned": "1024x768"}
+    (handle,) = made
+    assert not any(_alive(p) for p in _xvfb_pids(handle))
+
+
+def test_the_last_pixel_is_on_the_screen_and_one_past_it_is_not() -> None:
+    with deskctl.open_desktop("xvfb", geometry="320x240") as desk:
+        desk.click(319, 239)
+        assert desk.cursor_position() == (319, 239)
+        desk.move(0, 0)
+        assert desk.cursor_position() == (0, 0)
+        for x, y in ((320, 0), (0, 240), (-1, 0), (0, -1)):
+            with pytest.raises(GeometryOutOfBounds):
+                desk.move(x, y)
 
 
 def test_use_after_close_and_out_of_bounds_are_refused() -> None:

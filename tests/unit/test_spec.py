@@ -96,3 +96,13 @@ def test_a_zero_ttl_is_refused(ttl: object) -> None:
         DesktopSpec.build(ttl_seconds=ttl)
     assert caught.value.code == "usage.bad_duration"
     assert DesktopSpec.build(ttl_seconds="90s").ttl_seconds == 90
+
+
+@pytest.mark.parametrize(("ttl", "seconds"), [("1s", 1), (1, 1), ("0.5", 0.5)])
+def test_the_shortest_ttls_are_accepted(ttl: object, seconds: float) -> None:
+    assert DesktopSpec.build(ttl_seconds=ttl).ttl_seconds == seconds
+
+
+@pytest.mark.parametrize("field", ["max_minutes", "max_usd"])
+def test_the_smallest_positive_limits_are_accepted(field: str) -> None:
+    assert getattr(DesktopSpec.build(**{field: 0.001}), field) == 0.001
