@@ -31,18 +31,28 @@ from _common import median_ms, timed
 _STEPS = ("up", "screenshot", "click", "down")
 
 
-def _remote_engine(given: str | None) -> str | None:
-    if given:
-        return given
-    if os.environ.get("DESKCTL_TEST_DOCKER2"):
-        return os.environ["DESKCTL_TEST_DOCKER2"]
+def _docker2_setting(key: str) -> str | None:
+    """A fact of the second engine: from the environment, else from what 25-docker-remote.sh wrote."""
+    if os.environ.get(key):
+        return os.environ[key]
     env_file = Path("/run/deskctl-docker2.env")
     if env_file.exists():
         for line in env_file.read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key == "DESKCTL_TEST_DOCKER2" and value:
+            name, _, value = line.partition("=")
+            if name == key and value:
                 return value
     return None
+
+
+def _remote_engine(given: str | None) -> str | None:
+    engine = given or _docker2_setting("DESKCTL_TEST_DOCKER2")
+    cert_path = _docker2_setting("DESKCTL_TEST_DOCKER2_CERT_PATH")
+    if engine and cert_path and not given:
+        # the second engine lets in only its client certificate (the Docker clients' variables); they apply to
+        # every engine named by a tcp:// URL, so the local one is named by its socket, where TLS does not apply
+        os.environ.update(DOCKER_TLS_VERIFY="1", DOCKER_CERT_PATH=cert_path)
+        os.environ.setdefault("DOCKER_HOST", "unix:///var/run/docker.sock")
+    return engine
 
 
 def _options(engine: str | None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ __all__ = [
     "DOCKER_REMOTE_TARGET_KWARGS",
     "DOCKER_TARGET_KWARGS",
     "docker2_client",
+    "docker2_tls_env",
     "docker2_url",
     "docker_leftovers",
     "docker_probe_address",
@@ -81,33 +82,48 @@ DOCKER_TARGET_KWARGS: dict[str, Any] = {
 DOCKER2_ENV_FILE = "/run/deskctl-docker2.env"
 
 
-def docker2_url() -> str | None:
-    """The second engine's address: ``DESKCTL_TEST_DOCKER2``, else what 25-docker-remote.sh wrote, else None."""
-    url = os.environ.get("DESKCTL_TEST_DOCKER2")
-    if url:
-        return url
+def _docker2_setting(key: str) -> str | None:
+    """A fact of the second engine: from the environment (scripts/test exports them), else from the file
+    25-docker-remote.sh wrote, else None."""
+    value = os.environ.get(key)
+    if value:
+        return value
     with contextlib.suppress(OSError):
         for line in Path(DOCKER2_ENV_FILE).read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "DESKCTL_TEST_DOCKER2" and value.strip():
+            name, _, value = line.partition("=")
+            if name.strip() == key and value.strip():
                 return value.strip()
     return None
 
 
+def docker2_url() -> str | None:
+    """The second engine's address: ``DESKCTL_TEST_DOCKER2``, else what 25-docker-remote.sh wrote, else None."""
+    return _docker2_setting("DESKCTL_TEST_DOCKER2")
+
+
+def docker2_tls_env() -> dict[str, str]:
+    """What a Docker client needs in its environment to be let in by the second engine, which demands a client
+    certificate (``DOCKER_TLS_VERIFY``, ``DOCKER_CERT_PATH``: a root-only folder 25-docker-remote.sh filled); empty
+    for an engine started without TLS by an older setup."""
+    cert_path = _docker2_setting("DESKCTL_TEST_DOCKER2_CERT_PATH")
+    return {"DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": cert_path} if cert_path else {}
+
+
 def docker2_client() -> Any:
-    """A plain SDK client of the second engine (to look at what deskctl did there, never to drive it)."""
-    import docker
+    """A plain SDK client of the second engine (to look at what deskctl did there, never to drive it), let in with
+    its client certificate; deskctl's connect only for the engine's CA (``REQUESTS_CA_BUNDLE`` would replace it)."""
+    from deskctl.providers.docker.images import connect
 
     url = docker2_url()
     if url is None:
         pytest.skip("no second Docker engine: run scripts/setup.d/25-docker-remote.sh")
-    return docker.DockerClient(base_url=url, timeout=60)
+    return connect(timeout=60, engine=url, environment={**os.environ, **docker2_tls_env()})
 
 
 @contextlib.contextmanager
 def docker2_environment() -> Any:
-    """The target's environment: nothing to export (the engine is a provider option), but a clear skip (a
-    failure under CI) when the second engine is not there."""
+    """The target's environment: the engine's TLS settings (the engine itself is a provider option), and a clear
+    skip (a failure under CI) when the second engine is not there."""
     client = docker2_client()
     try:
         client.ping()
@@ -116,7 +132,7 @@ def docker2_environment() -> Any:
                     "scripts/setup.d/25-docker-remote.sh")
     finally:
         client.close()
-    yield {}
+    yield docker2_tls_env()
 
 
 # The test's eyes inside a remote desktop: the probe window needs the display itself, which listens only on the

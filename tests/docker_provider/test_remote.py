@@ -25,7 +25,7 @@ from deskctl.errors import CompatError, DeskctlError, ProviderApiError, SessionL
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.docker import LABEL_AGENT, DockerProvider
 from deskctl.spec import DesktopSpec
-from docker_provider._docker_target import docker2_client, docker2_url, docker_remote_leftovers
+from docker_provider._docker_target import docker2_client, docker2_tls_env, docker2_url, docker_remote_leftovers
 
 pytestmark = pytest.mark.docker
 
@@ -52,6 +52,14 @@ def sdk2(engine: str) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(autouse=True)
+def engine_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine lets in only clients with a certificate of its CA: the Docker clients' variables name them, for
+    deskctl here and in the CLI processes the tests start."""
+    for key, value in docker2_tls_env().items():
+        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture(autouse=True)
@@ -199,6 +207,32 @@ def test_up_with_the_host_option_through_the_cli_end_to_end(engine: str, sdk2: A
         down = _run("down", session_id)
     assert down.returncode == 0, down.stderr
     assert _session_containers(sdk2, session_id) == []
+
+
+def test_the_engine_lets_in_only_a_client_with_its_certificate(engine: str, sdk2: Any) -> None:
+    """The second engine is root on this machine: over TCP it demands a client certificate of its CA (the Docker
+    clients' DOCKER_TLS_VERIFY + DOCKER_CERT_PATH, which deskctl reads as they do). Without them `deskctl up` on it
+    is refused with a translated error, nothing made; with them it serves (every other test here)."""
+    if not docker2_tls_env():
+        pytest.skip(f"the engine at {engine} was started without TLS (by an older setup): restart it with "
+                    "scripts/setup.d/25-docker-remote.sh")
+    before = {c["Id"] for c in sdk2.api.containers(all=True)}
+    plain = {k: v for k, v in os.environ.items() if k not in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")}
+    refused = subprocess.run([*DESKCTL, "up", "--provider", "docker", "-o", f"host={engine}", "--json"],
+                             capture_output=True, text=True, timeout=180, env=plain)
+    assert refused.returncode == 20, refused.stderr
+    error = json.loads(refused.stdout or refused.stderr)["error"]
+    assert error["code"] == "provider.unreachable", error
+    assert "demands TLS" in error["message"] and "DOCKER_CERT_PATH" in error["remedy"], error
+    assert "Traceback" not in refused.stderr
+    assert {c["Id"] for c in sdk2.api.containers(all=True)} == before
+    import docker
+
+    with pytest.raises(docker.errors.DockerException, match="HTTPS"):  # the plain SDK neither
+        docker.DockerClient(base_url=engine, timeout=30).version()
+    # and the certificates are root's alone
+    cert_path = Path(docker2_tls_env()["DOCKER_CERT_PATH"])
+    assert cert_path.stat().st_mode & 0o077 == 0 and (cert_path / "key.pem").stat().st_mode & 0o077 == 0
 
 
 def test_a_bad_engine_url_and_an_ssh_engine_are_refused_before_anything_is_made(engine: str, sdk2: Any) -> None:

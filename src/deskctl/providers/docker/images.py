@@ -19,7 +19,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -103,6 +103,11 @@ def daemon_remedy(engine: str | None = None) -> str:
             "`sudo sh -c 'dockerd >/var/log/dockerd.log 2>&1 &'`")
 
 
+#: how to be let in by an engine that demands TLS client certificates (the Docker CLI's variables)
+TLS_REMEDY = ("set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH to the folder of the engine's ca.pem and your client's "
+              "cert.pem and key.pem, as for the docker CLI")
+
+
 @contextlib.contextmanager
 def docker_errors(doing: str, *, provider: str = _PROVIDER, engine: str | None = None) -> Iterator[None]:
     """Translate every exception of the ``docker`` SDK (and the transport under it) raised while ``doing``
@@ -123,6 +128,10 @@ def docker_errors(doing: str, *, provider: str = _PROVIDER, engine: str | None =
         status = exc.status_code
         raise ProviderApiError(f"cannot {doing}: Docker said {status}: {_explain(exc)}", status=status,
                                provider=provider) from exc
+    except requests.exceptions.SSLError as exc:
+        raise ProviderUnreachable(
+            f"cannot {doing}: the TLS handshake with the Docker engine failed ({_tls_reason(exc)})",
+            provider=provider, remedy=TLS_REMEDY) from exc
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as exc:
         raise ProviderUnreachable(f"cannot {doing}: the Docker daemon does not answer", provider=provider,
                                   remedy=daemon_remedy(engine)) from exc
@@ -135,6 +144,11 @@ def docker_errors(doing: str, *, provider: str = _PROVIDER, engine: str | None =
                                          "then log in again), or run as root") from exc
     except docker.errors.DockerException as exc:
         text = str(exc)
+        if "HTTP request to an HTTPS server" in text or isinstance(exc, docker.errors.TLSParameterError) \
+                or "SSLError" in text:
+            what = "demands TLS" if "HTTPS server" in text else "was not reached over TLS"
+            raise ProviderUnreachable(f"cannot {doing}: the Docker engine {what} ({_tls_reason(exc)})",
+                                      provider=provider, remedy=TLS_REMEDY) from exc
         if "Permission denied" in text:
             raise ProviderUnreachable(f"cannot {doing}: permission denied on the Docker socket", provider=provider,
                                       remedy="add your user to the docker group (`sudo usermod -aG docker $USER`, "
@@ -146,15 +160,33 @@ def docker_errors(doing: str, *, provider: str = _PROVIDER, engine: str | None =
                                   remedy=daemon_remedy(engine)) from exc
 
 
+def _tls_reason(exc: Exception) -> str:
+    """The last line of a TLS failure, without the SDK's wrapping (no secret is in it: paths and reasons)."""
+    text = str(exc)
+    for marker in ("HTTP request to an HTTPS server", "CERTIFICATE_VERIFY_FAILED", "certificate required",
+                   "bad certificate", "unknown ca", "No such file or directory", "client_cert"):
+        if marker.lower() in text.lower():
+            return {"HTTP request to an HTTPS server": "it speaks HTTPS; this client spoke plain HTTP",
+                    "CERTIFICATE_VERIFY_FAILED": "its certificate is not signed by the CA this client trusts",
+                    "certificate required": "it wants a client certificate; none was sent",
+                    "bad certificate": "it refused this client's certificate",
+                    "unknown ca": "it does not know the CA of this client's certificate",
+                    "No such file or directory": "a certificate file of DOCKER_CERT_PATH is missing",
+                    "client_cert": "DOCKER_CERT_PATH holds no cert.pem/key.pem pair"}[marker]
+    return text.splitlines()[-1][:200] if text else type(exc).__name__
+
+
 def _explain(exc: Exception) -> str:
     explanation = getattr(exc, "explanation", None)
     text = explanation.decode() if isinstance(explanation, bytes) else str(explanation or exc)
     return text.strip()
 
 
-def connect(timeout: float = 60.0, engine: str | None = None) -> docker.DockerClient:
+def connect(timeout: float = 60.0, engine: str | None = None,
+            environment: Mapping[str, str] | None = None) -> docker.DockerClient:
     """A client for the daemon at ``engine`` (a Docker host URL: ``unix://``, ``tcp://``, ``ssh://``; the TLS
-    settings of the environment apply), else the one named by ``DOCKER_HOST``, else the local socket; raises
+    settings of the environment apply: ``DOCKER_TLS_VERIFY``, ``DOCKER_CERT_PATH``, as for the Docker CLI), else the
+    one named by ``DOCKER_HOST``, else the local socket; ``environment`` instead of ``os.environ``; raises
     :class:`~deskctl.errors.ProviderUnreachable` with the command that starts the daemon when none answers."""
     try:
         import docker
@@ -162,13 +194,33 @@ def connect(timeout: float = 60.0, engine: str | None = None) -> docker.DockerCl
         raise UsageError("the docker provider needs the docker package", code="usage.provider_unavailable",
                          provider=_PROVIDER, remedy="pip install docker") from exc
     with docker_errors("reach the Docker daemon", engine=engine):
-        if not engine:
-            return docker.from_env(timeout=int(max(1, timeout)))
         from docker.utils import kwargs_from_env
 
-        kwargs = kwargs_from_env()
-        kwargs["base_url"] = engine
-        return docker.DockerClient(timeout=int(max(1, timeout)), **kwargs)
+        kwargs = kwargs_from_env(environment=dict(os.environ if environment is None else environment))
+        if engine:
+            kwargs["base_url"] = engine
+        # DockerClient(**kwargs) is this, with the API client that keeps the engine's CA (_engine_api_client)
+        client = docker.DockerClient.__new__(docker.DockerClient)
+        client.api = _engine_api_client()(timeout=int(max(1, timeout)), **kwargs)
+        return client
+
+
+def _engine_api_client() -> type[docker.APIClient]:
+    """The SDK's API client, except that an engine's CA (``DOCKER_CERT_PATH/ca.pem`` under ``DOCKER_TLS_VERIFY``)
+    is the one its certificate is checked against, as the Docker CLI does: requests would otherwise take
+    ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` (the system's public CAs, where they are set) for every request and
+    refuse the engine's own certificate."""
+    import docker
+
+    class EngineAPIClient(docker.APIClient):  # type: ignore[misc]
+        def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any,
+                                       cert: Any) -> Any:
+            settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if isinstance(self.verify, str):
+                settings["verify"] = self.verify
+            return settings
+
+    return EngineAPIClient
 
 
 # -- hashing the inputs ----------------------------------------------------------------------------------------
