@@ -149,6 +149,28 @@ def test_compat_lists_every_provider_deskctl_knows(env: dict[str, str]) -> None:
     assert rows["kubernetes"].split()[:3] == ["*", "kubernetes", "ubuntu"] and "in-desktop agent" in rows["kubernetes"]
 
 
+def test_providers_check_says_which_provider_is_ready_and_why_not(env: dict[str, str]) -> None:
+    plain = json.loads(deskctl(env, "providers", "--json").stdout)["providers"]
+    assert all("ready" not in row for row in plain)  # without --check nothing is probed
+    checked = deskctl({**env, "DAYTONA_API_KEY": SECRET}, "providers", "--check", "--json")
+    assert checked.returncode == 0, checked.stderr
+    rows = {row["name"]: row for row in json.loads(checked.stdout)["providers"]}
+    assert set(rows) == {row["name"] for row in plain} and all("ready" in row for row in rows.values())
+    assert (rows["xvfb"]["ready"], rows["xvfb"]["reason"]) == (True, None)
+    assert rows["ssh"]["ready"] is False and "needs a host" in rows["ssh"]["reason"]
+    assert "DESKCTL_SSH_HOST" in rows["ssh"]["remedy"]
+    assert rows["use-computer"]["ready"] is False and "USE_COMPUTER_API_KEY" in rows["use-computer"]["reason"]
+    # a key is there but the service does not answer (a closed loopback port): not ready, and the key never shown
+    assert rows["daytona"]["ready"] is False and rows["daytona"]["reason"]
+    assert SECRET not in checked.stdout + checked.stderr
+    text = deskctl(env, "providers", "--check")
+    assert text.returncode == 0
+    lines = text.stdout.splitlines()
+    assert "xvfb           ready" in lines
+    assert any(line.startswith("ssh            not ready: the ssh provider needs a host") for line in lines)
+    assert any(line.strip().startswith("remedy: --host user@host") for line in lines)
+
+
 def test_login_credentials_preflight_logout_never_show_the_secret(env: dict[str, str]) -> None:
     login = deskctl(env, "login", "daytona", "--var", "DAYTONA_API_KEY", stdin=SECRET + "\n")
     assert login.returncode == 0, login.stderr

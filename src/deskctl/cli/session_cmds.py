@@ -701,9 +701,12 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, as_json: b
 
 
 @click.command()
+@click.option("--check", is_flag=True,
+              help="Also run each provider's preflight (all at once, nothing is created) and say whether it is "
+                   "ready, and why not.")
 @json_option
-def providers(as_json: bool) -> None:
-    """List providers with their capabilities (and why one cannot load)."""
+def providers(check: bool, as_json: bool) -> None:
+    """List providers with their capabilities (and why one cannot load); with --check, whether each is ready."""
     from deskctl.errors import DeskctlError
     from deskctl.providers import PROVIDERS, known_provider_names, load_provider_class
 
@@ -716,6 +719,8 @@ def providers(as_json: bool) -> None:
             continue
         rows.append({"name": name, "available": True, "default": name == "xvfb", "aliases": list(cls.aliases),
                      "credential_vars": list(cls.credentials.variables), **cls.capabilities.to_dict()})
+    if check:
+        _check_readiness(rows)
     if as_json:
         echo_json({"providers": rows})
         return
@@ -733,9 +738,63 @@ def providers(as_json: bool) -> None:
         mark = " (default)" if row.get("default") else ""
         click.echo(f"{row['name']:<14} {','.join(row['platforms']):<22} {row['isolation']:<10} "
                    f"{'yes' if row['exec'] else 'no':<5} {row['billing']:<11} {geometry}{mark}")
+    if check:
+        click.echo("")
+        for row in rows:
+            verdict = "ready" if row.get("ready") else f"not ready: {row.get('reason')}"
+            click.echo(f"{row['name']:<14} {verdict}")
+            if not row.get("ready") and row.get("remedy"):
+                click.echo(f"{'':<14}   remedy: {row['remedy']}")
     missing = sorted(set(PROVIDERS) - set(known_provider_names()))
     if missing:
         note("not in this version yet: " + ", ".join(missing))
+
+
+def _check_readiness(rows: list[dict[str, Any]]) -> None:
+    """Each available provider's preflight for a default desktop on a platform it serves (ubuntu when it can; its
+    own size where its sizes are fixed),
+    every check of every provider at once, as `deskctl preflight` runs them (the configuration's
+    [providers.NAME] applies); sets ``ready``, ``reason`` (the first failure) and ``remedy`` on each row."""
+    from deskctl._redact import redact
+    from deskctl.checks.runner import PreflightRequest
+    from deskctl.checks.runner import preflight as run_preflight
+    from deskctl.cli._spec import provider_options, spec_from_flags
+    from deskctl.config import Config, load_config
+    from deskctl.errors import DeskctlError
+
+    config = click.get_current_context().find_object(Config) or load_config()
+    by_platform: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        if not row["available"]:
+            row.update(ready=False, reason=row["error"])
+            continue
+        platform = "ubuntu" if "ubuntu" in row["platforms"] else row["platforms"][0]
+        # readiness, not a size: a provider of fixed sizes is asked for its own
+        geometry = "native" if platform in row["fixed_sizes"] else "1024x768"
+        by_platform.setdefault((platform, geometry), []).append(row)
+    for (platform, geometry), group in by_platform.items():
+        names = [str(row["name"]) for row in group]
+        options: dict[str, dict[str, Any]] = {}
+        for row in group:
+            try:
+                options[row["name"]] = provider_options(row["name"], config)
+            except DeskctlError as exc:
+                row.update(ready=False, reason=redact(exc.message),
+                           remedy=redact(exc.remedy) if exc.remedy else None)
+        checked = [n for n in names if n in options]
+        if not checked:
+            continue
+        spec = spec_from_flags(config, provider=checked[0], platform=platform, geometry=geometry)
+        report = run_preflight(PreflightRequest(spec, providers=tuple(checked), provider_options=options))
+        request_failure = next((r for r in report.results if r.provider is None and r.status == "fail"), None)
+        for row in group:
+            if row["name"] not in options:
+                continue
+            failure = request_failure or next(
+                (r for r in report.results if r.provider == row["name"] and r.status == "fail"), None)
+            row.update(ready=row["name"] in report.ready and failure is None, platform_checked=platform,
+                       reason=redact(failure.message) if failure else None,
+                       remedy=redact(failure.remedy) if failure and failure.remedy else None)
 
 
 __all__ = ["do", "down", "exec_cmd", "ls", "providers", "reap", "screenshot", "up"]
