@@ -86,8 +86,8 @@ ensure_engine() {
   return 0
 }
 
-# stop_started FILE: stop, newest first, what record_started noted (dockerd PID PIDFILE | systemd UNIT |
-# bridge NAME | dir PATH); bounded waits, SIGKILL after 60 s.
+# stop_started FILE: stop, newest first, what record_started noted (dockerd PID | systemd UNIT |
+# bridge NAME | path PATH, removed); bounded waits, SIGKILL after 60 s.
 stop_started() {
   local file="$1" kind a b
   [[ -s "$file" ]] || return 0
@@ -105,7 +105,7 @@ stop_started() {
         log "stopping $a, which this run started"; systemctl stop "$a" 2>/dev/null || true ;;
       bridge)
         ip link show "$a" >/dev/null 2>&1 && { ip link set "$a" down; ip link delete "$a" type bridge; } || true ;;
-      dir)
+      path)
         rm -rf -- "$a" ;;
     esac
   done

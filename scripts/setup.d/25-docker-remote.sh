@@ -88,7 +88,10 @@ start_docker2() {
       >>"$logfile" 2>&1 </dev/null {ENGINE_LOCK_FD}>&- &
   pid=$!
   for _ in $(seq 1 "$wait"); do
-    if docker info >/dev/null 2>&1; then record_started dockerd "$pid"; record_started dir "$tls"; return 0; fi
+    if docker info >/dev/null 2>&1; then
+      record_started dockerd "$pid"; record_started path "$tls"; record_started path "$envfile"
+      return 0
+    fi
     kill -0 "$pid" 2>/dev/null || break
     sleep 1
   done
