@@ -230,6 +230,15 @@ def test_the_engine_lets_in_only_a_client_with_its_certificate(engine: str, sdk2
 
     with pytest.raises(docker.errors.DockerException, match="HTTPS"):  # the plain SDK neither
         docker.DockerClient(base_url=engine, timeout=30).version()
+    # with them, the engine is checked against its own CA even where REQUESTS_CA_BUNDLE names the public ones
+    import certifi
+
+    public = {**os.environ, **docker2_tls_env(), "DOCKER_HOST": engine, "REQUESTS_CA_BUNDLE": certifi.where(),
+              "CURL_CA_BUNDLE": certifi.where()}
+    listed = subprocess.run([*DESKCTL, "image", "ls", "--json"], capture_output=True, text=True, timeout=180,
+                            env=public)
+    assert listed.returncode == 0, listed.stderr
+    assert any(i["variant"] == "minimal" for i in json.loads(listed.stdout)["images"]), listed.stdout
     # and the certificates are root's alone
     cert_path = Path(docker2_tls_env()["DOCKER_CERT_PATH"])
     assert cert_path.stat().st_mode & 0o077 == 0 and (cert_path / "key.pem").stat().st_mode & 0o077 == 0
