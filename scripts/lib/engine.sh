@@ -87,22 +87,25 @@ ensure_engine() {
 }
 
 # stop_started FILE: stop, newest first, what record_started noted (dockerd PID | systemd UNIT |
-# bridge NAME | path PATH, removed); bounded waits, SIGKILL after 60 s.
+# bridge NAME | path PATH, removed); bounded waits, SIGKILL after 120 s (a daemon stops its containers first).
 stop_started() {
-  local file="$1" kind a b
+  local file="$1" kind a b sudo=""
   [[ -s "$file" ]] || return 0
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
   tac "$file" | while read -r kind a b; do
     case "$kind" in
       dockerd)
         # only the process we started, and only while it still is that dockerd
         if [[ "$(cat "/proc/$a/comm" 2>/dev/null)" == dockerd ]]; then
           log "stopping the dockerd this run started (pid $a)"
-          kill "$a" 2>/dev/null || true
-          for _ in $(seq 1 60); do kill -0 "$a" 2>/dev/null || break; sleep 1; done
-          if kill -0 "$a" 2>/dev/null; then log "dockerd $a did not stop in 60 s; SIGKILL"; kill -9 "$a" || true; fi
+          $sudo kill "$a" 2>/dev/null || true
+          for _ in $(seq 1 120); do $sudo kill -0 "$a" 2>/dev/null || break; sleep 1; done
+          if $sudo kill -0 "$a" 2>/dev/null; then
+            log "dockerd $a did not stop in 120 s; SIGKILL"; $sudo kill -9 "$a" || true
+          fi
         fi ;;
       systemd)
-        log "stopping $a, which this run started"; systemctl stop "$a" 2>/dev/null || true ;;
+        log "stopping $a, which this run started"; $sudo systemctl stop "$a" 2>/dev/null || true ;;
       bridge)
         ip link show "$a" >/dev/null 2>&1 && { ip link set "$a" down; ip link delete "$a" type bridge; } || true ;;
       path)
