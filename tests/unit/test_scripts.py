@@ -103,16 +103,21 @@ def test_scripts_test_leaves_the_harbor_tests_out_with_one_line_and_ci_requires_
 @pytest.fixture
 def private_engine(tmp_path: Path) -> Iterator[dict[str, str]]:
     """The setup's engine step pointed at an engine of this test's own: socket, data and exec roots, pid, lock and
-    log files here, no bridge, no iptables, its own containerd namespace. Whatever it started is stopped after."""
+    log files here, a bridge of its own, no iptables, its own containerd namespace. Whatever it started is stopped
+    after. Never ``--bridge=none``: a dockerd started so deletes the host's ``docker0``, which the main engine's
+    containers need (seen: every container start on the shared engine failed until docker0 was made again)."""
     if os.geteuid() != 0 or shutil.which("dockerd") is None:
         pytest.skip("needs root and dockerd (scripts/setup.d/20-docker.sh)")
     short = Path("/run") / f"deskctl-t{os.getpid()}"  # a unix socket path must stay short
     short.mkdir()
+    bridge = f"dkt{os.getpid() % 10**9}"  # an interface name has at most 15 characters
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True, timeout=60)
+    subprocess.run(["ip", "addr", "add", "172.30.98.1/24", "dev", bridge], check=True, timeout=60)
     env = {**os.environ,
            "DESKCTL_DOCKERD_SOCKET": str(short / "docker.sock"), "DESKCTL_DOCKERD_DATA_ROOT": str(tmp_path / "data"),
            "DESKCTL_DOCKERD_EXEC_ROOT": str(short / "exec"), "DESKCTL_DOCKERD_PIDFILE": str(short / "docker.pid"),
            "DESKCTL_DOCKERD_LOCK": str(tmp_path / "lock"), "DESKCTL_DOCKERD_LOG": str(tmp_path / "dockerd.log"),
-           "DESKCTL_DOCKERD_FLAGS": f"--bridge=none --iptables=false --ip6tables=false --storage-driver=vfs "
+           "DESKCTL_DOCKERD_FLAGS": f"--bridge {bridge} --iptables=false --ip6tables=false --storage-driver=vfs "
                                     f"--containerd-namespace deskctl-t{os.getpid()} "
                                     f"--containerd-plugins-namespace deskctl-t{os.getpid()}-plugins",
            "DESKCTL_DOCKER_ENGINE_ONLY": "1", "DESKCTL_STARTED": str(tmp_path / "started")}
@@ -123,6 +128,7 @@ def private_engine(tmp_path: Path) -> Iterator[dict[str, str]]:
         subprocess.run(["bash", "-c", '. scripts/lib/common.sh; . scripts/lib/engine.sh; stop_started "$1"', "stop",
                         env["DESKCTL_STARTED"]], cwd=ROOT, timeout=180, capture_output=True)
         shutil.rmtree(short, ignore_errors=True)
+        subprocess.run(["ip", "link", "delete", bridge, "type", "bridge"], timeout=60, capture_output=True)
         shutil.rmtree(tmp_path / "data", ignore_errors=True)
 
 
