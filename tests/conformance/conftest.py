@@ -144,6 +144,11 @@ from kubernetes_provider._kube_target import KUBE_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**KUBE_TARGET_KWARGS))
 
+# -- a provider outside this repository: DESKCTL_CONFORMANCE_TARGET=module:attribute (deskctl.testing) -------------
+from deskctl.testing import TARGET_ENV, load_targets  # noqa: E402
+
+TARGETS.extend(Target(**kwargs) for kwargs in load_targets(os.environ.get(TARGET_ENV)))
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test marked ``linux_guest`` is not collected for a target whose guest is not Linux (a Windows or macOS

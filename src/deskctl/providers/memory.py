@@ -4,8 +4,9 @@ It runs deskctl's real session, ledger, recording, CLI, MCP and view code over a
 installed: no X server, no engine, no network. It is also the smallest complete provider, the one to copy
 (docs/providers.md, "The smallest provider"): every contract method is here, in order, and short.
 
-What a desktop is here (one folder per desktop, ``runtime_dir()/memory/<session>/``, so that ``deskctl up``
-in one process and ``deskctl do``/``down``/``reap`` in another reach the same desktop):
+What a desktop is here: one folder per desktop, ``runtime_dir()/memory/<session>/`` (``memory`` is the provider's
+name: a subclass under another name has its own), so that ``deskctl up`` in one process and ``deskctl
+do``/``down``/``reap`` in another reach the same desktop:
 
 * ``desktop.json``: the marker, written before anything else (a create that dies is still found by its
   ``deskctl.session`` label): the handle with its labels, the size and the owner;
@@ -404,11 +405,12 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
         return checks.results
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-    @staticmethod
-    def _base() -> Path:
+    def _base(self) -> Path:
+        """The folder of this provider's desktops (by name: a subclass registered under another name keeps its
+        own, so neither lists nor reaps the other's)."""
         from deskctl.paths import runtime_dir
 
-        base = runtime_dir() / "memory"
+        base = runtime_dir() / self.name
         base.mkdir(mode=0o700, exist_ok=True)
         return base
 
@@ -504,7 +506,7 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
         from deskctl.paths import runtime_dir
 
         found: list[RemoteHandle] = []
-        base = runtime_dir() / "memory"
+        base = runtime_dir() / self.name
         if not base.is_dir():
             return found
         for directory in sorted(p for p in base.iterdir() if p.is_dir()):
