@@ -228,20 +228,22 @@ def desk(target: Target) -> Iterator[Desktop]:
             assert target.leftovers(handle) == []
 
 
-def open_probe(target: Target, desk: Desktop) -> Any:
-    """A probe window covering ``desk`` with the input focus (a context manager): on its X display, or the
-    target's own for a desktop without one."""
+def probe_opener(target: Target, desk: Desktop) -> Callable[[], Any]:
+    """What opens a probe window covering ``desk`` with the input focus (a context manager), learnt from ``desk``
+    now and callable after ``desk`` let go of the desktop: on its X display, or the target's own for a desktop
+    without one."""
     if target.open_probe is not None:
-        return target.open_probe(desk)
+        opener = target.open_probe
+        return lambda: opener(desk)
     from probe import Probe
 
     assert target.probe_address is not None, f"target {target.name} names neither probe_address nor open_probe"
     address, cookie = target.probe_address(desk)
-    return Probe.open(address, cookie)
+    return lambda: Probe.open(address, cookie)
 
 
 @pytest.fixture
 def probe(desk: Desktop, target: Target) -> Iterator[Any]:
     """A probe window covering ``desk``, with the input focus."""
-    with open_probe(target, desk) as window:
+    with probe_opener(target, desk)() as window:
         yield window

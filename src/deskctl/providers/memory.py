@@ -25,7 +25,8 @@ do``/``down``/``reap`` in another reach the same desktop:
 
 Destroyed means the folder is gone and no process carrying ``DESKCTL_SESSION=<session>`` (what ``exec``
 started) is alive. There is no backend-side backstop to set: nothing runs or bills while a desktop exists; after
-its owner dies (SIGKILL) the folder stays until ``deskctl reap`` (owner gone, or expired) destroys it.
+its owner dies (SIGKILL) the folder, and whatever ``exec`` left running, stay until ``deskctl reap`` (owner gone,
+or expired) destroys them. The event log grows by one line per input event for the desktop's life.
 
 Harness: ``exec`` runs ``sh -c`` on this host (no isolation, as the ``xvfb`` provider) with the desktop's tools
 first on PATH and no DISPLAY; ``user`` through sudo, only when deskctl runs as root. ``upload``/``download`` copy
@@ -608,13 +609,20 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
 
     # -- clipboard and windows: the desktop's own files ------------------------------------------------------
     def clipboard_get(self, handle: RemoteHandle) -> str:
-        return (self._screen(handle).dir / "clipboard").read_bytes().decode(errors="replace")
+        screen = self._screen(handle)
+        try:
+            return (screen.dir / "clipboard").read_bytes().decode(errors="replace")
+        except OSError as exc:
+            raise SessionLost(f"the memory desktop of {handle.session_id} is gone", provider=self.name) from exc
 
     def clipboard_set(self, handle: RemoteHandle, text: str) -> None:
         screen = self._screen(handle)
         tmp = screen.dir / f".clipboard.{os.getpid()}"
-        tmp.write_bytes(text.encode())
-        os.replace(tmp, screen.dir / "clipboard")
+        try:
+            tmp.write_bytes(text.encode())
+            os.replace(tmp, screen.dir / "clipboard")
+        except OSError as exc:
+            raise SessionLost(f"the memory desktop of {handle.session_id} is gone", provider=self.name) from exc
 
     def window_titles(self, handle: RemoteHandle) -> list[str]:
         return [str(w["title"]) for w in self._screen(handle).windows() if w.get("title")]
