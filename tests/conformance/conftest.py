@@ -15,7 +15,8 @@ Adding a provider is a few lines here: append a :class:`Target` to :data:`TARGET
   the same call in a child process). ``geometry`` is set by the suite.
 * ``probe_address(desk)`` says how a test reaches the desktop's X display with python-xlib: an
   :class:`~deskctl.providers._x11.X11Address` (local display, unix socket at any path, or a forwarded TCP
-  port) and the MIT-MAGIC-COOKIE-1 bytes (or None).
+  port) and the MIT-MAGIC-COOKIE-1 bytes (or None). A desktop that is not an X display (``memory``) gives
+  ``open_probe(desk)`` instead: a window of its own with the X probe's interface (tests/probe).
 * ``leftovers(handle)`` lists, in words, whatever of that desktop still exists after it was destroyed (processes,
   sockets, lock files, containers, sandboxes on a fake server). The suite asserts it is empty.
 * ``environment()`` (optional) is entered once per test that needs it and yields extra environment variables
@@ -47,8 +48,10 @@ if TYPE_CHECKING:
 class Target:
     name: str
     open_kwargs: Mapping[str, Any]
-    probe_address: Callable[[Desktop], tuple[X11Address, bytes | None]]
     leftovers: Callable[[RemoteHandle], list[str]]
+    probe_address: Callable[[Desktop], tuple[X11Address, bytes | None]] | None = None
+    #: a desktop without an X display (memory): its own probe window, with the X probe's interface
+    open_probe: Callable[[Desktop], Any] | None = None
     marks: tuple[Any, ...] = ()
     environment: Callable[[], contextlib.AbstractContextManager[Mapping[str, str]]] | None = None
     #: geometry the suite pins (a provider with fixed sizes names one it offers)
@@ -103,6 +106,11 @@ TARGETS: list[Target] = [
 ]
 
 
+# -- memory (a pixel buffer in a folder, no X: tests/memory_provider/_memory_target.py) -----------------------------
+from memory_provider._memory_target import MEMORY_TARGET_KWARGS  # noqa: E402
+
+TARGETS.append(Target(**MEMORY_TARGET_KWARGS))
+
 # -- docker (its target and helpers: tests/docker_provider/_docker_target.py) ------------------------------------------
 from docker_provider._docker_target import DOCKER_REMOTE_TARGET_KWARGS, DOCKER_TARGET_KWARGS  # noqa: E402
 
@@ -135,6 +143,11 @@ TARGETS.extend(Target(**kwargs) for kwargs in USE_COMPUTER_TARGETS_KWARGS)
 from kubernetes_provider._kube_target import KUBE_TARGET_KWARGS  # noqa: E402
 
 TARGETS.append(Target(**KUBE_TARGET_KWARGS))
+
+# -- a provider outside this repository: DESKCTL_CONFORMANCE_TARGET=module:attribute (deskctl.testing) -------------
+from deskctl.testing import TARGET_ENV, load_targets  # noqa: E402
+
+TARGETS.extend(Target(**kwargs) for kwargs in load_targets(os.environ.get(TARGET_ENV)))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -215,11 +228,22 @@ def desk(target: Target) -> Iterator[Desktop]:
             assert target.leftovers(handle) == []
 
 
+def probe_opener(target: Target, desk: Desktop) -> Callable[[], Any]:
+    """What opens a probe window covering ``desk`` with the input focus (a context manager), learnt from ``desk``
+    now and callable after ``desk`` let go of the desktop: on its X display, or the target's own for a desktop
+    without one."""
+    if target.open_probe is not None:
+        opener = target.open_probe
+        return lambda: opener(desk)
+    from probe import Probe
+
+    assert target.probe_address is not None, f"target {target.name} names neither probe_address nor open_probe"
+    address, cookie = target.probe_address(desk)
+    return lambda: Probe.open(address, cookie)
+
+
 @pytest.fixture
 def probe(desk: Desktop, target: Target) -> Iterator[Any]:
     """A probe window covering ``desk``, with the input focus."""
-    from probe import Probe
-
-    address, cookie = target.probe_address(desk)
-    with Probe.open(address, cookie) as window:
+    with probe_opener(target, desk)() as window:
         yield window

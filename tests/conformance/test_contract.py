@@ -358,8 +358,8 @@ def _up_args(target: Target) -> list[str]:
 
 def test_cli_detached_desktop_outlives_up_and_obeys_do_screenshot_exec_down(target: Target, tmp_path: Path) -> None:
     import deskctl
+    from conformance.conftest import probe_opener
     from deskctl.providers.base import RemoteHandle
-    from probe import Probe
 
     up = json.loads(_cli("up", "--json", *_up_args(target)).stdout)
     session_id = up["id"]
@@ -369,9 +369,9 @@ def test_cli_detached_desktop_outlives_up_and_obeys_do_screenshot_exec_down(targ
     try:
         desk = deskctl.attach(session_id)  # `up` has exited: the desktop lives on
         handle = desk.handle
-        address, cookie = target.probe_address(desk)
+        open_probe = probe_opener(target, desk)
         desk.release()
-        with Probe.open(address, cookie) as probe:
+        with open_probe() as probe:
             _cli("do", session_id, "click", "33", "44")
             _cli("do", session_id, "type", "dé")
             _cli("do", session_id, "key", "ctrl+s")
@@ -396,16 +396,16 @@ def test_cli_view_serves_the_screen_and_passes_clicks_on(target: Target) -> None
     import urllib.request
 
     import deskctl
-    from probe import Probe
+    from conformance.conftest import probe_opener
 
     session_id = json.loads(_cli("up", "--json", *_up_args(target)).stdout)["id"]
     width, height = (int(v) for v in target.geometry.split("x")[:2])
     view: subprocess.Popen[str] | None = None
     try:
         desk = deskctl.attach(session_id)
-        address, cookie = target.probe_address(desk)
+        open_probe = probe_opener(target, desk)
         desk.release()
-        with Probe.open(address, cookie) as probe:
+        with open_probe() as probe:
             probe.paint(20, 30, 100, 80, (230, 40, 20))
             view = subprocess.Popen([sys.executable, "-m", "deskctl", "view", session_id, "--control"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))

@@ -43,6 +43,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "cua-cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", "pip install httpx tenacity"),
     "use-computer": ("deskctl.providers.use_computer:UseComputerProvider", "pip install httpx tenacity"),
     "kubernetes": ("deskctl.providers.kubernetes:KubernetesProvider", "pip install 'deskctl[kubernetes]'"),
+    "memory": ("deskctl.providers.memory:MemoryProvider", "part of deskctl: reinstall deskctl"),
 }
 
 #: other spelling -> name, for the built-in providers: the union of their classes' ``aliases`` (kept here so that

@@ -1,0 +1,629 @@
+"""Provider ``memory``: a reference desktop that is a pixel buffer in a folder, for the fast inner test loop.
+
+It runs deskctl's real session, ledger, recording, CLI, MCP and view code over a desktop that needs nothing
+installed: no X server, no engine, no network. It is also the smallest complete provider, the one to copy
+(docs/providers.md, "The smallest provider"): every contract method is here, in order, and short.
+
+What a desktop is here: one folder per desktop, ``runtime_dir()/memory/<session>/`` (``memory`` is the provider's
+name: a subclass under another name has its own), so that ``deskctl up`` in one process and ``deskctl
+do``/``down``/``reap`` in another reach the same desktop:
+
+* ``desktop.json``: the marker, written before anything else (a create that dies is still found by its
+  ``deskctl.session`` label): the handle with its labels, the size and the owner;
+* ``screen``: the frame buffer, ``width * height`` pixels of 4 bytes (B, G, R, 0), black when made. A click
+  leaves a small mark at its point (left red, middle green, right blue) so a screenshot shows it;
+* ``events.jsonl``: every input event the screen received, one JSON object a line, as an X server reports it
+  to the window under the pointer: ``kind`` (``motion``, ``press``, ``release``, ``key``, ``key_release``),
+  ``x``, ``y``, ``button``, ``keysym`` (X keysym numbers) and ``state`` (X modifier and button masks);
+* ``state.json``: the pointer, the buttons and keys held; ``typed.txt``: the text typed so far (what a focused
+  text field would hold), readable through ``exec`` as ``$DESKCTL_MEMORY_DESKTOP/typed.txt``;
+* ``clipboard`` and ``windows/<pid>.json`` (a window's title and the process that owns it);
+* ``bin/``: the desktop's own tools, first on ``exec``'s PATH: ``xdpyinfo`` (the screen's size), ``xclip``
+  (the clipboard file) and ``xmessage -title T`` (a window that lives as long as its process).
+
+:class:`MemoryScreen` reads and writes that folder (under ``flock``); tests use it as their probe window.
+
+Destroyed means the folder is gone and no process carrying ``DESKCTL_SESSION=<session>`` (what ``exec``
+started) is alive. There is no backend-side backstop to set: nothing runs or bills while a desktop exists; after
+its owner dies (SIGKILL) the folder, and whatever ``exec`` left running, stay until ``deskctl reap`` (owner gone,
+or expired) destroys them. The event log grows by one line per input event for the desktop's life.
+
+Harness: ``exec`` runs ``sh -c`` on this host (no isolation, as the ``xvfb`` provider) with the desktop's tools
+first on PATH and no DISPLAY; ``user`` through sudo, only when deskctl runs as root. ``upload``/``download`` copy
+files on this host's filesystem (the shared :class:`~deskctl.providers._files.FileTransfer`). Provider options:
+none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deskctl.actions import Click, Drag, KeyDown, KeyPress, KeyUp, MouseDown, MouseUp, Move, Scroll, TypeText
+from deskctl.errors import CleanupIncomplete, ProviderApiError, ReadinessTimeout, SessionLost, UsageError
+from deskctl.platforms import Platform
+from deskctl.providers._files import FileTransfer
+from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, posix_line, run_here
+from deskctl.providers._png import encode_png
+from deskctl.providers._x11 import keysym_for_char, keysym_for_key
+from deskctl.providers.base import (
+    LABEL_CREATED,
+    LABEL_OWNER,
+    LABEL_SESSION,
+    Capabilities,
+    ExecResult,
+    Provider,
+    RawFrame,
+    RemoteHandle,
+    Screenshot,
+)
+from deskctl.providers.xvfb import SESSION_ENV, _alive, _tagged_processes, _wait_gone
+
+if TYPE_CHECKING:
+    from deskctl.actions import Action
+    from deskctl.checks import CheckResult
+    from deskctl.spec import DesktopSpec
+
+__all__ = ["DESKTOP_ENV", "MemoryProvider", "MemoryScreen"]
+
+#: X modifier masks and keysyms of the modifier keys, and the button masks (Button1Mask = 256 ...)
+SHIFT, CONTROL, MOD1, MOD4 = 1, 4, 8, 64
+_MODIFIERS = {keysym_for_key("shift"): SHIFT, keysym_for_key("ctrl"): CONTROL, keysym_for_key("alt"): MOD1,
+              keysym_for_key("super"): MOD4}
+_BUTTONS = {"left": 1, "middle": 2, "right": 3}
+_MARKS = {1: (255, 0, 0), 2: (0, 200, 0), 3: (0, 0, 255)}
+_DRAG_STEPS = 4
+_DEFAULT_SIZE = (1024, 768)
+#: the environment variable naming the desktop's folder, in every command ``exec`` runs
+DESKTOP_ENV = "DESKCTL_MEMORY_DESKTOP"
+
+# The desktop's own tools (bin/), run by path with no deskctl import: xdpyinfo, xclip, xmessage.
+_TOOLS = r"""
+import json, os, signal, sys
+home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+tool, args = sys.argv[1], sys.argv[2:]
+def replace(name, data):
+    tmp = os.path.join(home, f".{name}.{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, os.path.join(home, name))
+if tool == "xdpyinfo":
+    with open(os.path.join(home, "desktop.json")) as fh:
+        width, height = json.load(fh)["size"]
+    print(f"name of display:    memory:{os.path.basename(home)}")
+    print("screen #0:")
+    print(f"  dimensions:    {width}x{height} pixels ({width * 254 // 960}x{height * 254 // 960} millimeters)")
+    print("  depth of root window:    24 planes")
+elif tool == "xclip":
+    if "-o" in args:
+        with open(os.path.join(home, "clipboard"), "rb") as fh:
+            sys.stdout.buffer.write(fh.read())
+    else:
+        replace("clipboard", sys.stdin.buffer.read())
+elif tool == "xmessage":
+    title = args[args.index("-title") + 1] if "-title" in args[:-1] else "xmessage"
+    with open(f"/proc/{os.getpid()}/stat") as fh:
+        ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+    window = os.path.join(home, "windows", f"{os.getpid()}.json")
+    tmp = window + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump({"title": title, "pid": os.getpid(), "ticks": ticks}, fh)
+    os.replace(tmp, window)
+    def close(*_):
+        try:
+            os.unlink(window)
+        finally:
+            os._exit(0)
+    signal.signal(signal.SIGTERM, close)
+    signal.signal(signal.SIGINT, close)
+    signal.signal(signal.SIGHUP, close)
+    while True:
+        signal.pause()
+"""
+
+
+def _bgrx(rgb: tuple[int, int, int]) -> bytes:
+    red, green, blue = rgb
+    return bytes((blue, green, red, 0))
+
+
+class MemoryScreen:
+    """One memory desktop's folder: its frame buffer, input events, pointer and keyboard state, clipboard and
+    windows. Every change happens under an exclusive ``flock`` of ``lock``, so processes see each other's
+    changes whole. Raises :class:`~deskctl.errors.SessionLost` when the desktop is gone."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+
+    # -- files -----------------------------------------------------------------------------------------------
+    @property
+    def marker(self) -> Path:
+        return self.dir / "desktop.json"
+
+    def exists(self) -> bool:
+        return self.marker.is_file() and (self.dir / "screen").is_file()
+
+    def read_marker(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.marker.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_json(self, name: str, body: Any) -> None:
+        tmp = self.dir / f".{name}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(body, fh)
+        os.replace(tmp, self.dir / name)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        import fcntl
+
+        try:
+            fd = os.open(self.dir / "lock", os.O_RDWR)
+        except OSError as exc:
+            raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        marker = self.read_marker()
+        if marker is None:
+            raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory")
+        width, height = marker["size"]
+        return int(width), int(height)
+
+    # -- pixels ----------------------------------------------------------------------------------------------
+    def frame(self) -> bytes:
+        """The whole frame buffer (BGRX rows, packed)."""
+        with self.locked():
+            try:
+                return (self.dir / "screen").read_bytes()
+            except OSError as exc:
+                raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory") from exc
+
+    def write_frame(self, data: bytes) -> None:
+        with self.locked():
+            (self.dir / "screen").write_bytes(data)
+
+    def fill(self, x: int, y: int, width: int, height: int, rgb: tuple[int, int, int]) -> None:
+        """Paint a rectangle (clipped to the screen) in one colour."""
+        screen_w, screen_h = self.size
+        left, top = max(0, x), max(0, y)
+        right, bottom = min(screen_w, x + width), min(screen_h, y + height)
+        if right <= left or bottom <= top:
+            return
+        row = _bgrx(rgb) * (right - left)
+        with self.locked():
+            fd = os.open(self.dir / "screen", os.O_WRONLY)
+            try:
+                for line in range(top, bottom):
+                    os.pwrite(fd, row, (line * screen_w + left) * 4)
+            finally:
+                os.close(fd)
+
+    # -- input state and events ------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.dir / "state.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory") from exc
+        return data if isinstance(data, dict) else {}
+
+    def events(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The events recorded after byte ``offset`` of the log, and the offset after them."""
+        try:
+            with open(self.dir / "events.jsonl", "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError as exc:
+            raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory") from exc
+        end = data.rfind(b"\n") + 1  # a line being written is read next time
+        return [json.loads(line) for line in data[:end].splitlines() if line], offset + end
+
+    def windows(self) -> list[dict[str, Any]]:
+        """The windows whose owning process is alive."""
+        found: list[dict[str, Any]] = []
+        for path in sorted((self.dir / "windows").glob("*.json")):
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                window = json.loads(path.read_text())
+                if _alive(int(window["pid"]), int(window["ticks"])):
+                    found.append(window)
+        return found
+
+
+class _Input:
+    """The X semantics of one action on a :class:`MemoryScreen`, applied under its lock: events with their
+    masks, the pointer, held buttons and keys, typed text and click marks."""
+
+    def __init__(self, screen: MemoryScreen) -> None:
+        self.screen = screen
+        self.state = screen.state()
+        self.lines: list[str] = []
+        self.typed: list[str] = []
+        self.marks: list[tuple[int, int, int]] = []
+
+    @property
+    def mask(self) -> int:
+        mods = 0
+        for keysym in self.state["keys"]:
+            mods |= _MODIFIERS.get(int(keysym), 0)
+        for button in self.state["buttons"]:
+            if int(button) <= 5:
+                mods |= 128 << int(button)
+        return mods
+
+    def _event(self, kind: str, button: int = 0, keysym: int = 0, state: int | None = None) -> None:
+        x, y = self.state["pointer"]
+        self.lines.append(json.dumps({"kind": kind, "x": x, "y": y, "button": button, "keysym": keysym,
+                                      "state": self.mask if state is None else state}))
+
+    def move(self, x: int, y: int) -> None:
+        if [x, y] != list(self.state["pointer"]):
+            self.state["pointer"] = [x, y]
+            self._event("motion")
+
+    def press(self, button: int) -> None:
+        self._event("press", button=button)
+        self.state["buttons"] = sorted({*self.state["buttons"], button})
+
+    def release(self, button: int) -> None:
+        self._event("release", button=button)
+        self.state["buttons"] = [b for b in self.state["buttons"] if b != button]
+
+    def key_down(self, keysym: int, state: int | None = None) -> None:
+        self._event("key", keysym=keysym, state=state)
+        if keysym in _MODIFIERS:
+            self.state["keys"] = sorted({*self.state["keys"], keysym})
+
+    def key_up(self, keysym: int, state: int | None = None) -> None:
+        self._event("key_release", keysym=keysym, state=state)
+        self.state["keys"] = [k for k in self.state["keys"] if k != keysym]
+
+    def char(self, char: str) -> None:
+        """Press and release the key of one character, as a layout with every symbol on a key would: held
+        shift gives a letter's upper case, an upper-case letter is sent with shift."""
+        if self.mask & SHIFT and len(char.upper()) == 1:
+            char = char.upper()
+        keysym = keysym_for_char(char)
+        state = self.mask | (SHIFT if char != char.lower() else 0)
+        self.key_down(keysym, state)
+        self.key_up(keysym, state)
+        if not self.mask & (CONTROL | MOD1 | MOD4):
+            self.typed.append("\n" if char == "\r" else char)
+
+    def apply(self, action: Action) -> None:
+        match action:
+            case Click(x=x, y=y, button=button, count=count):
+                self.move(x, y)
+                for _ in range(count):
+                    self.press(_BUTTONS[button])
+                    self.release(_BUTTONS[button])
+                self.marks.append((x, y, _BUTTONS[button]))
+            case Move(x=x, y=y):
+                self.move(x, y)
+            case Drag(x1=x1, y1=y1, x2=x2, y2=y2, button=button):
+                self.move(x1, y1)
+                self.press(_BUTTONS[button])
+                for step in range(1, _DRAG_STEPS + 1):
+                    self.move(x1 + (x2 - x1) * step // _DRAG_STEPS, y1 + (y2 - y1) * step // _DRAG_STEPS)
+                self.release(_BUTTONS[button])
+            case Scroll(x=x, y=y, dx=dx, dy=dy):
+                self.move(x, y)
+                for wheel, clicks in ((5 if dy > 0 else 4, abs(dy)), (7 if dx > 0 else 6, abs(dx))):
+                    for _ in range(clicks):
+                        self.press(wheel)
+                        self.release(wheel)
+            case MouseDown(x=x, y=y, button=button):
+                self.move(x, y)
+                self.press(_BUTTONS[button])
+            case MouseUp(x=x, y=y, button=button):
+                self.move(x, y)
+                self.release(_BUTTONS[button])
+            case TypeText(text=text):
+                for char in text:
+                    self.char(char)
+            case KeyPress(keys=keys):
+                *modifiers, main = keys
+                for key in modifiers:
+                    self.key_down(keysym_for_key(key))
+                if len(main) == 1:
+                    self.char(main)
+                else:
+                    keysym = keysym_for_key(main)
+                    self.key_down(keysym)
+                    self.key_up(keysym)
+                    if main in ("enter", "tab", "space") and not self.mask & (CONTROL | MOD1 | MOD4):
+                        self.typed.append({"enter": "\n", "tab": "\t", "space": " "}[main])
+                for key in reversed(modifiers):
+                    self.key_up(keysym_for_key(key))
+            case KeyDown(key=key):
+                self.key_down(keysym_for_key(key))
+            case KeyUp(key=key):
+                self.key_up(keysym_for_key(key))
+            case _:
+                raise UsageError(f"the memory provider cannot perform {action!r}", code="usage.unsupported",
+                                 provider="memory")
+
+    def commit(self) -> None:
+        """Write the events, state and typed text (the caller holds the screen's lock), then the marks."""
+        directory = self.screen.dir
+        if self.lines:
+            with open(directory / "events.jsonl", "a") as fh:
+                fh.write("".join(line + "\n" for line in self.lines))
+        self.screen.write_json("state.json", self.state)
+        if self.typed:
+            with open(directory / "typed.txt", "a", encoding="utf-8") as fh:
+                fh.write("".join(self.typed))
+
+
+class MemoryProvider(GuestActions, FileTransfer, Provider):
+    """Desktops that are a pixel buffer in a folder. ``handle.data``: ``dir`` (the desktop's folder),
+    ``geometry`` (``WxH``), ``platform``."""
+
+    name = "memory"
+    option_names = frozenset[str]()
+    capabilities = Capabilities(
+        platforms=frozenset({Platform.UBUNTU}),
+        settable_geometry=True,
+        min_size=(64, 64),
+        max_size=(8192, 8192),
+        exec=True,
+        exec_streams_separate=True,
+        files=True,
+        labels=True,
+        server_ttl=False,
+        isolation="none",
+        start_url=False,
+        local=True,
+        billing="free",
+        cursor_position=True,
+        clipboard=True,
+        windows=True,
+    )
+
+    # -- before anything is paid for -------------------------------------------------------------------------
+    def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
+        from deskctl.checks import CheckRecorder
+
+        checks = CheckRecorder(self.name)
+        checks.add("pass", "memory.ready", "the memory provider needs nothing installed")
+        return checks.results
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def _base(self) -> Path:
+        """The folder of this provider's desktops (by name: a subclass registered under another name keeps its
+        own, so neither lists nor reaps the other's)."""
+        from deskctl.paths import runtime_dir
+
+        base = runtime_dir() / self.name
+        base.mkdir(mode=0o700, exist_ok=True)
+        return base
+
+    def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        from deskctl.checks.compat import require_platform
+
+        require_platform(self, spec.platform)
+        if spec.start_url:
+            raise self._unsupported("open a start URL (it has no browser)")
+        width, height = (spec.geometry.width, spec.geometry.height) if spec.geometry else _DEFAULT_SIZE
+        directory = self._base() / session_id
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            raise ProviderApiError(f"a desktop for session {session_id} already exists in {directory}",
+                                   provider=self.name) from None
+        except OSError as exc:
+            raise ProviderApiError(f"cannot make {directory}: {exc.strerror}", provider=self.name) from exc
+        labels = {LABEL_SESSION: session_id, LABEL_OWNER: f"{socket.gethostname()}:{os.getpid()}",
+                  LABEL_CREATED: str(int(time.time())), **labels}
+        handle = RemoteHandle(provider=self.name, session_id=session_id, resource_id=f"memory:{session_id}",
+                              labels=labels, data={"dir": str(directory), "geometry": f"{width}x{height}",
+                                                   "platform": spec.platform.value})
+        screen = MemoryScreen(directory)
+        try:
+            # the marker first: from here on, a crash leaves a desktop list_owned finds by its labels
+            screen.write_json("desktop.json", {"handle": handle.to_dict(), "size": [width, height]})
+            (directory / "lock").touch(mode=0o600)
+            (directory / "windows").mkdir()
+            (directory / "clipboard").write_bytes(b"")
+            (directory / "events.jsonl").write_bytes(b"")
+            screen.write_json("state.json", {"pointer": [width // 2, height // 2], "buttons": [], "keys": []})
+            self._install_tools(directory / "bin")
+            (directory / "screen").write_bytes(bytes(width * height * 4))
+        except OSError as exc:
+            with contextlib.suppress(Exception):
+                self.destroy(handle)
+            raise ProviderApiError(f"cannot make the memory desktop in {directory}: {exc}",
+                                   provider=self.name) from exc
+        return handle
+
+    @staticmethod
+    def _install_tools(bin_dir: Path) -> None:
+        import shlex
+
+        bin_dir.mkdir()
+        (bin_dir / "tools.py").write_text(_TOOLS)
+        for tool in ("xdpyinfo", "xclip", "xmessage"):
+            path = bin_dir / tool
+            path.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -I -S "
+                            f"{shlex.quote(str(bin_dir / 'tools.py'))} {tool} \"$@\"\n")
+            path.chmod(0o755)
+
+    def _screen(self, handle: RemoteHandle) -> MemoryScreen:
+        screen = MemoryScreen(handle.data.get("dir") or self._base() / handle.session_id)
+        if not screen.exists():
+            raise SessionLost(f"the memory desktop of {handle.session_id} is gone", provider=self.name)
+        return screen
+
+    def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        """Ready as soon as create returned: the folder holds a whole frame buffer of the asked size."""
+        screen = MemoryScreen(handle.data["dir"])
+        width, height = screen.size if screen.exists() else (0, 0)
+        if not screen.exists() or (screen.dir / "screen").stat().st_size != width * height * 4:
+            raise ReadinessTimeout(f"the memory desktop in {screen.dir} is incomplete", provider=self.name)
+
+    def destroy(self, handle: RemoteHandle) -> None:
+        """End what ``exec`` started on the desktop, then remove its folder. Idempotent."""
+        left = [f"process {pid}" for pid in self._end_processes(handle.session_id)]
+        directory = Path(handle.data.get("dir") or self._base() / handle.session_id)
+        shutil.rmtree(directory, ignore_errors=True)
+        if directory.exists():
+            left.append(str(directory))
+        if left:
+            raise CleanupIncomplete(f"memory desktop {handle.session_id} is not fully gone: {', '.join(left)}",
+                                    provider=self.name, remedy="deskctl reap",
+                                    details={"left": left, "session_id": handle.session_id})
+
+    @staticmethod
+    def _end_processes(session_id: str) -> list[int]:
+        """SIGTERM, then SIGKILL, every process carrying the session's tag; the pids still alive after that."""
+        live = _tagged_processes(session_id)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid, ticks in live:
+                if _alive(pid, ticks):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, sig)
+            still = set(_wait_gone(live, time.monotonic() + 5.0))
+            live = [(pid, ticks) for pid, ticks in live if pid in still]
+        return [pid for pid, _ in live]
+
+    def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        from deskctl.paths import runtime_dir
+
+        found: list[RemoteHandle] = []
+        base = runtime_dir() / self.name
+        if not base.is_dir():
+            return found
+        for directory in sorted(p for p in base.iterdir() if p.is_dir()):
+            marker = MemoryScreen(directory).read_marker()
+            try:
+                handle = RemoteHandle.from_dict(marker["handle"]) if marker else RemoteHandle(
+                    self.name, directory.name, f"memory:{directory.name}", labels={LABEL_SESSION: directory.name},
+                    data={"dir": str(directory)})  # a folder without marker: a create that died at once
+            except (KeyError, TypeError, ValueError):
+                continue
+            if selector and any(handle.labels.get(k) != v for k, v in selector.items()):
+                continue
+            found.append(handle)
+        return found
+
+    def is_alive(self, handle: RemoteHandle) -> bool:
+        return Path(handle.data.get("dir") or self._base() / handle.session_id).exists()
+
+    # -- while open ------------------------------------------------------------------------------------------
+    def display_size(self, handle: RemoteHandle) -> tuple[int, int]:
+        return self._screen(handle).size
+
+    def screenshot(self, handle: RemoteHandle) -> Screenshot:
+        frame = self.raw_frame(handle)
+        return Screenshot(encode_png(frame.data, frame.width, frame.height, frame.mode), frame.width, frame.height)
+
+    def raw_frame(self, handle: RemoteHandle) -> RawFrame:
+        screen = self._screen(handle)
+        width, height = screen.size
+        return RawFrame(screen.frame(), width, height, "BGRX")
+
+    def act(self, handle: RemoteHandle, action: Action) -> None:
+        screen = self._screen(handle)
+        with screen.locked():
+            change = _Input(screen)
+            change.apply(action)
+            change.commit()
+        for x, y, button in change.marks:
+            screen.fill(x - 1, y - 1, 3, 3, _MARKS[button])
+
+    def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
+        x, y = self._screen(handle).state()["pointer"]
+        return int(x), int(y)
+
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False) -> ExecResult:
+        """Run ``command`` with ``sh -c`` on this host, the desktop's tools first on PATH, tagged with the
+        session (destroy ends what it left running). 124 on timeout; ``background`` returns its pid at once."""
+        extra = check_exec_options(env, user, self.name)
+        other = self._other_user(user)
+        screen = self._screen(handle)
+        tags = {SESSION_ENV: handle.session_id, DESKTOP_ENV: str(screen.dir),
+                "PATH": f"{screen.dir / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+        if other is not None:
+            extra = {**tags, **extra}  # sudo resets the environment: the tags go in explicitly
+        base = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY", "WAYLAND_DISPLAY")}
+        line = posix_line(command, cwd=cwd, env=extra, user=other, background=background)
+        exit_code, out, err = run_here(line, timeout, env={**base, **tags}, provider=self.name)
+        result = ExecResult(exit_code, out.decode(errors="replace"), err.decode(errors="replace"))
+        if background and result.exit_code == 0:
+            return ExecResult(0, result.stdout, result.stderr, pid=background_pid(result))
+        return result
+
+    def _other_user(self, user: str | None) -> str | None:
+        """``user`` when it is not the one deskctl runs as (sudo switches to it; only root may), else None."""
+        if user is None:
+            return None
+        import pwd
+
+        try:
+            wanted = pwd.getpwnam(user)
+        except KeyError:
+            raise UsageError(f"no user {user!r} on this host", code="usage.bad_user", provider=self.name) from None
+        if wanted.pw_uid == os.geteuid():
+            return None
+        if os.geteuid() != 0 or shutil.which("sudo") is None:
+            raise UsageError(f"memory runs commands as another user ({user}) only as root, with sudo",
+                             code="usage.unsupported", provider=self.name, remedy="leave user unset")
+        return user
+
+    # -- files (FileTransfer: one regular file at a time, on this host) --------------------------------------
+    def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:
+        self._copy(str(local), remote)
+
+    def _get_file(self, handle: RemoteHandle, remote: str, local: Path) -> None:
+        self._copy(remote, str(local))
+
+    def _copy(self, source: str, target: str) -> None:
+        try:
+            shutil.copyfile(source, target)
+        except FileNotFoundError as exc:
+            from deskctl.providers._files import no_such_file
+
+            raise no_such_file(source, "on the desktop", self.name) from exc
+        except OSError as exc:
+            raise UsageError(f"cannot copy {source} to {target}: {exc.strerror}", code="usage.bad_path",
+                             provider=self.name) from exc
+
+    # -- clipboard and windows: the desktop's own files ------------------------------------------------------
+    def clipboard_get(self, handle: RemoteHandle) -> str:
+        screen = self._screen(handle)
+        try:
+            return (screen.dir / "clipboard").read_bytes().decode(errors="replace")
+        except OSError as exc:
+            raise SessionLost(f"the memory desktop of {handle.session_id} is gone", provider=self.name) from exc
+
+    def clipboard_set(self, handle: RemoteHandle, text: str) -> None:
+        screen = self._screen(handle)
+        tmp = screen.dir / f".clipboard.{os.getpid()}"
+        try:
+            tmp.write_bytes(text.encode())
+            os.replace(tmp, screen.dir / "clipboard")
+        except OSError as exc:
+            raise SessionLost(f"the memory desktop of {handle.session_id} is gone", provider=self.name) from exc
+
+    def window_titles(self, handle: RemoteHandle) -> list[str]:
+        return [str(w["title"]) for w in self._screen(handle).windows() if w.get("title")]
+
