@@ -364,6 +364,9 @@ class Desktop:
         if self.state is not State.NEW:
             raise UsageError(f"session {self.id} was already opened", code="usage.session_state")
         self.state = State.OPENING
+        from deskctl._fds import raise_open_file_limit
+
+        raise_open_file_limit()  # a process with a hundred desktops needs more than the usual soft limit
         provider = self.provider
         if self.run_preflight:
             from deskctl.checks.runner import raise_for_failures, run_checks
@@ -391,10 +394,16 @@ class Desktop:
             if self._recorder is not None:
                 self._recorder.started(self)
         except BaseException as exc:
-            reason = getattr(exc, "code", None) or type(exc).__name__
+            from deskctl._fds import capacity_error, out_of_descriptors, spare_descriptors
+
+            full = _caused_by(exc, out_of_descriptors)
+            reason = "capacity.file_descriptors" if full else getattr(exc, "code", None) or type(exc).__name__
             if self.handle is None and isinstance(exc, CleanupIncomplete):
                 self._create_left = exc
-            self._teardown(status="failed", reason=str(reason))
+            with spare_descriptors() if full else contextlib.nullcontext():
+                self._teardown(status="failed", reason=str(reason))
+            if full:  # whichever step ran out (a pipe, a socket, a log file), the cause is the same
+                raise capacity_error(f"open {self.id}", provider=provider.name) from exc
             raise
         self._start_threads()
         if self.detached:
@@ -976,6 +985,18 @@ def wait_terms(what: object, timeout: float, interval: float, provider: str) -> 
 
 
 # --------------------------------------------------------------------------------------------------
+def _caused_by(exc: BaseException, test: Any) -> bool:
+    """Whether ``exc`` or an exception in its chain of causes and contexts passes ``test``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if test(current):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def open_desktop(
     provider: str = "xvfb",
     *,

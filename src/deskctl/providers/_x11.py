@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskctl._fds import capacity_error, out_of_descriptors
 from deskctl.actions import (
     Action,
     Click,
@@ -338,6 +339,11 @@ def _install_shim() -> None:
 
         if not isinstance(protocol_display.connect, _ConnectShim):
             protocol_display.connect = _ConnectShim(protocol_display.connect)
+        # python-xlib waits in select(), which refuses descriptors >= 1024 (a process with a hundred desktops
+        # has them): the same answers through poll() (see deskctl._fds)
+        from deskctl._fds import POLL_SELECT
+
+        protocol_display.select = POLL_SELECT
         _shim_installed = True
 
 
@@ -400,6 +406,8 @@ def connect_display(address: X11Address, cookie: bytes | None, *, timeout: float
     try:
         sock = address.connect_socket(timeout)
     except OSError as exc:
+        if out_of_descriptors(exc):
+            raise capacity_error(f"connect to {where}") from exc
         raise ProviderUnreachable(f"cannot connect to {where}: {exc.strerror or exc}") from exc
     _pending.sock, _pending.cookie = sock, cookie
     try:
