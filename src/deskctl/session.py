@@ -518,7 +518,14 @@ class Desktop:
 
             from deskctl import metering
 
-            rate = metering.rate_for(self.spec)
+            if self._spec is not None:
+                rate = metering.rate_for(self._spec)
+            else:  # an attached session: its stored spec as data (DesktopSpec would import pydantic for a price)
+                from deskctl.platforms import Platform
+
+                stored = self._stored_spec or {}
+                platform = str(stored.get("platform") or Platform.UBUNTU.value)
+                rate = metering.lookup_rate(self._provider_name, platform, dict(self._provider_options))
             recorded = self._recorded_usd_per_hour
             if recorded is not None:  # set for an attached session only
                 rate = (dataclasses.replace(rate, usd_per_hour=recorded) if rate is not None else

@@ -189,10 +189,13 @@ def _spend(record: SessionRecord, now: float) -> float | None:
 def ls(show_all: bool, since: str | None, as_json: bool) -> None:
     """List sessions that are not ended (or --all), with their spend so far."""
     from deskctl import metering
-    from deskctl.spec import parse_duration
 
     now = time.time()
-    since_ts = now - parse_duration(since, what="--since") if since else None
+    since_ts = None
+    if since:
+        from deskctl.spec import parse_duration  # pydantic's import is most of a plain `ls`: only for --since
+
+        since_ts = now - parse_duration(since, what="--since")
     with _ledger() as book:
         records = book.sessions(active=None if show_all else True, since=since_ts)
     rows: list[dict[str, Any]] = []
