@@ -76,6 +76,7 @@ _PROVIDER = "docker"
 #: into the image at /opt/deskctl-agent; tests/agent pins that the server imports no other deskctl module
 AGENT_FILES = (
     "deskctl/__init__.py",
+    "deskctl/_fds.py",
     "deskctl/_redact.py",
     "deskctl/actions.py",
     "deskctl/errors.py",
