@@ -687,6 +687,10 @@ def test_a_home_too_long_for_a_unix_socket_is_a_config_error(tmp_path: Path,
 
 
 def test_a_16_bit_desktop_is_captured_through_x_when_the_framebuffer_file_does_not_fit() -> None:
+    """... through X with shared memory: the container's X server has its own IPC namespace, so the segment goes
+    to it as a file descriptor (MIT-SHM AttachFd); the pixels equal plain GetImage's."""
+    from deskctl.providers._x11 import X11Driver
+
     with deskctl.open_desktop("docker", geometry="640x480x16") as desk:
         provider = desk.provider
         assert isinstance(provider, DockerProvider) and desk.handle is not None
@@ -694,6 +698,12 @@ def test_a_16_bit_desktop_is_captured_through_x_when_the_framebuffer_file_does_n
         shot = desk.screenshot()
         assert (shot.width, shot.height) == (640, 480)
         assert "depth of root window:    16 planes" in desk.exec("xdpyinfo").stdout
+        assert provider._driver(desk.handle).uses_shm
+        address, cookie = docker_probe_address(desk)
+        with X11Driver.open(address.display, socket_path=address.socket_path, cookie=cookie,
+                            use_shm=False) as plain:
+            desk.click(5, 5)  # an action between captures: the screen settles the same for both
+            assert desk.raw_frame() == plain.raw_frame()
 
 
 def test_image_prune_dry_run_lists_a_superseded_image_and_removes_nothing(docker_sdk: Any) -> None:

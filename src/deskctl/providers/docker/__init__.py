@@ -1112,9 +1112,8 @@ class DockerProvider(X11Provider):
         try:
             display = _display_of(handle)
             cookie = read_cookie(str(handle.data["xauthority"]), _display_number(display[1:], self.name))
-            # MIT-SHM cannot cross the container's IPC namespace: plain GetImage over the socket.
-            return X11Driver.open(display, socket_path=socket_path, cookie=cookie, provider=self.name,
-                                  use_shm=False)
+            # MIT-SHM crosses the container's IPC namespace as a file descriptor (see _x11._Shm)
+            return X11Driver.open(display, socket_path=socket_path, cookie=cookie, provider=self.name)
         except (ProviderUnreachable, KeyError) as exc:
             raise self._lost(handle, "connect to the display", exc) from exc
 
