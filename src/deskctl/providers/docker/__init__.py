@@ -1579,13 +1579,16 @@ class _Framebuffer:
         self.width, self.height, self.stride = width, height, bytes_per_line
 
     def screenshot(self, compress_level: int = 1) -> Screenshot:
-        import io
+        end = self.offset + self.stride * self.height
+        pixels = self._map[self.offset:end]  # one copy: Xvfb keeps drawing into the file
+        if self.stride == self.width * 4:  # packed rows: the shared striped encoder (what X11 captures use)
+            from deskctl.providers._png import encode_png
 
+            png = encode_png(pixels, self.width, self.height, "BGRX", level=compress_level)
+            return Screenshot(png=png, width=self.width, height=self.height)
         from PIL import Image
 
-        end = self.offset + self.stride * self.height
-        image = Image.frombuffer("RGB", (self.width, self.height), self._map[self.offset:end], "raw", "BGRX",
-                                 self.stride, 1)
+        image = Image.frombuffer("RGB", (self.width, self.height), pixels, "raw", "BGRX", self.stride, 1)
         out = io.BytesIO()
         image.save(out, format="PNG", compress_level=compress_level)
         return Screenshot(png=out.getvalue(), width=self.width, height=self.height)
