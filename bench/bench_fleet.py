@@ -105,18 +105,20 @@ def main() -> None:
     print(f"deskctl fleet benchmark: {args.provider} desktops at {args.geometry} from one process "
           f"({args.workers} threads); open-file limit {soft}/{hard}; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} cores")
-    print(f"{'size':>5} {'ok':>4} {'up s':>7} {'act s':>7} {'down s':>7} {'up ms/desk':>11} {'act ms/desk':>12} "
-          f"{'down ms/desk':>13} {'py KiB/desk':>12} {'X KiB/desk':>11}  naive up/act/down s  (x naive/deskctl)")
+    print(f"{'desktops':<11} {'ok':>4} {'up s':>7} {'act s':>7} {'down s':>7} {'up ms/desk':>11} {'act ms/desk':>12} "
+          f"{'down ms/desk':>13} {'py KiB/desk':>12} {'X KiB/desk':>11}  naive up/act/down s")
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             ours = fleet(args.provider, size, args.geometry, args.workers, work / "home")
-            cells = (f"{size:>5} {ours['ok']:>4} {ours['up']:>7.2f} {ours['act']:>7.2f} {ours['down']:>7.2f} "
+            name = f"{args.provider} {size}"
+            cells = (f"{name:<11} {ours['ok']:>4} {ours['up']:>7.2f} {ours['act']:>7.2f} {ours['down']:>7.2f} "
                      f"{ours['up'] * 1000 / size:>11.1f} {ours['act'] * 1000 / size:>12.1f} "
                      f"{ours['down'] * 1000 / size:>13.1f} {ours['rss']:>12.0f} {ours['servers']:>11.0f}")
             if args.provider == "xvfb" and not args.no_naive:
                 naive = fleet_naive(dict(os.environ), size)
-                cells += (f"  {naive[0]:.2f}/{naive[1]:.2f}/{naive[2]:.2f}  (x{naive[0] / ours['up']:.2f} "
-                          f"x{naive[1] / ours['act']:.2f} x{naive[2] / ours['down']:.2f})")
+                cells += (f"  {naive[0]:.2f}/{naive[1]:.2f}/{naive[2]:.2f}  "
+                          f"(naive/deskctl up x{naive[0] / ours['up']:.2f}, act x{naive[1] / ours['act']:.2f}, "
+                          f"down x{naive[2] / ours['down']:.2f})")
             print(cells + (f"  FAILED: {sorted(set(ours['failed']))} x{len(ours['failed'])}" if ours["failed"]
                            else ""), flush=True)
     finally:
