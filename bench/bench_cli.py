@@ -91,7 +91,7 @@ def fleet_library(env: dict[str, str], size: int, provider: str, geometry: str) 
     as ``deskctl up`` makes them), one click each, ``close`` from a thread each."""
     import deskctl
 
-    os.environ["DESKCTL_HOME"] = env["DESKCTL_HOME"]
+    os.environ["DESKCTL_HOME"] = env["DESKCTL_HOME"] + "-library"  # its own ledger, apart from the CLI's
     with ThreadPoolExecutor(max_workers=size) as pool:
         started = time.perf_counter()
         desks = list(pool.map(lambda _: deskctl.open_desktop(provider, geometry=geometry, detached=True),
