@@ -112,7 +112,13 @@ def main() -> None:
         table += [(name, label, ratios) for label, ratios in rows]
         if problem:
             problems.append((name, problem))
+    table = [(name, label if len(label) <= 60 else label[:57] + "...", ratios) for name, label, ratios in table]
     width = max([len(label) for _, label, _ in table] + [10])
+    import os
+
+    print(f"bench/run_all.py{' --quick' if args.quick else ''}: {len(names) - len(problems)} of {len(names)} "
+          f"benchmarks ran to the end; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
     print(f"| bench | row{' ' * (width - 3)} | ratios (naive or reference / deskctl unless named) |")
     print(f"|---|{'-' * (width + 2)}|---|")
     for name, label, ratios in table:
