@@ -396,7 +396,8 @@ class Desktop:
         except BaseException as exc:
             from deskctl._fds import capacity_error, out_of_descriptors, spare_descriptors
 
-            full = _caused_by(exc, out_of_descriptors)
+            # (what is left behind, CleanupIncomplete, outranks why)
+            full = not isinstance(exc, CleanupIncomplete) and _caused_by(exc, out_of_descriptors)
             reason = "capacity.file_descriptors" if full else getattr(exc, "code", None) or type(exc).__name__
             if self.handle is None and isinstance(exc, CleanupIncomplete):
                 self._create_left = exc
