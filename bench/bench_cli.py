@@ -106,29 +106,33 @@ def fleet_library(env: dict[str, str], size: int, provider: str, geometry: str) 
     return up, act, down
 
 
-def _free_display(start: int, taken: set[int]) -> int:
-    for number in range(start, 2000):
-        if number not in taken and not Path(f"/tmp/.X11-unix/X{number}").exists() \
-                and not Path(f"/tmp/.X{number}-lock").exists():
-            return number
-    raise RuntimeError("no free display number")
+def _xvfb_by_hand(servers: list[subprocess.Popen[bytes]], poll: float = 0.05) -> int:
+    """Start an Xvfb the way a script does (it picks a free display and names it on a pipe: no clash with other
+    users of this machine), then poll ``xdpyinfo`` every ``poll`` seconds until it answers; its display number."""
+    read_end, write_end = os.pipe()
+    try:
+        servers.append(subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1024x768x24",
+                                         "-nolisten", "tcp"], pass_fds=(write_end,), stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
+        os.close(write_end)
+        announced = b""
+        while not announced.endswith(b"\n"):
+            chunk = os.read(read_end, 16)
+            if not chunk:
+                raise RuntimeError("Xvfb exited before it named its display")
+            announced += chunk
+    finally:
+        os.close(read_end)
+    number = int(announced)
+    while subprocess.run(["xdpyinfo", "-display", f":{number}"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL).returncode != 0:
+        time.sleep(poll)  # the naive way: poll until it answers
+    return number
 
 
 def fleet_naive(env: dict[str, str], size: int) -> tuple[float, float, float]:
-    """The same by hand: Xvfb :N per desktop, xdpyinfo polled until it answers, an xdotool click, kill."""
-    taken: set[int] = set()
-    numbers = []
-    for _ in range(size):
-        numbers.append(_free_display(600, taken))
-        taken.add(numbers[-1])
+    """The same by hand: an Xvfb per desktop, xdpyinfo polled until it answers, an xdotool click, kill."""
     servers: list[subprocess.Popen[bytes]] = []
-
-    def start(number: int) -> None:
-        servers.append(subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        while subprocess.run(["xdpyinfo", "-display", f":{number}"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL).returncode != 0:
-            time.sleep(0.05)  # the naive way: poll until it answers
 
     def click(number: int) -> None:
         run(["xdotool", "mousemove", "10", "10", "click", "1"], dict(env, DISPLAY=f":{number}"))
@@ -136,7 +140,7 @@ def fleet_naive(env: dict[str, str], size: int) -> tuple[float, float, float]:
     try:
         with ThreadPoolExecutor(max_workers=size) as pool:
             started = time.perf_counter()
-            list(pool.map(start, numbers))
+            numbers = list(pool.map(lambda _: _xvfb_by_hand(servers), range(size)))
             up = time.perf_counter() - started
             started = time.perf_counter()
             list(pool.map(click, numbers))
@@ -152,18 +156,14 @@ def fleet_naive(env: dict[str, str], size: int) -> tuple[float, float, float]:
 
 
 def hand_cycle(env: dict[str, str]) -> None:
-    """The hand-made up+down of an Xvfb desktop: start it on a free display, poll xdpyinfo until it answers,
-    kill it and wait."""
-    number = _free_display(700, set())
-    server = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """The hand-made up+down of an Xvfb desktop: started, polled with xdpyinfo until it answers, killed, waited."""
+    servers: list[subprocess.Popen[bytes]] = []
     try:
-        while subprocess.run(["xdpyinfo", "-display", f":{number}"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL).returncode != 0:
-            time.sleep(0.01)
+        _xvfb_by_hand(servers, poll=0.01)
     finally:
-        server.terminate()
-        server.wait()
+        for server in servers:
+            server.terminate()
+            server.wait()
 
 
 def single(env: dict[str, str], work: Path, calls: int, cycles: int) -> None:
