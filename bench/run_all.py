@@ -68,7 +68,10 @@ def ratios_of(line: str) -> list[str]:
 
 def label_of(line: str, section: str) -> str:
     text = line.strip()
-    head = re.split(r"\s{2,}|\s+deskctl\s", text, maxsplit=1)[0].strip()
+    if " deskctl " in text:  # "<label> deskctl 12.3 ms ...": the label may have columns of its own
+        head = " ".join(text.split(" deskctl ", 1)[0].split())
+    else:
+        head = re.split(r"\s{2,}", text, maxsplit=1)[0].strip()
     return f"{section}: {head}" if section and head else head or section
 
 
