@@ -1,19 +1,29 @@
 """What one CLI call costs, as a user pays it (a whole process each), next to the naive way, in one run.
 
-* ``deskctl do ID click X Y`` against a detached xvfb session (``deskctl up --provider xvfb``) vs
-  ``xdotool mousemove X Y click 1`` with DISPLAY and XAUTHORITY set;
-* ``deskctl screenshot ID -o FILE`` vs ``scrot`` (and ImageMagick ``import -window root FILE`` when installed);
-* for scale: the interpreter alone (``python -c pass``), ``python -c "import deskctl"`` and ``deskctl --help``;
-* 16 desktops at once: 16 ``deskctl up`` processes in parallel, then one ``deskctl do ID click`` each (in
-  parallel), then 16 ``deskctl down ID`` (in parallel), vs the naive way: 16 ``Xvfb :N`` started by hand, each
-  polled with ``xdpyinfo`` every 50 ms until it answers, one ``xdotool`` click each, kill and wait.
+One call at a time, against a detached xvfb session (``deskctl up --provider xvfb``):
+
+* ``deskctl do ID click X Y`` and ``do ID key shift`` vs ``xdotool ... --delay 0`` (DISPLAY and XAUTHORITY set),
+  and the interpreter's floor: ``python -c pass``, ``python -c "import deskctl"``, ``deskctl --help``
+  (target: within 2x ``import deskctl``);
+* ``deskctl screenshot ID -o FILE`` vs ``scrot`` (target: within 1.5x; and ImageMagick's ``import`` when
+  installed);
+* ``deskctl ls`` and ``deskctl cost`` with one session in the ledger (target: under 150 ms);
+* a shell loop of 100 ``deskctl do ID click`` vs the same loop of ``xdotool``;
+* ``deskctl down`` of one session (target: under 150 ms), and ``up`` + ``down`` vs the hand-made cycle: Xvfb
+  started by hand, ``xdpyinfo`` polled until it answers, kill and wait (target: within 3x).
+
+Many at once (``--fleet N``): N ``deskctl up`` processes in parallel, then one ``deskctl do ID click`` each (in
+parallel), then N ``deskctl down ID`` (in parallel), vs for xvfb the naive way (N ``Xvfb :N`` by hand, each
+polled with ``xdpyinfo`` every 50 ms until it answers, one ``xdotool`` click each, kill and wait) and for
+docker (``--fleet-provider docker``) the library: ``open_desktop`` / ``click`` / ``close`` from N threads of one
+process (target: the CLI's N downs within 1.5x the library's).
 
 Each process runs as installed code does: with ``.pyc`` files (``PYTHONDONTWRITEBYTECODE`` is dropped from the
 children's environment and every command runs once to warm up before it is timed). Prints medians (and the
 fastest run, which shows the cost without the noise of a busy machine) and ratios (naive / deskctl).
-Target: ``deskctl do ID click`` <= 150 ms per call.
 
-    .venv/bin/python bench/bench_cli.py [--calls 30] [--fleet 16] [--fleet-rounds 3]   (--fleet 0: no fleet)
+    .venv/bin/python bench/bench_cli.py [--calls 30] [--cycles 10] [--fleet 16] [--fleet-rounds 3]
+        [--fleet-provider xvfb|docker] [--no-single]   (--fleet 0: no fleet)
 """
 
 from __future__ import annotations
@@ -58,13 +68,14 @@ def line(name: str, ours: list[float], naive: dict[str, list[float]], target: st
     print("  ".join(cells))
 
 
-def fleet_deskctl(env: dict[str, str], size: int) -> tuple[float, float, float]:
+def fleet_deskctl(env: dict[str, str], size: int, provider: str = "xvfb",
+                  geometry: str = "1024x768") -> tuple[float, float, float]:
     """(up, act, down) wall seconds of ``size`` desktops handled by parallel deskctl processes."""
     deskctl = str(BIN / "deskctl")
     with ThreadPoolExecutor(max_workers=size) as pool:
         started = time.perf_counter()
         ids = [out.strip() for out in pool.map(
-            lambda _: run([deskctl, "up", "--provider", "xvfb", "--geometry", "1024x768"], env), range(size))]
+            lambda _: run([deskctl, "up", "--provider", provider, "--geometry", geometry], env), range(size))]
         up = time.perf_counter() - started
         started = time.perf_counter()
         list(pool.map(lambda sid: run([deskctl, "do", sid, "click", "10", "10"], env), ids))
@@ -75,29 +86,53 @@ def fleet_deskctl(env: dict[str, str], size: int) -> tuple[float, float, float]:
     return up, act, down
 
 
-def _free_display(start: int, taken: set[int]) -> int:
-    for number in range(start, 2000):
-        if number not in taken and not Path(f"/tmp/.X11-unix/X{number}").exists() \
-                and not Path(f"/tmp/.X{number}-lock").exists():
-            return number
-    raise RuntimeError("no free display number")
+def fleet_library(env: dict[str, str], size: int, provider: str, geometry: str) -> tuple[float, float, float]:
+    """The same from this process through the library: ``open_desktop`` from a thread per desktop (detached,
+    as ``deskctl up`` makes them), one click each, ``close`` from a thread each."""
+    import deskctl
+
+    os.environ["DESKCTL_HOME"] = env["DESKCTL_HOME"] + "-library"  # its own ledger, apart from the CLI's
+    with ThreadPoolExecutor(max_workers=size) as pool:
+        started = time.perf_counter()
+        desks = list(pool.map(lambda _: deskctl.open_desktop(provider, geometry=geometry, detached=True),
+                              range(size)))
+        up = time.perf_counter() - started
+        started = time.perf_counter()
+        list(pool.map(lambda desk: desk.click(10, 10), desks))
+        act = time.perf_counter() - started
+        started = time.perf_counter()
+        list(pool.map(lambda desk: desk.close(), desks))
+        down = time.perf_counter() - started
+    return up, act, down
+
+
+def _xvfb_by_hand(servers: list[subprocess.Popen[bytes]], poll: float = 0.05) -> int:
+    """Start an Xvfb the way a script does (it picks a free display and names it on a pipe: no clash with other
+    users of this machine), then poll ``xdpyinfo`` every ``poll`` seconds until it answers; its display number."""
+    read_end, write_end = os.pipe()
+    try:
+        servers.append(subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1024x768x24",
+                                         "-nolisten", "tcp"], pass_fds=(write_end,), stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
+        os.close(write_end)
+        announced = b""
+        while not announced.endswith(b"\n"):
+            chunk = os.read(read_end, 16)
+            if not chunk:
+                raise RuntimeError("Xvfb exited before it named its display")
+            announced += chunk
+    finally:
+        os.close(read_end)
+    number = int(announced)
+    while subprocess.run(["xdpyinfo", "-display", f":{number}"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL).returncode != 0:
+        time.sleep(poll)  # the naive way: poll until it answers
+    return number
 
 
 def fleet_naive(env: dict[str, str], size: int) -> tuple[float, float, float]:
-    """The same by hand: Xvfb :N per desktop, xdpyinfo polled until it answers, an xdotool click, kill."""
-    taken: set[int] = set()
-    numbers = []
-    for _ in range(size):
-        numbers.append(_free_display(600, taken))
-        taken.add(numbers[-1])
+    """The same by hand: an Xvfb per desktop, xdpyinfo polled until it answers, an xdotool click, kill."""
     servers: list[subprocess.Popen[bytes]] = []
-
-    def start(number: int) -> None:
-        servers.append(subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        while subprocess.run(["xdpyinfo", "-display", f":{number}"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL).returncode != 0:
-            time.sleep(0.05)  # the naive way: poll until it answers
 
     def click(number: int) -> None:
         run(["xdotool", "mousemove", "10", "10", "click", "1"], dict(env, DISPLAY=f":{number}"))
@@ -105,7 +140,7 @@ def fleet_naive(env: dict[str, str], size: int) -> tuple[float, float, float]:
     try:
         with ThreadPoolExecutor(max_workers=size) as pool:
             started = time.perf_counter()
-            list(pool.map(start, numbers))
+            numbers = list(pool.map(lambda _: _xvfb_by_hand(servers), range(size)))
             up = time.perf_counter() - started
             started = time.perf_counter()
             list(pool.map(click, numbers))
@@ -120,11 +155,77 @@ def fleet_naive(env: dict[str, str], size: int) -> tuple[float, float, float]:
     return up, act, down
 
 
+def hand_cycle(env: dict[str, str]) -> None:
+    """The hand-made up+down of an Xvfb desktop: started, polled with xdpyinfo until it answers, killed, waited."""
+    servers: list[subprocess.Popen[bytes]] = []
+    try:
+        _xvfb_by_hand(servers, poll=0.01)
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait()
+
+
+def single(env: dict[str, str], work: Path, calls: int, cycles: int) -> None:
+    """One call at a time: each deskctl command next to its naive way and the interpreter's floor."""
+    import json
+
+    deskctl = str(BIN / "deskctl")
+    info = json.loads(run([deskctl, "up", "--provider", "xvfb", "--geometry", "1024x768", "--json"], env))
+    sid = info["id"]
+    try:
+        x_env = dict(env, DISPLAY=info["display"], XAUTHORITY=info["xauthority"])
+        floor = per_call([sys.executable, "-c", "pass"], env, calls)
+        imported = per_call([sys.executable, "-c", "import deskctl"], env, calls)
+        helped = per_call([deskctl, "--help"], env, calls)
+        ours = per_call([deskctl, "do", sid, "click", "10", "10"], env, calls)
+        naive = per_call(["xdotool", "mousemove", "10", "10", "click", "--delay", "0", "1"], x_env, calls)
+        line("do click", ours, {"xdotool": naive, "python -c pass": floor, "import deskctl": imported,
+                                "deskctl --help": helped}, "import deskctl >= x0.5")
+        ours = per_call([deskctl, "do", sid, "key", "shift"], env, calls)
+        naive = per_call(["xdotool", "key", "--delay", "0", "shift"], x_env, calls)
+        line("do key", ours, {"xdotool": naive, "import deskctl": imported}, "import deskctl >= x0.5")
+        shot = work / "shot.png"
+        ours = per_call([deskctl, "screenshot", sid, "-o", str(shot)], env, calls)
+        naive = {"scrot": per_call(["scrot", "-o", str(shot)], x_env, calls)}
+        if shutil.which("import"):
+            naive["import"] = per_call(["import", "-window", "root", str(shot)], x_env, calls)
+        line("screenshot", ours, naive, "scrot >= x0.67")
+        for verb in ("ls", "cost"):
+            line(verb, per_call([deskctl, verb], env, calls), {"import deskctl": imported}, "< 150 ms")
+        loop = f'for i in $(seq 100); do {deskctl} do {sid} click 10 10 || exit 1; done'
+        naive_loop = "for i in $(seq 100); do xdotool mousemove 10 10 click --delay 0 1 || exit 1; done"
+        rounds = max(1, calls // 10)
+        line("100 clicks", per_call(["sh", "-c", loop], env, rounds),
+             {"xdotool loop": per_call(["sh", "-c", naive_loop], x_env, rounds)}, "a shell loop of 100")
+    finally:
+        run([deskctl, "down", sid], env)
+    ups, downs, hand = [], [], []
+    for _ in range(cycles + 1):
+        started = time.perf_counter()
+        cycle_id = run([deskctl, "up", "--provider", "xvfb", "--geometry", "1024x768"], env).strip()
+        ups.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        run([deskctl, "down", cycle_id], env)
+        downs.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        hand_cycle(env)
+        hand.append(time.perf_counter() - started)
+    ups, downs, hand = ups[1:], downs[1:], hand[1:]  # the first warms up
+    line("down", downs, {"import deskctl": imported}, "< 150 ms")
+    line("up + down", [u + d for u, d in zip(ups, downs, strict=True)], {"Xvfb by hand": hand},
+         "Xvfb by hand >= x0.33")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--cycles", type=int, default=10, help="up + down cycles")
     parser.add_argument("--fleet", type=int, default=16)
     parser.add_argument("--fleet-rounds", type=int, default=3)
+    parser.add_argument("--fleet-provider", default="xvfb", choices=("xvfb", "docker"),
+                        help="docker: the fleet rows compare the CLI with the library (no naive way)")
+    parser.add_argument("--no-single", action="store_true", help="only the fleet rows")
     args = parser.parse_args()
     for tool in ("xdotool", "scrot", "xdpyinfo", "Xvfb"):
         if shutil.which(tool) is None:
@@ -133,35 +234,28 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="deskctl-bench-cli-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["DESKCTL_HOME"] = str(work / "home")
-    deskctl = str(BIN / "deskctl")
     print(f"deskctl CLI benchmark: whole processes, {args.calls} calls each; (xN) = naive / deskctl; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
-    session = run([deskctl, "up", "--provider", "xvfb", "--geometry", "1024x768", "--json"], env)
-    import json
-
-    info = json.loads(session)
-    sid = info["id"]
-    try:
-        x_env = dict(env, DISPLAY=info["display"], XAUTHORITY=info["xauthority"])
-        floor = per_call([sys.executable, "-c", "pass"], env, args.calls)
-        imported = per_call([sys.executable, "-c", "import deskctl"], env, args.calls)
-        helped = per_call([deskctl, "--help"], env, args.calls)
-        ours = per_call([deskctl, "do", sid, "click", "10", "10"], env, args.calls)
-        naive = per_call(["xdotool", "mousemove", "10", "10", "click", "1"], x_env, args.calls)
-        line("do click", ours, {"xdotool": naive, "python -c pass": floor, "import deskctl": imported,
-                                "deskctl --help": helped}, "<= 150 ms")
-        shot = work / "shot.png"
-        ours = per_call([deskctl, "screenshot", sid, "-o", str(shot)], env, args.calls)
-        naive = {"scrot": per_call(["scrot", "-o", str(shot)], x_env, args.calls)}
-        if shutil.which("import"):
-            naive["import"] = per_call(["import", "-window", "root", str(shot)], x_env, args.calls)
-        line("screenshot", ours, naive)
-    finally:
-        run([deskctl, "down", sid], env)
+    if not args.no_single:
+        single(env, work, args.calls, args.cycles)
     if args.fleet <= 0:
         shutil.rmtree(work, ignore_errors=True)
         return
 
+    if args.fleet_provider != "xvfb":
+        geometry = "640x480"
+        print(f"\n{args.fleet} {args.fleet_provider} desktops at {geometry} at once (up, one click each, down): "
+              f"parallel deskctl processes vs the library from threads of one process (xN = library / CLI; "
+              f"target: down >= x0.67), medians over {args.fleet_rounds} rounds")
+        fleet_library(env, 1, args.fleet_provider, geometry)  # warm: imports, image inspection
+        ours_rounds, library_rounds = [], []
+        for _ in range(args.fleet_rounds):
+            ours_rounds.append(fleet_deskctl(env, args.fleet, args.fleet_provider, geometry))
+            library_rounds.append(fleet_library(env, args.fleet, args.fleet_provider, geometry))
+        for index, phase in enumerate(("up", "click", "down")):
+            row(f"fleet {phase}", [r[index] for r in ours_rounds], {"library": [r[index] for r in library_rounds]})
+        shutil.rmtree(work, ignore_errors=True)
+        return
     print(f"\n{args.fleet} desktops at once (up, one click each, down; parallel processes), "
           f"medians over {args.fleet_rounds} rounds")
     ours_rounds = [fleet_deskctl(env, args.fleet) for _ in range(args.fleet_rounds)]

@@ -364,6 +364,9 @@ class Desktop:
         if self.state is not State.NEW:
             raise UsageError(f"session {self.id} was already opened", code="usage.session_state")
         self.state = State.OPENING
+        from deskctl._fds import raise_open_file_limit
+
+        raise_open_file_limit()  # a process with a hundred desktops needs more than the usual soft limit
         provider = self.provider
         if self.run_preflight:
             from deskctl.checks.runner import raise_for_failures, run_checks
@@ -391,10 +394,17 @@ class Desktop:
             if self._recorder is not None:
                 self._recorder.started(self)
         except BaseException as exc:
-            reason = getattr(exc, "code", None) or type(exc).__name__
+            from deskctl._fds import capacity_error, out_of_descriptors, spare_descriptors
+
+            # (what is left behind, CleanupIncomplete, outranks why)
+            full = not isinstance(exc, CleanupIncomplete) and _caused_by(exc, out_of_descriptors)
+            reason = "capacity.file_descriptors" if full else getattr(exc, "code", None) or type(exc).__name__
             if self.handle is None and isinstance(exc, CleanupIncomplete):
                 self._create_left = exc
-            self._teardown(status="failed", reason=str(reason))
+            with spare_descriptors() if full else contextlib.nullcontext():
+                self._teardown(status="failed", reason=str(reason))
+            if full:  # whichever step ran out (a pipe, a socket, a log file), the cause is the same
+                raise capacity_error(f"open {self.id}", provider=provider.name) from exc
             raise
         self._start_threads()
         if self.detached:
@@ -509,7 +519,14 @@ class Desktop:
 
             from deskctl import metering
 
-            rate = metering.rate_for(self.spec)
+            if self._spec is not None:
+                rate = metering.rate_for(self._spec)
+            else:  # an attached session: its stored spec as data (DesktopSpec would import pydantic for a price)
+                from deskctl.platforms import Platform
+
+                stored = self._stored_spec or {}
+                platform = str(stored.get("platform") or Platform.UBUNTU.value)
+                rate = metering.lookup_rate(self._provider_name, platform, dict(self._provider_options))
             recorded = self._recorded_usd_per_hour
             if recorded is not None:  # set for an attached session only
                 rate = (dataclasses.replace(rate, usd_per_hour=recorded) if rate is not None else
@@ -976,6 +993,18 @@ def wait_terms(what: object, timeout: float, interval: float, provider: str) -> 
 
 
 # --------------------------------------------------------------------------------------------------
+def _caused_by(exc: BaseException, test: Any) -> bool:
+    """Whether ``exc`` or an exception in its chain of causes and contexts passes ``test``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if test(current):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def open_desktop(
     provider: str = "xvfb",
     *,

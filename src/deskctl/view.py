@@ -27,7 +27,6 @@ import hmac
 import io
 import json
 import secrets
-import select
 import socket
 import threading
 import time
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from deskctl import actions as act
+from deskctl._fds import wait_readable
 from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, RateLimited, UsageError
 
 if TYPE_CHECKING:
@@ -530,8 +530,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Whether the browser closed the connection (readable with nothing to read), checked without sending."""
         sock = self.connection
         try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+            return bool(wait_readable([sock.fileno()], 0)) and sock.recv(1, socket.MSG_PEEK) == b""
         except OSError:
             return True
 

@@ -180,3 +180,30 @@ def test_a_detached_session_past_its_max_usd_is_ended_with_exit_4_when_next_used
     assert f"session {sid} reached its max cost and was ended (budget.exceeded)" in over.stderr
     ended = json.loads(deskctl("ls", "--all", "--json", check=True).stdout)["sessions"]
     assert [(r["status"], r["reason"]) for r in ended if r["id"] == sid] == [("ended", "budget.exceeded")]
+
+
+def test_ls_cost_and_down_price_a_session_without_loading_pydantic(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ls`, `cost` and `down` read stored sessions: the rate comes from the stored spec as plain data (pydantic's
+    import was most of each call), and `down` still bills at the catalog's steps: here a minimum of 60 s."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"rates": [{"provider": "xvfb", "platform": "ubuntu", "size": "*",
+                                             "usd_per_hour": 36.0, "minimum_seconds": 60, "source": "a test's price",
+                                             "date": "2026-12-01"}]}))
+    monkeypatch.setenv("DESKCTL_PRICES", str(prices))
+    sid = deskctl("up", "--geometry", "320x240", check=True).stdout.strip()
+    code = (
+        "import sys; from deskctl.cli import main\n"
+        f"for args in (['ls'], ['cost'], ['down', {sid!r}]):\n"
+        "    try:\n        main(args)\n    except SystemExit as exc:\n        print('exit', exc.code)\n"
+        "print(sorted(m for m in ('pydantic', 'pydantic_core', 'deskctl.spec') if m in sys.modules))"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env=os.environ.copy())
+        assert proc.stdout.splitlines()[-1] == "[]", proc.stdout + proc.stderr
+        assert f"{sid}: destroyed ($0.6000)" in proc.stderr  # 60 s at $36/h, the minimum
+    finally:
+        deskctl("down", sid)
+    ended = json.loads(deskctl("ls", "--all", "--json", check=True).stdout)["sessions"]
+    assert [(r["status"], r["cost_usd"]) for r in ended if r["id"] == sid] == [("ended", 0.6)]

@@ -687,6 +687,10 @@ def test_a_home_too_long_for_a_unix_socket_is_a_config_error(tmp_path: Path,
 
 
 def test_a_16_bit_desktop_is_captured_through_x_when_the_framebuffer_file_does_not_fit() -> None:
+    """... through X with shared memory: the container's X server has its own IPC namespace, so the segment goes
+    to it as a file descriptor (MIT-SHM AttachFd); the pixels equal plain GetImage's."""
+    from deskctl.providers._x11 import X11Driver
+
     with deskctl.open_desktop("docker", geometry="640x480x16") as desk:
         provider = desk.provider
         assert isinstance(provider, DockerProvider) and desk.handle is not None
@@ -694,6 +698,12 @@ def test_a_16_bit_desktop_is_captured_through_x_when_the_framebuffer_file_does_n
         shot = desk.screenshot()
         assert (shot.width, shot.height) == (640, 480)
         assert "depth of root window:    16 planes" in desk.exec("xdpyinfo").stdout
+        assert provider._driver(desk.handle).uses_shm
+        address, cookie = docker_probe_address(desk)
+        with X11Driver.open(address.display, socket_path=address.socket_path, cookie=cookie,
+                            use_shm=False) as plain:
+            desk.click(5, 5)  # an action between captures: the screen settles the same for both
+            assert desk.raw_frame() == plain.raw_frame()
 
 
 def test_image_prune_dry_run_lists_a_superseded_image_and_removes_nothing(docker_sdk: Any) -> None:
@@ -741,3 +751,29 @@ def test_a_file_never_replaces_a_folder_nor_a_folder_a_file(desk: deskctl.Deskto
     assert desk.exec("cat /tmp/keep/inner/a /tmp/afile").stdout == "kept\nf\n"
     desk.upload(one, "/tmp/keep/one.txt")  # into the folder by a path under it
     assert desk.exec("cat /tmp/keep/one.txt").stdout == "one\n"
+
+
+def test_down_leaves_the_sdk_ssh_transport_unloaded_and_an_ssh_engine_still_gets_it() -> None:
+    """`deskctl down` is a whole process: the docker SDK's SSH transport (paramiko, invoke: half of its import)
+    loads only for an ssh:// engine."""
+    sid = subprocess.run([sys.executable, "-m", "deskctl", "up", "--provider", "docker", "--geometry", "320x240"],
+                         capture_output=True, text=True, timeout=180, check=True).stdout.strip()
+    code = (
+        "import sys; from deskctl.cli import main\n"
+        "try:\n"
+        f"    main(['down', {sid!r}])\n"
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code)\n"
+        "print(sorted(m for m in ('paramiko', 'invoke') if m in sys.modules))\n"
+        "import docker\n"
+        "try:\n"
+        "    docker.APIClient(base_url='ssh://nobody@127.0.0.1:1', timeout=1)\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__module__.split('.')[0])\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+        assert proc.stdout.splitlines() == ["exit 0", "[]", "paramiko"], proc.stdout + proc.stderr
+        assert f"{sid}: destroyed" in proc.stderr
+    finally:
+        subprocess.run([sys.executable, "-m", "deskctl", "down", sid], capture_output=True, timeout=180)

@@ -86,3 +86,24 @@ def test_png_size_reads_the_header_and_refuses_what_is_not_a_png() -> None:
     with pytest.raises(ProviderApiError, match="not a PNG") as caught:
         png_size(b"GIF89a" + bytes(30), "daytona")
     assert caught.value.provider == "daytona"
+
+
+def test_a_process_without_pillow_loaded_encodes_the_same_png_without_loading_it() -> None:
+    """A one-shot process (``deskctl screenshot``) has not loaded Pillow: BGRX is converted by strided copies
+    instead, to the very same bytes, and Pillow's import is not paid."""
+    import random
+    import subprocess
+    import sys
+
+    from deskctl.providers._png import encode_png
+
+    rng = random.Random(11)
+    bgrx = bytes(rng.getrandbits(8) if i % 4 != 3 else 0 for i in range(300 * 200 * 4))
+    code = ("import sys; from deskctl.providers._png import encode_png\n"
+            "data = sys.stdin.buffer.read()\n"
+            "png = encode_png(data, 300, 200, 'BGRX')\n"
+            "assert 'PIL' not in sys.modules, 'Pillow was loaded'\n"
+            "sys.stdout.buffer.write(png)\n")
+    done = subprocess.run([sys.executable, "-c", code], input=bgrx, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == encode_png(bgrx, 300, 200, "BGRX")

@@ -417,8 +417,9 @@ def test_a_server_that_dies_is_a_lost_session(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare as root")
-def test_capture_falls_back_to_getimage_when_the_server_cannot_share_memory(tmp_path: Path) -> None:
-    """A server in another IPC namespace (as in a container) cannot attach our segment: GetImage it is."""
+def test_capture_shares_memory_by_descriptor_with_a_server_in_another_ipc_namespace(tmp_path: Path) -> None:
+    """A server in another IPC namespace (as in a container) cannot attach a System V segment by id; the
+    segment goes to it as a file descriptor (MIT-SHM AttachFd), and the pixels are the screen's."""
     cookie = new_cookie()
     auth = write_xauthority(tmp_path / "auth", None, cookie)
     read_end, write_end = os.pipe()
@@ -430,10 +431,23 @@ def test_capture_falls_back_to_getimage_when_the_server_cannot_share_memory(tmp_
         select.select([read_end], [], [], 30)
         number = int(os.read(read_end, 32) or b"-1")
         assert number >= 0, "Xvfb did not start under unshare"
-        with X11Driver.open(f":{number}", cookie=cookie) as drv:
-            image = Image.open(io.BytesIO(drv.screenshot().png))
-            assert image.size == (320, 200)
-            assert not drv.uses_shm
+        with X11Driver.open(f":{number}", cookie=cookie) as drv, \
+                X11Driver.open(f":{number}", cookie=cookie, use_shm=False) as plain:
+            plain.click(1, 1)  # the cursor is not drawn in captures; a black root with a white pixel is
+            probe = connect_display(X11Address(f":{number}"), cookie)
+            try:
+                screen = probe.screen()
+                gc = screen.root.create_gc(foreground=0xFFFFFF)
+                screen.root.fill_rectangle(gc, 7, 5, 1, 1)
+                probe.sync()
+                shared = drv.raw_frame()
+                assert drv.uses_shm
+                assert shared == plain.raw_frame() and not plain.uses_shm
+            finally:
+                probe.close()
+            assert (shared.width, shared.height) == (320, 200)
+            image = Image.open(io.BytesIO(drv.screenshot().png)).convert("RGB")
+            assert image.getpixel((7, 5)) == (255, 255, 255) and image.getpixel((8, 5)) == (0, 0, 0)
     finally:
         os.close(read_end)
         proc.terminate()

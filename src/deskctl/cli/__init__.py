@@ -9,6 +9,7 @@ This package imports no click: the click application is :mod:`deskctl.cli._app` 
 for every command but the plain forms of ``deskctl do ID ACTION ...``, which :mod:`deskctl.cli._do_fast` runs
 without it (a whole process per action: click's import was a third of the call), from a table made from the
 click commands; anything else it leaves to click (help, parse errors), so the output is the same either way.
+Likewise ``deskctl down ID...`` (:mod:`deskctl.cli._down`: a fleet's teardown is one process per desktop).
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def wants_json(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``.
-    ``fast=False`` sends ``deskctl do`` through click too (the reference its fast path is tested against)."""
+    ``fast=False`` sends ``deskctl do`` and ``deskctl down`` through click too (the reference their fast paths
+    are tested against)."""
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(args)
     try:
@@ -74,6 +76,11 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
             from deskctl.cli._do_fast import run
 
             if run(args):
+                sys.exit(0)
+        if fast and args[:1] == ["down"]:
+            from deskctl.cli._down import run as run_down
+
+            if run_down(args):
                 sys.exit(0)
         from deskctl.cli._app import run_click
 

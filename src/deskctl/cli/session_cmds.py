@@ -113,59 +113,9 @@ def down(session_ids: tuple[str, ...], everything: bool, ignore_missing: bool, a
     as after a `deskctl down` that was run twice. An unknown id is usage.not_found (exit 2), unless
     --ignore-missing.
     """
-    from deskctl import metering
-    from deskctl.errors import CleanupIncomplete, DeskctlError, NotFound, SessionClosed
-    from deskctl.session import attach
+    from deskctl.cli._down import destroy
 
-    if not session_ids and not everything:
-        raise UsageError("name at least one session id, or --all", code="usage.missing_argument",
-                         remedy="deskctl ls")
-    results: list[dict[str, Any]] = []
-    first_error: DeskctlError | None = None
-    with _ledger() as book:
-        ids = list(session_ids)
-        if everything:
-            ids += [r.session_id for r in book.sessions(active=True) if r.session_id not in ids]
-        for sid in ids:
-            try:
-                desk = attach(sid, ledger=book)
-                desk.close()
-                record = book.get(sid)
-                cost = record.cost_usd if record else None
-                results.append({"id": sid, "status": "destroyed", "cost_usd": cost})
-                note(f"{sid}: destroyed ({metering.format_cost(cost)})")
-            except SessionClosed as exc:
-                record = book.get(sid)
-                if record is None or record.status not in ("ended", "failed"):
-                    first_error = first_error or exc
-                    results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
-                    continue
-                results.append({"id": sid, "status": f"already_{record.status}", "cost_usd": record.cost_usd})
-                note(f"{sid}: already {record.status}; nothing to destroy")
-            except NotFound as exc:
-                if not ignore_missing:
-                    first_error = first_error or exc
-                    results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
-                    if len(ids) > 1:
-                        note(f"{sid}: {exc.message} ({exc.code})")
-                    continue
-                results.append({"id": sid, "status": "missing", "cost_usd": None})
-                note(f"{sid}: not in the ledger; ignored")
-            except DeskctlError as exc:
-                if isinstance(exc, CleanupIncomplete) or first_error is None:
-                    first_error = exc
-                results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
-                if len(ids) > 1:  # a single failure is reported once, by the abort path
-                    note(f"{sid}: {exc.message} ({exc.code})")
-    if as_json:
-        doc: dict[str, Any] = {"sessions": results}
-        if first_error is not None:
-            doc.update(first_error.to_dict())
-        echo_json(doc)
-    if first_error is not None:
-        if as_json:
-            sys.exit(first_error.exit_code)
-        raise first_error
+    destroy(session_ids, everything=everything, ignore_missing=ignore_missing, as_json=as_json)
 
 
 def _spend(record: SessionRecord, now: float) -> float | None:
@@ -189,10 +139,13 @@ def _spend(record: SessionRecord, now: float) -> float | None:
 def ls(show_all: bool, since: str | None, as_json: bool) -> None:
     """List sessions that are not ended (or --all), with their spend so far."""
     from deskctl import metering
-    from deskctl.spec import parse_duration
 
     now = time.time()
-    since_ts = now - parse_duration(since, what="--since") if since else None
+    since_ts = None
+    if since:
+        from deskctl.spec import parse_duration  # pydantic's import is most of a plain `ls`: only for --since
+
+        since_ts = now - parse_duration(since, what="--since")
     with _ledger() as book:
         records = book.sessions(active=None if show_all else True, since=since_ts)
     rows: list[dict[str, Any]] = []

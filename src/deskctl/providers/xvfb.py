@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import shutil
 import signal
 import socket
@@ -52,6 +51,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskctl._fds import wait_readable
 from deskctl.errors import (
     CleanupIncomplete,
     GeometryUnsupported,
@@ -116,7 +116,10 @@ if owner > 0:
     except ProcessLookupError:
         fd = None
     if fd is not None:
-        while not select.select([fd], [], [], remaining())[0] and (remaining() is None or remaining() > 0):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while not poller.poll(None if remaining() is None else remaining() * 1000) and (
+                remaining() is None or remaining() > 0):
             pass
 elif expires > 0:
     while remaining() > 0:
@@ -136,7 +139,9 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
             fd = os.pidfd_open(pid)
         except OSError:
             continue
-        select.select([fd], [], [], max(0.0, end - time.time()))
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.poll(max(0.0, end - time.time()) * 1000)
         os.close(fd)
 """
 
@@ -172,7 +177,7 @@ def _wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int
             continue
         try:
             if _alive(pid, ticks):
-                select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+                wait_readable([fd], max(0.0, deadline - time.monotonic()))
         finally:
             os.close(fd)
         if _alive(pid, ticks):
@@ -505,8 +510,7 @@ class XvfbProvider(X11Provider):
             deadline = time.monotonic() + timeout
             data = b""
             while not data.endswith(b"\n"):
-                ready, _, _ = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
-                if not ready:
+                if not wait_readable([read_end], max(0.0, deadline - time.monotonic())):
                     raise ReadinessTimeout(f"Xvfb did not announce a display within {timeout:.0f}s; "
                                            f"log: {self._log_tail(directory)}", provider=self.name)
                 chunk = os.read(read_end, 64)
@@ -643,7 +647,7 @@ class XvfbProvider(X11Provider):
             display.sync()
             while not condition(display, root):
                 waiting = [display.fileno()] + ([pidfd] if pidfd is not None else [])
-                ready, _, _ = select.select(waiting, [], [], max(0.0, deadline - time.monotonic()))
+                ready = wait_readable(waiting, max(0.0, deadline - time.monotonic()))
                 if pidfd is not None and pidfd in ready:
                     raise ProviderApiError(
                         f"the {role.replace('_', ' ')} exited while deskctl waited for {what}; log: "

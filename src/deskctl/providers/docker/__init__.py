@@ -1112,9 +1112,8 @@ class DockerProvider(X11Provider):
         try:
             display = _display_of(handle)
             cookie = read_cookie(str(handle.data["xauthority"]), _display_number(display[1:], self.name))
-            # MIT-SHM cannot cross the container's IPC namespace: plain GetImage over the socket.
-            return X11Driver.open(display, socket_path=socket_path, cookie=cookie, provider=self.name,
-                                  use_shm=False)
+            # MIT-SHM crosses the container's IPC namespace as a file descriptor (see _x11._Shm)
+            return X11Driver.open(display, socket_path=socket_path, cookie=cookie, provider=self.name)
         except (ProviderUnreachable, KeyError) as exc:
             raise self._lost(handle, "connect to the display", exc) from exc
 
@@ -1580,13 +1579,16 @@ class _Framebuffer:
         self.width, self.height, self.stride = width, height, bytes_per_line
 
     def screenshot(self, compress_level: int = 1) -> Screenshot:
-        import io
+        end = self.offset + self.stride * self.height
+        pixels = self._map[self.offset:end]  # one copy: Xvfb keeps drawing into the file
+        if self.stride == self.width * 4:  # packed rows: the shared striped encoder (what X11 captures use)
+            from deskctl.providers._png import encode_png
 
+            png = encode_png(pixels, self.width, self.height, "BGRX", level=compress_level)
+            return Screenshot(png=png, width=self.width, height=self.height)
         from PIL import Image
 
-        end = self.offset + self.stride * self.height
-        image = Image.frombuffer("RGB", (self.width, self.height), self._map[self.offset:end], "raw", "BGRX",
-                                 self.stride, 1)
+        image = Image.frombuffer("RGB", (self.width, self.height), pixels, "raw", "BGRX", self.stride, 1)
         out = io.BytesIO()
         image.save(out, format="PNG", compress_level=compress_level)
         return Screenshot(png=out.getvalue(), width=self.width, height=self.height)

@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 import time
+import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -76,6 +78,7 @@ _PROVIDER = "docker"
 #: into the image at /opt/deskctl-agent; tests/agent pins that the server imports no other deskctl module
 AGENT_FILES = (
     "deskctl/__init__.py",
+    "deskctl/_fds.py",
     "deskctl/_redact.py",
     "deskctl/actions.py",
     "deskctl/errors.py",
@@ -108,10 +111,54 @@ TLS_REMEDY = ("set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH to the folder of the
               "cert.pem and key.pem, as for the docker CLI")
 
 
+_SSH_TRANSPORT = "docker.transport.sshconn"
+_sdk_lock = threading.Lock()
+
+
+def _real_ssh_transport() -> Any:
+    import importlib
+    import sys
+
+    with _sdk_lock:
+        if isinstance(sys.modules.get(_SSH_TRANSPORT), _DeferredSshTransport):
+            del sys.modules[_SSH_TRANSPORT]
+        return importlib.import_module(_SSH_TRANSPORT)
+
+
+def _ssh_adapter(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for ``SSHHTTPAdapter`` in the SDK: builds the real one (an ``ssh://`` engine's client)."""
+    return _real_ssh_transport().SSHHTTPAdapter(*args, **kwargs)
+
+
+class _DeferredSshTransport(types.ModuleType):
+    """The SDK's SSH transport module until something uses it: importing it imports paramiko and invoke, about
+    half of ``import docker`` (a whole ``deskctl down`` pays it, on engines that are never ssh://)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name == "SSHHTTPAdapter":
+            return _ssh_adapter
+        return getattr(_real_ssh_transport(), name)
+
+
+def import_docker() -> Any:
+    """The ``docker`` SDK, imported with its SSH transport deferred (see :class:`_DeferredSshTransport`)."""
+    import sys
+
+    with _sdk_lock:
+        if "docker" not in sys.modules and _SSH_TRANSPORT not in sys.modules:
+            sys.modules[_SSH_TRANSPORT] = _DeferredSshTransport(_SSH_TRANSPORT)
+    import docker
+
+    return docker
+
+
 @contextlib.contextmanager
 def docker_errors(doing: str, *, provider: str = _PROVIDER, engine: str | None = None) -> Iterator[None]:
     """Translate every exception of the ``docker`` SDK (and the transport under it) raised while ``doing``
     (on ``engine``, a Docker host URL, when it is not the one of the environment)."""
+    import_docker()
     import docker.errors
     import requests.exceptions
 
@@ -189,6 +236,7 @@ def connect(timeout: float = 60.0, engine: str | None = None,
     one named by ``DOCKER_HOST``, else the local socket; ``environment`` instead of ``os.environ``; raises
     :class:`~deskctl.errors.ProviderUnreachable` with the command that starts the daemon when none answers."""
     try:
+        import_docker()
         import docker
     except ImportError as exc:
         raise UsageError("the docker provider needs the docker package", code="usage.provider_unavailable",

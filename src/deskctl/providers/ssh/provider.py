@@ -554,9 +554,9 @@ class SSHProvider(X11Provider):
 
     @staticmethod
     def _wm_loop(desk: _Desktop, display: Any, deadline: float) -> None:
-        import select
-
         from Xlib import X
+
+        from deskctl._fds import wait_readable
 
         root = display.screen().root
         root.change_attributes(event_mask=X.PropertyChangeMask)
@@ -567,7 +567,7 @@ class SSHProvider(X11Provider):
                 raise ReadinessTimeout(f"the window manager on :{desk.display} did not start in time",
                                        provider=PROVIDER, remedy=f"see {desk.dir}/wm.log on the host")
             if not display.pending_events():
-                select.select([display.fileno()], [], [], remaining)
+                wait_readable([display.fileno()], remaining)
             while display.pending_events():
                 display.next_event()
 

@@ -1,0 +1,129 @@
+"""Many desktops from ONE process: up, act, down at 16, 64, 128 and 256 desktops, next to the naive way.
+
+deskctl: ``deskctl.open_desktop`` for each desktop from a pool of threads (all in this process, so every X
+connection, API socket, pipe and pidfd shares one descriptor table: past 1024 of them select() would fail),
+then one click and one screenshot each, then ``close`` each. The naive way (xvfb only): ``Xvfb :N`` started
+by hand, ``xdpyinfo`` polled every 50 ms until it answers, one ``xdotool`` click, kill and wait
+(``bench_cli.fleet_naive``). Docker has no naive row here (bench_docker.py compares one desktop with docker
+run); its figures say what the machine holds.
+
+Prints, per size: wall seconds of each phase, milliseconds per desktop, this process's memory per desktop (RSS
+growth while the desktops are up, divided by their number) and, for xvfb, the Xvfb servers' memory per desktop.
+
+    .venv/bin/python bench/bench_fleet.py [--sizes 16,64,128,256] [--provider xvfb|docker] [--workers 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench_cli import fleet_naive
+
+
+def rss_kib(pid: int | str = "self") -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def servers_kib(home: Path) -> int:
+    """Resident memory of the Xvfb servers started under ``home`` (their session directories are there)."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"Xvfb") and any(str(home).encode() in arg for arg in argv):
+            total += rss_kib(entry.name)
+    return total
+
+
+def fleet(provider: str, size: int, geometry: str, workers: int, home: Path) -> dict[str, Any]:
+    import deskctl
+
+    before = rss_kib()
+    desks: list[Any] = []
+    failures: list[str] = []
+
+    def up(_: int) -> None:
+        try:
+            desks.append(deskctl.open_desktop(provider, geometry=geometry))
+        except deskctl.DeskctlError as err:
+            failures.append(err.code)
+
+    def act(desk: Any) -> None:
+        desk.click(10, 10)
+        desk.screenshot()
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        started = time.perf_counter()
+        list(pool.map(up, range(size)))
+        up_s = time.perf_counter() - started
+        rss = rss_kib() - before
+        servers = servers_kib(home) if provider == "xvfb" else 0
+        started = time.perf_counter()
+        list(pool.map(act, desks))
+        act_s = time.perf_counter() - started
+        started = time.perf_counter()
+        list(pool.map(lambda desk: desk.close(), desks))
+        down_s = time.perf_counter() - started
+    return {"up": up_s, "act": act_s, "down": down_s, "ok": len(desks), "failed": failures,
+            "rss": rss / max(1, len(desks)), "servers": servers / max(1, len(desks))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="16,64,128,256")
+    parser.add_argument("--provider", default="xvfb", choices=("xvfb", "docker"))
+    parser.add_argument("--geometry", default="1024x768")
+    parser.add_argument("--workers", type=int, default=32)
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive rows")
+    args = parser.parse_args()
+    for tool in ("Xvfb", "xdotool", "xdpyinfo"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed (scripts/setup --dev installs it)")
+    work = Path(tempfile.mkdtemp(prefix="deskctl-bench-fleet-"))
+    os.environ["DESKCTL_HOME"] = str(work / "home")
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    print(f"deskctl fleet benchmark: {args.provider} desktops at {args.geometry} from one process "
+          f"({args.workers} threads); open-file limit {soft}/{hard}; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores")
+    print(f"{'desktops':<11} {'ok':>4} {'up s':>7} {'act s':>7} {'down s':>7} {'up ms/desk':>11} {'act ms/desk':>12} "
+          f"{'down ms/desk':>13} {'py KiB/desk':>12} {'X KiB/desk':>11}  naive up/act/down s")
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            ours = fleet(args.provider, size, args.geometry, args.workers, work / "home")
+            name = f"{args.provider} {size}"
+            cells = (f"{name:<11} {ours['ok']:>4} {ours['up']:>7.2f} {ours['act']:>7.2f} {ours['down']:>7.2f} "
+                     f"{ours['up'] * 1000 / size:>11.1f} {ours['act'] * 1000 / size:>12.1f} "
+                     f"{ours['down'] * 1000 / size:>13.1f} {ours['rss']:>12.0f} {ours['servers']:>11.0f}")
+            if args.provider == "xvfb" and not args.no_naive:
+                naive = fleet_naive(dict(os.environ), size)
+                cells += (f"  {naive[0]:.2f}/{naive[1]:.2f}/{naive[2]:.2f}  "
+                          f"(naive/deskctl up x{naive[0] / ours['up']:.2f}, act x{naive[1] / ours['act']:.2f}, "
+                          f"down x{naive[2] / ours['down']:.2f})")
+            print(cells + (f"  FAILED: {sorted(set(ours['failed']))} x{len(ours['failed'])}" if ours["failed"]
+                           else ""), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

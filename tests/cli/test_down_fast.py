@@ -1,0 +1,103 @@
+"""`deskctl down ID...` without click (cli/_down.py): the same output, exit code and effect as through click for
+the same argv, and no click import; anything but plain ids goes to click as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _cli import deskctl
+
+_RUNNER = """
+import json, os, sys
+from deskctl.cli import main
+try:
+    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
+finally:
+    with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
+        json.dump(sorted(sys.modules), out)
+"""
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DESKCTL_HOME", str(tmp_path / "home"))
+
+
+def _run(args: list[str], *, fast: bool, tmp_path: Path) -> dict[str, Any]:
+    modules = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules)})
+    return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+            "modules": json.loads(modules.read_text())}
+
+
+def _up() -> str:
+    return deskctl("up", "--geometry", "320x240", check=True).stdout.strip()
+
+
+def _status(sid: str) -> str:
+    rows = json.loads(deskctl("ls", "--all", "--json", check=True).stdout)["sessions"]
+    (status,) = [row["status"] for row in rows if row["id"] == sid]
+    return str(status)
+
+
+def test_down_of_running_sessions_is_the_same_without_click(tmp_path: Path) -> None:
+    fast_id, click_id = _up(), _up()
+    try:
+        fast = _run(["down", fast_id], fast=True, tmp_path=tmp_path)
+        through_click = _run(["down", click_id], fast=False, tmp_path=tmp_path)
+    finally:
+        deskctl("down", fast_id, click_id)
+    assert fast["exit"] == through_click["exit"] == 0, fast["stderr"] + through_click["stderr"]
+    assert fast["stderr"].replace(fast_id, "ID") == through_click["stderr"].replace(click_id, "ID")
+    assert fast["stdout"] == through_click["stdout"] == ""
+    assert "click" not in fast["modules"] and "click" in through_click["modules"]
+    assert _status(fast_id) == _status(click_id) == "ended"
+
+
+@pytest.mark.parametrize("tail", [["ENDED"], ["dk-0000000000"], ["ENDED", "dk-0000000000"],
+                                  ["dk-0000000000", "dk-0000000001"]],
+                         ids=["ended", "unknown", "ended and unknown", "two unknown"])
+def test_ended_and_unknown_ids_are_the_same_without_click(tail: list[str], tmp_path: Path) -> None:
+    ended = _up()
+    deskctl("down", ended, check=True)
+    args = ["down", *[ended if arg == "ENDED" else arg for arg in tail]]
+    fast = _run(args, fast=True, tmp_path=tmp_path)
+    through_click = _run(args, fast=False, tmp_path=tmp_path)
+    assert {k: fast[k] for k in ("exit", "stdout", "stderr")} == \
+        {k: through_click[k] for k in ("exit", "stdout", "stderr")}
+    assert fast["exit"] == (0 if tail == ["ENDED"] else 2)
+    assert "click" not in fast["modules"]
+
+
+@pytest.mark.parametrize("tail", [[], ["--help"], ["--json", "dk-0000000000"], ["dk-0000000000", "--json"],
+                                  ["--all"], ["--ignore-missing", "dk-0000000000"], ["-x"], [""]],
+                         ids=lambda tail: " ".join(tail) or "(nothing)")
+def test_what_the_fast_path_declines_click_answers_as_before(tail: list[str], tmp_path: Path) -> None:
+    fast = _run(["down", *tail], fast=True, tmp_path=tmp_path)
+    through_click = _run(["down", *tail], fast=False, tmp_path=tmp_path)
+    assert {k: fast[k] for k in ("exit", "stdout", "stderr")} == \
+        {k: through_click[k] for k in ("exit", "stdout", "stderr")}
+    assert "click" in fast["modules"]
+    assert fast["exit"] in (0, 2)
+
+
+def test_config_defaults_go_through_click(tmp_path: Path) -> None:
+    """`[defaults]` may set --ignore-missing: the fast path leaves such a call to click, which applies it."""
+    config = tmp_path / "config.toml"
+    config.write_text("[defaults]\nignore_missing = true\n")
+    modules = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(["down", "dk-0000000000"]), "fast"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), "DESKCTL_CONFIG": str(config)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "dk-0000000000: not in the ledger; ignored\n"
+    assert "click" in json.loads(modules.read_text())
