@@ -9,6 +9,13 @@ Two sources are swept, so that nothing escapes:
   ``ready`` row whose desktop the provider says is gone is recorded ``failed`` (and whatever is left of it
   destroyed); a ``destroying`` row (a destroy whose end was never recorded) is finished.
 
+A row without a handle whose create was sent (``creating``, or ``leaked`` after a create whose answer was lost)
+is closed only when the provider confirms that nothing of it exists: it labels its resources
+(``capabilities.labels``) and its listing in this sweep succeeded without it. Otherwise (use.computer cannot list
+sandboxes; a listing that failed) the row stays as it is and is reported ``unconfirmed`` with the provider's
+remedy (:meth:`~deskctl.providers.base.Provider.unlisted_remedy`: where a person finds it); once that person has
+deleted it, :func:`confirm_gone` (``deskctl reap --confirmed-gone ID``) closes the row.
+
 Only desktops of this ledger are touched: a labelled desktop whose session is not in it belongs to another
 ``DESKCTL_HOME``, another user or another team's ledger, and is left alone unless ``everything`` (``deskctl
 reap --everything``) is asked for; even then only a leftover (expired, or its owner dead) is destroyed. A
@@ -45,7 +52,7 @@ from deskctl.providers.base import (
 if TYPE_CHECKING:
     from deskctl.ledger import Ledger, SessionRecord
 
-__all__ = ["ReapResult", "owner_alive", "reap"]
+__all__ = ["ReapResult", "confirm_gone", "owner_alive", "reap"]
 
 _ENDED = ("ended", "failed")
 
@@ -55,9 +62,11 @@ class ReapResult:
     session_id: str
     provider: str
     resource_id: str | None
-    action: str  # destroyed | would_destroy | recorded_gone | failed | skipped
+    action: str  # destroyed | would_destroy | recorded_gone | would_record | unconfirmed | failed | skipped
     reason: str
     error: str | None = None
+    #: what a person does about it (an ``unconfirmed`` row: where to find the desktop, and how to close the row)
+    remedy: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +118,7 @@ def reap(
     now = time.time() if now is None else now
     results: list[ReapResult] = []
     seen: set[str] = set()
+    listed: set[str] = set()  # providers whose listing succeeded in this sweep
     names = providers or known_provider_names()
     instances: dict[str, Provider] = {}
     try:
@@ -118,6 +128,7 @@ def reap(
                 name = resolve_name(asked)  # `--provider cua` sweeps cua-cloud with [providers.cua-cloud]
                 provider = instances.setdefault(name, get_provider(name, dict(options.get(name) or {})))
                 owned = provider.list_owned()
+                listed.add(name)
             except DeskctlError as exc:
                 if providers:  # asked for by name: say why it was skipped
                     results.append(ReapResult("-", name, None, "skipped", "cannot list", exc.code))
@@ -159,8 +170,12 @@ def reap(
             if record.handle:
                 handle = RemoteHandle.from_dict(record.handle)
                 results.append(_destroy(ledger, provider, handle, record.session_id, reason, dry_run, now, status))
+            elif record.created_at is not None and not (provider.capabilities.labels and provider.name in listed):
+                # the create was sent and its answer lost: something may run that nothing here can see
+                results.append(ReapResult(record.session_id, record.provider, None, "unconfirmed", reason,
+                                          "cleanup.incomplete", provider.unlisted_remedy(record)))
             else:
-                # never got a handle, and the provider lists nothing under its label: nothing exists
+                # never sent a create, or the provider lists nothing under its label: nothing exists
                 if not dry_run and ledger is not None:
                     ledger.record_end(record.session_id, status="failed", reason=f"reaped: {reason}",
                                       ended_at=now, billable_seconds=None, cost_usd=None, only_active=True)
@@ -171,6 +186,28 @@ def reap(
             with contextlib.suppress(Exception):
                 provider.close()
     return results
+
+
+def confirm_gone(ledger: Ledger, session_id: str, *, now: float | None = None) -> ReapResult:
+    """Close the row of a session whose desktop the provider cannot confirm gone (no handle, and no listing that
+    could show it), because a person checked where :meth:`~deskctl.providers.base.Provider.unlisted_remedy` says
+    and deleted it: ``failed``, cost unknown. A session that is over already is left as it is (``skipped``);
+    one with a handle is refused (the reaper and ``deskctl down`` confirm those themselves)."""
+    from deskctl.errors import NotFound, UsageError
+
+    record = ledger.get(session_id)
+    if record is None:
+        raise NotFound(f"no session {session_id!r} in the ledger", remedy="deskctl ls --all")
+    if not record.active:
+        return ReapResult(session_id, record.provider, None, "skipped", f"session already {record.status}")
+    if record.handle:
+        raise UsageError(
+            f"session {session_id} has a handle: deskctl confirms itself whether its desktop is gone",
+            code="usage.has_handle", provider=record.provider, remedy=f"deskctl down {session_id}, or deskctl reap")
+    now = time.time() if now is None else now
+    ledger.record_end(session_id, status="failed", reason="reaped: confirmed gone by hand", ended_at=now,
+                      billable_seconds=None, cost_usd=None, only_active=True)
+    return ReapResult(session_id, record.provider, None, "recorded_gone", "confirmed gone by hand")
 
 
 def _gone(provider: Provider, raw_handle: dict[str, Any]) -> bool:

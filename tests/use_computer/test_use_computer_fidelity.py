@@ -53,7 +53,7 @@ def test_a_create_whose_answer_was_lost_is_leaked_with_a_remedy_for_its_case(uc_
     else:
         assert "NOT ephemeral" in error.message and "macos sandbox" in error.message
         assert "dashboard" in (error.remedy or "") and "nothing to delete" not in (error.remedy or "")
-    assert "deskctl reap --provider use-computer" in (error.remedy or "")
+    assert "deskctl reap --confirmed-gone dk-" in (error.remedy or "")
     assert len(fake.live()) == 1  # it does exist
 
     rows = json.loads(run_deskctl(fake, "ls", "--json").stdout)["sessions"]
@@ -95,3 +95,39 @@ def test_a_404_from_a_route_the_service_lacks_does_not_end_a_live_session(uc_env
     finally:
         desk.close()
     assert fake.live() == []
+
+
+def test_reap_keeps_a_leaked_row_it_cannot_confirm_gone_and_says_how_to_find_it(uc_env: FakeUseComputer) -> None:
+    """The API cannot list sandboxes, so a leaked row without a handle is never closed by ``reap`` (nothing
+    confirms that the sandbox is gone: here it still runs); reap reports it as unconfirmed with the dashboard
+    remedy and exits 5, until the person who deleted it says so with ``--confirmed-gone``."""
+    fake = uc_env
+    fake.create_failure = "hang"
+    assert up(fake, "-o", "create_timeout=0.5", "-o", "ephemeral=false").returncode == 5
+    session_id = json.loads(run_deskctl(fake, "ls", "--json").stdout)["sessions"][0]["id"]
+    for sweep in (("reap", "--provider", "use-computer", "--json"), ("reap", "--json")):
+        done = run_deskctl(fake, *sweep)
+        assert done.returncode == 5, done.stdout + done.stderr
+        doc = json.loads(done.stdout)
+        mine = [r for r in doc["reaped"] if r["session_id"] == session_id]
+        assert [(r["action"], r["reason"]) for r in mine] == [
+            ("unconfirmed", "an earlier destroy could not be confirmed")]
+        assert "use.computer dashboard" in mine[0]["remedy"] and "macos sandbox" in mine[0]["remedy"]
+        assert f"deskctl reap --confirmed-gone {session_id}" in mine[0]["remedy"]
+        assert doc["error"]["code"] == "cleanup.incomplete" and session_id in doc["error"]["message"]
+        rows = json.loads(run_deskctl(fake, "ls", "--json").stdout)["sessions"]
+        assert [(r["id"], r["status"]) for r in rows] == [(session_id, "leaked")]
+    assert len(fake.live()) == 1  # it was still running all along: closing the row would have hidden it
+
+    # the person deleted it in the dashboard and says so: now the row is closed, and only this one
+    with fake._lock:
+        fake._remove(fake.live()[0]["sandbox_id"])
+    closed = run_deskctl(fake, "reap", "--confirmed-gone", session_id, "--json")
+    assert closed.returncode == 0, closed.stdout + closed.stderr
+    assert [(r["session_id"], r["action"]) for r in json.loads(closed.stdout)["reaped"]] == [
+        (session_id, "recorded_gone")]
+    rows = json.loads(run_deskctl(fake, "ls", "--all", "--json").stdout)["sessions"]
+    assert [(r["id"], r["status"]) for r in rows] == [(session_id, "failed")]
+    assert run_deskctl(fake, "reap", "--json").returncode == 0
+    unknown = run_deskctl(fake, "reap", "--confirmed-gone", "dk-nosuch", "--json")
+    assert unknown.returncode == 2 and json.loads(unknown.stdout)["error"]["code"] == "usage.not_found"

@@ -604,19 +604,36 @@ def exec_cmd(session_id: str, command: tuple[str, ...], cwd: str | None, env_pai
 @click.option("--dry-run", is_flag=True, help="Say what would be destroyed; destroy nothing.")
 @click.option("--everything", is_flag=True,
               help="Also leftovers whose session is not in this ledger (another DESKCTL_HOME, user or team).")
+@click.option("--confirmed-gone", "confirmed", multiple=True, metavar="ID",
+              help="Close the row of session ID, reported unconfirmed, after you deleted its desktop where the "
+                   "remedy said (repeatable); sweeps nothing else.")
 @json_option
-def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, as_json: bool) -> None:
+def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, confirmed: tuple[str, ...],
+         as_json: bool) -> None:
     """Destroy leftovers: desktops whose owner died, that expired, that are gone, or whose session already ended.
 
     Sweeps every provider by the deskctl labels and the ledger, touching only desktops of this ledger unless
     --everything. A `ready` session whose desktop is gone is recorded failed; a `destroying` one is finished.
+    A session whose create answer was lost is closed only when its provider can list what exists and lacks it;
+    else (use.computer) it stays and is reported unconfirmed with where to find it, until --confirmed-gone ID.
     When the ledger cannot be read (a damaged file), the sweep goes by label alone and records nothing.
-    Exits 5 when something could not be destroyed.
+    Exits 5 when something could not be destroyed or confirmed gone.
     """
     from deskctl.errors import CleanupIncomplete, InfrastructureError
     from deskctl.ledger import ledger_id
     from deskctl.reaper import reap as do_reap
 
+    if confirmed:
+        from deskctl.reaper import confirm_gone
+
+        with _ledger() as book:
+            closed = [confirm_gone(book, sid) for sid in dict.fromkeys(confirmed)]
+        if as_json:
+            echo_json({"reaped": [r.to_dict() for r in closed], "ledger": "ok"})
+        else:
+            for r in closed:
+                click.echo(f"{r.session_id}\t{r.provider}\t{r.action}\t{r.reason}")
+        return
     config = _config()
     try:
         book = _ledger()
@@ -636,18 +653,30 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, as_json: b
             results = do_reap(book, providers=list(providers) or None, dry_run=dry_run, everything=everything,
                               provider_options=config.providers)
         unreadable = False
+    failed = [r for r in results if r.action == "failed"]
+    unconfirmed = [r for r in results if r.action == "unconfirmed"]
+    err: CleanupIncomplete | None = None
+    if failed or unconfirmed:
+        parts = []
+        if failed:
+            parts.append(f"{len(failed)} desktop(s) could not be destroyed: " + ", ".join(r.session_id for r in failed))
+        if unconfirmed:
+            parts.append(f"{len(unconfirmed)} session(s) may have a desktop that no listing can confirm gone: "
+                         + ", ".join(r.session_id for r in unconfirmed))
+        remedies = (["deskctl reap (again)"] if failed else []) + [f"{r.session_id}: {r.remedy}" for r in unconfirmed]
+        err = CleanupIncomplete("; ".join(parts), remedy="; ".join(remedies),
+                                details={"left": [r.session_id for r in [*failed, *unconfirmed]]})
     if as_json:
-        echo_json({"reaped": [r.to_dict() for r in results], "ledger": "unreadable" if unreadable else "ok"})
+        doc: dict[str, Any] = {"reaped": [r.to_dict() for r in results], "ledger": "unreadable" if unreadable else "ok"}
+        if err is not None:
+            doc.update(err.to_dict())
+        echo_json(doc)
     else:
         for r in results:
             click.echo(f"{r.session_id}\t{r.provider}\t{r.action}\t{r.reason}" + (f"\t{r.error}" if r.error else ""))
         if not results:
             note("nothing to reap")
-    failed = [r for r in results if r.action == "failed"]
-    if failed:
-        err = CleanupIncomplete(f"{len(failed)} desktop(s) could not be destroyed: "
-                                + ", ".join(r.session_id for r in failed), remedy="deskctl reap (again)",
-                                details={"left": [r.session_id for r in failed]})
+    if err is not None:
         if as_json:
             sys.exit(err.exit_code)
         raise err

@@ -21,6 +21,7 @@ from deskctl.platforms import Platform
 if TYPE_CHECKING:
     from deskctl.actions import Action
     from deskctl.checks import CheckResult
+    from deskctl.ledger import SessionRecord
     from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = [
@@ -68,6 +69,9 @@ class Capabilities:
     exec: bool = True
     exec_streams_separate: bool = True
     files: bool = False
+    #: the resource carries the deskctl labels and :meth:`Provider.list_owned` asks the service for what exists
+    #: under them, so a session absent from a successful listing is confirmed gone (even one the ledger has no
+    #: handle for); False: the listing is only the ledger's own handles (use.computer), which confirms nothing
     labels: bool = True
     server_ttl: bool = False
     isolation: str = "none"  # none | container | vm | host
@@ -300,6 +304,12 @@ class Provider(ABC):
     @abstractmethod
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
         """Desktops that exist with deskctl labels (optionally matching ``selector``), for the reaper."""
+
+    def unlisted_remedy(self, record: SessionRecord) -> str:
+        """How a person finds and deletes a desktop of ``record`` that :meth:`list_owned` cannot confirm gone (the
+        create's answer was lost, so the ledger has no handle), and then closes its ledger row."""
+        return (f"find the desktop of {record.session_id} in {self.name}'s own console and delete it, then run "
+                f"deskctl reap --confirmed-gone {record.session_id} to close the ledger row")
 
     def is_alive(self, handle: RemoteHandle) -> bool:
         """Whether the desktop still exists (used by ``ls`` and the reaper). Default: it is listed."""

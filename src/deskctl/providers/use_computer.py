@@ -525,12 +525,12 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
             backstop = (f"it is ephemeral and nobody keeps it alive, so the service reaps it within about "
                         f"{IDLE_REAP_SECONDS // 60} minutes")
             remedy = ("nothing to delete: wait about 2 minutes for the service's idle reaper, then run deskctl reap "
-                      "--provider use-computer to close the ledger row")
+                      f"--confirmed-gone {session_id} to close the ledger row")
         else:
             backstop = ("it is NOT ephemeral: it runs (and holds the reservation's capacity) until it is deleted or "
                         "the reservation ends")
             remedy = (f"find {what} in the use.computer dashboard (the API cannot list sandboxes) and delete it, "
-                      "then run deskctl reap --provider use-computer to close the ledger row")
+                      f"then run deskctl reap --confirmed-gone {session_id} to close the ledger row")
         return CleanupIncomplete(
             f"use-computer: the answer to the create of {session_id} was lost ({cause.message}); {what} may exist "
             f"that deskctl cannot find (the API has no list and no labels); {backstop}",
@@ -668,6 +668,17 @@ class UseComputerProvider(FileTransfer, GuestActions, HttpProvider):
 
     def is_alive(self, handle: RemoteHandle) -> bool:
         return self._get(handle) is not None
+
+    def unlisted_remedy(self, record: SessionRecord) -> str:
+        """The API cannot list sandboxes: a person finds it in the dashboard by its type and creation time."""
+        sent = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.created_at)) if record.created_at
+                else "at an unknown time")
+        ephemeral = (record.spec.get("provider_options") or {}).get("ephemeral", self.ephemeral)
+        backstop = (" (an ephemeral one nobody keeps alive is reaped by the service within about 2 minutes)"
+                    if _flag(ephemeral, True) else "")
+        return (f"find the {record.platform} sandbox created about {sent} in the use.computer dashboard (the API "
+                f"cannot list sandboxes) and delete it{backstop}, then run deskctl reap --confirmed-gone "
+                f"{record.session_id} to close the ledger row")
 
     def keepalive(self, handle: RemoteHandle) -> None:
         """Reset the service's idle timer (``POST .../keepalive``); a 404 means it was already reaped."""
