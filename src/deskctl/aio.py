@@ -43,7 +43,7 @@ from deskctl.session import Desktop, State, wait_terms
 
 if TYPE_CHECKING:
     from deskctl import actions as act
-    from deskctl.ledger import Ledger
+    from deskctl.ledger import Ledger, ModelUsage
     from deskctl.providers.base import ExecResult, Provider, RawFrame, RemoteHandle, Screenshot
     from deskctl.recording import Recorder
     from deskctl.spec import DesktopSpec
@@ -323,6 +323,12 @@ class AsyncDesktop:
 
     async def annotate(self, step: int | None = None, /, **fields: Any) -> int:
         return await self._call(lambda: self._desk.annotate(step, **fields))
+
+    async def meter(self, role: str, model: str, input_tokens: int = 0, output_tokens: int = 0,
+                    usd: float | None = None) -> ModelUsage:
+        """:meth:`deskctl.Desktop.meter`: record a model's token use beside the desktop's cost (``budget.exceeded``
+        ends the session when it passes a cap)."""
+        return await self._call(lambda: self._desk.meter(role, model, input_tokens, output_tokens, usd))
 
     async def screenshot(self) -> Screenshot:
         return await self._call(self._desk.screenshot)

@@ -250,7 +250,7 @@ def _projected(record: SessionRecord, now: float) -> float | None:
     return projected
 
 
-def _add(status: BudgetStatus, *, session_id: str, running: bool, cost: float | None, how: str) -> None:
+def _add_session(status: BudgetStatus, *, session_id: str, running: bool, cost: float | None, how: str) -> None:
     if running:
         status.running_sessions += 1
     else:
@@ -284,8 +284,10 @@ def _status(tx: Transaction, budget: Budget, *, now: float, max_usd: float, wind
             known[owner] = alive(owner)
         return known[owner]
 
-    for r, record in tx.open_reservations(budget.name, since=since):
-        _count_reservation(result, r, record, now, alive_once)
+    pairs = tx.open_reservations(budget.name, since=since)
+    models = tx.model_spend(r.session_id for r, _ in pairs)
+    for r, record in pairs:
+        _count_reservation(result, r, record, now, alive_once, models.get(r.session_id))
         if releasable is not None and r.status == "held":
             running = record is not None and record.active and record.created_at is not None
             if not running and (now >= r.expires_at or alive_once(r.owner) is False):
@@ -295,11 +297,24 @@ def _status(tx: Transaction, budget: Budget, *, now: float, max_usd: float, wind
     result.ended_sessions += count
     result.spent_usd += known_usd
     result.unknown_sessions += unknown
+    model_known, model_unknown = tx.settled_model_totals(budget.name, since=since)
+    result.spent_usd += model_known
+    result.unknown_sessions += model_unknown
     return result
 
 
 def _count_reservation(result: BudgetStatus, r: Reservation, record: SessionRecord | None, now: float,
-                       alive: Any) -> None:  # fmt: skip
+                       alive: Any, model: tuple[float, int] | None = None) -> None:  # fmt: skip
+    """Count one reservation; ``model`` (known dollars, calls of unknown price) of its session's model spend is
+    added on top of its desktop figure (a hold is desktop spend only)."""
+    model_usd, model_unknown = model or (0.0, 0)
+
+    def _add(status: BudgetStatus, *, session_id: str, running: bool, cost: float | None, how: str) -> None:
+        _add_session(status, session_id=session_id, running=running,
+                     cost=None if cost is None else cost + model_usd, how=how)
+        if model_unknown and cost is not None:
+            status.unknown_sessions += 1  # its known part is counted; its model calls of unknown price are not
+
     so_far = session_cost(record, now) if record is not None else 0.0
     running = record is not None and record.active and record.created_at is not None
     detached = record is not None and record.detached
@@ -354,19 +369,27 @@ def overall_status(ledger: Ledger, *, max_usd: float, window_seconds: float = DE
     result = BudgetStatus(None, max_usd, window_seconds, now, unknown_cost=policy)
     since = now - window_seconds
     # the active sessions one by one (``rows``); the ended ones summed by the database
-    for record in ledger.sessions(active=True, since=since):
+    active = ledger.sessions(active=True, since=since)
+    models = ledger.model_spend(r.session_id for r in active)
+    for record in active:
         running = record.created_at is not None
         if not running and record.status == "intent":
             continue  # an intent that never went further is nothing
-        if running:
-            _add(result, session_id=record.session_id, running=True, cost=_projected(record, now), how="projected")
-        else:
-            _add(result, session_id=record.session_id, running=False, cost=session_cost(record, now), how="ended")
+        cost = _projected(record, now) if running else session_cost(record, now)
+        model_usd, model_unknown = models.get(record.session_id, (0.0, 0))
+        _add_session(result, session_id=record.session_id, running=running,
+                     cost=None if cost is None else cost + model_usd, how="projected" if running else "ended")
+        if model_unknown and cost is not None:
+            result.unknown_sessions += 1
     ended = ledger.ended_totals(since=since, now=now).get("")
     if ended is not None:
         result.ended_sessions += ended.sessions
         result.spent_usd += ended.cost_usd
         result.unknown_sessions += ended.unknown_sessions
+    ended_models = ledger.model_totals(since=since, active=False).get("")
+    if ended_models is not None:
+        result.spent_usd += ended_models.usd
+        result.unknown_sessions += ended_models.unknown_calls
     return result
 
 

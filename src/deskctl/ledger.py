@@ -54,6 +54,8 @@ __all__ = [
     "Budget",
     "Event",
     "Ledger",
+    "ModelTotals",
+    "ModelUsage",
     "Reservation",
     "SessionRecord",
     "Totals",
@@ -191,6 +193,37 @@ class Totals:
     unknown_sessions: int
 
 
+@dataclass(frozen=True)
+class ModelUsage:
+    """Tokens a model spent for a session (``Desktop.meter``): ``role`` (``agent``, ``user``, ...), ``model``, the
+    token counts and ``usd`` (None: the price is unknown, never 0); ``price_source`` says where ``usd`` came from."""
+
+    session_id: str
+    at: float
+    role: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    usd: float | None
+    price_source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class ModelTotals:
+    """Model spend summed over a group: distinct sessions, metered calls, tokens, the known cost and how many
+    calls have an unknown price (not included in ``usd``)."""
+
+    sessions: int
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    usd: float
+    unknown_calls: int
+
+
 # -- schema ----------------------------------------------------------------------------------------------
 
 #: migrations by target version; ``{serial_pk}`` is the one dialect difference
@@ -274,6 +307,21 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX reservations_budget_status ON reservations (budget, status, created_at, cost_usd, session_id)",
         "CREATE INDEX sessions_ended ON sessions "
         "(status, ended_at, intent_at, created_at, billable_seconds, cost_usd, provider)",
+    ),
+    # model spend beside desktop spend (Desktop.meter): one row per metered call; usd NULL is an unknown price
+    5: (
+        """CREATE TABLE model_usage (
+            id {serial_pk},
+            session_id TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            role TEXT NOT NULL,
+            model TEXT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            usd DOUBLE PRECISION,
+            price_source TEXT
+        )""",
+        "CREATE INDEX model_usage_session ON model_usage (session_id, usd)",
     ),
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
@@ -367,6 +415,34 @@ class Transaction:
             (r.id, r.budget, r.session_id, r.amount_usd, int(r.unknown), r.created_at, r.expires_at, r.status,
              r.settled_at, r.cost_usd, r.rate_usd_per_hour, r.owner),
         )  # fmt: skip
+
+    def model_spend(self, session_ids: Iterable[str]) -> dict[str, tuple[float, int]]:
+        """Per session: (sum of known model costs, number of metered calls of unknown price); sessions without
+        metered calls are left out."""
+        wanted = sorted(set(session_ids))
+        out: dict[str, tuple[float, int]] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for sid, known, unknown in self.run(
+                "SELECT session_id, SUM(usd), SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM model_usage "
+                f"WHERE session_id IN ({', '.join('?' * len(chunk))}) GROUP BY session_id",
+                chunk,
+            ):
+                out[str(sid)] = (float(known or 0.0), int(unknown or 0))
+        return out
+
+    def settled_model_totals(self, budget: str, *, since: float) -> tuple[float, int]:
+        """(sum of known model costs, count of sessions with a call of unknown price) of the sessions that
+        :meth:`settled_totals` counts: their model spend, summed by the database."""
+        rows = self.run(
+            "SELECT SUM(u.usd), COUNT(DISTINCT CASE WHEN u.usd IS NULL THEN u.session_id END) FROM model_usage u "
+            "WHERE u.session_id IN (SELECT r.session_id FROM reservations r WHERE r.budget = ? AND r.status = "
+            "'settled' AND r.created_at >= ? AND r.session_id NOT IN "
+            f"(SELECT session_id FROM sessions WHERE status IN ({_ACTIVE_SQL}) AND created_at IS NOT NULL))",
+            (budget, since),
+        )
+        known, unknown = rows[0]
+        return float(known or 0.0), int(unknown or 0)
 
     def session(self, session_id: str) -> SessionRecord | None:
         return self._ledger._get(self, session_id)
@@ -723,6 +799,73 @@ class Ledger:
                 tx, session_id,
                 {"rate_usd_per_hour": rate_usd_per_hour, "rate_source": rate_source, "budget": budget},
             )  # fmt: skip
+
+    # -- model spend -----------------------------------------------------------------------------------
+    def record_model_usage(self, usage: ModelUsage) -> None:
+        """Add one metered model call of a session (its text scrubbed of secrets)."""
+        with self.transaction() as tx:
+            if not tx.run("SELECT status FROM sessions WHERE session_id = ?", (usage.session_id,)):
+                from deskctl.errors import NotFound
+
+                raise NotFound(f"no session {usage.session_id!r} in the ledger")
+            tx.run(
+                "INSERT INTO model_usage (session_id, at, role, model, input_tokens, output_tokens, usd, price_source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (usage.session_id, usage.at, redact(usage.role), redact(usage.model), int(usage.input_tokens),
+                 int(usage.output_tokens), usage.usd,
+                 None if usage.price_source is None else redact(usage.price_source)),
+            )  # fmt: skip
+
+    def model_usage(self, session_id: str) -> list[ModelUsage]:
+        """The metered model calls of a session, oldest first."""
+        rows = self._read(
+            "SELECT session_id, at, role, model, input_tokens, output_tokens, usd, price_source FROM model_usage "
+            "WHERE session_id = ? ORDER BY id", (session_id,))
+        return [ModelUsage(str(s), float(a), str(r), str(m), int(i), int(o), _float(u), p)
+                for s, a, r, m, i, o, u, p in rows]  # fmt: skip
+
+    def model_spend(self, session_ids: Iterable[str]) -> dict[str, tuple[float, int]]:
+        """Per session: (sum of known model costs, number of metered calls of unknown price); sessions without
+        metered calls are left out."""
+        with self.transaction(readonly=True) as tx:
+            return tx.model_spend(session_ids)
+
+    def model_totals(self, *, since: float | None = None, by: str | None = None,
+                     active: bool | None = None) -> dict[str, ModelTotals]:  # fmt: skip
+        """Model spend summed by the database per group of ``by`` (``role``, ``model``, ``provider``, ``day``,
+        ``budget``; None: one group ``""``) over the sessions alive at or after ``since`` (as :meth:`sessions`).
+        ``active``: only the sessions that are not over (True) or only those that are (False)."""
+        keys = {
+            None: "''", "role": "u.role", "model": "u.model", "provider": "s.provider",
+            "day": self._sql_day("s.intent_at"),
+            "budget": "COALESCE((SELECT MAX(r.budget) FROM reservations r WHERE r.session_id = s.session_id), '-')",
+        }  # fmt: skip
+        if by not in keys:
+            raise ValueError(f"cannot group model spend by {by!r}")
+        conditions: list[str] = []
+        params: list[Any] = []
+        if since is not None:
+            conditions.append("(s.intent_at >= ? OR s.ended_at >= ? OR s.ended_at IS NULL)")
+            params = [since, since]
+        if active is not None:
+            conditions.append(f"s.status IN ({_ACTIVE_SQL if active else _TERMINAL_SQL})")
+        where = (" WHERE " + " AND ".join(conditions)) if conditions else ""
+        rows = self._read(
+            f"SELECT {keys[by]} AS k, COUNT(DISTINCT u.session_id), COUNT(*), SUM(u.input_tokens), "
+            "SUM(u.output_tokens), SUM(u.usd), SUM(CASE WHEN u.usd IS NULL THEN 1 ELSE 0 END) "
+            f"FROM model_usage u JOIN sessions s ON s.session_id = u.session_id{where} GROUP BY k",
+            params,
+        )
+        out: dict[str, ModelTotals] = {}
+        for key, sessions, calls, tokens_in, tokens_out, cost, unknown in rows:
+            name = str(key)
+            if by == "day":
+                from datetime import UTC, datetime
+
+                name = datetime.fromtimestamp(int(key) * 86400, UTC).strftime("%Y-%m-%d")
+            out[name] = ModelTotals(int(sessions), int(calls), int(tokens_in or 0), int(tokens_out or 0),
+                                    float(cost or 0.0), int(unknown or 0))
+        return out
 
     def record_event(self, session_id: str, kind: str, data: dict[str, Any] | None = None) -> None:
         with self.transaction() as tx:

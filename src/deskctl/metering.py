@@ -7,6 +7,11 @@ and resource rates take precedence. A rate of 0 means *known to be free* (a loca
 
 Rows either give ``usd_per_hour`` directly or give ``resources`` (``cpu``, ``memory_gib``, ``disk_gib``)
 priced by the provider's ``resource_rates`` (Daytona bills each resource per second).
+
+Model spend (``Desktop.meter``) is priced by the same files' ``models`` rows (``model``: a name or an
+``fnmatch`` pattern, ``input_usd_per_mtok``, ``output_usd_per_mtok``, ``source``, ``date``), the user's first;
+the packaged catalog names no model prices. A model no row names is priced by the ``genai-prices`` library when
+it is installed (never required); else its cost is None (unknown), never 0.
 """
 
 from __future__ import annotations
@@ -27,11 +32,16 @@ if TYPE_CHECKING:
     from deskctl.spec import DesktopSpec
 
 __all__ = [
+    "MAX_TOKENS",
+    "MAX_USD",
+    "ModelPrice",
     "Rate",
     "catalog_rows",
+    "check_model_usage",
     "cost_for",
     "format_cost",
     "lookup_rate",
+    "model_cost",
     "rate_for",
     "session_cost",
     "user_prices_path",
@@ -112,6 +122,21 @@ def _validate(doc: Any, where: str) -> dict[str, Any]:
             or any(k not in _RESOURCE_KEYS or not isinstance(v, int | float) for k, v in resources.items())
         ):
             raise ConfigInvalid(f"{label}: resources must map cpu/memory_gib/disk_gib to numbers")
+    models = doc.get("models", [])
+    if not isinstance(models, list):
+        raise ConfigInvalid(f"price catalog {where}: 'models' must be a list")
+    for index, row in enumerate(models):
+        label = f"price catalog {where}: models[{index}]"
+        if not isinstance(row, dict):
+            raise ConfigInvalid(f"{label} must be an object")
+        for key in ("model", "source", "date"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise ConfigInvalid(f"{label} needs a non-empty {key!r} (every price names its source and date)")
+        for key in ("input_usd_per_mtok", "output_usd_per_mtok"):
+            value = row.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or not math.isfinite(value) or not 0 <= value <= MAX_USD):
+                raise ConfigInvalid(f"{label}: {key} must be a finite number >= 0 or null (unknown), got {value!r}")
     resource_rates = doc.get("resource_rates", {})
     if not isinstance(resource_rates, dict):
         raise ConfigInvalid(f"price catalog {where}: 'resource_rates' must be an object")
@@ -129,7 +154,7 @@ def _validate(doc: Any, where: str) -> dict[str, Any]:
     return doc
 
 
-_Catalog = tuple[tuple[dict[str, Any], ...], dict[str, dict[str, Any]]]
+_Catalog = tuple[tuple[dict[str, Any], ...], dict[str, dict[str, Any]], tuple[dict[str, Any], ...]]
 
 
 @lru_cache(maxsize=8)
@@ -146,12 +171,14 @@ def _load(user_path: str, user_mtime_ns: int, user_size: int) -> _Catalog:
             ) from exc
     docs.append(_validate(json.loads(_packaged_text()), "deskctl/data/prices.json"))
     rows: list[dict[str, Any]] = []
+    models: list[dict[str, Any]] = []
     resource_rates: dict[str, dict[str, Any]] = {}
     for doc in docs:  # user first: its rows match first and its resource rates win
         rows.extend(doc.get("rates", []))
+        models.extend(doc.get("models", []))
         for provider, table in doc.get("resource_rates", {}).items():
             resource_rates.setdefault(provider, table)
-    return tuple(rows), resource_rates
+    return tuple(rows), resource_rates, tuple(models)
 
 
 def _catalog() -> _Catalog:
@@ -177,7 +204,7 @@ def lookup_rate(provider: str, platform: str, options: dict[str, Any] | None = N
     """The rate for ``provider`` on ``platform`` with ``options`` (``size``/``snapshot`` choose a row; Daytona's
     ``cpu``/``memory``/``disk`` give resources). None when the catalog does not know the price."""
     options = options or {}
-    rows, resource_rates = _catalog()
+    rows, resource_rates, _ = _catalog()
     provider, platform = _norm(provider), _norm(platform)
     if options.get("usd_per_hour") is not None:
         return _option_rate(provider, platform, options["usd_per_hour"], rows)
@@ -242,6 +269,83 @@ def _option_rate(provider: str, platform: str, value: Any, rows: tuple[dict[str,
     return Rate(usd_per_hour=price, granularity_seconds=max(1, int(row.get("granularity_seconds", 1))),
                 minimum_seconds=int(row.get("minimum_seconds", 0)), source="provider option usd_per_hour",
                 date="", provider=provider, platform=platform, size="*")
+
+
+#: bounds of one metered model call: more tokens or dollars than any real call spends is a caller's error
+MAX_TOKENS = 10**12
+MAX_USD = 10.0**9
+_ROLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """What one call of a model cost: ``usd`` (None: unknown) and where the price comes from."""
+
+    usd: float | None
+    source: str | None
+
+
+def check_model_usage(role: Any, model: Any, input_tokens: Any, output_tokens: Any,
+                      usd: Any) -> tuple[str, str, int, int, float | None]:  # fmt: skip
+    """The arguments of ``Desktop.meter``, checked (``usage.bad_meter``, exit 2): ``role`` a short lower-case
+    word, ``model`` a non-empty name, token counts whole numbers in 0..:data:`MAX_TOKENS`, ``usd`` None or a
+    finite number in 0..:data:`MAX_USD`. Checked here (deskctl has no shared bounds module yet)."""
+    from deskctl.errors import UsageError
+
+    def bad(message: str) -> UsageError:
+        return UsageError(f"meter: {message}", code="usage.bad_meter",
+                          remedy="meter(role='agent', model='NAME', input_tokens=N, output_tokens=N, usd=None)")
+
+    if not isinstance(role, str) or not 0 < len(role) <= 32 or not set(role) <= _ROLE_CHARS:
+        raise bad(f"role {str(role)[:40]!r} must be 1 to 32 of a-z, 0-9, '_', '.', '-' (agent, user, judge, ...)")
+    if not isinstance(model, str) or not model.strip() or len(model) > 200 or not model.isprintable():
+        raise bad(f"model {str(model)[:40]!r} must be a printable name of 1 to 200 characters")
+    counts: list[int] = []
+    for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+            raise bad(f"{name} {str(value)[:40]!r} must be a whole number from 0 to {MAX_TOKENS}")
+        counts.append(value)
+    if usd is not None:
+        if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) \
+                or not 0 <= usd <= MAX_USD:
+            raise bad(f"usd {str(usd)[:40]!r} must be None (priced from the catalog) or a finite number from 0 to "
+                      f"{MAX_USD:g}")
+        usd = float(usd)
+    return role, model.strip(), counts[0], counts[1], usd
+
+
+def model_cost(model: str, input_tokens: int, output_tokens: int) -> ModelPrice:
+    """The cost of a call of ``model``: the first ``models`` row of the catalogs (the user's first) whose ``model``
+    matches (case-insensitive; ``fnmatch`` patterns), else the ``genai-prices`` library when installed, else
+    unknown (``usd`` None, never 0). A row with a null price is known to be unknown."""
+    import fnmatch
+
+    name = _norm(model)
+    for row in _catalog()[2]:
+        if fnmatch.fnmatchcase(name, _norm(row["model"])):
+            per_in, per_out = row.get("input_usd_per_mtok"), row.get("output_usd_per_mtok")
+            if per_in is None or per_out is None:
+                return ModelPrice(None, f"{row['source']} ({row['date']}): price unknown")
+            return ModelPrice((input_tokens * float(per_in) + output_tokens * float(per_out)) / 1e6,
+                              f"{row['source']} ({row['date']})")
+    return _library_cost(model, input_tokens, output_tokens)
+
+
+def _library_cost(model: str, input_tokens: int, output_tokens: int) -> ModelPrice:
+    """The ``genai-prices`` library's price, only when it is importable (UNVERIFIED: not installed in deskctl's
+    tests); anything it cannot price, or any failure of it, is unknown."""
+    try:
+        from genai_prices import Usage, calc_price  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return ModelPrice(None, None)
+    try:
+        found = calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens), model_ref=model)
+        usd = float(found.total_price)
+    except Exception:  # a model it does not know (LookupError) or any change of its API: unknown, never 0
+        return ModelPrice(None, None)
+    if not math.isfinite(usd) or usd < 0:
+        return ModelPrice(None, None)
+    return ModelPrice(usd, "genai-prices library")
 
 
 def rate_for(spec: DesktopSpec) -> Rate | None:

@@ -68,7 +68,7 @@ from deskctl.providers.base import (
 )
 
 if TYPE_CHECKING:
-    from deskctl.ledger import Ledger, SessionRecord
+    from deskctl.ledger import Ledger, ModelUsage, SessionRecord
     from deskctl.metering import Rate
     from deskctl.recording import Recorder
     from deskctl.spec import DesktopSpec
@@ -252,6 +252,11 @@ class Desktop:
         self._ended_error: DeskctlError | None = None
         self._limit_on_use = False
         self._recorder = None
+        #: model spend metered for this session (Desktop.meter): known dollars, and calls of unknown price
+        self._model_usd = 0.0
+        self._model_unknown = 0
+        #: set when model spend moved the money limit (and at stop), so the watchdog looks again
+        self._limits_changed = threading.Event()
 
     @classmethod
     def from_record(cls, record: SessionRecord, *, ledger: Ledger, owns_ledger: bool = False) -> Desktop:
@@ -278,6 +283,7 @@ class Desktop:
 
             desk._recorder = recorder_from_events(events)
         desk._recorded_usd_per_hour = record.rate_usd_per_hour
+        desk._model_usd, desk._model_unknown = ledger.model_spend([record.session_id]).get(record.session_id, (0.0, 0))
         desk._create_sent_at = record.created_at
         desk._expires_at = record.expires_at
         desk.handle = RemoteHandle.from_dict(record.handle)
@@ -504,8 +510,11 @@ class Desktop:
         if self._max_minutes:
             limits.append(self._max_minutes * 60)
         usd_per_hour = self._hourly_rate()
-        if self._max_usd is not None and usd_per_hour is not None and usd_per_hour > 0:
-            limits.append(self._max_usd / usd_per_hour * 3600)
+        if self._max_usd is not None and self._model_usd > self._max_usd + 1e-9:
+            limits.append(0.0)  # model spend alone passed the cap
+        elif self._max_usd is not None and usd_per_hour is not None and usd_per_hour > 0:
+            # what model spend left of the cap, at the desktop's rate
+            limits.append(max(0.0, self._max_usd - self._model_usd) / usd_per_hour * 3600)
         if not limits:
             return None
         started = self._create_sent_at or time.time()
@@ -541,8 +550,19 @@ class Desktop:
         return self._recorded_usd_per_hour
 
     def _watchdog(self, seconds: float) -> None:
-        if self._stop.wait(seconds):
-            return
+        while True:
+            self._limits_changed.wait(seconds)
+            if self._stop.is_set():
+                return
+            if not self._limits_changed.is_set():
+                break  # the limit is reached
+            self._limits_changed.clear()  # model spend moved the limit: wait for the new one
+            left = self._watchdog_seconds()
+            if left is None:
+                return
+            if left <= 0:
+                break
+            seconds = left
         self._end_at_limit()
 
     def _end_at_limit(self) -> BudgetExceeded:
@@ -585,6 +605,7 @@ class Desktop:
     def release(self) -> None:
         """Let go of the desktop without destroying it (detached sessions, :func:`attach`)."""
         self._stop.set()
+        self._limits_changed.set()
         self._flush_actions(force=True)
         _open_desktops.discard(self)
         if self._provider is not None:
@@ -606,6 +627,7 @@ class Desktop:
             self._write_ahead(reason)  # before anything stops: a refused destroy leaves the session as it was
             self.state = State.CLOSING
             self._stop.set()
+            self._limits_changed.set()
             _open_desktops.discard(self)
             with _shield_signals():
                 self._destroy_and_record(status=status, reason=reason)
@@ -800,6 +822,89 @@ class Desktop:
             self._recorder.step(self, action, lambda: self._act(action))
         else:
             self._act(action)
+
+    def meter(self, role: str, model: str, input_tokens: int = 0, output_tokens: int = 0,
+              usd: float | None = None) -> ModelUsage:
+        """Record a model's token use for this session beside its desktop cost, and return the ledger row.
+
+        ``role``: who spent it (``agent``, ``user`` for a simulated user, ``judge``, ...); ``usd``: what it cost
+        when the caller knows, else it is priced from the ``models`` rows of prices.json (yours first), or by the
+        ``genai-prices`` library when installed; a price nobody knows stays None (unknown), never 0. Bad numbers are
+        ``usage.bad_meter`` (exit 2) and nothing is recorded.
+
+        The spend counts against the session's ``max_usd`` and its shared budget. A call that takes the session
+        past either (or, under the ``refuse`` unknown-cost policy, a call of unknown price under a money cap) is
+        still recorded, since the tokens are spent, but then ends the session as its watchdog does for desktop
+        spend and raises :class:`~deskctl.errors.BudgetExceeded` (exit 4): the next step is refused."""
+        from deskctl import metering
+        from deskctl.ledger import ModelUsage
+
+        role, model, input_tokens, output_tokens, usd = metering.check_model_usage(
+            role, model, input_tokens, output_tokens, usd)
+        if self.state is State.NEW:
+            raise SessionClosed(f"session {self.id} is not open: nothing to meter against",
+                                provider=self._provider_name)
+        price = metering.ModelPrice(usd, "given by the caller") if usd is not None else \
+            metering.model_cost(model, input_tokens, output_tokens)
+        usage = ModelUsage(self.id, time.time(), role, model, input_tokens, output_tokens, price.usd, price.source)
+        with self._lock:
+            self.ledger.record_model_usage(usage)
+            if price.usd is None:
+                self._model_unknown += 1
+            else:
+                self._model_usd += price.usd
+        if self.state is State.READY:
+            error = self._model_limit_error(usage)
+            if error is not None:
+                self._ended_error = error
+                with contextlib.suppress(Exception):
+                    self._teardown(status="ended", reason="budget.exceeded")
+                raise error
+            self._limits_changed.set()
+        return usage
+
+    def _model_limit_error(self, usage: ModelUsage) -> BudgetExceeded | None:
+        """Why the model spend just metered ends the session (its cap, its shared budget, an unknown price under
+        a money cap with the ``refuse`` policy), or None."""
+        from deskctl import budget, metering
+
+        remedy = "raise --max-usd (or the budget's cap), or split the run"
+        caps = self._max_usd is not None
+        name = next(iter(self.ledger.budget_of_sessions([self.id]).values()), None)
+        if usage.usd is None and (caps or name is not None):
+            spec = self.spec
+            stored = self.ledger.get_budget(name) if name is not None else None
+            if budget.unknown_cost_policy(spec, stored) == "refuse":
+                return BudgetExceeded(
+                    f"session {self.id}: the price of model {usage.model!r} is unknown under a money cap; the "
+                    "session was ended rather than counting it as free", code="budget.unknown_cost",
+                    provider=self._provider_name,
+                    remedy="add a 'models' row for it to your prices.json ($DESKCTL_PRICES), pass usd=, or allow "
+                           "unknown costs (--unknown-cost allow)")
+        if self._max_usd is not None:
+            rate = self._session_rate()
+            started = self._create_sent_at
+            desktop = metering.cost_for(rate, time.time() - started) if started is not None else 0.0
+            spent = (desktop or 0.0) + self._model_usd
+            if spent > self._max_usd + 1e-9:
+                return BudgetExceeded(
+                    f"session {self.id}: {metering.format_cost(spent)} spent (desktop "
+                    f"{metering.format_cost(desktop)}, model {metering.format_cost(self._model_usd)}) passes its "
+                    f"cap of {metering.format_cost(self._max_usd)}; the session was ended",
+                    provider=self._provider_name, remedy=remedy,
+                    details={"desktop_usd": desktop, "model_usd": self._model_usd, "max_usd": self._max_usd})
+        if name is not None:
+            try:
+                state = budget.status(self.ledger, name)
+            except NotFound:  # the budget was deleted meanwhile: nothing to pass
+                return None
+            if state.total_usd > state.max_usd + 1e-9:
+                return BudgetExceeded(
+                    f"budget {name!r}: {metering.format_cost(state.total_usd)} spent or held passes its cap of "
+                    f"{metering.format_cost(state.max_usd)} after model spend of session {self.id}; the session "
+                    "was ended", provider=self._provider_name, remedy=remedy,
+                    details={"budget": name, "spent_usd": state.total_usd, "max_usd": state.max_usd})
+        return None
 
     def annotate(self, step: int | None = None, /, **fields: Any) -> int:
         """Add harness fields (model tokens, reward, ...) to a recorded step (default: this session's last);

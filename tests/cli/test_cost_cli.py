@@ -86,7 +86,8 @@ def test_cost_by_provider_day_and_budget(capsys: pytest.CaptureFixture[str]) -> 
     doc = json.loads(out)
     assert code == 0 and doc["by"] == "provider" and doc["since"] is None
     assert doc["groups"][1] == {"key": "ssh", "sessions": 1, "running": 0, "billable_seconds": 90.0,
-                                "cost_usd": None, "unknown_sessions": 1}  # fmt: skip
+                                "cost_usd": None, "unknown_sessions": 1, "model_usd": 0.0,
+                                "model_unknown_calls": 0, "total_usd": None}  # fmt: skip
     assert doc["total"]["cost_usd"] == pytest.approx(0.3504) and doc["total"]["unknown_sessions"] == 1
     assert run(capsys, "cost", "--since", "1h") == (0, "", "no sessions in the ledger in the last 1h\n")
 

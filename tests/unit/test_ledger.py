@@ -192,20 +192,19 @@ def test_a_schema_3_ledger_gets_the_indexes_and_keeps_its_records(ledger_url: st
         tx.run("INSERT INTO reservations (id, budget, session_id, amount_usd, unknown, created_at, expires_at, "
                "status, settled_at, cost_usd) VALUES ('rsv-3', 'ci', 'dk-three', 0.5, 0, ?, ?, 'settled', ?, 0.25)",
                (time.time() - 60, time.time() + 600, time.time()))  # fmt: skip
-    before = status(old, "ci")
-    old.close()
+    old.close()  # (its budget status is read once migrated: this deskctl's budget reads the later tables too)
     monkeypatch.undo()
 
     new = open_ledger(ledger_url)
     try:
-        assert new.schema_version() == SCHEMA_VERSION == 4
+        assert new.schema_version() == SCHEMA_VERSION == 5
         if new.backend == "sqlite":
             names = {r[0] for r in new._read("SELECT name FROM sqlite_master WHERE type = 'index'")}
         else:
             names = {r[0] for r in new._read("SELECT indexname FROM pg_indexes")}
         assert {"reservations_budget_status", "sessions_ended"} <= names
         after = status(new, "ci")
-        assert (after.spent_usd, after.ended_sessions) == (before.spent_usd, before.ended_sessions) == (0.25, 1)
+        assert (after.spent_usd, after.ended_sessions) == (0.25, 1)
         assert new.ended_totals(by="provider")["xvfb"].cost_usd == 0.25
     finally:
         new.close()

@@ -88,19 +88,25 @@ def _group_key(record: SessionRecord, by: str, budgets: dict[str, str]) -> str:
 
 @click.command("cost")
 @click.option("--since", "since", metavar="DURATION", help="Only sessions alive in the last DURATION (90m, 24h, 7d).")
-@click.option("--by", "by", type=click.Choice(["provider", "day", "budget"]), default="provider", show_default=True,
-              help="Group by provider, UTC day of start, or the budget the session was charged to.")  # fmt: skip
+@click.option("--by", "by", type=click.Choice(["provider", "day", "budget", "role", "model"]), default="provider",
+              show_default=True,
+              help="Group by provider, UTC day of start, the budget the session was charged to, or (model spend "
+                   "only) the role or the model that spent it.")  # fmt: skip
 @json_option
 def cost(since: str | None, by: str, as_json: bool) -> None:
     """Summarise billable time and cost of sessions (running ones at their cost so far).
 
-    An unknown price is shown as "unknown", never as $0. The ledger is $DESKCTL_LEDGER_URL, else the SQLite
-    file under $DESKCTL_HOME.
+    Desktop spend and model spend (Desktop.meter) are shown apart, and their total. --by role or model
+    groups the model spend alone, with its tokens. An unknown price is shown as "unknown", never as $0. The
+    ledger is $DESKCTL_LEDGER_URL, else the SQLite file under $DESKCTL_HOME.
     """
     from deskctl.metering import session_cost
 
     now = time.time()
     start = None if since is None else now - _duration(since, "--since")
+    if by in ("role", "model"):
+        _model_cost(start, since, by, as_json)
+        return
 
     def bucket(key: str) -> dict[str, Any]:
         return {"key": key, "sessions": 0, "running": 0, "billable_seconds": 0.0, "cost_usd": 0.0,
@@ -109,6 +115,7 @@ def cost(since: str | None, by: str, as_json: bool) -> None:
     groups: dict[str, dict[str, Any]] = {}
     total = bucket("total")
     with _ledger() as book:
+        models = book.model_totals(since=start, by=by)
         # Sessions that are over are summed by the database, per group; only the active ones are read.
         for key, sums in book.ended_totals(since=start, by=by, now=now).items():
             group = groups.setdefault(key, bucket(key))
@@ -132,13 +139,24 @@ def cost(since: str | None, by: str, as_json: bool) -> None:
                 target["unknown_sessions"] += 1
             else:
                 target["cost_usd"] += spent
+    for key, spent_on_models in models.items():  # a group of model spend only cannot exist: its sessions count
+        group = groups.setdefault(key, bucket(key))
+        for target in (group, total):
+            target["model_usd"] = target.get("model_usd", 0.0) + spent_on_models.usd
+            target["model_calls"] = target.get("model_calls", 0) + spent_on_models.calls
+            target["model_unknown_calls"] = target.get("model_unknown_calls", 0) + spent_on_models.unknown_calls
     ordered = [groups[k] for k in sorted(groups)]
     if as_json:
         def clean(bucket: dict[str, Any]) -> dict[str, Any]:
             out = dict(bucket)
             out["billable_seconds"] = round(out["billable_seconds"], 3)
             all_unknown = out["unknown_sessions"] and out["unknown_sessions"] == out["sessions"]
-            out["cost_usd"] = None if all_unknown else round(out["cost_usd"], 6)
+            out["cost_usd"] = None if all_unknown else round(out["cost_usd"], 6)  # the desktops'
+            calls, unknown_calls = out.pop("model_calls", 0), out.get("model_unknown_calls", 0)
+            out["model_unknown_calls"] = unknown_calls
+            out["model_usd"] = None if calls and unknown_calls == calls else round(out.get("model_usd", 0.0), 6)
+            parts = [x for x in (out["cost_usd"], out["model_usd"] if calls else None) if x is not None]
+            out["total_usd"] = round(sum(parts), 6) if parts else None
             return out
 
         echo_json({"by": by, "since": start, "groups": [clean(g) for g in ordered], "total": clean(total)})
@@ -146,12 +164,58 @@ def cost(since: str | None, by: str, as_json: bool) -> None:
     if not total["sessions"]:
         note("no sessions in the ledger" + (f" in the last {since}" if since else ""))
         return
-    rows = [
-        [str(g["key"]), str(g["sessions"]), str(g["running"]), _human_duration(g["billable_seconds"]),
-         _cost_text(g["cost_usd"], g["unknown_sessions"], g["sessions"])]
-        for g in [*ordered, total]
-    ]  # fmt: skip
-    click.echo(_table([by.upper(), "SESSIONS", "RUNNING", "TIME", "COST"], rows, right={1, 2, 3}))
+    from deskctl.metering import format_cost
+
+    header = [by.upper(), "SESSIONS", "RUNNING", "TIME", "COST"]
+    with_models = bool(models)
+    if with_models:  # desktop and model spend apart, and their total
+        header[-1:] = ["DESKTOP", "MODEL", "TOTAL"]
+    rows = []
+    for g in [*ordered, total]:
+        row = [str(g["key"]), str(g["sessions"]), str(g["running"]), _human_duration(g["billable_seconds"]),
+               _cost_text(g["cost_usd"], g["unknown_sessions"], g["sessions"])]
+        if with_models:
+            calls, unknown_calls = g.get("model_calls", 0), g.get("model_unknown_calls", 0)
+            model = _cost_text(g.get("model_usd", 0.0), unknown_calls, calls)
+            desktop_unknown = g["unknown_sessions"] == g["sessions"] > 0
+            if desktop_unknown and (not calls or unknown_calls == calls):
+                total_text = "unknown"
+            else:
+                total_text = format_cost(g["cost_usd"] + g.get("model_usd", 0.0)) + \
+                    (" + unknown" if g["unknown_sessions"] or unknown_calls else "")
+            row += [model, total_text]
+        rows.append(row)
+    click.echo(_table(header, rows, right={1, 2, 3}))
+
+
+def _model_cost(start: float | None, since: str | None, by: str, as_json: bool) -> None:
+    """``deskctl cost --by role|model``: model spend alone, per role or model, with its tokens."""
+    from deskctl.metering import format_cost
+
+    with _ledger() as book:
+        totals = book.model_totals(since=start, by=by)
+        overall = book.model_totals(since=start).get("")
+    ordered = sorted(totals.items())
+
+    def doc(key: str, t: Any) -> dict[str, Any]:
+        return {"key": key, "sessions": t.sessions, "calls": t.calls, "input_tokens": t.input_tokens,
+                "output_tokens": t.output_tokens, "unknown_calls": t.unknown_calls,
+                "model_usd": None if t.unknown_calls == t.calls else round(t.usd, 6)}  # fmt: skip
+
+    if as_json:
+        echo_json({"by": by, "since": start, "groups": [doc(k, t) for k, t in ordered],
+                   "total": doc("total", overall) if overall else None})  # fmt: skip
+        return
+    if overall is None:
+        note("no model spend in the ledger" + (f" in the last {since}" if since else "")
+             + " (Desktop.meter records it)")
+        return
+    rows = [[key, str(t.sessions), str(t.calls), str(t.input_tokens), str(t.output_tokens),
+             "unknown" if t.unknown_calls == t.calls else
+             format_cost(t.usd) + (" + unknown" if t.unknown_calls else "")]
+            for key, t in [*ordered, ("total", overall)]]  # fmt: skip
+    click.echo(_table([by.upper(), "SESSIONS", "CALLS", "TOKENS IN", "TOKENS OUT", "MODEL COST"], rows,
+                      right={1, 2, 3, 4}))
 
 
 # -- deskctl budget --------------------------------------------------------------------------------------

@@ -137,7 +137,8 @@ def _spend(record: SessionRecord, now: float) -> float | None:
 @click.option("--since", help="Only sessions started within this duration (e.g. 24h).")
 @json_option
 def ls(show_all: bool, since: str | None, as_json: bool) -> None:
-    """List sessions that are not ended (or --all), with their spend so far."""
+    """List sessions that are not ended (or --all), with their spend so far: the desktop's and, where the harness
+    metered it (Desktop.meter), the models'."""
     from deskctl import metering
 
     now = time.time()
@@ -148,8 +149,10 @@ def ls(show_all: bool, since: str | None, as_json: bool) -> None:
         since_ts = now - parse_duration(since, what="--since")
     with _ledger() as book:
         records = book.sessions(active=None if show_all else True, since=since_ts)
+        models = book.model_spend(r.session_id for r in records)
     rows: list[dict[str, Any]] = []
     for r in records:
+        model_usd, model_unknown = models.get(r.session_id, (0.0, 0))
         start = r.created_at or r.intent_at
         end = r.ended_at or now
         rows.append({
@@ -157,6 +160,9 @@ def ls(show_all: bool, since: str | None, as_json: bool) -> None:
             "status": r.status, "detached": r.detached, "owner": r.owner, "started_at": start,
             "seconds": end - start, "cost_usd": _spend(r, now), "expires_at": r.expires_at,
             "reason": r.reason,
+            # model spend beside the desktop's (cost_usd): None when every metered call's price is unknown
+            "model_usd": None if model_unknown and not model_usd else round(model_usd, 6),
+            "model_unknown_calls": model_unknown,
         })
     if as_json:
         echo_json({"sessions": rows})
@@ -165,10 +171,17 @@ def ls(show_all: bool, since: str | None, as_json: bool) -> None:
         note("no sessions" + ("" if show_all else " running (deskctl ls --all shows ended ones)"))
         return
     header = f"{'ID':<14} {'PROVIDER':<12} {'PLATFORM':<8} {'GEOMETRY':<10} {'STATUS':<10} {'AGE':>8} {'SPEND':>10}"
-    click.echo(header)
+    with_models = bool(models)
+    click.echo(header + (f" {'MODEL':>18}" if with_models else ""))
     for row in rows:
+        model = ""
+        if with_models:
+            model = metering.format_cost(row["model_usd"]) + (" + unknown" if row["model_usd"] is not None
+                                                                and row["model_unknown_calls"] else "")
+            model = f" {model:>18}"
         click.echo(f"{row['id']:<14} {row['provider']:<12} {row['platform']:<8} {row['geometry']:<10} "
-                   f"{row['status']:<10} {_age(row['seconds']):>8} {metering.format_cost(row['cost_usd']):>10}")
+                   f"{row['status']:<10} {_age(row['seconds']):>8} {metering.format_cost(row['cost_usd']):>10}"
+                   + model)
 
 
 def _age(seconds: float) -> str:
