@@ -250,7 +250,7 @@ def _projected(record: SessionRecord, now: float) -> float | None:
     return projected
 
 
-def _add_session(status: BudgetStatus, *, session_id: str, running: bool, cost: float | None, how: str) -> None:
+def _add(status: BudgetStatus, *, session_id: str, running: bool, cost: float | None, how: str) -> None:
     if running:
         status.running_sessions += 1
     else:
@@ -309,8 +309,8 @@ def _count_reservation(result: BudgetStatus, r: Reservation, record: SessionReco
     added on top of its desktop figure (a hold is desktop spend only)."""
     model_usd, model_unknown = model or (0.0, 0)
 
-    def _add(status: BudgetStatus, *, session_id: str, running: bool, cost: float | None, how: str) -> None:
-        _add_session(status, session_id=session_id, running=running,
+    def _count(status: BudgetStatus, *, session_id: str, running: bool, cost: float | None, how: str) -> None:
+        _add(status, session_id=session_id, running=running,
                      cost=None if cost is None else cost + model_usd, how=how)
         if model_unknown and cost is not None:
             status.unknown_sessions += 1  # its known part is counted; its model calls of unknown price are not
@@ -323,23 +323,23 @@ def _count_reservation(result: BudgetStatus, r: Reservation, record: SessionReco
         held = False  # its owner died: release the hold (a desktop that exists still counts below)
     if held:
         if r.unknown:
-            _add(result, session_id=r.session_id, running=True, cost=None, how="held, unknown rate")
+            _count(result, session_id=r.session_id, running=True, cost=None, how="held, unknown rate")
         else:
-            _add(result, session_id=r.session_id, running=True, cost=max(r.amount_usd, so_far or 0.0), how="held")
+            _count(result, session_id=r.session_id, running=True, cost=max(r.amount_usd, so_far or 0.0), how="held")
         return
     if running:
         # the hold is over (settled, expired or its owner died) but the desktop still exists: it keeps costing
         base = r.cost_usd if r.status == "settled" else None
         cost = None if so_far is None else max(so_far, base or 0.0)
-        _add(result, session_id=r.session_id, running=True, cost=cost, how="still running after its hold")
+        _count(result, session_id=r.session_id, running=True, cost=cost, how="still running after its hold")
         return
     if r.status == "settled":
-        _add(result, session_id=r.session_id, running=False, cost=r.cost_usd, how="settled")
+        _count(result, session_id=r.session_id, running=False, cost=r.cost_usd, how="settled")
     elif record is not None and record.created_at is not None:
-        _add(result, session_id=r.session_id, running=False, cost=record.cost_usd, how="expired; ledger cost")
+        _count(result, session_id=r.session_id, running=False, cost=record.cost_usd, how="expired; ledger cost")
     else:
         # the process died before anything was created: nothing was billed, the hold is released
-        _add(result, session_id=r.session_id, running=False, cost=0.0, how="released; never created")
+        _count(result, session_id=r.session_id, running=False, cost=0.0, how="released; never created")
 
 
 def status(ledger: Ledger, name: str, *, now: float | None = None, max_usd: float | None = None,
@@ -377,7 +377,7 @@ def overall_status(ledger: Ledger, *, max_usd: float, window_seconds: float = DE
             continue  # an intent that never went further is nothing
         cost = _projected(record, now) if running else session_cost(record, now)
         model_usd, model_unknown = models.get(record.session_id, (0.0, 0))
-        _add_session(result, session_id=record.session_id, running=running,
+        _add(result, session_id=record.session_id, running=running,
                      cost=None if cost is None else cost + model_usd, how="projected" if running else "ended")
         if model_unknown and cost is not None:
             result.unknown_sessions += 1
