@@ -499,3 +499,29 @@ def test_compound_text_titles_decode_latin1_and_utf8_segments() -> None:
     assert decode_compound_text(b"\xfcn\xef \x1b%G\xe2\x9c\x93\x1b%@ x") == "ünï ✓ x"
     assert decode_compound_text(b"\x1b-A\xe9t\xe9") == "été"  # a designation of the Latin-1 right half
     assert decode_compound_text(b"plain") == "plain"
+
+
+def test_close_does_not_wait_for_an_action_in_progress(server: Server, probe: Probe) -> None:
+    """A teardown closes the driver while another thread types: close does not wait for the driver's lock (it used
+    to, i.e. for the whole action: here minutes of typing, which then completed), and the action ends as a lost
+    session at its next step."""
+    driver = X11Driver.open(server.display, cookie=server.cookie)
+    outcome: list[BaseException | None] = []
+
+    def type_for_minutes() -> None:
+        try:
+            driver.type_text("a" * 5_000_000)  # far longer than the test: minutes of key taps
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    typing = threading.Thread(target=type_for_minutes, daemon=True)
+    typing.start()
+    try:
+        probe.wait_for(lambda p: len(p.key_presses()) > 100, "the typing under way")
+        driver.close()
+    finally:
+        typing.join(timeout=600)
+    assert not typing.is_alive(), "the action went on after close"
+    assert len(outcome) == 1 and isinstance(outcome[0], SessionLost), outcome
+    assert driver.closed

@@ -702,6 +702,7 @@ class X11Driver:
         self.provider = provider
         self._lock = threading.RLock()
         self._closed = False
+        self._released = False
         self._nesting = 0
         self._watchdog = _Watchdog(op_timeout, self._abort)
         self._shm: _Shm | None = None
@@ -802,6 +803,8 @@ class X11Driver:
             self._nesting -= 1
             if self._nesting == 0:
                 self._watchdog.disarm()
+                if self._closed:  # close() ran in another thread during this call: free what it could not
+                    self._release()
 
     def _abort(self) -> None:
         """Called by the watchdog: wake the blocked call by shutting the socket down under it."""
@@ -905,6 +908,7 @@ class X11Driver:
             number = _button_number(button)
             self._motion(x, y)
             for _ in range(max(1, count)):
+                self._stop_if_closed()
                 self._button(number, True)
                 self._button(number, False)
             self._check_alive()
@@ -1009,6 +1013,7 @@ class X11Driver:
             for amount, negative, positive in ((dy, _SCROLL_UP, _SCROLL_DOWN), (dx, _SCROLL_LEFT, _SCROLL_RIGHT)):
                 button = positive if amount > 0 else negative
                 for _ in range(abs(amount)):
+                    self._stop_if_closed()
                     self._button(button, True)
                     self._button(button, False)
             self._check_alive()
@@ -1235,6 +1240,8 @@ class X11Driver:
             taps = self._tap_cache  # cleared in place whenever the keymap changes
             pending: list[bytes] = []
             for char in text:
+                if self._closed:
+                    self._stop_if_closed()
                 encoded = taps.get(char)
                 if encoded is None:
                     # Encoding may rebind a keycode: the taps before it must reach the server first.
@@ -1289,17 +1296,39 @@ class X11Driver:
         return self._closed
 
     def close(self) -> None:
-        """Close the connection (idempotent); never raises."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        """Close the connection (idempotent); never raises, and never waits for a call in progress: a teardown
+        must not wait on an action (a long scroll or typing, a server that stopped answering). With a call
+        running in another thread, the connection is shut down under it, the call fails as a lost session at its
+        next request, and that thread releases the connection when it leaves."""
+        if not self._lock.acquire(blocking=False):
+            self._closed = True  # the running call's loops stop at their next step (_stop_if_closed)
             self._watchdog.stop()
-            if self._shm is not None:
-                self._shm.close()
-                self._shm = None
             with contextlib.suppress(Exception):
-                self._display.close()
+                self._abort()
+            return
+        try:
+            self._closed = True
+            self._release()
+        finally:
+            self._lock.release()
+
+    def _release(self) -> None:
+        """Free the connection and the shared memory, once (with the lock held)."""
+        if self._released:
+            return
+        self._released = True
+        self._watchdog.stop()
+        if self._shm is not None:
+            self._shm.close()
+            self._shm = None
+        with contextlib.suppress(Exception):
+            self._display.close()
+
+    def _stop_if_closed(self) -> None:
+        """In the loops of long actions: end the action once :meth:`close` was called from another thread."""
+        if self._closed:
+            raise SessionLost(f"the X connection to {self.address.display} was closed during the action",
+                              provider=self.provider)
 
 
 _CT_ESCAPE = re.compile(rb"(\x1b%G|\x1b%@|\x1b[\x20-\x2f]*[\x30-\x7e])")
