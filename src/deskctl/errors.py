@@ -34,6 +34,11 @@ Every failure a caller can see is a :class:`DeskctlError` carrying a stable stri
 A subclass fixes the default code; a finer code of the same family (``usage.bad_geometry``,
 ``compat.agent_unsupported``) may be passed as ``code=`` and must start with the family's prefix.
 
+The bounds of every input (:mod:`deskctl.limits`) refuse a value with ``usage.out_of_range`` (a number outside its
+range), ``usage.not_a_number`` (NaN, an infinity, a fraction for a whole number, no number at all) or
+``usage.too_long`` (a string past its length), all :class:`UsageError` (exit 2); a bound older than that table
+keeps its own code (``usage.bad_limit``, ``usage.bad_duration``, ``usage.bad_geometry``, ...).
+
 Messages never contain secrets: every message is passed through :func:`deskctl.credentials.redact` style
 scrubbing by the code that raises it, and :meth:`DeskctlError.to_dict` redacts once more.
 """

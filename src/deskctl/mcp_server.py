@@ -33,14 +33,16 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
 from deskctl.errors import DeskctlError, UsageError
+from deskctl.limits import BOUNDS, check_number
 
 if TYPE_CHECKING:
     from deskctl.session import Desktop
 
 __all__ = ["MAX_WAIT_SECONDS", "HttpListener", "build_server", "listen", "serve"]
 
-#: the longest single ``wait`` (a longer pause is several calls, so the agent sees the screen in between)
-MAX_WAIT_SECONDS = 60.0
+#: the longest single ``wait`` (a longer pause is several calls, so the agent sees the screen in between): the
+#: ``mcp_wait`` bound of deskctl.limits, as every bound of the tools' numbers
+MAX_WAIT_SECONDS = BOUNDS["mcp_wait"].hi
 #: how often the main thread checks that the desktop is still usable (its watchdog may end it meanwhile)
 _DESKTOP_CHECK_SECONDS = 1.0
 
@@ -132,9 +134,7 @@ class _Tools:
         """Move the pointer to (x, y) and click. button: left, middle or right; count: 1, 2 (double) or 3."""
 
         def work() -> CallToolResult:
-            if count not in (1, 2, 3):
-                raise UsageError(f"count must be 1, 2 or 3, not {count}", code="usage.bad_value")
-            self.desk.click(x, y, button, count)
+            self.desk.click(x, y, button, count)  # count, x and y are checked against deskctl.limits there
             return _text(f"clicked {button} x{count} at ({x}, {y})")
 
         return self.call(work)
@@ -204,9 +204,7 @@ class _Tools:
         """Wait this many seconds (at most 60) for the screen to settle, e.g. after starting a program."""
 
         def work() -> CallToolResult:
-            if not (0 <= seconds <= MAX_WAIT_SECONDS):
-                raise UsageError(f"seconds must be within 0..{MAX_WAIT_SECONDS:g}, not {seconds:g}",
-                                 code="usage.bad_value")
+            check_number("mcp_wait", seconds, what="seconds")
             _ = self.desk.size  # a desktop that ended is an error now, not after the wait
             time.sleep(seconds)
             return _text(f"waited {seconds:g}s")
@@ -244,9 +242,7 @@ class _Tools:
         Fails with wait.timeout when none appears in time."""
 
         def work() -> CallToolResult:
-            if not (0 < timeout <= MAX_WAIT_SECONDS):
-                raise UsageError(f"timeout must be within 0..{MAX_WAIT_SECONDS:g} (more than 0), not {timeout:g}",
-                                 code="usage.bad_value")
+            check_number("mcp_wait_timeout", timeout, what="timeout")
             found = self.desk.wait_for(title, timeout=timeout)
             return _text(str(found), {"title": str(found)})
 
@@ -323,8 +319,27 @@ def build_server(desk: Desktop, *, allow_exec: bool = False) -> MCPServer[Any]:
         if capabilities.windows:  # any program with any arguments: as much a command as exec is
             entries.append((tools.launch, "launch", _EXEC))
     for fn, name, hints in entries:
-        server.add_tool(fn, name=name, annotations=hints)
+        server.add_tool(_abandonable(fn), name=name, annotations=hints)
     return server
+
+
+def _abandonable(fn: Callable[..., CallToolResult]) -> Callable[..., Any]:
+    """``fn`` as an async tool whose thread the server leaves behind when the call is cancelled. The SDK runs a
+    plain function in a worker thread it waits for, so a client that closed our stdin during a long call (an
+    ``exec`` of hours) kept the server, and the desktop, up until the call ended; cancelled, the call now lets
+    the server end at once, and the caller's ``with`` block destroys the desktop (the thread, a daemon, stops
+    with the process or fails on the closed display). Same signature and doc: the tool's schema is unchanged."""
+    import functools
+
+    @functools.wraps(fn)
+    async def call(**arguments: Any) -> CallToolResult:
+        import anyio.to_thread
+
+        result: CallToolResult = await anyio.to_thread.run_sync(functools.partial(fn, **arguments),
+                                                               abandon_on_cancel=True)
+        return result
+
+    return call
 
 
 @dataclass

@@ -238,9 +238,10 @@ def _destroy(
         cost = None
         if billable is not None and record.spec:
             with contextlib.suppress(Exception):
-                from deskctl.spec import DesktopSpec
+                from deskctl.spec import STORED, DesktopSpec
 
-                cost = metering.cost_for(metering.rate_for(DesktopSpec.model_validate(record.spec)), billable)
+                spec = DesktopSpec.model_validate(record.spec, context=STORED)
+                cost = metering.cost_for(metering.rate_for(spec), billable)
         ledger.record_end(session_id, status=status, reason=f"reaped: {reason}", ended_at=time.time(),
                           billable_seconds=billable, cost_usd=cost, only_active=True)
     return ReapResult(session_id, provider.name, handle.resource_id, "destroyed", reason)

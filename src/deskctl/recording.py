@@ -103,8 +103,9 @@ class Recorder:
     def create(cls, directory: str | os.PathLike[str], settle: float = 0.0) -> Recorder:
         """Make ``directory`` (and parents) and its lock file; a directory that cannot be made or written is
         ``usage.bad_record_dir`` (exit 2), raised before any desktop exists."""
-        if settle < 0:
-            raise UsageError(f"record settle {settle} is negative", code="usage.bad_record_settle")
+        from deskctl.limits import check_number
+
+        settle = check_number("record_settle", settle)
         path = Path(directory).expanduser().absolute()
         try:
             path.mkdir(parents=True, exist_ok=True)

@@ -206,8 +206,10 @@ class Desktop:
         self._init_state(provider=spec.provider, provider_options=spec.provider_options,
                          max_minutes=spec.max_minutes, max_usd=spec.max_usd, ledger=ledger, session_id=session_id,
                          detached=detached)
+        from deskctl.limits import check_number
+
         self._progress = progress
-        self.ready_timeout = ready_timeout
+        self.ready_timeout = check_number("ready_timeout", ready_timeout, what="ready_timeout")
         self.run_preflight = run_preflight
         if record is not None:  # checked before anything is created or paid for
             from deskctl.recording import Recorder
@@ -302,10 +304,10 @@ class Desktop:
     def spec(self) -> DesktopSpec:
         """What the session was asked to be."""
         if self._spec is None:
-            from deskctl.spec import DesktopSpec
+            from deskctl.spec import STORED, DesktopSpec
 
             stored = self._stored_spec
-            self._spec = (DesktopSpec.model_validate(stored) if stored
+            self._spec = (DesktopSpec.model_validate(stored, context=STORED) if stored
                           else DesktopSpec.build(provider=self._provider_name))
         return self._spec
 
@@ -811,6 +813,9 @@ class Desktop:
                 )
 
     def _act(self, action: act.Action) -> None:
+        from deskctl.limits import check_action
+
+        check_action(action)  # before the screen: a 1e9-click scroll is a usage error, not hours of input
         self._bounds(*act.action_points(action))
         with self._guard(act.action_kind(action)):
             self.provider.act(self._require_handle(), action)
@@ -1007,8 +1012,10 @@ class Desktop:
         app: ``exec("xterm", background=True)``). A timeout is exit code 124. ``on_output(text, stream)``
         (``stream``: ``"stdout"`` or ``"stderr"``) gets the output as it comes where the provider streams it
         (``docker``), else all of it once the command ended; the result holds all of it either way."""
+        from deskctl.limits import check_number
         from deskctl.providers._guest import check_exec_options
 
+        timeout = check_number("exec_timeout", timeout, what="timeout")
         options: dict[str, Any] = {}
         clean_env = check_exec_options(env, user, self._provider_name)
         if cwd is not None:
@@ -1092,8 +1099,10 @@ def wait_terms(what: object, timeout: float, interval: float, provider: str) -> 
         described = getattr(what, "__name__", "the condition")
     else:
         raise UsageError("wait_for takes a window title or a callable", code="usage.invalid")
-    if not (timeout > 0 and interval > 0):
-        raise UsageError("wait_for needs timeout and interval greater than 0", code="usage.bad_limit")
+    from deskctl.limits import check_number
+
+    check_number("wait_timeout", timeout, what="timeout")
+    check_number("wait_interval", interval, what="interval")
     return WaitTimeout(f"{described} did not appear within {timeout:g}s", provider=provider)
 
 

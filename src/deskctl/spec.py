@@ -14,13 +14,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from deskctl.errors import UsageError
+from deskctl.limits import BOUNDS, check_number
 from deskctl.platforms import Platform
 
-__all__ = ["MAX_SIDE", "MIN_SIDE", "DesktopSpec", "Geometry", "Platform", "WindowGeometry", "parse_duration"]
+__all__ = ["MAX_SIDE", "MIN_SIDE", "STORED", "DesktopSpec", "Geometry", "Platform", "WindowGeometry", "parse_duration"]
 
-#: smallest and largest side of a desktop deskctl accepts (Xvfb itself allows up to 32767)
-MIN_SIDE = 64
-MAX_SIDE = 8192
+#: smallest and largest side of a desktop deskctl accepts (Xvfb itself allows up to 32767): limits.py's screen_side
+MIN_SIDE = int(BOUNDS["screen_side"].lo)
+MAX_SIDE = int(BOUNDS["screen_side"].hi)
 _DEPTHS = (8, 16, 24, 32)
 
 
@@ -66,7 +67,11 @@ class Geometry(BaseModel):
                 code="usage.bad_geometry",
             )
         width, height, depth = match.groups()
-        return cls(width=int(width), height=int(height), depth=int(depth) if depth else 24)
+        # a side of thousands of digits (int() refuses past 4300) is refused by the bound, without int()
+        return cls(width=int(width) if len(width) < 10 else check_number("screen_side", width, what="width"),
+                   height=int(height) if len(height) < 10 else check_number("screen_side", height, what="height"),
+                   # a depth of more digits than any real one is refused as depth 0 (int() of 5000 digits raises)
+                   depth=24 if not depth else int(depth) if len(depth) <= 4 else 0)
 
     def __str__(self) -> str:
         return f"{self.width}x{self.height}"
@@ -98,9 +103,10 @@ class WindowGeometry(BaseModel):
                 f"window geometry {value!r} is not of the form WxH or WxH+X+Y", code="usage.bad_geometry"
             )
         w, h, x, y = match.groups()
-        if int(w) < 1 or int(h) < 1:
-            raise UsageError(f"window geometry {value!r} has an empty side", code="usage.bad_geometry")
-        return cls(width=int(w), height=int(h), x=int(x or 0), y=int(y or 0))
+        return cls(width=check_number("window_side", w, what="window width"),
+                   height=check_number("window_side", h, what="window height"),
+                   x=check_number("window_offset", x or "0", what="window x"),
+                   y=check_number("window_offset", y or "0", what="window y"))
 
     def __str__(self) -> str:
         return f"{self.width}x{self.height}+{self.x}+{self.y}"
@@ -110,8 +116,9 @@ _DURATION_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(value: str | float | int, *, what: str = "duration") -> float:
-    """``"90s"``, ``"15m"``, ``"2h"``, ``"7d"`` or plain seconds -> seconds. Negative or malformed: usage error."""
+def parse_duration(value: str | float | int, *, what: str = "duration", bounded: bool = True) -> float:
+    """``"90s"``, ``"15m"``, ``"2h"``, ``"7d"`` or plain seconds -> seconds. Negative, malformed or (``bounded``)
+    past the ``duration`` bound of :mod:`deskctl.limits`: usage error."""
     if isinstance(value, int | float):
         seconds = float(value)
     else:
@@ -125,7 +132,19 @@ def parse_duration(value: str | float | int, *, what: str = "duration") -> float
         raise UsageError(f"{what} {value!r} is not a finite duration", code="usage.bad_duration")
     if seconds < 0:
         raise UsageError(f"{what} {value!r} is negative", code="usage.bad_duration")
-    return seconds
+    if not bounded:
+        return seconds
+    return float(check_number("duration", seconds, what=f"{what} ({value!r} in seconds)" if isinstance(value, str)
+                              else what))
+
+
+#: the validation context of a spec read back from the ledger (``DesktopSpec.model_validate(row, context=STORED)``):
+#: it was checked when its session was opened, perhaps under older bounds, and must stay readable (to end it)
+STORED = {"stored": True}
+
+
+def _stored(info: ValidationInfo) -> bool:
+    return bool(isinstance(info.context, Mapping) and info.context.get("stored"))
 
 
 class DesktopSpec(BaseModel):
@@ -184,14 +203,19 @@ class DesktopSpec(BaseModel):
 
     @field_validator("ttl_seconds", mode="before")
     @classmethod
-    def _ttl(cls, value: Any) -> float | None:
+    def _ttl(cls, value: Any, info: ValidationInfo) -> float | None:
         if value is None:
             return None
-        seconds = parse_duration(value, what="ttl")
+        stored = _stored(info)
+        seconds = parse_duration(value, what="ttl", bounded=not stored)
         if seconds <= 0:  # a zero lifetime would mean "expired at birth", not "no limit"
             raise UsageError(f"ttl {value!r} must be longer than 0", code="usage.bad_duration",
                              remedy="a duration such as 90s, 15m or 2h")
-        return seconds
+        if stored:
+            return seconds
+        # bounded, so that its expiry stays a date every output can show (99999999999999h broke `ls --json`)
+        return float(check_number("ttl", seconds, what=f"ttl ({value!r} in seconds)" if isinstance(value, str)
+                                  else "ttl"))
 
     @field_validator("max_minutes", "max_usd", mode="before")
     @classmethod
@@ -206,6 +230,9 @@ class DesktopSpec(BaseModel):
         if not math.isfinite(number) or number <= 0:
             raise UsageError(f"{info.field_name} {value!r} must be a finite number greater than 0",
                              code="usage.bad_limit")
+        assert info.field_name is not None
+        if not _stored(info):
+            check_number(info.field_name, number)  # and a most: limits.py's max_minutes, max_usd
         return value
 
     @field_validator("labels")

@@ -75,11 +75,14 @@ def to_desktop(x: float, y: float, shown_width: float, shown_height: float, size
             min(height - 1, max(0, int(y * height / shown_height))))
 
 
-def _number(event: Mapping[str, Any], key: str) -> float:
+def _number(event: Mapping[str, Any], key: str, bound: str) -> Any:
+    """``event[key]`` checked against ``bound`` of :data:`deskctl.limits.BOUNDS` (JSON brings NaN, 1e308, "3")."""
+    from deskctl.limits import check_number
+
     value = event.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float):  # a JSON string is no number here, even "3"
         raise UsageError(f"input field {key!r} must be a number", code="usage.bad_input")
-    return float(value)
+    return check_number(bound, value, what=f"input field {key!r}")
 
 
 def input_action(event: Mapping[str, Any], size: tuple[int, int]) -> act.Action:
@@ -91,25 +94,27 @@ def input_action(event: Mapping[str, Any], size: tuple[int, int]) -> act.Action:
     """
     kind = event.get("type")
     if kind in ("down", "up", "click", "move", "scroll"):
-        x, y = to_desktop(_number(event, "x"), _number(event, "y"), _number(event, "w"), _number(event, "h"), size)
+        x, y = to_desktop(_number(event, "x", "view_point"), _number(event, "y", "view_point"),
+                          _number(event, "w", "view_shown_side"), _number(event, "h", "view_shown_side"), size)
         button = act.validate_button(str(event.get("button", "left")))
         if kind == "down":
             return act.MouseDown(x, y, button)
         if kind == "up":
             return act.MouseUp(x, y, button)
         if kind == "click":
-            count = int(_number(event, "count")) if "count" in event else 1
-            return act.Click(x, y, button, max(1, min(3, count)))
+            count = _number(event, "count", "click_count") if "count" in event else 1
+            return act.Click(x, y, button, count)
         if kind == "move":
             return act.Move(x, y)
-        dx = int(_number(event, "dx")) if "dx" in event else 0
-        dy = int(_number(event, "dy")) if "dy" in event else 0
-        return act.Scroll(x, y, max(-20, min(20, dx)), max(-20, min(20, dy)))
+        dx = _number(event, "dx", "scroll_clicks") if "dx" in event else 0
+        dy = _number(event, "dy", "scroll_clicks") if "dy" in event else 0
+        from deskctl.limits import VIEW_WHEEL_STEP as step
+        return act.Scroll(x, y, max(-step, min(step, dx)), max(-step, min(step, dy)))
     if kind == "type":
         text = event.get("text")
         if not isinstance(text, str) or not text:
             raise UsageError("input field 'text' must be a non-empty string", code="usage.bad_input")
-        return act.TypeText(text)
+        return act.TypeText(text)  # its length is bounded by the view's body size (MAX_INPUT_BYTES)
     if kind == "key":
         chord = event.get("chord")
         if not isinstance(chord, str) or not chord:
@@ -567,6 +572,11 @@ class ViewServer:
 
     def __init__(self, desk: Desktop, *, port: int = 0, control: bool = False, fps: float = DEFAULT_FPS,
                  quality: int = DEFAULT_QUALITY, token: str | None = None) -> None:
+        from deskctl.limits import check_number
+
+        port = check_number("port", port)
+        fps = check_number("fps", fps)
+        quality = check_number("quality", quality)
         self.desk = desk
         self.control = control
         self.size = desk.size

@@ -52,7 +52,7 @@ def test_input_events_become_actions_in_desktop_coordinates() -> None:
         ({"type": "launch"}, "unknown input type 'launch'"),
         ({}, "unknown input type None"),
         ({"type": "click", "x": "1", "y": 2, "w": 1, "h": 1}, "'x' must be a number"),
-        ({"type": "click", "x": 1, "y": 2, "w": 0, "h": 1}, "shown size of the view must be positive"),
+        ({"type": "click", "x": 1, "y": 2, "w": 0, "h": 1}, "input field 'w' 0 must be greater than 0"),
         ({"type": "click", "x": 1, "y": 2, "w": 9, "h": 9, "button": "fourth"}, "fourth"),
         ({"type": "type", "text": ""}, "'text' must be a non-empty string"),
         ({"type": "key", "chord": "hyper+q"}, "hyper"),

@@ -47,6 +47,7 @@ from deskctl.agent.protocol import (
     send_stream,
 )
 from deskctl.errors import DeskctlError, ProviderApiError, SessionLost, UsageError
+from deskctl.limits import check_action, check_number
 from deskctl.providers._guest import background_pid, check_exec_options, posix_line, run_here
 from deskctl.providers._png import encode_png
 from deskctl.providers._x11 import X11Driver, read_cookie
@@ -200,7 +201,7 @@ class AgentServer:
         send_message(conn.sock, {"ok": True, "width": width, "height": height})
 
     def _screenshot(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:
-        level = int(header.get("compress_level", 1))
+        level = check_number("png_level", header.get("compress_level", 1), what="compress_level")
         data, width, height, mode = self._x().capture_raw()
         png = encode_png(data, width, height, mode, level=level)
         send_message(conn.sock, {"ok": True, "width": width, "height": height}, png)
@@ -239,6 +240,7 @@ class AgentServer:
         except TypeError as exc:
             raise UsageError(f"bad arguments for {cls.__name__}: {exc}", code="usage.invalid",
                              provider=PROVIDER) from exc
+        check_action(action)  # the bounds the client checked: a peer that skips them gets them here
         self._x().act(action)
         send_message(conn.sock, {"ok": True})
 
@@ -254,7 +256,7 @@ class AgentServer:
         command = header.get("command")
         if not isinstance(command, str):
             raise UsageError("exec needs a command", code="usage.invalid", provider=PROVIDER)
-        timeout = float(header.get("timeout") or 60.0)
+        timeout = check_number("exec_timeout", header.get("timeout", 60.0), what="timeout")
         cwd, user = header.get("cwd"), header.get("user")
         background = bool(header.get("background"))
         env = check_exec_options(header.get("env"), user, PROVIDER)
@@ -277,7 +279,7 @@ class AgentServer:
     def _put_file(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:
         """Write the body to ``path`` through a temporary file beside it (a reader never sees half a file)."""
         target = Path(str(header.get("path") or ""))
-        mode = int(header.get("mode", 0o644)) & 0o7777
+        mode = check_number("file_mode", header.get("mode", 0o644), what="mode")
         problem: DeskctlError | None = None
         if not target.is_absolute():
             problem = UsageError(f"{target}: the agent needs an absolute path", code="usage.bad_path",
@@ -384,16 +386,29 @@ def _tls_context(cert: str, key: str) -> ssl.SSLContext:
     return context
 
 
+def _bounded(bound: str) -> Callable[[str], Any]:
+    """An argparse type: a flag's value within limits.py's ``bound`` (argparse tells a bad one, exit 2)."""
+
+    def convert(value: str) -> Any:
+        try:
+            return check_number(bound, value, what="value")
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+
+    return convert
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="deskctl-agent", description=(
         "Serve this desktop (screen, input, commands, files) to the holder of its session token. "
         "See docs/agent.md."))
     parser.add_argument("--listen", default=os.environ.get("DESKCTL_AGENT_LISTEN", "127.0.0.1"),
                         help="address to listen on (env DESKCTL_AGENT_LISTEN; default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("DESKCTL_AGENT_PORT") or DEFAULT_PORT),
+    parser.add_argument("--port", type=_bounded("port"),
+                        default=os.environ.get("DESKCTL_AGENT_PORT") or str(DEFAULT_PORT),
                         help=f"TCP port, 0 for any free one (env DESKCTL_AGENT_PORT; default {DEFAULT_PORT})")
     parser.add_argument("--token-file", default=TOKEN_FILE, help=f"the session token's file (default {TOKEN_FILE})")
-    parser.add_argument("--token-wait", type=float, default=300.0,
+    parser.add_argument("--token-wait", type=_bounded("token_wait"), default="300",
                         help="seconds to wait for the token file to appear (default 300)")
     parser.add_argument("--display", default=os.environ.get("DISPLAY") or ":0",
                         help="the X display to serve (env DISPLAY; default :0)")

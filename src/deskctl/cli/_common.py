@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -26,29 +25,21 @@ def note(message: str) -> None:
     click.echo(message, err=True)
 
 
-class Number(click.types.FloatParamType):
-    """A finite number for a flag: ``inf``, ``nan`` and values under ``minimum`` (or at it, when ``exclusive``)
-    are usage errors (``usage.bad_limit``, exit 2), raised while the flags are parsed, before anything runs."""
+class Number(click.types.ParamType[float | int, Any]):
+    """A flag's number, checked against the bound ``name`` of :data:`deskctl.limits.BOUNDS` while the flags are
+    parsed, before anything runs: NaN, infinities and values out of range are usage errors (exit 2) with the
+    bound's code. A ``[defaults]`` key of the configuration goes through the same check."""
 
     name = "number"
 
-    def __init__(self, minimum: float | None = 0.0, *, exclusive: bool = True) -> None:
-        self.minimum = minimum
-        self.exclusive = exclusive
+    def __init__(self, bound: str) -> None:
+        self.bound = bound
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        from deskctl.errors import UsageError
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | int:
+        from deskctl.limits import check_number
 
         flag = (param.opts[0] if param.opts else param.name) if param is not None else "value"
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise UsageError(f"{flag} {value!r} is not a number", code="usage.bad_limit") from None
-        if not math.isfinite(number):
-            raise UsageError(f"{flag} {value!r} is not a finite number", code="usage.bad_limit")
-        if self.minimum is not None and (number < self.minimum or (self.exclusive and number == self.minimum)):
-            bound = "greater than" if self.exclusive else "at least"
-            raise UsageError(f"{flag} {value!r} must be {bound} {self.minimum:g}", code="usage.bad_limit")
+        number: float | int = check_number(self.bound, value, what=flag or "value")
         return number
 
 
@@ -95,9 +86,9 @@ def desktop_options(func: F) -> F:
         click.option("--window-manager/--no-window-manager", default=False, help="Run a window manager."),
         click.option("--ttl", envvar="DESKCTL_TTL", show_envvar=True,
                      help="Lifetime before the reaper may end it (90s, 15m, 2h; more than 0); default 1h."),
-        click.option("--max-minutes", type=Number(0), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
+        click.option("--max-minutes", type=Number("max_minutes"), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
                      help="End the desktop after this many minutes."),
-        click.option("--max-usd", type=Number(0), envvar="DESKCTL_MAX_USD", show_envvar=True,
+        click.option("--max-usd", type=Number("max_usd"), envvar="DESKCTL_MAX_USD", show_envvar=True,
                      help="Refuse, or end the desktop, past this cost."),
         click.option("--budget", envvar="DESKCTL_BUDGET", show_envvar=True, help="Shared budget to charge."),
         click.option("--unknown-cost", type=click.Choice(["refuse", "allow"]), envvar="DESKCTL_UNKNOWN_COST",
@@ -108,11 +99,11 @@ def desktop_options(func: F) -> F:
                      help="Provider option KEY=VALUE (repeatable; an option the provider does not read is an error)."),
         click.option("--host", envvar="DESKCTL_SSH_HOST", show_envvar=True, help="ssh: user@host[:port]."),
         click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key."),
-        click.option("--ready-timeout", type=Number(0), default=120.0, show_default=True,
+        click.option("--ready-timeout", type=Number("ready_timeout"), default=120.0, show_default=True,
                      help="Seconds to wait for ready."),
         click.option("--record", type=click.Path(file_okay=False),
                      help="Record a trajectory of every action into this directory (docs/recording.md)."),
-        click.option("--record-settle", type=Number(0, exclusive=False), default=0.0, show_default=True,
+        click.option("--record-settle", type=Number("record_settle"), default=0.0, show_default=True,
                      help="Seconds the after shot of a recorded action may wait for the screen to change."),
     ]
     for decorate in reversed(decorators):

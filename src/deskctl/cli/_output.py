@@ -90,14 +90,19 @@ def echo_json(data: dict[str, Any]) -> None:
 
 def iso_time(epoch: float | None) -> str | None:
     """A Unix time as ISO-8601 UTC with milliseconds (``2026-12-01T03:16:44.123Z``), the shape of every time in
-    ``--json`` output; None stays None."""
+    ``--json`` output; None stays None, and so does a time no date can show (past the year 9999: a row written
+    before limits.py bounded --ttl), so that one such row never makes `ls --json` fail."""
     import math
 
     if epoch is None or not math.isfinite(epoch):
         return None
     from datetime import UTC, datetime
 
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        moment = datetime.fromtimestamp(epoch, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def emit_error(err: DeskctlError, *, as_json: bool) -> None:

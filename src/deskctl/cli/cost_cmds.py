@@ -245,9 +245,9 @@ def _budget_line(b: Any) -> str:
 
 @budget.command("set")
 @click.argument("name")
-@click.option("--max-usd", type=Number(0, exclusive=False), required=True, help="The cap, in USD, over the window.")
+@click.option("--max-usd", type=Number("budget_usd"), required=True, help="The cap, in USD, over the window.")
 @click.option("--window", default="24h", show_default=True, help="Trailing window: 24h, 7d, 30d (any duration).")
-@click.option("--default-minutes", type=Number(0), default=60.0, show_default=True,
+@click.option("--default-minutes", type=Number("default_minutes"), default=60.0, show_default=True,
               help="Minutes a session without --max-minutes is projected to run.")  # fmt: skip
 @click.option("--unknown-cost", type=_POLICY, default="refuse", show_default=True,
               help="Refuse or allow sessions whose price is unknown ($DESKCTL_UNKNOWN_COST overrides).")  # fmt: skip
@@ -329,7 +329,7 @@ def _append_step_summary(markdown: str) -> None:
 
 @budget.command("check")
 @click.argument("name", required=False)
-@click.option("--max-usd", type=Number(0, exclusive=False),
+@click.option("--max-usd", type=Number("budget_usd"),
               help="The cap to check against (default: the budget's own).")
 @click.option("--window", help="Trailing window (default: the budget's own, else 24h).")
 @click.option("--unknown-cost", type=_POLICY,

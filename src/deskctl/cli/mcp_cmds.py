@@ -7,7 +7,7 @@ import time
 
 import click
 
-from deskctl.cli._common import desktop_options, json_option, note
+from deskctl.cli._common import Number, desktop_options, json_option, note
 from deskctl.errors import UsageError
 
 __all__ = ["mcp"]
@@ -29,7 +29,7 @@ def _require_sdk() -> None:
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
               help="stdio (the client starts this process) or http (streamable HTTP at --bind:--port --path).")
 @click.option("--bind", default="127.0.0.1", show_default=True, help="http: address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+@click.option("--port", type=Number("port"), default=8000, show_default=True,
               help="http: port to listen on (0: a free one; the URL is printed on stderr).")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="http: the endpoint's path.")
 @click.option("--allow-exec", is_flag=True, help="Offer the exec tool (shell commands on the desktop's machine).")

@@ -28,12 +28,12 @@ __all__ = ["compat", "credentials", "login", "logout", "preflight"]
               help="Harbor task OS: linux or windows. Default: the platform's own (windows for a Windows desktop).")
 @click.option("--geometry", default="1024x768", show_default=True, envvar="DESKCTL_GEOMETRY", show_envvar=True,
               help="Screen size WxH, or 'native' for the provider's own.")
-@click.option("--max-minutes", type=Number(0), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
+@click.option("--max-minutes", type=Number("max_minutes"), envvar="DESKCTL_MAX_MINUTES", show_envvar=True,
               help="Longest the session may run (for the cost projection).")
-@click.option("--max-usd", type=Number(0), envvar="DESKCTL_MAX_USD", show_envvar=True,
+@click.option("--max-usd", type=Number("max_usd"), envvar="DESKCTL_MAX_USD", show_envvar=True,
               help="Cost cap: fail when the projected cost would pass it.")
-@click.option("--timeout", type=Number(0), default=10.0, show_default=True, envvar="DESKCTL_PREFLIGHT_TIMEOUT",
-              show_envvar=True, help="Seconds each check may take.")
+@click.option("--timeout", type=Number("preflight_timeout"), default=10.0, show_default=True,
+              envvar="DESKCTL_PREFLIGHT_TIMEOUT", show_envvar=True, help="Seconds each check may take.")
 @click.option("--option", "-o", "options", multiple=True,
               help="Provider option KEY=VALUE for the named providers, as `deskctl up -o` (repeatable).")
 @click.option("--host", envvar="DESKCTL_SSH_HOST", show_envvar=True, help="ssh: user@host[:port].")

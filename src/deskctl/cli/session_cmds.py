@@ -531,7 +531,7 @@ def _windows(ctx: click.Context, as_json: bool) -> None:
 
 @do.command(name="wait-for", cls=_ActionCommand)
 @click.argument("title")
-@click.option("--timeout", type=Number(0), default=30.0, show_default=True,
+@click.option("--timeout", type=Number("wait_timeout"), default=30.0, show_default=True,
               help="Seconds to wait; then wait.timeout, exit 6.")
 @json_option
 @click.pass_context
@@ -575,7 +575,7 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--user", help="Run as this user of the desktop (Linux: sudo -n -u USER).")
 @click.option("--background", is_flag=True,
               help="Start it detached (a GUI app) and print its process id at once, without waiting.")
-@click.option("--timeout", type=Number(0), default=60.0, show_default=True,
+@click.option("--timeout", type=Number("exec_timeout"), default=60.0, show_default=True,
               help="Seconds before the command is killed (exit code 124).")
 @json_option
 def exec_cmd(session_id: str, command: tuple[str, ...], cwd: str | None, env_pairs: tuple[str, ...],

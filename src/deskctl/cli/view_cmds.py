@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from deskctl.cli._common import json_option, note
+from deskctl.cli._common import Number, json_option, note
 
 __all__ = ["view"]
 
@@ -19,11 +19,11 @@ __all__ = ["view"]
 @click.argument("session_id")
 @click.option("--control", is_flag=True,
               help="Pass clicks, drags, scrolls and keys from the page to the desktop (default: view only).")
-@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, envvar="DESKCTL_VIEW_PORT",
+@click.option("--port", type=Number("port"), default=0, show_default=True, envvar="DESKCTL_VIEW_PORT",
               show_envvar=True, help="Port on 127.0.0.1; 0 picks a free one.")
-@click.option("--fps", type=click.FloatRange(0.1, 120), default=30.0, show_default=True,
+@click.option("--fps", type=Number("fps"), default=30.0, show_default=True,
               help="Most frames a second to capture (a cloud provider gives what its screenshot API allows).")
-@click.option("--quality", type=click.IntRange(10, 95), default=80, show_default=True, help="JPEG quality.")
+@click.option("--quality", type=Number("quality"), default=80, show_default=True, help="JPEG quality.")
 @json_option
 def view(session_id: str, control: bool, port: int, fps: float, quality: int, as_json: bool) -> None:
     """Serve a live view of a desktop on 127.0.0.1 and print its URL (with its access token) on stdout.

@@ -50,7 +50,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.environments.options import EnvironmentOptions
 from harbor.models.task.config import NetworkMode, TaskOS
 from harbor.models.trial.paths import EnvironmentPaths
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from deskctl.errors import DeskctlError, PreflightError, ProviderApiError, UsageError
 
@@ -86,7 +86,7 @@ class DeskctlOptions(EnvironmentOptions):  # type: ignore[misc]  # harbor is not
     provider_options: dict[str, Any] = Field(default_factory=dict,
                                              description="the provider's options (deskctl -o KEY=VALUE)")
     labels: dict[str, str] = Field(default_factory=dict)
-    exec_timeout: float = Field(default=24 * 3600.0, gt=0,
+    exec_timeout: float = Field(default=24 * 3600.0,
                                 description="seconds allowed to a command Harbor runs without a timeout")
     build_network: str | None = Field(default=None, description="network of the task image build's RUN steps")
     ignore_dockerfile: bool = Field(default=False,
@@ -98,6 +98,18 @@ class DeskctlOptions(EnvironmentOptions):  # type: ignore[misc]  # harbor is not
                                        "default capabilities)")
 
     _spec: Any = PrivateAttr(default=None)
+
+    @field_validator("ready_timeout", "exec_timeout", mode="before")
+    @classmethod
+    def _bounded(cls, value: Any, info: Any) -> float:
+        # deskctl.limits' bounds (NaN, inf, 0 and 1e308 are refused as `deskctl up` refuses them)
+        from deskctl.limits import check_number
+
+        try:
+            number: float = check_number(info.field_name, value)
+        except DeskctlError as exc:
+            raise ValueError(_explain(exc)) from None
+        return number
 
     @model_validator(mode="after")
     def _deskctl_spec(self) -> DeskctlOptions:
@@ -319,6 +331,7 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
                     f"bash -c {shlex.quote(command)}")
         options: dict[str, Any] = {"cwd": cwd or self.task_env_config.workdir, "env": self._merge_env(env),
                                    "user": who}
+        # Harbor's own timeout is checked as deskctl exec checks --timeout (desk.exec does it; a huge one refuses)
         timeout = float(timeout_sec) if timeout_sec else self.options.exec_timeout
         relay = _OutputRelay(callback) if callback is not None else None
         if relay is not None:

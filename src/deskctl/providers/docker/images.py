@@ -82,6 +82,7 @@ AGENT_FILES = (
     "deskctl/_redact.py",
     "deskctl/actions.py",
     "deskctl/errors.py",
+    "deskctl/limits.py",
     "deskctl/platforms.py",
     "deskctl/providers/__init__.py",
     "deskctl/providers/_guest.py",
