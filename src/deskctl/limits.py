@@ -145,17 +145,18 @@ def _refuse(name: str, label: str, value: Any, bound: Bound, code: str, problem:
                       details={"parameter": name, "min": bound.lo, "max": bound.hi, "integer": bound.integer})
 
 
-def check_number(name: str, value: Any, *, what: str | None = None) -> Any:
+def check_number(name: str, value: Any, *, what: str | None = None, strings: bool = True) -> Any:
     """``value`` as the number parameter ``name`` accepts (an ``int`` for a whole-number bound, else a
     ``float``), or :class:`~deskctl.errors.UsageError` naming the bound. Accepts ints, floats and the strings of a
     number (a flag, a config value); refuses booleans, NaN, infinities, fractions where a whole number is
-    needed, and anything out of range. ``what`` names the value in the message (default: ``name``)."""
+    needed, and anything out of range. ``what`` names the value in the message (default: ``name``). With
+    ``strings`` False a string is no number (a field of JSON or of an action)."""
     bound = BOUNDS[name]
     label = what or name
     range_code = bound.code or OUT_OF_RANGE
     type_code = bound.code or NOT_A_NUMBER
     number: float | int
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    if isinstance(value, bool) or not isinstance(value, int | float | str) or (isinstance(value, str) and not strings):
         raise _refuse(name, label, value, bound, type_code, f"is not a number ({type(value).__name__})")
     if isinstance(value, str):
         text = value.strip()
@@ -202,11 +203,11 @@ def check_action(action: Any) -> None:
 
     for field, value in act.action_values(action).items():
         if field in ("x", "y", "x1", "y1", "x2", "y2"):
-            check_number("coordinate", value, what=field)
+            check_number("coordinate", value, what=field, strings=False)
         elif field == "count":
-            check_number("click_count", value, what="count")
+            check_number("click_count", value, what="count", strings=False)
         elif field in ("dx", "dy"):
-            check_number("scroll_clicks", value, what=field)
+            check_number("scroll_clicks", value, what=field, strings=False)
         elif field == "text":
             check_text("type_chars", value, what="text")
         elif field == "key":

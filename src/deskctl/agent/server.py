@@ -201,7 +201,7 @@ class AgentServer:
         send_message(conn.sock, {"ok": True, "width": width, "height": height})
 
     def _screenshot(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:
-        level = check_number("png_level", header.get("compress_level", 1), what="compress_level")
+        level = check_number("png_level", header.get("compress_level", 1), what="compress_level", strings=False)
         data, width, height, mode = self._x().capture_raw()
         png = encode_png(data, width, height, mode, level=level)
         send_message(conn.sock, {"ok": True, "width": width, "height": height}, png)
@@ -256,7 +256,7 @@ class AgentServer:
         command = header.get("command")
         if not isinstance(command, str):
             raise UsageError("exec needs a command", code="usage.invalid", provider=PROVIDER)
-        timeout = check_number("exec_timeout", header.get("timeout", 60.0), what="timeout")
+        timeout = check_number("exec_timeout", header.get("timeout", 60.0), what="timeout", strings=False)
         cwd, user = header.get("cwd"), header.get("user")
         background = bool(header.get("background"))
         env = check_exec_options(header.get("env"), user, PROVIDER)
@@ -279,9 +279,14 @@ class AgentServer:
     def _put_file(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:
         """Write the body to ``path`` through a temporary file beside it (a reader never sees half a file)."""
         target = Path(str(header.get("path") or ""))
-        mode = check_number("file_mode", header.get("mode", 0o644), what="mode")
         problem: DeskctlError | None = None
-        if not target.is_absolute():
+        try:
+            mode: int = check_number("file_mode", header.get("mode", 0o644), what="mode", strings=False)
+        except UsageError as exc:  # raised below, once the body is read past: the connection stays in step
+            mode, problem = 0, exc
+        if problem is not None:
+            pass
+        elif not target.is_absolute():
             problem = UsageError(f"{target}: the agent needs an absolute path", code="usage.bad_path",
                                  provider=PROVIDER)
         elif target.is_dir():
