@@ -217,6 +217,10 @@ def normalize_key(name: str) -> str:
     """One key name to its canonical form; a single character is kept as it is (case kept)."""
     if len(name) == 1:
         return name
+    if len(name) > 256 or not isinstance(name, str):
+        from deskctl.limits import check_text
+
+        check_text("key_chars", name, what="key")
     raw = name.strip()
     if len(raw) == 1:
         return raw
@@ -236,6 +240,10 @@ def normalize_chord(chord: str) -> tuple[str, ...]:
     ``+`` alone, or as the last key (``"ctrl++"``), is the plus key. Modifiers keep their order and come
     before the main key; a chord of modifiers only (``"shift"``) is allowed.
     """
+    if not isinstance(chord, str) or len(chord) > 256:
+        from deskctl.limits import check_text
+
+        check_text("key_chars", chord, what="key chord")  # a chord of a megabyte is refused, not echoed back
     if not chord or not chord.strip():
         raise UsageError("empty key chord", code="usage.unknown_key")
     text = chord.strip()

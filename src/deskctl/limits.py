@@ -87,7 +87,7 @@ BOUNDS: dict[str, Bound] = {
                              unit="page pixels"),
     "type_chars": Bound(0, 100_000, "characters of one `type` action (longer text: several calls, or the clipboard)",
                         integer=True, unit="characters"),
-    "key_chars": Bound(1, 256, "characters of one key or chord name", integer=True, unit="characters"),
+    "key_chars": Bound(1, 256, "characters of one key name or chord (ctrl+shift+t)", integer=True, unit="characters"),
     # -- time ------------------------------------------------------------------------------------------------
     "ttl": Bound(0, _YEAR_DAYS * _DAY, "lifetime of a desktop before its backstop may end it (--ttl)",
                  lo_open=True, unit="seconds", code="usage.bad_duration"),

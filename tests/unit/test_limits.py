@@ -3,7 +3,10 @@ a spec stored before a bound existed stays readable (so its session can still be
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +65,39 @@ def test_a_spec_stored_before_the_bounds_stays_readable_but_a_new_one_is_refused
     with pytest.raises(UsageError) as caught:
         DesktopSpec.build(ttl_seconds="99999999999999h")
     assert caught.value.code == "usage.bad_duration"
+
+
+@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed")
+def test_the_library_and_aio_check_before_acting_and_the_desktop_goes_on() -> None:
+    """Desktop and deskctl.aio on a real Xvfb desktop: each bad value is a usage error before anything is sent."""
+    import deskctl
+    import deskctl.aio
+
+    calls: list[tuple[str, Any]] = [
+        ("scroll_clicks", lambda d: d.scroll(10, 10, dy=10**9)), ("scroll_clicks", lambda d: d.scroll(10, 10, dx=2.5)),
+        ("click_count", lambda d: d.click(10, 10, count=0)), ("coordinate", lambda d: d.move(float("nan"), 1)),
+        ("type_chars", lambda d: d.type("x" * 100_001)), ("key_chars", lambda d: d.key("a" * 300)),
+        ("exec_timeout", lambda d: d.exec("true", timeout=0)), ("exec_timeout", lambda d: d.exec("true", timeout=-1)),
+        ("exec_timeout", lambda d: d.exec("true", timeout=float("inf"))),
+        ("wait_timeout", lambda d: d.wait_for("x", timeout=float("nan"))),
+        ("wait_interval", lambda d: d.wait_for("x", timeout=1, interval=0)),
+    ]
+    with deskctl.open_desktop("xvfb", geometry="320x240") as desk:
+        for name, call in calls:
+            with pytest.raises(UsageError) as caught:
+                call(desk)
+            assert caught.value.details.get("parameter") == name, (name, caught.value)
+        desk.scroll(10, 10, dy=1000)  # the most that is allowed runs
+        assert desk.size == (320, 240)
+
+    async def main() -> None:
+        async with deskctl.aio.open_desktop("xvfb", geometry="320x240") as adesk:
+            with pytest.raises(UsageError, match="must be at most 1000"):
+                await adesk.scroll(10, 10, dy=10**9)
+            with pytest.raises(UsageError, match="not a finite number"):
+                await adesk.exec("true", timeout=float("nan"))
+
+    asyncio.run(main())
+    with pytest.raises(UsageError) as caught:
+        deskctl.open_desktop("xvfb", geometry="320x240", ready_timeout=float("nan"))
+    assert caught.value.code == "usage.bad_limit"
