@@ -289,6 +289,16 @@ def test_options_and_preflight_errors_reach_harbor_in_its_own_terms(harbor_env: 
     assert probe(harbor_env, "preflight", tmp_path, "geometry=800x600") == {"ok": True}
 
 
+def test_the_numbers_of_the_options_are_bounded_as_deskctl_up_bounds_them(harbor_env: dict[str, str],
+                                                                          tmp_path: Path) -> None:
+    # deskctl.limits' bounds, as Harbor's option errors: NaN, inf, 0 and 1e308 never reach a desktop
+    for option, code in (("exec_timeout=nan", "usage.bad_limit"), ("exec_timeout=0", "usage.bad_limit"),
+                         ("ready_timeout=1e308", "usage.bad_limit"), ("max_minutes=inf", "usage.bad_limit"),
+                         ("max_usd=1e308", "usage.bad_limit"), ("ttl=99999999999999h", "usage.bad_duration")):
+        out = probe(harbor_env, "preflight", tmp_path, option)
+        assert code in out.get("value_error", ""), (option, out)
+
+
 def test_harbor_run_refuses_a_dockerfile_task_on_a_provider_that_cannot_build(harbor_env: dict[str, str],
                                                                              tmp_path: Path) -> None:
     proc = subprocess.run(
