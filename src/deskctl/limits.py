@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from deskctl.errors import UsageError
+from deskctl.errors import ConfigInvalid, UsageError
 
 __all__ = ["BOUNDS", "VIEW_WHEEL_STEP", "Bound", "check_action", "check_number", "check_text", "describe"]
 
@@ -122,6 +122,11 @@ BOUNDS: dict[str, Bound] = {
     "port": Bound(0, 65535, "a TCP port to listen on (0: a free one)", integer=True),
     "fps": Bound(0.1, 120, "most frames a second the view captures", unit="frames/s"),
     "quality": Bound(10, 95, "JPEG quality of the view", integer=True),
+    "provider_option": Bound(0, 30 * _DAY, "a number among a provider's options (poll intervals, timeouts and "
+                             "TTLs in seconds, counts)", code="config.invalid"),
+    "create_lookup_seconds": Bound(0, 600, "how long a provider looks for a desktop whose create answer was lost "
+                                   "(option create_lookup_seconds; 0 looks once)", unit="seconds",
+                                   code="config.invalid"),
     "png_level": Bound(0, 9, "zlib level of a PNG screenshot (the agent's compress_level)", integer=True),
     "file_mode": Bound(0, 0o7777, "permission bits of a file written on the desktop", integer=True),
 }
@@ -140,7 +145,8 @@ def _refuse(name: str, label: str, value: Any, bound: Bound, code: str, problem:
     shown = repr(value)
     if len(shown) > 40:  # a megabyte of garbage is not echoed back
         shown = shown[:37] + "..."
-    return UsageError(f"{label} {shown} {problem}; allowed: {bound.text()}", code=code,
+    kind = ConfigInvalid if code.startswith("config.") else UsageError  # a provider option's family is config
+    return kind(f"{label} {shown} {problem}; allowed: {bound.text()}", code=code,
                       remedy=f"{name}: {bound.doc}",
                       details={"parameter": name, "min": bound.lo, "max": bound.hi, "integer": bound.integer})
 

@@ -152,6 +152,10 @@ def test_the_lookup_window_is_bounded(daytona_env: FakeDaytona) -> None:
 
     with pytest.raises(ConfigInvalid):
         DaytonaProvider({"create_lookup_seconds": 100000})
+    for bad in ({"create_lookup_seconds": float("nan")}, {"poll_interval": float("inf")}, {"poll_interval": "soon"},
+                {"create_lookup_seconds": "1e308"}):  # NaN and infinities passed the old "not negative" check
+        with pytest.raises(ConfigInvalid):
+            DaytonaProvider(bad)
     refused = run_deskctl(daytona_env, "up", "--provider", "daytona", "--platform", "windows", "--json",
                           "-o", "create_lookup_seconds=-1")
     assert refused.returncode == 2 and json.loads(refused.stdout)["error"]["code"] == "config.invalid"

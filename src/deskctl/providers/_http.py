@@ -45,6 +45,7 @@ from deskctl.errors import (
     QuotaExceeded,
     RateLimited,
 )
+from deskctl.limits import BOUNDS
 from deskctl.providers.base import Provider, RemoteHandle
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ _QUOTA_RE = re.compile(r"(?i)(limit exceeded|quota|exceeds maximum allowed|insuf
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 #: how long what an ambiguous create made is looked for by default, and the bound of the option
 CREATE_LOOKUP_SECONDS = 45.0
-CREATE_LOOKUP_MAX = 600.0
+CREATE_LOOKUP_MAX = BOUNDS["create_lookup_seconds"].hi
 
 
 @dataclass(frozen=True)
@@ -398,15 +399,12 @@ class HttpProvider(Provider):
         #: how long what an ambiguous create made is looked for (see :meth:`_look_for_created`)
         self.create_lookup_seconds = self._create_lookup_window()
 
-    def _number(self, key: str, default: float) -> float:
-        """Provider option ``key`` as a non-negative number, else :class:`ConfigInvalid`."""
-        raw = self.options.get(key, default)
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = -1.0
-        if value < 0:
-            raise ConfigInvalid(f"{self.name} option {key}={raw!r} is not a non-negative number", provider=self.name)
+    def _number(self, key: str, default: float, bound: str = "provider_option") -> float:
+        """Provider option ``key`` within the ``bound`` of :mod:`deskctl.limits` (finite, non-negative, at most 30
+        days by default), else :class:`ConfigInvalid`."""
+        from deskctl.limits import check_number
+
+        value: float = check_number(bound, self.options.get(key, default), what=f"{self.name} option {key}")
         return value
 
     def _var(self, var: str) -> str | None:
@@ -490,11 +488,7 @@ class HttpProvider(Provider):
     def _create_lookup_window(self) -> float:
         """Option ``create_lookup_seconds`` (default :data:`CREATE_LOOKUP_SECONDS`, at most
         :data:`CREATE_LOOKUP_MAX`; 0 looks once), checked when the provider is made."""
-        seconds = self._number("create_lookup_seconds", CREATE_LOOKUP_SECONDS)
-        if seconds > CREATE_LOOKUP_MAX:
-            raise ConfigInvalid(f"{self.name} option create_lookup_seconds={seconds:g} is above the bound of "
-                                f"{CREATE_LOOKUP_MAX:g}", provider=self.name)
-        return seconds
+        return self._number("create_lookup_seconds", CREATE_LOOKUP_SECONDS, "create_lookup_seconds")
 
     def _look_for_created(self, lookup: Callable[[], dict[str, RemoteHandle]],
                           cause: DeskctlError) -> dict[str, RemoteHandle]:
