@@ -491,6 +491,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             length = -1
         if length < 0 or length > MAX_INPUT_BYTES:
+            self._skip_body(length)
             self._error(413 if length > 0 else 400, "usage.bad_input", "an input event is a small JSON object")
             return
         try:
@@ -512,6 +513,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(204)
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
+
+    def _skip_body(self, length: int) -> None:
+        """Read past a refused body (up to a few MiB, for a few seconds) before answering and closing: a server that
+        closes with unread data makes the kernel reset the connection, and the client may never see the 413."""
+        self.close_connection = True
+        left = min(length, 4 << 20)
+        with contextlib.suppress(OSError):
+            self.connection.settimeout(5)
+            while left > 0:
+                chunk = self.rfile.read1(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
 
     # -- frames ------------------------------------------------------------------------------------------------
     def _one_frame(self) -> None:
