@@ -118,6 +118,10 @@ BOUNDS: dict[str, Bound] = {
     "max_usd": Bound(0, 1e9, "money limit of a session (--max-usd)", lo_open=True, unit="USD", code=_LIMIT),
     "budget_usd": Bound(0, 1e9, "cap of a shared budget or of `budget check` (0: nothing may be spent)",
                         unit="USD", code=_LIMIT),
+    "tokens": Bound(0, 10**12, "tokens of one metered model call (Desktop.meter's input_tokens, output_tokens)",
+                    integer=True, code="usage.bad_meter"),
+    "meter_usd": Bound(0, 1e9, "what one metered model call cost (Desktop.meter's usd), or a catalog price per "
+                       "million tokens", unit="USD", code="usage.bad_meter"),
     # -- serving ---------------------------------------------------------------------------------------------
     "port": Bound(0, 65535, "a TCP port to listen on (0: a free one)", integer=True),
     "fps": Bound(0.1, 120, "most frames a second the view captures", unit="frames/s"),

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import ConfigInvalid
+from deskctl.limits import BOUNDS, check_number
 
 if TYPE_CHECKING:
     from deskctl.ledger import SessionRecord
@@ -271,9 +272,10 @@ def _option_rate(provider: str, platform: str, value: Any, rows: tuple[dict[str,
                 date="", provider=provider, platform=platform, size="*")
 
 
-#: bounds of one metered model call: more tokens or dollars than any real call spends is a caller's error
-MAX_TOKENS = 10**12
-MAX_USD = 10.0**9
+#: bounds of one metered model call (deskctl.limits' tokens and meter_usd): more tokens or dollars than any real
+#: call spends is a caller's error
+MAX_TOKENS = int(BOUNDS["tokens"].hi)
+MAX_USD = float(BOUNDS["meter_usd"].hi)
 _ROLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -289,7 +291,7 @@ def check_model_usage(role: Any, model: Any, input_tokens: Any, output_tokens: A
                       usd: Any) -> tuple[str, str, int, int, float | None]:  # fmt: skip
     """The arguments of ``Desktop.meter``, checked (``usage.bad_meter``, exit 2): ``role`` a short lower-case
     word, ``model`` a non-empty name, token counts whole numbers in 0..:data:`MAX_TOKENS`, ``usd`` None or a
-    finite number in 0..:data:`MAX_USD`. Checked here (deskctl has no shared bounds module yet)."""
+    finite number in 0..:data:`MAX_USD` (the ``tokens`` and ``meter_usd`` bounds of :mod:`deskctl.limits`)."""
     from deskctl.errors import UsageError
 
     def bad(message: str) -> UsageError:
@@ -302,15 +304,11 @@ def check_model_usage(role: Any, model: Any, input_tokens: Any, output_tokens: A
         raise bad(f"model {str(model)[:40]!r} must be a printable name of 1 to 200 characters")
     counts: list[int] = []
     for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        if isinstance(value, float):  # a token count is an int, not even 3.0
             raise bad(f"{name} {str(value)[:40]!r} must be a whole number from 0 to {MAX_TOKENS}")
-        counts.append(value)
+        counts.append(check_number("tokens", value, what=f"meter: {name}", strings=False))
     if usd is not None:
-        if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) \
-                or not 0 <= usd <= MAX_USD:
-            raise bad(f"usd {str(usd)[:40]!r} must be None (priced from the catalog) or a finite number from 0 to "
-                      f"{MAX_USD:g}")
-        usd = float(usd)
+        usd = float(check_number("meter_usd", usd, what="meter: usd (None: priced from the catalog)", strings=False))
     return role, model.strip(), counts[0], counts[1], usd
 
 
