@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from _procs import alive, wait_until
 from deskctl.actions import Move
 from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers.base import RemoteHandle
@@ -84,7 +85,15 @@ def test_a_released_sandbox_leaves_no_process_behind(provider: CuaCloudProvider,
         assert pid is not None and Path(f"/proc/{pid}").exists()
     finally:
         provider.destroy(handle)
-    assert not Path(f"/proc/{pid}/cmdline").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    # the reset SIGKILLs it; the kernel ends it a moment later (the old one-look check failed when it looked first)
+    wait_until(lambda: not alive(pid) or b"sleep" not in _cmdline(pid), f"the background sleep (pid {pid}) to end")
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 # -- Linux: files ---------------------------------------------------------------------------------------------
