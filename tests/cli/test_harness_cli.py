@@ -178,6 +178,26 @@ def test_cp_one_file_both_ways_and_a_missing_remote_source(sid: str, tmp_path: P
     assert sorted(p.name for p in out.iterdir()) == ["note.txt"]
 
 
+def test_cp_of_a_folder_into_itself_is_refused_both_ways(sid: str, tmp_path: Path) -> None:
+    # the xvfb desktop's filesystem is this host's: a folder copied under itself would copy what it is making
+    folder = tmp_path / "a"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "f.txt").write_text("x\n")
+    before = _tree(folder)
+    for args in ([str(folder), f"{sid}:{folder}/sub/inner"], [f"{sid}:{folder}", str(folder / "sub" / "inner")],
+                 [f"{sid}:{folder}", str(folder / "sub")]):  # an existing folder: into it, as folder/sub/a
+        proc = deskctl("cp", *args, "--json")
+        assert proc.returncode == 2, (args, proc.stderr)
+        error = json.loads(proc.stdout)["error"]
+        assert error["code"] == "usage.bad_path" and "into itself" in error["message"], error
+    # onto itself: one clear sentence, not a list of characters
+    same = deskctl("cp", str(folder), f"{sid}:{folder}")
+    assert same.returncode == 2
+    assert same.stderr == (f"error [xvfb]: cannot copy {folder} onto itself ({folder} is the same path) "
+                           "(usage.bad_path)\n  remedy: name another destination\n"), same.stderr
+    assert _tree(folder) == before
+
+
 # -- do: clipboard, launch, windows, wait-for, open-url ------------------------------------------------------------
 def test_do_clipboard_set_and_print(sid: str) -> None:
     text = "héllo\nwörld ✓ 'q' \"d\" $x"

@@ -303,6 +303,7 @@ def _copy_path(source: str, target: str, where: str, provider: str) -> None:
     src, dst = Path(source), Path(target)
     if not src.exists() and not src.is_symlink():
         raise no_such_file(source, where, provider)
+    _refuse_into_itself(src, dst, source, target, provider)
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir() and not src.is_symlink():
@@ -316,9 +317,36 @@ def _copy_path(source: str, target: str, where: str, provider: str) -> None:
             with contextlib.suppress(FileNotFoundError):
                 partial.unlink()
     except (OSError, shutil.Error) as exc:
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot copy {source} to {target}: {detail}", code="usage.bad_path",
+        raise UsageError(f"cannot copy {source} to {target}: {_copy_failure(exc)}", code="usage.bad_path",
                          provider=provider) from exc
+
+
+def _refuse_into_itself(src: Path, dst: Path, source: str, target: str, provider: str) -> None:
+    """cp -r's rule: a copy onto its own source, or of a folder into a folder under it (which would copy what it
+    is making, level after level), is refused before anything is written."""
+    folder = src.is_dir() and not src.is_symlink()
+    # a symlink is copied as a link: its own path counts, not what it points to
+    real_src = Path(os.path.realpath(src)) if folder else \
+        Path(os.path.realpath(src.absolute().parent)) / src.absolute().name
+    real_dst = Path(os.path.realpath(dst))
+    if real_dst == real_src:
+        raise UsageError(f"cannot copy {source} onto itself ({target} is the same path)", code="usage.bad_path",
+                         provider=provider, remedy="name another destination")
+    if folder and real_src in real_dst.parents:
+        raise UsageError(f"cannot copy the folder {source} into itself ({target} is inside it)",
+                         code="usage.bad_path", provider=provider, remedy="name a destination outside the folder")
+
+
+def _copy_failure(exc: OSError | shutil.Error) -> str:
+    """What went wrong, in words: copytree's ``shutil.Error`` holds a list of (source, destination, reason)."""
+    if isinstance(exc, OSError) and not isinstance(exc, shutil.Error):
+        return exc.strerror or str(exc)
+    problems = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+    reasons = [str(p[2]) for p in problems if isinstance(p, tuple) and len(p) == 3]
+    if not reasons:
+        return str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) else "the copy failed"
+    more = f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""
+    return "; ".join(reasons[:3]) + more
 
 
 class XvfbProvider(X11Provider):
