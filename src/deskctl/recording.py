@@ -161,9 +161,15 @@ class Recorder:
         return step
 
     def _append(self, row: Mapping[str, Any]) -> None:
-        line = json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"
+        line = (json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
         try:
-            with open(self.jsonl, "a", encoding="utf-8") as fh:
+            with open(self.jsonl, "a+b") as fh:
+                # a row cut short by a crash has no newline: this row starts on a line of its own, else the
+                # reader would see the two as one unreadable line and lose this one too
+                if fh.seek(0, os.SEEK_END) > 0:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":
+                        line = b"\n" + line
                 fh.write(line)
         except OSError as exc:
             raise _write_failed("file", self.jsonl, exc) from exc
@@ -293,6 +299,19 @@ class Trajectory:
             return "missing"
         return "ok" if _sha256(data) == image.get("sha256") else "mismatch"
 
+    def bad_images(self) -> list[dict[str, Any]]:
+        """Every screenshot of a step that is missing or whose sha256 is not its row's: ``{"step", "image"
+        ("before"/"after"), "path", "status" ("missing"/"mismatch")}``, in file order."""
+        bad: list[dict[str, Any]] = []
+        for row in self.steps:
+            for which in ("before", "after"):
+                image = row.get(which)
+                status = self.image_status(image)
+                if status in ("missing", "mismatch"):
+                    bad.append({"step": row.get("step"), "image": which, "path": str((image or {}).get("path")),
+                                "status": status})
+        return bad
+
     def summary(self) -> dict[str, Any]:
         """Counts and times of the whole trajectory (``deskctl trajectory show``)."""
         import statistics
@@ -338,6 +357,7 @@ class Trajectory:
             "seconds": round(max(walls) - min(walls), 3) if walls else None,
             "latency_ms_median": round(statistics.median(latencies), 3) if latencies else None,
             "damaged_lines": list(self.damaged),
+            "bad_images": self.bad_images(),
         }
 
 
@@ -346,7 +366,7 @@ def read_trajectory(directory: str | os.PathLike[str]) -> Trajectory:
     path = Path(directory).expanduser()
     jsonl = path / JSONL_NAME
     try:
-        text = jsonl.read_text(encoding="utf-8")
+        data = jsonl.read_bytes()
     except FileNotFoundError as exc:
         raise NotFound(f"no recording in {path} (no {JSONL_NAME})",
                        remedy="record one with open_desktop(record=DIR) or deskctl up --record DIR") from exc
@@ -355,12 +375,13 @@ def read_trajectory(directory: str | os.PathLike[str]) -> Trajectory:
     trajectory = Trajectory(directory=path.absolute())
     by_step: dict[int, dict[str, Any]] = {}
     annotations: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    # line by line, as bytes: a line that is not UTF-8 (a torn or foreign write) is one damaged line, not the file
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
             continue
         try:
-            row = json.loads(line)
-        except ValueError:
+            row = json.loads(raw.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError is one
             trajectory.damaged.append(number)
             continue
         if not isinstance(row, dict):

@@ -225,7 +225,9 @@ def render_html(trajectory: Trajectory, page_path: Path, *, embed: bool = False)
     sections = "".join(_step_section(trajectory, row, page_dir, embed) for row in trajectory.steps)
     damaged = ""
     if trajectory.damaged:
-        damaged = f"<p>unreadable lines in the JSONL: {', '.join(map(str, trajectory.damaged))}</p>"
+        count = len(trajectory.damaged)
+        damaged = (f"<p>skipped {count} unreadable line{'s' if count != 1 else ''} of the JSONL (line "
+                   f"{', '.join(map(str, trajectory.damaged))})</p>")
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -153,10 +153,39 @@ def test_show_reports_damage_and_missing_dirs_are_usage_errors(tmp_path: Path) -
     (tmp_path / "000001-before.png").unlink()
     with open(tmp_path / JSONL_NAME, "a", encoding="utf-8") as fh:
         fh.write('{"type": "step", "step": 3, "cut short')
-    shown = deskctl_cli("trajectory", "show", str(tmp_path), check=True)
+    shown = deskctl_cli("trajectory", "show", str(tmp_path))
+    # the summary, then exit 20: a recording whose screenshots are not the recorded ones fails the check
+    assert shown.returncode == 20
     assert "images: 2 ok, 1 missing, 1 sha256 mismatch" in shown.stdout
-    assert shown.stderr == ("warning: unreadable lines in the JSONL: 3\n"
-                            "warning: 2 screenshot(s) missing or not matching the sha256 in their row\n")
+    assert shown.stderr == ("warning: skipped 1 unreadable line of the JSONL (line 3)\n"
+                            "step 1: the before screenshot 000001-before.png is missing\n"
+                            "step 2: the after screenshot 000002-after.png is not the one recorded (sha256 mismatch)\n"
+                            "error: 2 screenshots missing or not matching the sha256 in their row "
+                            "(recording.damaged)\n")
+    doc = deskctl_cli("trajectory", "show", str(tmp_path), "--json")
+    assert doc.returncode == 20
+    summary = json.loads(doc.stdout)
+    assert summary["bad_images"] == [
+        {"step": 1, "image": "before", "path": "000001-before.png", "status": "missing"},
+        {"step": 2, "image": "after", "path": "000002-after.png", "status": "mismatch"}]
+    assert summary["damaged_lines"] == [3]
+
+
+def test_a_torn_or_foreign_line_is_skipped_and_the_next_row_starts_on_its_own_line(tmp_path: Path) -> None:
+    with deskctl.open_desktop("xvfb", geometry="320x240", record=tmp_path) as desk:
+        desk.move(3, 4)
+        with open(tmp_path / JSONL_NAME, "ab") as fh:  # a crash mid-write: no newline, and bytes that are no UTF-8
+            fh.write(b'{"type": "step", "step": 2, "cut \xff\xfe short')
+        desk.move(5, 6)  # the writer starts its row on a fresh line: step 2 is not glued to the torn line
+    shown = deskctl_cli("trajectory", "show", str(tmp_path), "--json")
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert [r["step"] for r in doc["rows"]] == [1, 2] and doc["damaged_lines"] == [2]
+    assert shown.stderr == "warning: skipped 1 unreadable line of the JSONL (line 2)\n"
+    page = deskctl_cli("trajectory", "html", str(tmp_path), "--json")
+    assert page.returncode == 0, page.stderr
+    assert json.loads(page.stdout)["steps"] == 2 and json.loads(page.stdout)["skipped_lines"] == 1
+    assert "skipped 1 unreadable line of the JSONL (line 2)" in (tmp_path / "index.html").read_text()
 
 
 def test_the_page_draws_each_pointer_action_where_it_acted(tmp_path: Path, chromium: Any) -> None:  # noqa: F811

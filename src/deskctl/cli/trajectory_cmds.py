@@ -27,7 +27,11 @@ def _cell(value: Any) -> str:
 @click.argument("directory", type=click.Path(file_okay=False))
 @json_option
 def show(directory: str, as_json: bool) -> None:
-    """Summarise a recording: steps, actions, errors, screen changes, images checked against their sha256."""
+    """Summarise a recording: steps, actions, errors, screen changes, images checked against their sha256.
+
+    Exits 20 (recording.damaged) when a screenshot is missing or not the one its row's sha256 names (after the
+    summary; --json lists them under bad_images). Unreadable JSONL lines are skipped and counted, not an error.
+    """
     from deskctl.recording import read_trajectory
     from deskctl.recording_html import action_label
 
@@ -65,11 +69,19 @@ def show(directory: str, as_json: bool) -> None:
             notes = " ".join(f"{k}={_cell(v)}" for k, v in r["annotations"].items())
             click.echo(f"{r['step']:>5}  {action_label(r['action'] or {})[:34]:<34} {latency:>9}  {changed:<7}  "
                        f"{r['error'] or '-':<24} {notes}".rstrip())
-    if summary["damaged_lines"]:
-        note(f"warning: unreadable lines in the JSONL: {', '.join(map(str, summary['damaged_lines']))}")
-    bad = summary["images"]["missing"] + summary["images"]["mismatch"]
+    skipped = summary["damaged_lines"]
+    if skipped:
+        note(f"warning: skipped {len(skipped)} unreadable line{'s' if len(skipped) != 1 else ''} of the JSONL "
+             f"(line {', '.join(map(str, skipped))})")
+    bad = summary["bad_images"]
     if bad:
-        note(f"warning: {bad} screenshot(s) missing or not matching the sha256 in their row")
+        for image in bad:
+            note(f"step {image['step']}: the {image['image']} screenshot {image['path']} is "
+                 + ("missing" if image["status"] == "missing" else "not the one recorded (sha256 mismatch)"))
+        # a recording that does not verify is a failed check, as a failed preflight is: the summary, then the exit
+        note(f"error: {len(bad)} screenshot{'s' if len(bad) != 1 else ''} missing or not matching the sha256 in "
+             "their row (recording.damaged)")
+        raise click.exceptions.Exit(20)
 
 
 @trajectory.command()
@@ -91,9 +103,13 @@ def html(directory: str, output: str | None, embed: bool, as_json: bool) -> None
         page.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {page}: {exc.strerror or exc}", code="usage.bad_output") from exc
+    skipped = len(recorded.damaged)
     if as_json:
         echo_json({"path": str(page), "steps": len(recorded.steps), "bytes": len(text.encode()),
-                   "embedded": embed})
+                   "embedded": embed, "skipped_lines": skipped})
         return
     click.echo(str(page))
     note(f"{page}: {len(recorded.steps)} steps; open it in a browser")
+    if skipped:
+        note(f"warning: skipped {skipped} unreadable line{'s' if skipped != 1 else ''} of the JSONL (line "
+             f"{', '.join(map(str, recorded.damaged))})")
