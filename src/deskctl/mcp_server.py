@@ -38,7 +38,7 @@ from deskctl.limits import BOUNDS, check_number
 if TYPE_CHECKING:
     from deskctl.session import Desktop
 
-__all__ = ["MAX_WAIT_SECONDS", "HttpListener", "build_server", "listen", "serve"]
+__all__ = ["MAX_WAIT_SECONDS", "HttpListener", "build_server", "listen", "new_token", "serve"]
 
 #: the longest single ``wait`` (a longer pause is several calls, so the agent sees the screen in between): the
 #: ``mcp_wait`` bound of deskctl.limits, as every bound of the tools' numbers
@@ -344,11 +344,54 @@ def _abandonable(fn: Callable[..., CallToolResult]) -> Callable[..., Any]:
 
 @dataclass
 class HttpListener:
-    """A bound TCP socket for the streamable HTTP transport, and the URL clients use."""
+    """A bound TCP socket for the streamable HTTP transport, and the URL clients use. ``loopback``: only this
+    machine can reach it."""
 
     sock: socket.socket
     url: str
     host: str
+    loopback: bool = True
+
+
+def new_token() -> str:
+    """A fresh bearer token for the HTTP transport (printed once, like the view's URL token)."""
+    import secrets
+
+    return secrets.token_urlsafe(32)
+
+
+class _BearerAuth:
+    """ASGI middleware: every HTTP request needs ``Authorization: Bearer TOKEN`` (compared in constant time), else
+    401 with deskctl's error document; the lifespan passes through. The MCP endpoint runs a desktop's mouse and
+    keyboard (and with allow_exec a shell): an open port on loopback is reachable by every local user and any
+    web page's fetch, so the port alone is not enough."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        import hmac
+
+        if scope.get("type") == "http":
+            given = b""
+            for name, value in scope.get("headers") or []:
+                if name.lower() == b"authorization":
+                    given = value
+            scheme, _, credential = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
+                import json
+
+                doc, _ = _error_parts(DeskctlError("a valid bearer token is required", code="mcp.unauthorized",
+                                                   remedy="send Authorization: Bearer TOKEN (deskctl mcp printed it)"))
+                body = json.dumps(doc).encode()
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b'Bearer realm="deskctl"'),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 def listen(host: str, port: int, path: str) -> HttpListener:
@@ -370,7 +413,10 @@ def listen(host: str, port: int, path: str) -> HttpListener:
                          remedy="choose another --port (0 picks a free one)") from exc
     bound_port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    return HttpListener(sock=sock, url=f"http://{shown}:{bound_port}{path}", host=host)
+    import ipaddress
+
+    loopback = ipaddress.ip_address(str(address[0]).split("%")[0]).is_loopback
+    return HttpListener(sock=sock, url=f"http://{shown}:{bound_port}{path}", host=host, loopback=loopback)
 
 
 @dataclass
@@ -381,8 +427,9 @@ class _Running:
 
 
 def serve(desk: Desktop, *, transport: str = "stdio", allow_exec: bool = False,
-          listener: HttpListener | None = None, path: str = "/mcp") -> None:
+          listener: HttpListener | None = None, path: str = "/mcp", token: str | None = None) -> None:
     """Serve ``desk`` until the transport ends (stdio: our stdin closed) or the desktop ends (raises its error).
+    HTTP needs ``token``: every request must carry it as a bearer token.
 
     The server runs in a daemon thread with its own event loop, so this (main) thread stays where deskctl's
     SIGINT/SIGTERM handling unwinds it into the caller's ``with`` block, which destroys the desktop; a stdio
@@ -398,8 +445,8 @@ def serve(desk: Desktop, *, transport: str = "stdio", allow_exec: bool = False,
             if transport == "stdio":
                 anyio.run(server.run_stdio_async)
             else:
-                assert listener is not None
-                _run_http(server, listener, path, running)
+                assert listener is not None and token
+                _run_http(server, listener, path, running, token)
         except BaseException as exc:
             running.error = exc
         finally:
@@ -420,10 +467,10 @@ def serve(desk: Desktop, *, transport: str = "stdio", allow_exec: bool = False,
         raise running.error
 
 
-def _run_http(server: MCPServer[Any], listener: HttpListener, path: str, running: _Running) -> None:
+def _run_http(server: MCPServer[Any], listener: HttpListener, path: str, running: _Running, token: str) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path=path, host=listener.host)
+    app = _BearerAuth(server.streamable_http_app(streamable_http_path=path, host=listener.host), token)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     http = uvicorn.Server(config)
 

@@ -5,6 +5,7 @@ codes, and the desktop's end (ledger row ended, no Xvfb left) on stdin close and
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -14,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -259,6 +260,82 @@ def _wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float = 12
     raise AssertionError(f"no {marker!r} from deskctl mcp: {''.join(seen)}")
 
 
+@contextlib.asynccontextmanager
+async def _http_client(url: str, token: str | None) -> AsyncIterator[Any]:
+    """The official client over streamable HTTP, sending ``token`` as a bearer token (None: no header)."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    async with create_mcp_http_client(headers=headers) as http, \
+            mcp.Client(streamable_http_client(url, http_client=http), read_timeout_seconds=120) as client:
+        yield client
+
+
+def test_http_needs_the_printed_bearer_token_and_a_config_file_cannot_allow_exec_or_bind(tmp_path: Path) -> None:
+    # a deskctl.toml in a parent folder (a cloned project) cannot turn on exec or open the port to the network
+    project = tmp_path / "cloned" / "sub"
+    project.mkdir(parents=True)
+    for key in ("allow-exec = true", 'bind = "0.0.0.0"'):
+        (project.parent / "deskctl.toml").write_text(f"[defaults]\n{key}\n")
+        refused = subprocess.run(_deskctl_argv("mcp", "--transport", "http", "--port", "0", "--json"), cwd=project,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2, refused.stderr
+        error = json.loads(refused.stdout)["error"]
+        assert error["code"] == "config.invalid" and "only the command line may set" in error["message"], error
+        assert _sessions() == []
+
+    proc = subprocess.Popen(_deskctl_argv("mcp", "--transport", "http", "--port", "0", "--geometry", "320x240",
+                                          "--allow-exec"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_line(proc, "serving MCP on http://")
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        header = proc.stdout.readline().strip()
+        assert header.startswith("Authorization: Bearer ")
+        token = header.removeprefix("Authorization: Bearer ")
+
+        async def main() -> None:
+            for wrong in (None, token[:-1] + ("x" if token[-1] != "x" else "y")):
+                # the client library reports the 401 as an error response; the status itself is checked below
+                with pytest.raises(Exception, match=r"unhandled errors|error response"):
+                    async with _http_client(url, wrong) as client:
+                        await client.list_tools()
+            async with _http_client(url, token) as client:
+                result = await client.call_tool("exec", {"command": "echo tokened"})
+                assert result.structured_content["stdout"] == "tokened\n"
+
+        _run(main)
+        import httpx
+
+        answer = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=60)
+        assert answer.status_code == 401 and answer.headers["www-authenticate"].startswith("Bearer")
+        assert answer.json()["error"]["code"] == "mcp.unauthorized" and token not in answer.text
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _leftovers(_only_session()) == []
+
+
+def test_a_bind_beyond_loopback_is_warned_about_on_stderr() -> None:
+    proc = subprocess.Popen(_deskctl_argv("mcp", "--transport", "http", "--bind", "0.0.0.0", "--port", "0",
+                                          "--geometry", "320x240"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = _wait_for_line(proc, "WARNING")
+        assert line.startswith("WARNING: --bind 0.0.0.0 serves this desktop beyond this machine"), line
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_streamable_http_serves_the_desktop_and_sigterm_destroys_it() -> None:
     proc = subprocess.Popen(_deskctl_argv("mcp", "--transport", "http", "--port", "0", "--geometry", "640x400",
                                           "--json"),
@@ -269,10 +346,12 @@ def test_streamable_http_serves_the_desktop_and_sigterm_destroys_it() -> None:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         assert proc.stdout is not None
         ready = json.loads(proc.stdout.readline())
+        token = ready.pop("token")
         assert ready == {"id": _only_session().session_id, "provider": "xvfb", "geometry": "640x400", "url": url}
+        assert isinstance(token, str) and len(token) >= 32
 
         async def main() -> None:
-            async with mcp.Client(url, read_timeout_seconds=120) as client:
+            async with _http_client(url, token) as client:
                 names = {tool.name for tool in (await client.list_tools()).tools}
                 assert names == BASE_TOOLS
                 record = _only_session()

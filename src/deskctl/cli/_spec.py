@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from deskctl.config import Config
     from deskctl.spec import DesktopSpec
 
-__all__ = ["check_environment", "check_option_names", "defaults_map", "option_pairs", "option_value",
+__all__ = ["COMMAND_LINE_ONLY", "check_environment", "check_option_names", "defaults_map", "option_pairs",
+           "option_value",
            "provider_options", "spec_from_flags"]
 
 
@@ -102,6 +103,10 @@ def spec_from_flags(config: Config, *, provider: str, options: Iterable[str] = (
 # -- [defaults] -> click's default map ---------------------------------------------------------------------------
 
 _NOT_CONFIGURABLE = {"help", "version"}
+#: options that widen what a client may do or who may reach it (``mcp --allow-exec``: a shell; ``mcp --bind``: the
+#: network; ``view --control``: the keyboard; ``--accept-new-host-key``: an unknown server). Only the command line
+#: turns them on: a ``deskctl.toml`` in a cloned project's folder must not hand its author a shell.
+COMMAND_LINE_ONLY = frozenset({"allow_exec", "bind", "control", "accept_new_host_key"})
 
 
 def _option_keys(param: click.Parameter) -> set[str]:
@@ -136,6 +141,14 @@ def defaults_map(ctx: click.Context, group: click.Group, config: Config) -> dict
     """Click's default map for every command from ``[defaults]``: a key is an option's long name (``max-usd``
     or ``max_usd``) and sets that option of every command that has it. A key no command has is a
     ``config.invalid`` error with a did-you-mean."""
+    for key in sorted(set(config.defaults) & COMMAND_LINE_ONLY):
+        where = config.defaults_source.get(key, "configuration")
+        flag = "--" + key.replace("_", "-")
+        raise ConfigInvalid(
+            f"{where}: [defaults] sets {key.replace('_', '-')!r}, which only the command line may set: {flag} "
+            "widens what a client may do or who may reach it, so a configuration file cannot turn it on",
+            remedy=f"remove {key.replace('_', '-')} from {where} and pass {flag} where you mean it",
+        )
     used: set[str] = set()
     known: set[str] = set()
     out: dict[str, Any] = {}

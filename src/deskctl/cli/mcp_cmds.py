@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import click
@@ -45,8 +46,11 @@ def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None
 
     The desktop is preflighted and made at start, and destroyed when the client disconnects (stdio: our stdin
     closes), on SIGTERM or Ctrl-C, or at its --max-minutes / --max-usd limit; the ledger records it as for any
-    session. stdout carries the protocol (stdio); messages go to stderr. With --json and http, one line
-    {"id", "provider", "geometry", "url"} is printed on stdout when the server listens.
+    session. stdout carries the protocol (stdio); messages go to stderr.
+
+    HTTP needs a bearer token, made afresh for each run and printed on stdout when the server listens: the URL,
+    then the header line "Authorization: Bearer TOKEN" (with --json, one line {"id", "provider", "geometry",
+    "url", "token"}). A request without it gets 401. A --bind that is not a loopback address is warned about.
     """
     _require_sdk()
     from deskctl.cli._spec import check_environment, spec_from_flags
@@ -72,6 +76,12 @@ def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None
 
     # bound before the desktop is made: a port in use costs nothing
     listener = mcp_server.listen(bind, port, http_path) if transport == "http" else None
+    token = mcp_server.new_token() if listener is not None else None
+    if listener is not None and not listener.loopback:
+        note(f"WARNING: --bind {bind} serves this desktop beyond this machine, over plain HTTP: whoever can reach "
+             f"{listener.url} and read the token (on the network path, too) drives its mouse and keyboard"
+             + (" and runs commands on it (--allow-exec)" if allow_exec else "")
+             + ". Prefer the default 127.0.0.1 with an SSH tunnel or a TLS proxy in front.")
     started = time.monotonic()
     note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
     try:
@@ -81,10 +91,16 @@ def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None
             where = listener.url if listener is not None else "stdio"
             note(f"{desk.id} is up on {desk.provider_name}: {width}x{height}; serving MCP on {where}"
                  + (" (exec allowed)" if allow_exec else ""))
-            if as_json and listener is not None:
-                click.echo(json.dumps({"id": desk.id, "provider": desk.provider_name,
-                                       "geometry": f"{width}x{height}", "url": listener.url}))
-            mcp_server.serve(desk, transport=transport, allow_exec=allow_exec, listener=listener, path=http_path)
+            if listener is not None:
+                # the token goes where the view's URL token goes: stdout, for whoever started this server
+                if as_json:
+                    click.echo(json.dumps({"id": desk.id, "provider": desk.provider_name,
+                                           "geometry": f"{width}x{height}", "url": listener.url, "token": token}))
+                else:
+                    click.echo(f"{listener.url}\nAuthorization: Bearer {token}")
+                sys.stdout.flush()
+            mcp_server.serve(desk, transport=transport, allow_exec=allow_exec, listener=listener, path=http_path,
+                             token=token)
             note(f"{desk.id}: the MCP transport ended (client gone); destroying the desktop")
     finally:
         if listener is not None:
