@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,6 +208,47 @@ def test_do_clipboard_set_and_print(sid: str) -> None:
     assert json.loads(deskctl("do", sid, "clipboard", "--json", check=True).stdout) == {
         "id": sid, "action": "clipboard", "ok": True, "text": text}
     assert deskctl("exec", sid, "--", "xclip", "-selection", "clipboard", "-o").stdout == text
+
+
+def test_do_clipboard_set_of_a_mebibyte_round_trips(sid: str) -> None:
+    # once passed in the command line: 100 KiB was past Linux's limit on one argument
+    text = ("0123456789abcdef" * 65536)[:-3] + "✓\n"
+    assert len(text.encode()) > 1024 * 1024
+    # the CLI's own argument has that limit too: TEXT "-" reads stdin
+    put = subprocess.run([sys.executable, "-m", "deskctl", "do", sid, "clipboard-set", "-"], input=text,
+                         capture_output=True, text=True, timeout=120)
+    assert (put.returncode, put.stdout) == (0, ""), put.stderr
+    assert deskctl("do", sid, "clipboard", check=True).stdout == text
+    assert deskctl("exec", sid, "--", "ls /tmp | grep -c deskctl-clip- || true").stdout == "0\n"  # nothing left
+
+
+def test_a_failed_clipboard_set_says_what_the_tool_said_redacted(sid: str, tmp_path: Path) -> None:
+    # an xclip that fails as a broken display makes it fail (the xvfb desktop's commands get deskctl's PATH)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "xclip").write_text("#!/bin/sh\necho 'Error: Can'\\''t open display: token=hunter2-abcdef' >&2\n"
+                                   "exit 1\n")
+    (bin_dir / "xclip").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    for text in ("short", "x" * 200_000):  # in the command line, and as a file
+        failed = subprocess.run([sys.executable, "-m", "deskctl", "do", sid, "clipboard-set", "-"], input=text,
+                                capture_output=True, text=True, timeout=120, env=env)
+        assert failed.returncode == 20, failed.stderr
+        assert "Error: Can't open display: token=***" in failed.stderr, failed.stderr
+        assert "hunter2" not in failed.stderr
+
+
+def test_do_launch_of_a_missing_program_is_a_usage_error(sid: str) -> None:
+    for app in ("no-such-program-deskctl", "/no/such/dir/app", ""):
+        proc = deskctl("do", sid, "launch", app, "--json")
+        assert proc.returncode == 2, (app, proc.stdout, proc.stderr)
+        error = json.loads(proc.stdout)["error"]
+        assert error["code"] == "usage.no_such_program", error
+    said = deskctl("do", sid, "launch", "no-such-program-deskctl")
+    assert said.stderr.startswith("error [xvfb]: no program 'no-such-program-deskctl' on the desktop "
+                                  "(usage.no_such_program)\n"), said.stderr
+    browser = deskctl("do", sid, "open-url", "https://example.invalid/", "--browser", "no-such-browser", "--json")
+    assert browser.returncode == 2 and json.loads(browser.stdout)["error"]["code"] == "usage.no_such_program"
 
 
 def test_do_launch_then_wait_for_and_windows(sid: str) -> None:

@@ -166,6 +166,24 @@ def test_clipboard_set_then_get_and_seen_by_the_desktop(desk: Desktop) -> None:
 
 
 @linux
+def test_clipboard_of_a_mebibyte_round_trips(desk: Desktop) -> None:
+    # more than one command-line argument may hold (128 KiB on Linux): it goes to the desktop as a file
+    text = ("héllo wörld ✓ 'q' \"d\" $x\n" * 40000)[: 1024 * 1024]
+    desk.clipboard_set(text)
+    assert desk.clipboard_get() == text
+    seen = desk.exec("xclip -selection clipboard -o | sha256sum")
+    assert seen.stdout.split()[0] == hashlib.sha256(text.encode()).hexdigest(), seen.stderr
+
+
+@linux
+@pytest.mark.parametrize("app", ["no-such-program-deskctl", "/no/such/dir/app", "", "  "])
+def test_launch_of_a_program_the_desktop_lacks_is_a_usage_error(desk: Desktop, app: str) -> None:
+    with pytest.raises(UsageError) as info:
+        desk.launch(app, "--flag")
+    assert info.value.code == "usage.no_such_program" and info.value.exit_code == 2
+
+
+@linux
 def test_launch_then_wait_for_its_window(desk: Desktop) -> None:
     title = f"deskctl-launch-{uuid.uuid4().hex[:8]}"
     pid = desk.launch("xmessage", "-title", title, "hello from deskctl")

@@ -291,6 +291,13 @@ def test_windows_harness_actions_are_powershell_through_cmd(provider: CuaCloudPr
     answer(fake)
     provider.clipboard_set(windows, "héllo")
     assert "Set-Clipboard" in executed(fake)[-1] and "aMOpbGxv" in executed(fake)[-1]  # base64, never raw text
+    answer(fake, "missing\r\n")  # the program is looked up first: one the guest lacks is a usage error
+    with pytest.raises(UsageError) as info:
+        provider.launch(windows, "nocalc.exe")
+    assert info.value.code == "usage.no_such_program"
+    assert executed(fake)[-1] == ('powershell -NoProfile -Command "if (Get-Command -ErrorAction SilentlyContinue '
+                                  "-Name 'nocalc.exe') { 'found' } else { 'missing' }\"")
+    answer(fake, "found\r\n")
     answer(fake, "77\r\n")
     assert provider.launch(windows, "calc.exe") == 77
     assert executed(fake)[-1] == windows_background_line("calc.exe", None, {})

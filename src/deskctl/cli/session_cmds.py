@@ -473,7 +473,13 @@ def _clipboard(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def _clipboard_set(ctx: click.Context, text: str, as_json: bool) -> None:
-    """Set the clipboard to TEXT (any Unicode; "" empties it)."""
+    """Set the clipboard to TEXT (any Unicode; "" empties it).
+
+    TEXT - reads the text from stdin, of any size (a command-line argument holds at most 128 KiB on Linux):
+    deskctl do ID clipboard-set - < notes.txt.
+    """
+    if text == "-":
+        text = sys.stdin.read()
     _run(ctx, "clipboard-set", as_json, lambda d: d.clipboard_set(text), text=text)
 
 

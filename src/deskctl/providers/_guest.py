@@ -164,6 +164,18 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+#: the most bytes of clipboard text sent inside the command line (as base64, a third more); more goes as a file
+CLIPBOARD_INLINE_BYTES = 32 * 1024
+
+
+def _xclip_in(before: str, redirect: str, cleanup: str = "") -> str:
+    """A sh line that gives xclip the clipboard on its stdin (``before`` pipes into it, or ``redirect`` names
+    a file) and fails with xclip's own stderr. xclip stays behind as the selection's owner: its output goes to
+    /dev/null and a file, never to exec's pipes, which it would hold open."""
+    return (f'e=$(mktemp) || exit 1; {before}xclip -selection clipboard -i{redirect} >/dev/null 2>"$e"; s=$?; '
+            f'{cleanup}cat "$e" >&2; rm -f "$e"; exit $s')
+
+
 class GuestActions:
     """Harness actions as commands on the guest, for a provider class that has ``exec`` (mix in before
     :class:`~deskctl.providers.base.Provider`). ``_guest_dialect(handle)`` says which shell ``exec`` runs."""
@@ -197,20 +209,76 @@ class GuestActions:
         return self._guest_run(handle, line, "read the clipboard")
 
     def clipboard_set(self, handle: RemoteHandle, text: str) -> None:
+        """Put ``text`` (any size) on the clipboard. A short text travels in the command line (base64); a longer
+        one would pass the guest's limit on one argument (128 KiB on Linux), so it is copied to a private file
+        on the desktop first (the provider's ``upload``) and the clipboard tool reads it on its stdin. The tool's
+        own stderr is in the error when it fails."""
         dialect = self._guest_dialect(handle)
-        data = _b64(text)
-        if dialect == "posix" and str(handle.data.get("platform")) == Platform.MACOS.value:
-            line = f"printf %s {data} | base64 -D | pbcopy"
+        macos = dialect == "posix" and str(handle.data.get("platform")) == Platform.MACOS.value
+        if len(text.encode()) <= CLIPBOARD_INLINE_BYTES:
+            data = _b64(text)
+            if macos:
+                line = f"printf %s {data} | base64 -D | pbcopy"
+            elif dialect == "posix":
+                line = _xclip_in(f"printf %s {data} | base64 -d | ", "")
+            else:
+                script = ("Set-Clipboard -Value ([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String("
+                          f"'{data}')))")
+                line = f'powershell -NoProfile -Command "{script}"' if dialect == "cmd" else script
+            self._guest_run(handle, line, "set the clipboard")
+            return
+        import os
+        import tempfile
+        import uuid
+
+        name = f"deskctl-clip-{uuid.uuid4().hex[:12]}"
+        staged = f"C:\\Windows\\Temp\\{name}" if dialect != "posix" else f"/tmp/{name}"
+        fd, local = tempfile.mkstemp(prefix="deskctl-clip-")  # 0600: the text may be a secret
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text.encode())
+            self.upload(handle, local, staged)  # type: ignore[attr-defined]
+        finally:
+            os.unlink(local)
+        if macos:
+            line = f"pbcopy < {shlex.quote(staged)}; s=$?; rm -f {shlex.quote(staged)}; exit $s"
         elif dialect == "posix":
-            # xclip stays behind as the selection's owner: its output must not hold exec's pipes open
-            line = f"printf %s {data} | base64 -d | (xclip -selection clipboard -i >/dev/null 2>&1)"
+            line = _xclip_in("", f" <{shlex.quote(staged)}", cleanup=f"rm -f {shlex.quote(staged)}; ")
         else:
-            script = f"Set-Clipboard -Value ([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('{data}')))"
+            quoted = _ps_quote(staged)
+            script = (f"try {{ Set-Clipboard -Value (Get-Content -Raw -Encoding UTF8 -LiteralPath {quoted}) }} "
+                      f"finally {{ Remove-Item -Force -LiteralPath {quoted} }}")
             line = f'powershell -NoProfile -Command "{script}"' if dialect == "cmd" else script
         self._guest_run(handle, line, "set the clipboard")
 
+    def _require_program(self, handle: RemoteHandle, app: str) -> None:
+        """``usage.no_such_program`` (exit 2) unless the guest's shell finds ``app`` (a name on its PATH, or a
+        path): a detached start reports a pid even for a program that is not there."""
+        dialect = self._guest_dialect(handle)
+        if not app.strip():
+            raise UsageError("an empty program name", code="usage.no_such_program", provider=self.name,
+                             remedy="name the program to start")
+        if dialect == "posix":
+            line = f"if command -v -- {shlex.quote(app)} >/dev/null 2>&1; then echo found; else echo missing; fi"
+        else:
+            if dialect == "cmd":
+                _cmd_quote(app)
+            script = (f"if (Get-Command -ErrorAction SilentlyContinue -Name {_ps_quote(app)}) {{ 'found' }} "
+                      "else { 'missing' }")
+            line = f'powershell -NoProfile -Command "{script}"' if dialect == "cmd" else script
+        said = self._guest_run(handle, line, f"look for the program {app!r}").strip().splitlines()
+        if said and said[-1].strip() == "missing":
+            raise UsageError(f"no program {app!r} on the desktop", code="usage.no_such_program",
+                             provider=self.name, remedy="check the name (it is looked up on the desktop's PATH), "
+                                                        "or give its full path")
+
     def launch(self, handle: RemoteHandle, app: str, args: Sequence[str] = ()) -> int | None:
-        """Start ``app`` with ``args`` detached; returns its process id where the guest tells it."""
+        """Start ``app`` with ``args`` detached; returns its process id where the guest tells it. A program the
+        guest does not have is ``usage.no_such_program``, before anything starts."""
+        self._require_program(handle, app)
+        return self._launch_detached(handle, app, args)
+
+    def _launch_detached(self, handle: RemoteHandle, app: str, args: Sequence[str]) -> int | None:
         dialect = self._guest_dialect(handle)
         if dialect == "posix":
             command = shlex.join([app, *args])
@@ -231,7 +299,9 @@ class GuestActions:
         platform = str(handle.data.get("platform") or "")
         opener = browser or {Platform.MACOS.value: "open", Platform.WINDOWS.value: "explorer.exe"}.get(platform,
                                                                                                    "xdg-open")
-        self.launch(handle, opener, [url])
+        if browser is not None or platform not in (Platform.MACOS.value, Platform.WINDOWS.value):
+            self._require_program(handle, opener)  # a desktop without xdg-open, or a --browser it lacks
+        self._launch_detached(handle, opener, [url])
 
     def window_titles(self, handle: RemoteHandle) -> list[str]:
         """Titles of the desktop's top-level windows (empty names left out)."""
