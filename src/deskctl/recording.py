@@ -106,7 +106,13 @@ class Recorder:
         from deskctl.limits import check_number
 
         settle = check_number("record_settle", settle)
+        if not str(os.fspath(directory)).strip():  # Path("") is the current directory: never meant
+            raise UsageError("an empty recording directory", code="usage.bad_record_dir",
+                             remedy="name the directory to record into (it is made when missing)")
         path = Path(directory).expanduser().absolute()
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"cannot record into {path}: it is not a directory", code="usage.bad_record_dir",
+                             remedy="name a directory you can write (it is made when missing)")
         try:
             path.mkdir(parents=True, exist_ok=True)
             os.close(os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644))

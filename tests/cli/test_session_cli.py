@@ -207,3 +207,13 @@ def test_ls_cost_and_down_price_a_session_without_loading_pydantic(tmp_path: Pat
         deskctl("down", sid)
     ended = json.loads(deskctl("ls", "--all", "--json", check=True).stdout)["sessions"]
     assert [(r["status"], r["cost_usd"]) for r in ended if r["id"] == sid] == [("ended", 0.6)]
+
+
+@pytest.mark.parametrize(("name", "hint"), [("nope", None), ("dockr", "--provider docker")])
+def test_reap_of_an_unknown_provider_is_a_usage_error_with_a_suggestion(name: str, hint: str | None) -> None:
+    # once: it swept nothing and exited 0, as if all were clean
+    proc = deskctl("reap", "--provider", name, "--json")
+    assert proc.returncode == 2, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "usage.unknown_provider" and error["remedy"] == hint, error
+    assert f"unknown provider {name!r}" in error["message"]

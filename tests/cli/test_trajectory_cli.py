@@ -237,3 +237,21 @@ def test_a_recording_that_cannot_be_written_is_exit_20_and_down_still_works(tmp_
     finally:
         down = deskctl_cli("down", sid)
     assert down.returncode == 0 and down.stderr == f"{sid}: destroyed ($0.0000)\n"
+
+
+def test_paths_that_cannot_be_recordings_get_the_documented_codes(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    cases = [
+        (["up", "--record", ""], "usage.bad_record_dir"),  # once: recorded into the current directory
+        (["up", "--record", str(a_file)], "usage.bad_record_dir"),  # once: usage.bad_value (click's own check)
+        (["trajectory", "show", str(a_file)], "usage.bad_record_dir"),
+        (["trajectory", "html", str(tmp_path), "-o", str(tmp_path)], "usage.bad_output"),
+    ]
+    (tmp_path / JSONL_NAME).write_text("")
+    for args, code in cases:
+        proc = deskctl_cli(*args, "--json", cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert json.loads(proc.stdout)["error"]["code"] == code, (args, proc.stdout)
+    assert json.loads(deskctl_cli("ls", "--all", "--json", check=True).stdout)["sessions"] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", JSONL_NAME]  # nothing recorded here

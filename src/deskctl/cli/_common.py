@@ -101,7 +101,8 @@ def desktop_options(func: F) -> F:
         click.option("--accept-new-host-key", is_flag=True, help="ssh: trust and record an unknown host key."),
         click.option("--ready-timeout", type=Number("ready_timeout"), default=120.0, show_default=True,
                      help="Seconds to wait for ready."),
-        click.option("--record", type=click.Path(file_okay=False),
+        # a plain string: what cannot be a recording directory is usage.bad_record_dir, as documented
+        click.option("--record", type=str,
                      help="Record a trajectory of every action into this directory (docs/recording.md)."),
         click.option("--record-settle", type=Number("record_settle"), default=0.0, show_default=True,
                      help="Seconds the after shot of a recorded action may wait for the screen to change."),

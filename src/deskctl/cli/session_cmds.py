@@ -640,6 +640,7 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, confirmed:
     """
     from deskctl.errors import CleanupIncomplete, InfrastructureError
     from deskctl.ledger import ledger_id
+    from deskctl.providers import resolve_name
     from deskctl.reaper import reap as do_reap
 
     if confirmed:
@@ -653,6 +654,12 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, confirmed:
             for r in closed:
                 click.echo(f"{r.session_id}\t{r.provider}\t{r.action}\t{r.reason}")
         return
+    for asked in providers:  # a misspelt name would sweep nothing and say so with exit 0
+        try:
+            resolve_name(asked)
+        except UsageError as exc:
+            if exc.code == "usage.unknown_provider":
+                raise
     config = _config()
     try:
         book = _ledger()

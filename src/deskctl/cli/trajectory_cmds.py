@@ -24,7 +24,7 @@ def _cell(value: Any) -> str:
 
 
 @trajectory.command()
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory")
 @json_option
 def show(directory: str, as_json: bool) -> None:
     """Summarise a recording: steps, actions, errors, screen changes, images checked against their sha256.
@@ -85,8 +85,8 @@ def show(directory: str, as_json: bool) -> None:
 
 
 @trajectory.command()
-@click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
+@click.argument("directory")
+@click.option("--output", "-o",
               help="Page to write (default: DIR/index.html).")
 @click.option("--embed", is_flag=True, help="Inline the screenshots, so the page works anywhere on its own.")
 @json_option
