@@ -176,6 +176,35 @@ def _close_all_at_exit() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+
+def _check_url(url: str) -> None:
+    """What ``open_url`` accepts: ``scheme://host...``, ``file:`` with an absolute path, or an absolute path
+    (``/srv/page.html``, ``C:\\pages\\a.html``). An opener handed anything else (``not a url``) fails on the
+    desktop, where nobody sees it, after the call reported success."""
+    import re
+    from urllib.parse import urlsplit
+
+    problem = None
+    if url.startswith("/") or re.match(r"[A-Za-z]:[\\/]", url):
+        if "\0" in url or "\n" in url:
+            problem = "is a path with a NUL or a line break"
+    else:
+        parts = urlsplit(url)
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parts.scheme or "-"):
+            problem = "has no scheme (https://...) and is no absolute path"
+        elif parts.scheme.lower() == "file":
+            if not parts.path.startswith("/"):
+                problem = "is a file: URL without an absolute path (file:///dir/page.html)"
+        elif not parts.hostname:
+            problem = "names no host (scheme://host/...)"
+        elif any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+            problem = "holds a space or a control character (percent-encode it: %20)"
+    if problem:
+        raise UsageError(f"{url!r} is not a URL to open: it {problem}", code="usage.bad_url",
+                         remedy="give scheme://host/... (https://example.com), file:///absolute/path, or an "
+                                "absolute path")
+
+
 class Desktop:
     """One desktop session. Build with :func:`open_desktop` (owned: destroyed on exit) or :func:`attach`.
 
@@ -1059,9 +1088,12 @@ class Desktop:
 
     def open_url(self, url: str, browser: str | None = None) -> None:
         """Open ``url`` with the desktop's default opener (``xdg-open`` on Linux), or with the program
-        ``browser`` (``"chromium"``)."""
+        ``browser`` (``"chromium"``). ``url`` is a URL with a scheme and a host (``https://example.com/x``), a
+        ``file:`` URL of an absolute path, or an absolute path on the desktop; anything else is
+        ``usage.bad_url`` (exit 2), before the desktop is reached."""
         if not url:
             raise UsageError("open_url needs a URL", code="usage.invalid")
+        _check_url(url)
         with self._guard("open_url"):
             self.provider.open_url(self._require_handle(), url, browser)
 

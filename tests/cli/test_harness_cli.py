@@ -286,6 +286,17 @@ def test_do_open_url_hands_the_url_to_the_browser(sid: str, tmp_path: Path) -> N
     assert (tmp_path / "opened").read_text() == url
 
 
+@pytest.mark.parametrize("url", ["not a url", "example.com", "https://", "file:relative.html", "mailto:a@b"])
+def test_do_open_url_refuses_what_is_no_url_before_the_browser_runs(sid: str, tmp_path: Path, url: str) -> None:
+    browser = tmp_path / "browser.sh"
+    browser.write_text('#!/bin/sh\nprintf "%s" "$1" > "$(dirname "$0")/opened"\n')
+    browser.chmod(0o755)
+    proc = deskctl("do", sid, "open-url", url, "--browser", str(browser), "--json")
+    assert proc.returncode == 2, proc.stderr  # once: exit 0, and the opener failed unseen on the desktop
+    assert json.loads(proc.stdout)["error"]["code"] == "usage.bad_url"
+    assert not (tmp_path / "opened").exists()
+
+
 # -- do: clicks and scrolls at the pointer ------------------------------------------------------------------------
 def test_do_click_and_scroll_at_the_pointer(sid: str) -> None:
     with open_ledger() as book:
