@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import deskctl
+from _cli import deskctl as deskctl_cli
 from deskctl.errors import (
     CleanupIncomplete,
     DeskctlError,
@@ -191,6 +192,23 @@ def test_uploads_belong_to_the_desktop_user_keep_modes_and_may_land_in_root_owne
     # like docker cp, the engine writes into a folder the desktop user may not (its own /usr/local/bin)
     desk.upload(tool, "/usr/local/bin/dk-tool")
     assert desk.exec("dk-tool").stdout == "tool ran\n"
+
+
+def test_cp_into_a_mount_the_engine_cannot_write_is_refused_not_reported_done(tmp_path: Path) -> None:
+    # the engine's archive PUT writes the image's file system under /proc, /sys, /dev (tmpfs): a 200, nothing seen
+    local = tmp_path / "f.txt"
+    local.write_text("payload\n")
+    sid = deskctl_cli("up", "--provider", "docker", "--geometry", "320x240", check=True).stdout.strip()
+    try:
+        for dest in ("/proc/x", "/sys/x", "/dev/", "/dev/shm/deeper/f"):
+            proc = deskctl_cli("cp", str(local), f"{sid}:{dest}", "--json")
+            assert proc.returncode == 2, (dest, proc.stdout, proc.stderr)
+            error = json.loads(proc.stdout)["error"]
+            assert error["code"] == "usage.bad_path" and "mount" in error["message"], error
+        assert deskctl_cli("cp", str(local), f"{sid}:/tmp/f.txt").returncode == 0
+        assert deskctl_cli("exec", sid, "--", "cat /tmp/f.txt").stdout == "payload\n"
+    finally:
+        deskctl_cli("down", sid)
 
 
 def test_download_follows_a_symlink_and_keeps_links_inside_a_tree(desk: deskctl.Desktop, tmp_path: Path) -> None:

@@ -1292,9 +1292,21 @@ class DockerProvider(X11Provider):
         if not name:
             raise UsageError(f"cannot replace {path} on the desktop", code="usage.bad_path", provider=self.name)
         # the engine's archive PUT replaces a folder by a file (and the other way) without a word: refuse, as
-        # the other providers do, rather than lose the folder
-        there = self.exec(handle, f"if [ -d {shlex.quote(path)} ]; then echo dir; "
-                                  f"elif [ -e {shlex.quote(path)} ]; then echo file; fi", 60.0).stdout.strip()
+        # the other providers do, rather than lose the folder. The same look names the file system the copy
+        # lands on: the PUT writes the image's file system, under a tmpfs or kernel mount (/proc, /sys, /dev,
+        # /dev/shm) where nobody sees it, and answers 200
+        seen = self.exec(handle, f"if [ -d {shlex.quote(path)} ]; then echo dir; "
+                                 f"elif [ -e {shlex.quote(path)} ]; then echo file; else echo none; fi; "
+                                 f"d={shlex.quote(parent or '/')}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); "
+                                 'done; echo "$d"; stat -f -c %T "$d" 2>/dev/null || echo unknown',
+                         60.0).stdout.strip().splitlines()
+        there = seen[0].strip() if seen and seen[0].strip() in ("dir", "file") else ""
+        if len(seen) >= 3 and seen[2].strip() in _MOUNTS_THE_ARCHIVE_MISSES:
+            raise UsageError(f"cannot copy to {path}: {seen[1].strip()} on the desktop is a {seen[2].strip()} mount, "
+                             "which the engine's archive copy does not write (it would report success and leave "
+                             "nothing there)", code="usage.bad_path", provider=self.name,
+                             remedy="copy to a path on the desktop's own file system (under /tmp or the home "
+                                    "folder, say)")
         if there and (there == "dir") != source.is_dir():
             what = "folder" if there == "dir" else "file"
             raise UsageError(f"{path} on the desktop is a {what}: a {'folder' if source.is_dir() else 'file'} "
@@ -1677,6 +1689,11 @@ class _ChunkReader(io.RawIOBase):
         buffer[:size] = self._chunk[:size]
         self._chunk = self._chunk[size:]
         return size
+
+
+#: file systems (``stat -f -c %T``) mounted in a container whose contents the archive endpoint does not reach
+_MOUNTS_THE_ARCHIVE_MISSES = frozenset({"proc", "sysfs", "tmpfs", "ramfs", "devpts", "mqueue", "cgroupfs",
+                                        "cgroup2fs", "debugfs", "securityfs", "tracefs", "pstorefs", "bpf_fs"})
 
 
 def _untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> None:
