@@ -38,11 +38,14 @@ from deskctl.limits import BOUNDS, check_number
 if TYPE_CHECKING:
     from deskctl.session import Desktop
 
-__all__ = ["MAX_WAIT_SECONDS", "HttpListener", "build_server", "listen", "new_token", "serve"]
+__all__ = ["MAX_EXEC_OUTPUT_CHARS", "MAX_WAIT_SECONDS", "HttpListener", "build_server", "listen", "new_token", "serve"]
 
 #: the longest single ``wait`` (a longer pause is several calls, so the agent sees the screen in between): the
 #: ``mcp_wait`` bound of deskctl.limits, as every bound of the tools' numbers
 MAX_WAIT_SECONDS = BOUNDS["mcp_wait"].hi
+#: the most characters of each of ``exec``'s stdout and stderr in one result (the first and last halves are
+#: kept, the middle is cut and counted): a model's context, and the client's memory, are not a log file
+MAX_EXEC_OUTPUT_CHARS = 64 * 1024
 #: how often the main thread checks that the desktop is still usable (its watchdog may end it meanwhile)
 _DESKTOP_CHECK_SECONDS = 1.0
 
@@ -266,10 +269,33 @@ class _Tools:
             result = self.desk.exec(command, timeout=timeout, cwd=cwd, env=env, background=background)
             if background and result.exit_code == 0:
                 return _text(f"started (pid {result.pid})", result.to_dict())
-            text = f"exit code {result.exit_code}\n{result.stdout}" + (f"\n{result.stderr}" if result.stderr else "")
-            return _text(text, result.to_dict())
+            doc = result.to_dict()
+            notes: list[str] = []
+            for stream in ("stdout", "stderr"):
+                whole = len(doc[stream])
+                doc[stream], cut = _cap(doc[stream])
+                if cut:
+                    doc[f"{stream}_cut_chars"] = cut
+                    notes.append(f"{stream}: {cut} of {whole} characters cut from the middle "
+                                 f"(at most {MAX_EXEC_OUTPUT_CHARS} kept)")
+            text = f"exit code {doc['exit_code']}\n{doc['stdout']}" + (f"\n{doc['stderr']}" if doc["stderr"] else "")
+            if notes:
+                text += "\n[deskctl: output cut: " + "; ".join(notes) + "; write it to a file to read it all]"
+            return _text(text, doc)
 
         return self.call(work)
+
+
+_CUT_MARK = "\n[... cut by deskctl ...]\n"
+
+
+def _cap(text: str) -> tuple[str, int]:
+    """``text`` within :data:`MAX_EXEC_OUTPUT_CHARS` (its first and last halves around a mark), and how many
+    characters were cut (0: none)."""
+    if len(text) <= MAX_EXEC_OUTPUT_CHARS:
+        return text, 0
+    half = MAX_EXEC_OUTPUT_CHARS // 2
+    return text[:half] + _CUT_MARK + text[-half:], len(text) - 2 * half
 
 
 def build_server(desk: Desktop, *, allow_exec: bool = False) -> MCPServer[Any]:

@@ -159,6 +159,25 @@ def test_exec_is_offered_only_with_allow_exec_and_runs_on_the_desktop() -> None:
     assert _only_session().status == "ended"
 
 
+def test_exec_output_is_cut_at_the_documented_size_and_says_how_much() -> None:
+    from deskctl.mcp_server import MAX_EXEC_OUTPUT_CHARS
+
+    async def main() -> None:
+        async with _stdio_client("--geometry", "320x240", "--allow-exec") as client:
+            # 20 MB in one result, once: the client held it all and a model's context could not
+            ran = await client.call_tool("exec", {"command": "head -c 20000000 /dev/zero | tr '\\0' a; echo; echo END"})
+            assert not ran.is_error
+            out = ran.structured_content
+            assert out["stdout"].startswith("a" * (MAX_EXEC_OUTPUT_CHARS // 2)) and out["stdout"].endswith("a\nEND\n")
+            assert len(out["stdout"]) < MAX_EXEC_OUTPUT_CHARS + 100
+            assert out["stdout_cut_chars"] == 20000005 - MAX_EXEC_OUTPUT_CHARS and "stderr_cut_chars" not in out
+            assert f"stdout: {out['stdout_cut_chars']} of 20000005 characters cut" in ran.content[0].text
+            small = await client.call_tool("exec", {"command": "echo hi"})
+            assert small.structured_content == {"exit_code": 0, "stdout": "hi\n", "stderr": "", "merged": False}
+
+    _run(main)
+
+
 def test_harness_tools_clipboard_windows_open_url_launch_and_exec_options(tmp_path: Path) -> None:
     assert _XVFB.clipboard and _XVFB.windows, "xvfb implements the whole harness contract"
     # the desktop's own opener, xdg-open, found first on PATH: it records the URL and shows a titled window
