@@ -261,6 +261,29 @@ def test_a_desktop_that_goes_away_ends_the_view_with_its_error(session: Session)
     assert "(provider.session_lost)" in err
 
 
+def test_a_desktop_that_goes_away_while_nobody_watches_ends_the_view_too(session: Session) -> None:
+    # once: with no viewer nothing was captured, so nothing noticed, and the view ran on forever
+    with viewing(session.id) as view:
+        deskctl("down", session.id)  # another process ends the session
+        _, err = view.proc.communicate(timeout=60)
+    assert view.proc.returncode == 20, err
+    assert f"the desktop {session.id} is gone: its session ended" in err and "(provider.session_lost)" in err
+
+
+def test_a_desktop_killed_from_outside_while_nobody_watches_ends_the_view(session: Session) -> None:
+    from deskctl.ledger import open_ledger
+
+    with open_ledger() as book:
+        record = book.get(session.id)
+    assert record is not None and record.handle is not None
+    (xvfb,) = [int(p["pid"]) for p in record.handle["data"]["procs"] if p["role"] == "xvfb"]
+    with viewing(session.id) as view:
+        os.kill(xvfb, signal.SIGKILL)  # not through deskctl: the ledger still says ready
+        _, err = view.proc.communicate(timeout=60)
+    assert view.proc.returncode == 20, err
+    assert "xvfb says it no longer exists" in err and "(provider.session_lost)" in err
+
+
 def test_view_of_an_unknown_session_is_a_usage_error() -> None:
     proc = deskctl("view", "dk-missing", check=False)
     assert proc.returncode == 2

@@ -6,6 +6,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 import click
@@ -13,6 +14,44 @@ import click
 from deskctl.cli._common import Number, json_option, note
 
 __all__ = ["view"]
+
+
+class _GoneWatch:
+    """Whether the viewed desktop has gone: the ledger's record (a ``deskctl down`` or a reap elsewhere ends it)
+    every second, the provider's own word every few seconds (a desktop killed from outside)."""
+
+    LEDGER_SECONDS = 1.0
+    PROVIDER_SECONDS = 5.0
+
+    def __init__(self, desk: Any, book: Any) -> None:
+        self.desk = desk
+        self.book = book
+        self._next_ledger = self._next_provider = time.monotonic()
+
+    def gone(self) -> Any:
+        """A ``provider.session_lost`` error (exit 20) once the desktop has gone, else None."""
+        from deskctl.errors import DeskctlError, SessionLost
+
+        now = time.monotonic()
+        why = None
+        if now >= self._next_ledger:
+            self._next_ledger = now + self.LEDGER_SECONDS
+            record = self.book.get(self.desk.id)
+            if record is None or record.status in ("ending", "destroying", "ended", "failed"):
+                why = "its session ended" + (f" ({record.status}: {record.reason})" if record and record.reason
+                                             else "")
+        if why is None and now >= self._next_provider and self.desk.handle is not None:
+            self._next_provider = now + self.PROVIDER_SECONDS
+            try:
+                alive = self.desk.provider.is_alive(self.desk.handle)
+            except (DeskctlError, OSError):  # unreachable for a moment: ask again later
+                alive = True
+            if not alive:
+                why = f"{self.desk.provider_name} says it no longer exists"
+        if why is None:
+            return None
+        return SessionLost(f"the desktop {self.desk.id} is gone: {why}; the view ends",
+                           provider=self.desk.provider_name, remedy="deskctl ls --all shows how it ended")
 
 
 @click.command()
@@ -56,10 +95,15 @@ def view(session_id: str, control: bool, port: int, fps: float, quality: int, as
                 note(f"viewing {desk.id} ({width}x{height} on {desk.provider_name}), "
                      + ("control ON: the page's clicks and keys reach the desktop" if control else "view only")
                      + "; Ctrl-C stops the view, the desktop stays up")
+                gone = None
                 try:
-                    # wake now and then: a feed that failed (the desktop is gone) ends the view
+                    # wake now and then: a feed that failed, or a desktop that went while nobody watched (deskctl
+                    # down elsewhere, its expiry, a kill from outside), ends the view
+                    watch = _GoneWatch(desk, book)
                     while not stop.wait(0.5) and server.feed.error is None:
-                        pass
+                        gone = watch.gone()
+                        if gone is not None:
+                            break
                 except KeyboardInterrupt:
                     pass
             finally:
@@ -67,6 +111,8 @@ def view(session_id: str, control: bool, port: int, fps: float, quality: int, as
                 server.stop()
             if server.feed.error is not None:
                 raise server.feed.error
+            if gone is not None:
+                raise gone
             note(f"view of {desk.id} stopped ({server.frames_sent} frames sent); the desktop is still up")
         finally:
             desk.release()
