@@ -99,13 +99,13 @@ def test_a_provider_table_may_name_the_provider_by_any_spelling(project: Path) -
 
 
 @pytest.mark.parametrize(("line", "args"), [("control = true", ["view", "dk-none"]),
-                                            ("accept-new-host-key = true", ["up", "--provider", "ssh"])])
+                                            ("allow_exec = true", ["ls"])])
 def test_a_config_file_cannot_turn_on_what_only_the_command_line_may(project: Path, line: str,
                                                                      args: list[str]) -> None:
     (project.parent / "deskctl.toml").write_text(f"[defaults]\n{line}\n")
     proc = run(project, *args, "--json")
     assert proc.returncode == 2, proc.stderr
     error = json.loads(proc.stdout)["error"]
-    key = line.split(" ")[0]
+    key = line.split(" ")[0].replace("_", "-")
     assert error["code"] == "config.invalid" and f"sets {key!r}, which only the command line may set" in \
         error["message"], error

@@ -104,9 +104,9 @@ def spec_from_flags(config: Config, *, provider: str, options: Iterable[str] = (
 
 _NOT_CONFIGURABLE = {"help", "version"}
 #: options that widen what a client may do or who may reach it (``mcp --allow-exec``: a shell; ``mcp --bind``: the
-#: network; ``view --control``: the keyboard; ``--accept-new-host-key``: an unknown server). Only the command line
-#: turns them on: a ``deskctl.toml`` in a cloned project's folder must not hand its author a shell.
-COMMAND_LINE_ONLY = frozenset({"allow_exec", "bind", "control", "accept_new_host_key"})
+#: network; ``view --control``: the keyboard). Only the command line turns them on: a ``deskctl.toml`` in a cloned
+#: project's folder must not hand its author a shell.
+COMMAND_LINE_ONLY = frozenset({"allow_exec", "bind", "control"})
 
 
 def _option_keys(param: click.Parameter) -> set[str]:
