@@ -190,7 +190,10 @@ class GuestActions:
 
         result = self.exec(handle, line, timeout)  # type: ignore[attr-defined]
         if result.exit_code != 0:
-            detail = (result.stderr or result.stdout).strip()[-400:]
+            from deskctl._redact import redact
+
+            # the tool's own words say why (no display, no clipboard manager), with any secret in them removed
+            detail = redact((result.stderr or result.stdout).strip()[-400:])
             raise ProviderApiError(f"{self.name}: cannot {what} (exit {result.exit_code}): {detail}",
                                    provider=self.name)
         return str(result.stdout)
