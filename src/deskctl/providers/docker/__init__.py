@@ -1297,8 +1297,10 @@ class DockerProvider(X11Provider):
         # /dev/shm) where nobody sees it, and answers 200
         seen = self.exec(handle, f"if [ -d {shlex.quote(path)} ]; then echo dir; "
                                  f"elif [ -e {shlex.quote(path)} ]; then echo file; else echo none; fi; "
-                                 f"d={shlex.quote(parent or '/')}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); "
-                                 'done; echo "$d"; stat -f -c %T "$d" 2>/dev/null || echo unknown',
+                                 # the nearest folder that exists (no dirname: any image may be a desktop)
+                                 f"d={shlex.quote(parent or '/')}; case \"$d\" in /*) ;; *) d=/ ;; esac; "
+                                 'while [ ! -e "$d" ] && [ "$d" != / ]; do d=${d%/*}; d=${d:-/}; done; '
+                                 'echo "$d"; stat -f -c %T "$d" 2>/dev/null || echo unknown',
                          60.0).stdout.strip().splitlines()
         there = seen[0].strip() if seen and seen[0].strip() in ("dir", "file") else ""
         if len(seen) >= 3 and seen[2].strip() in _MOUNTS_THE_ARCHIVE_MISSES:
