@@ -53,6 +53,7 @@ from harbor.models.trial.paths import EnvironmentPaths
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from deskctl.errors import DeskctlError, PreflightError, ProviderApiError, UsageError
+from deskctl.integrations.harbor_compose import ComposeMixin
 
 if TYPE_CHECKING:
     from deskctl.aio import AsyncDesktop
@@ -96,6 +97,8 @@ class DeskctlOptions(EnvironmentOptions):  # type: ignore[misc]  # harbor is not
                            description="docker: deskctl's hardened container (no capabilities, no new privileges, "
                                        "the desktop user 1000) instead of Harbor's (the image's user, Docker's "
                                        "default capabilities)")
+    compose_desktop: str = Field(default="main", description="the service of a docker-compose task that is the "
+                                                             "deskctl desktop (main, or a sidecar's name)")
 
     _spec: Any = PrivateAttr(default=None)
 
@@ -164,7 +167,7 @@ def _explain(exc: DeskctlError) -> str:
     return f"{text}; {exc.remedy}" if exc.remedy else text
 
 
-class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is not installed where mypy runs
+class DeskctlEnvironment(ComposeMixin, BaseEnvironment):  # type: ignore[misc]  # harbor is not installed where mypy runs
     """Harbor's sandbox on a deskctl desktop; see the module docstring."""
 
     options_model: ClassVar[type[DeskctlOptions]] = DeskctlOptions
@@ -229,9 +232,7 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
                 f"deskctl platform={self.options.platform!r} and the task's [environment].os="
                 f"{self.task_env_config.os.value!r} do not match: a Windows task needs platform=windows, "
                 "and platform=windows needs a Windows task")
-        if (self.environment_dir / "docker-compose.yaml").exists():
-            raise ValueError("deskctl runs one desktop per trial, not a docker-compose project: this task's "
-                             "environment needs Harbor's docker environment")
+        self._compose_check(self._provider)  # a docker-compose task: provider docker (harbor_compose.py)
         if self._provider != "docker" and self._image_definition() and not self.options.ignore_dockerfile:
             raise ValueError(
                 f"deskctl provider {self._provider!r} does not build images: this task's environment "
@@ -273,7 +274,10 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
         overrides: dict[str, Any] = {}
         if self._provider == "docker":
             overrides.update(self._docker_overrides())
-            if self._image_definition() and not self.options.ignore_dockerfile:
+            sidecar_image = await self._compose_prepare()  # a compose task whose desktop is a sidecar: its image
+            if sidecar_image:
+                overrides["image"] = sidecar_image
+            elif self._image_definition() and not self.options.ignore_dockerfile:
                 overrides["image"] = await self._task_image(force_build, overrides)
             elif self._image_definition():
                 self.logger.warning("deskctl: ignore_dockerfile: the task runs on deskctl's own desktop image, "
@@ -286,6 +290,7 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
                          spec.geometry_label())
         self._desk = await aio.open_desktop(spec=spec, ready_timeout=self.options.ready_timeout)
         try:
+            await self._compose_up(self._desk)  # the other services of a compose task, beside the desktop
             paths = EnvironmentPaths.for_os(self.os)
             dirs = [paths.agent_dir, paths.verifier_dir, paths.artifacts_dir, paths.tests_dir, paths.solution_dir,
                     paths.default_skills_dir]
@@ -301,6 +306,12 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
         self.logger.info("deskctl: desktop %s ready", self._desk.id)
 
     async def stop(self, delete: bool) -> None:
+        try:
+            await self._compose_down()
+        finally:
+            await self._stop_desktop(delete)
+
+    async def _stop_desktop(self, delete: bool) -> None:
         desk, self._desk = self._desk, None
         if desk is None:
             return
@@ -317,6 +328,14 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
     # -- commands --------------------------------------------------------------------------------------------
     async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
+        if self._compose_main_is_container:  # a compose task whose desktop is a sidecar: main is a container
+            return await self._compose_main_exec(command, cwd or self.task_env_config.workdir, self._merge_env(env),
+                                                 float(timeout_sec or self.options.exec_timeout),
+                                                 _user_name(self._resolve_user(user)))
+        return await self._desktop_exec(command, cwd, env, timeout_sec, user)
+
+    async def _desktop_exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
+                            timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
         desk = self._require()
         callback = self._output_callback()
         who = _user_name(self._resolve_user(user))
@@ -355,19 +374,27 @@ class DeskctlEnvironment(BaseEnvironment):  # type: ignore[misc]  # harbor is no
 
     # -- files -----------------------------------------------------------------------------------------------
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        if self._compose is not None and self._compose_main_is_container:
+            return await self._compose.upload("main", source_path, target_path)
         await self._require().upload(source_path, target_path)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        if self._compose is not None and self._compose_main_is_container:
+            return await self._compose.upload("main", source_dir, target_dir)
         await self._require().upload(source_dir, target_dir)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
         if self._never_started():
             return
+        if self._compose is not None and self._compose_main_is_container:
+            return await self._compose.download("main", source_path, target_path, folder=False)
         await self._require().download(source_path, target_path)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
         if self._never_started():
             return
+        if self._compose is not None and self._compose_main_is_container:
+            return await self._compose.download("main", source_dir, target_dir, folder=True)
         await self._require().download(source_dir, target_dir)
 
     def _never_started(self) -> bool:
