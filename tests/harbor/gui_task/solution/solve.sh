@@ -14,13 +14,15 @@ for _ in $(seq 1 300); do
   wid=$(xdotool search --name '^deskctl form' 2>/dev/null | head -1) && [ -n "$wid" ] && break
   sleep 0.2
 done
-sleep 1
-xdotool mousemove 512 400 click 1
-xdotool type --delay 20 deskctl-on-harbor
-xdotool key Return
-for _ in $(seq 1 100); do
-  xdotool search --name '^submitted:deskctl-on-harbor' >/dev/null 2>&1 && exit 0
-  sleep 0.1
+# the page may still be rendering when its title appears: fill and submit, and again if it did not take
+for _ in 1 2 3 4 5; do
+  xdotool mousemove 512 400 click 1 key ctrl+a
+  xdotool type --delay 20 deskctl-on-harbor
+  xdotool key Return
+  for _ in $(seq 1 20); do
+    xdotool search --name '^submitted:deskctl-on-harbor' >/dev/null 2>&1 && exit 0
+    sleep 0.1
+  done
 done
 echo "the form was not submitted" >&2
 exit 1
