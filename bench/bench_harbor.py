@@ -143,8 +143,10 @@ def main() -> None:
                     print(f"  {task:<6} {agent:<10} x{count}  docker/deskctl x{ratio:.2f}  [target >= {target}x: "
                           f"{verdict}]", flush=True)
         print(f"deskctl cleanup: {check_nothing_left(env)}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    except SystemExit:
+        print(f"the jobs' folders stay in {work} (trial logs)", file=sys.stderr)
+        raise
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,15 @@ def agent_env(harbor_env: dict[str, str]) -> dict[str, str]:
     return {**harbor_env, "OPENAI_API_KEY": "scripted-model", "DOCKER_BUILDKIT": "0"}
 
 
+@pytest.fixture
+def compose_v2() -> None:
+    """Harbor's docker environment and deskctl's compose tasks run `docker compose` (v2)."""
+    from deskctl.integrations.harbor_compose import compose_version
+
+    if compose_version() is None:
+        pytest.skip("no `docker compose` v2: run scripts/setup.d/22-compose.sh")
+
+
 def green_share(png: Path) -> float:
     """The share of the screenshot's pixels that are the form page's green."""
     from PIL import Image
@@ -162,6 +171,7 @@ def test_nop_gets_0_on_the_gui_task(agent_env: dict[str, str], tmp_path: Path, d
     assert row["status"] == "ended" and containers(docker_sdk, row["id"]) == []
 
 
+@pytest.mark.usefixtures("compose_v2")
 def test_the_scripted_computer1_run_gets_1_on_harbors_docker_environment_too(agent_env: dict[str, str],
                                                                              tmp_path: Path) -> None:
     # the same task and script on Harbor's own environment: the scripted actions are not tuned to deskctl
@@ -183,6 +193,7 @@ def test_the_cookbook_simple_task_on_the_plain_debian_base(agent_env: dict[str, 
     assert all(containers(docker_sdk, r["id"]) == [] for r in rows)
 
 
+@pytest.mark.usefixtures("compose_v2")
 def test_a_compose_task_with_a_desktop_sidecar_gets_1_and_leaves_nothing(agent_env: dict[str, str], tmp_path: Path,
                                                                          docker_sdk: Any) -> None:
     # the task's network mode is public: its desktop joins a user network (the test's own, removed after)
@@ -203,6 +214,7 @@ def test_a_compose_task_with_a_desktop_sidecar_gets_1_and_leaves_nothing(agent_e
         assert raw["Labels"]["deskctl.session"] not in sessions, raw["Names"]
 
 
+@pytest.mark.usefixtures("compose_v2")
 def test_compose_per_service_operations_with_a_desktop_sidecar(agent_env: dict[str, str], tmp_path: Path) -> None:
     out = probe(agent_env, "sidecar", COMPOSE_TASK / "environment", tmp_path, "compose_desktop=desktop")
     # both containers are the trial's session: deskctl's labels, the owner, the compose service
@@ -219,6 +231,7 @@ def test_compose_per_service_operations_with_a_desktop_sidecar(agent_env: dict[s
     assert row["status"] == "ended"
 
 
+@pytest.mark.usefixtures("compose_v2")
 def test_compose_with_the_desktop_as_main(agent_env: dict[str, str], tmp_path: Path) -> None:
     out = probe(agent_env, "main", COMPOSE_MAIN, tmp_path)
     assert out["containers"] == ["desktop", "helper"]
@@ -230,6 +243,7 @@ def test_compose_with_the_desktop_as_main(agent_env: dict[str, str], tmp_path: P
     assert out["left"] == [] and out["networks_left"] == []
 
 
+@pytest.mark.usefixtures("compose_v2")
 def test_a_killed_harbor_leaves_compose_containers_that_deskctl_reap_removes(agent_env: dict[str, str],
                                                                              tmp_path: Path, docker_sdk: Any) -> None:
     proc = subprocess.Popen([str(VENV / "bin" / "python"), str(PROBE), "crash", str(COMPOSE_TASK / "environment"),

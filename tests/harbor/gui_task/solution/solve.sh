@@ -5,7 +5,7 @@ set -euo pipefail
 export DISPLAY=:1
 if [ ! -S /tmp/.X11-unix/X1 ]; then
   setsid nohup Xvfb :1 -screen 0 1024x900x24 >/tmp/oracle-xvfb.log 2>&1 </dev/null &
-  for _ in $(seq 1 100); do [ -S /tmp/.X11-unix/X1 ] && break; sleep 0.1; done
+  for _ in $(seq 1 300); do [ -S /tmp/.X11-unix/X1 ] && break; sleep 0.1; done
 fi
 setsid nohup chromium --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
   --user-data-dir=/tmp/oracle-profile --remote-debugging-port=9222 --window-position=0,0 --window-size=1024,900 \
