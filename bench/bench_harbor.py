@@ -14,8 +14,9 @@ Tasks: tests/harbor/gui_task (Chromium, FROM the plain Debian base) and the cook
 Needs Docker with Compose v2 (scripts/setup.d/22-compose.sh) and .venv-harbor (scripts/setup.d/50-harbor.sh). Images
 are built once (an untimed warm-up trial on each environment) and shared. Harbor's docker environment runs a copy
 of each task with `network_mode = "public"`: it enforces `no-network` with an egress sidecar built from a registry
-image, which may not be reachable; deskctl runs the task as written (no network). After every deskctl run the
-bench checks that each ledger row ended and no labelled container is left. Targets (issue 19): oracle trials >= 3x
+image, which may not be reachable; deskctl runs the task as written (no network). A trial whose reward is not 1.0
+is timed all the same and named (`!`). At the end the bench checks that every deskctl ledger row ended and no
+labelled container is left. Targets (issue 19): oracle trials >= 3x
 faster on deskctl, computer-1 trials >= 1.5x.
 """
 
@@ -78,8 +79,8 @@ def harbor_run(env: dict[str, str], task: Path, jobs: Path, name: str, agent: st
         if result.get("exception_info"):
             raise SystemExit(f"{name}: a trial failed: {result['exception_info'].get('exception_message')}")
         reward = ((result.get("verifier_result") or {}).get("rewards") or {}).get("reward")
-        if reward != 1.0:
-            raise SystemExit(f"{name}: a trial got reward {reward}, not 1.0")
+        if reward != 1.0:  # timed all the same, and said
+            print(f"  ! {name}: trial {path.parent.name} got reward {reward}, not 1.0", flush=True)
         begin = datetime.fromisoformat(result["started_at"].replace("Z", "+00:00"))
         end = datetime.fromisoformat(result["finished_at"].replace("Z", "+00:00"))
         seconds.append((end - begin).total_seconds())
