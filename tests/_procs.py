@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def wait_until(condition: Callable[[], object], what: str = "the condition", timeout: float = 20.0) -> None:
@@ -23,3 +24,19 @@ def alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def xvfb_servers_under(folder: Path) -> dict[int, str]:
+    """The Xvfb servers whose command line names a path under ``folder`` (a test's DESKCTL_HOME or tmp_path): pid
+    -> command line. What a test checks is left running after its desktops were destroyed."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"Xvfb") and any(str(folder).encode() in arg for arg in argv):
+            found[int(entry.name)] = b" ".join(argv).decode(errors="replace")
+    return found

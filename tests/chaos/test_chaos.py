@@ -41,6 +41,7 @@ from typing import Any
 import pytest
 
 from _cli import deskctl
+from _procs import xvfb_servers_under
 from deskctl.ledger import SessionRecord, open_ledger
 from deskctl.session import owner_id
 
@@ -167,20 +168,6 @@ def _deleted_ledger_fds(paths: tuple[str, ...]) -> set[str]:
             if target.endswith(" (deleted)") and target.removesuffix(" (deleted)") in paths:
                 found.add(f"{entry.name}: {target}")
     return found
-
-
-def _our_xvfbs(home: Path) -> list[str]:
-    left = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"Xvfb") and any(str(home).encode() in a for a in argv):
-            left.append(f"{entry.name}: {b' '.join(argv).decode(errors='replace')}")
-    return left
 
 
 def _kill_leftovers(home: Path) -> None:
@@ -378,7 +365,7 @@ def _chaos(chaos_ledger_url: str, deskctl_home: Path, tmp_path: Path) -> None:
     assert active == [], active
     assert integrity in (None, [("ok",)]), integrity
     assert check.returncode == 0 and json.loads(check.stdout)["ok"] is True, check.stdout + check.stderr
-    assert _our_xvfbs(deskctl_home) == []
+    assert xvfb_servers_under(deskctl_home) == {}
     from deskctl.providers.xvfb import XvfbProvider
 
     assert XvfbProvider().list_owned() == []  # every desktop accounted for: nothing left for a reaper to find

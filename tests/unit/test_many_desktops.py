@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from _procs import xvfb_servers_under
+
 pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed")
 
 # Fills the descriptor table up to number 1100 with /dev/null, then opens, drives and closes desktops: every
@@ -82,21 +84,6 @@ def _run(script: str, home: Path, *args: str) -> dict[str, object]:
     return result
 
 
-def _xvfb_of(home: Path) -> list[int]:
-    """Pids of Xvfb servers started for sessions of this ``home`` (their session directory is under it)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"Xvfb") and any(str(home).encode() in arg for arg in argv):
-            found.append(int(entry.name))
-    return found
-
-
 def _statuses(home: Path) -> dict[str, str]:
     done = subprocess.run([sys.executable, "-m", "deskctl", "ls", "--all", "--json"], capture_output=True,
                           text=True, env=dict(os.environ, DESKCTL_HOME=str(home)), timeout=60)
@@ -110,7 +97,7 @@ def test_desktops_work_when_their_descriptors_are_numbered_above_1024(tmp_path: 
     statuses = _statuses(tmp_path)
     assert sorted(statuses) == sorted(result["ids"])  # type: ignore[arg-type]
     assert set(statuses.values()) == {"ended"}
-    assert _xvfb_of(tmp_path) == []
+    assert xvfb_servers_under(tmp_path) == {}
 
 
 def test_running_out_of_descriptors_is_a_capacity_error_and_leaves_nothing(tmp_path: Path) -> None:
@@ -119,7 +106,7 @@ def test_running_out_of_descriptors_is_a_capacity_error_and_leaves_nothing(tmp_p
         outcome = _run(_FEW_DESCRIPTORS, tmp_path, str(free))
         outcomes.append(outcome["code"])
         assert outcome["code"] in (None, "capacity.file_descriptors"), outcome
-        assert _xvfb_of(tmp_path) == []
+        assert xvfb_servers_under(tmp_path) == {}
         if outcome["code"] is None:
             break
     assert outcomes[0] == "capacity.file_descriptors", outcomes
