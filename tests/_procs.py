@@ -3,9 +3,12 @@ condition without a fixed sleep."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from deskctl.ledger import SessionRecord, open_ledger
 
 
 def wait_until(condition: Callable[[], object], what: str = "the condition", timeout: float = 20.0) -> None:
@@ -40,3 +43,19 @@ def xvfb_servers_under(folder: Path) -> dict[int, str]:
         if argv and argv[0].endswith(b"Xvfb") and any(str(folder).encode() in arg for arg in argv):
             found[int(entry.name)] = b" ".join(argv).decode(errors="replace")
     return found
+
+
+def ledger_sessions() -> list[SessionRecord]:
+    """Every session of the ledger DESKCTL_HOME names, ended ones too."""
+    with open_ledger() as book:
+        return book.sessions(active=None)
+
+
+def xvfb_leftovers(record: SessionRecord) -> list[str]:
+    """What an xvfb session's record names that is still there: its processes (Xvfb, the window manager...) and
+    its folder. Empty once the desktop is destroyed."""
+    data = (record.handle or {}).get("data", {})
+    left = [f"{p['role']} {p['pid']}" for p in data.get("procs", []) if alive(int(p["pid"]))]
+    if data.get("dir") and os.path.exists(data["dir"]):
+        left.append(data["dir"])
+    return left

@@ -26,8 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
-from _procs import alive
-from deskctl.ledger import SessionRecord, open_ledger
+from _procs import ledger_sessions, xvfb_leftovers
 
 mcp = pytest.importorskip("mcp")
 
@@ -279,19 +278,6 @@ def _mcp_outcomes() -> list[Outcome]:
 
 
 # -- the sweep -----------------------------------------------------------------------------------------------------
-def _sessions() -> list[SessionRecord]:
-    with open_ledger() as book:
-        return book.sessions(active=None)
-
-
-def _leftovers(record: SessionRecord) -> list[str]:
-    data = (record.handle or {}).get("data", {})
-    left = [f"{p['role']} {p['pid']}" for p in data.get("procs", []) if alive(int(p["pid"]))]
-    if data.get("dir") and os.path.exists(data["dir"]):
-        left.append(data["dir"])
-    return left
-
-
 def test_hundreds_of_bad_inputs_on_every_surface_are_usage_errors_with_no_internal_no_traceback_no_leak(
         tmp_path: Path) -> None:
     up = subprocess.run([sys.executable, "-m", "deskctl", "up", "--geometry", "320x240", "--ttl", "30m", "--json"],
@@ -332,8 +318,8 @@ def test_hundreds_of_bad_inputs_on_every_surface_are_usage_errors_with_no_intern
     assert failures == [], "\n".join(f"{o.surface} {o.what!r}: {o.code} ({o.detail})" for o in failures)
     assert len(outcomes) >= 200
     # nothing leaked: every desktop ever made here is ended and gone (the shared one, the MCP one, no other)
-    records = _sessions()
+    records = ledger_sessions()
     assert len(records) == 2, [(r.session_id, r.status) for r in records]
     for record in records:
         assert record.status == "ended", record
-        assert _leftovers(record) == []
+        assert xvfb_leftovers(record) == []

@@ -17,8 +17,7 @@ import anyio
 import pytest
 
 from _cli import deskctl
-from _procs import alive, wait_until
-from deskctl.ledger import SessionRecord, open_ledger
+from _procs import alive, ledger_sessions, wait_until, xvfb_leftovers
 from deskctl.providers._x11 import X11Address, read_cookie
 from probe import Probe
 
@@ -26,19 +25,6 @@ mcp = pytest.importorskip("mcp")
 
 #: what "it finished" may take on a loaded machine (never a measure of speed)
 GENEROUS = 120.0
-
-
-def _sessions() -> list[SessionRecord]:
-    with open_ledger() as book:
-        return book.sessions(active=None)
-
-
-def _leftovers(record: SessionRecord) -> list[str]:
-    data = (record.handle or {}).get("data", {})
-    left = [f"{p['role']} {p['pid']}" for p in data.get("procs", []) if alive(int(p["pid"]))]
-    if data.get("dir") and os.path.exists(data["dir"]):
-        left.append(data["dir"])
-    return left
 
 
 def _error(result: Any) -> dict[str, Any]:
@@ -69,7 +55,7 @@ def test_sigterm_during_the_longest_action_destroys_the_desktop_and_a_huge_scrol
 
     async def main() -> None:
         async with mcp.Client(params, read_timeout_seconds=GENEROUS) as client:
-            (record,) = _sessions()
+            (record,) = ledger_sessions()
             server_pid = int(record.owner.rsplit(":", 1)[1])
             # 200000 wheel clicks ran (the old code took seconds and hundreds of MB); 1e9 ran for hours
             for dy in (200_000, 10**9, -(10**9)):
@@ -93,9 +79,9 @@ def test_sigterm_during_the_longest_action_destroys_the_desktop_and_a_huge_scrol
                     group.cancel_scope.cancel()
 
     anyio.run(main)
-    (record,) = _sessions()
+    (record,) = ledger_sessions()
     assert (record.status, record.reason) == ("failed", "interrupted"), record
-    assert _leftovers(record) == []
+    assert xvfb_leftovers(record) == []
 
 
 def test_stdin_closed_during_a_long_exec_destroys_the_desktop() -> None:
@@ -128,9 +114,9 @@ def test_stdin_closed_during_a_long_exec_destroys_the_desktop() -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
-    (record,) = _sessions()
+    (record,) = ledger_sessions()
     assert (record.status, record.reason) == ("ended", "closed"), record
-    assert _leftovers(record) == []
+    assert xvfb_leftovers(record) == []
     assert _marked_processes(marker) == []
 
 
@@ -143,7 +129,7 @@ def test_the_biggest_ttl_accepted_still_shows_in_ls_json_and_a_bigger_one_is_ref
         refused = deskctl("up", flag, value, "--geometry", "320x240", "--json")
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
         assert json.loads(refused.stdout)["error"]["code"] in ("usage.bad_duration", "usage.bad_limit")
-    assert _sessions() == []  # refused before any desktop or ledger row
+    assert ledger_sessions() == []  # refused before any desktop or ledger row
 
     up = deskctl("up", "--ttl", "366d", "--max-minutes", str(366 * 24 * 60), "--geometry", "320x240", "--json",
                  check=True)
@@ -155,5 +141,5 @@ def test_the_biggest_ttl_accepted_still_shows_in_ls_json_and_a_bigger_one_is_ref
         assert deskctl("ls", check=True).stdout.count(session_id) == 1
     finally:
         deskctl("down", session_id, check=True)
-    (record,) = _sessions()
-    assert record.status == "ended" and _leftovers(record) == []
+    (record,) = ledger_sessions()
+    assert record.status == "ended" and xvfb_leftovers(record) == []
