@@ -463,21 +463,30 @@ def test_a_real_application_receives_clicks_and_non_ascii_typing(provider: XvfbP
 
 
 def test_a_megabyte_typed_through_a_session_arrives_and_the_session_stays_usable() -> None:
-    """desk.type of 1 MB: before typing was linear, 40k characters already lost the session (the watchdog
-    dropped a connection busy joining queued requests). Every key press must reach the focused client."""
+    """1 MB through desk.type: before typing was linear, 40k characters already lost the session (the watchdog
+    dropped a connection busy joining queued requests). Every key press must reach the focused client. One call
+    types at most ``limits.BOUNDS["type_chars"]`` characters: a megabyte in one call is refused before any key
+    is sent, and the megabyte in calls of the largest accepted size arrives whole."""
     import random
     import string
 
     import deskctl
+    from deskctl.errors import UsageError
+    from deskctl.limits import BOUNDS
     from deskctl.providers._x11 import X11Address
     from probe.keys import KeyRecorder
 
     rng = random.Random(5)
     text = "".join(rng.choice(string.ascii_lowercase + string.digits + " .,;\n") for _ in range(1_000_000))
+    step = int(BOUNDS["type_chars"].hi)
     with deskctl.open_desktop("xvfb", geometry="320x240") as desk:
         data = desk.handle.data  # type: ignore[union-attr]
         with KeyRecorder.open(X11Address(str(data["display"])), read_cookie(data["cookie_file"])) as keys:
-            desk.type(text)
+            with pytest.raises(UsageError) as refused:
+                desk.type(text)
+            assert refused.value.code == "usage.too_long"
+            for start in range(0, len(text), step):
+                desk.type(text[start:start + step])
             received = keys.text()
             desk.click(5, 5)  # the session is still there
     assert len(received) == len(text)
