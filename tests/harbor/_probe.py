@@ -142,15 +142,21 @@ def preflight(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True}
 
 
-def main() -> None:
-    scenario, environment_dir, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+def probe_args(argv: list[str]) -> tuple[str, Path, Path, dict[str, Any]]:
+    """SCENARIO ENVIRONMENT_DIR WORK_DIR [key=value ...]: the scenario, the two folders and the --ek options (each
+    value read as JSON when it is JSON, else as the text)."""
     kwargs: dict[str, Any] = {}
-    for item in sys.argv[4:]:
+    for item in argv[4:]:
         key, _, raw = item.partition("=")
         try:
             kwargs[key] = json.loads(raw)
         except json.JSONDecodeError:
             kwargs[key] = raw
+    return argv[1], Path(argv[2]), Path(argv[3]), kwargs
+
+
+def main() -> None:
+    scenario, environment_dir, work, kwargs = probe_args(sys.argv)
     if scenario == "preflight":
         result = preflight(kwargs)
     else:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _probe import crash, make
+from _probe import crash, make, probe_args
 from harbor.environments.base import ServiceOperationsUnsupportedError
 
 from deskctl.integrations.harbor import DeskctlEnvironment
@@ -30,6 +30,16 @@ def _labels(session: str) -> list[dict[str, str]]:
         found.append(dict(item.split("=", 1) for item in raw.split(",") if "=" in item) if isinstance(raw, str)
                      else dict(raw))
     return found
+
+
+
+def _with_leftovers(out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with what the stopped session left: its labelled containers and the compose project's networks."""
+    out["left"] = _labels(out["session"]) if "session" in out else None
+    networks = subprocess.run(["docker", "network", "ls", "--filter", f"name={out.get('project', '-')}",
+                               "--format", "{{.Name}}"], capture_output=True, text=True, check=True).stdout
+    out["networks_left"] = networks.split()
+    return out
 
 
 async def sidecar(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
@@ -74,11 +84,7 @@ async def sidecar(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
         out["main_after_stop_service"] = state
     finally:
         await env.stop(delete=True)
-    out["left"] = _labels(out["session"]) if "session" in out else None
-    networks = subprocess.run(["docker", "network", "ls", "--filter", f"name={out.get('project', '-')}",
-                               "--format", "{{.Name}}"], capture_output=True, text=True, check=True).stdout
-    out["networks_left"] = networks.split()
-    return out
+    return _with_leftovers(out)
 
 
 async def main_desktop(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
@@ -98,22 +104,11 @@ async def main_desktop(env: DeskctlEnvironment, work: Path) -> dict[str, Any]:
         out["desktop_alive"] = (await env.exec("echo alive")).stdout
     finally:
         await env.stop(delete=True)
-    out["left"] = _labels(out["session"]) if "session" in out else None
-    networks = subprocess.run(["docker", "network", "ls", "--filter", f"name={out.get('project', '-')}",
-                               "--format", "{{.Name}}"], capture_output=True, text=True, check=True).stdout
-    out["networks_left"] = networks.split()
-    return out
+    return _with_leftovers(out)
 
 
 def main() -> None:
-    scenario, environment_dir, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    kwargs: dict[str, Any] = {}
-    for item in sys.argv[4:]:
-        key, _, raw = item.partition("=")
-        try:
-            kwargs[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            kwargs[key] = raw
+    scenario, environment_dir, work, kwargs = probe_args(sys.argv)
     runner = {"sidecar": sidecar, "main": main_desktop, "crash": crash}[scenario]
     result = asyncio.run(runner(make(environment_dir, work, kwargs), work))
     print(json.dumps(result), flush=True)
