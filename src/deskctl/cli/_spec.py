@@ -54,7 +54,7 @@ def check_option_names(provider: str, keys: Iterable[str], *, where: str, config
     A provider that declares no ``option_names`` (a third-party one) accepts any key."""
     from deskctl.providers import load_provider_class
 
-    known = load_provider_class(provider).option_names
+    known = load_provider_class(provider).declared_option_names()
     if known is None:
         return
     for key in keys:

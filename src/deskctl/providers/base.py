@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from deskctl.actions import Action
     from deskctl.checks import CheckResult
     from deskctl.ledger import SessionRecord
+    from deskctl.providers.options import ProviderOptions
     from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = [
@@ -271,6 +272,27 @@ class Provider(ABC):
     credentials: ClassVar[CredentialSet] = CredentialSet()
     #: the ``provider_options`` keys it reads; the CLI and the config refuse others (None: undeclared, any key)
     option_names: ClassVar[frozenset[str] | None] = None
+    #: ``"module:Class"`` of the provider's typed options (:class:`deskctl.providers.options.ProviderOptions`),
+    #: loaded only when options are checked or described; when set, it is the one declaration of the options
+    #: and ``option_names`` is not needed
+    options_model: ClassVar[str | None] = None
+
+    @classmethod
+    def options_class(cls) -> type[ProviderOptions] | None:
+        """The provider's typed options class (imported on first use), or None when it declares none."""
+        if cls.options_model is None:
+            return None
+        import importlib
+
+        module, _, name = cls.options_model.partition(":")
+        found: type[ProviderOptions] = getattr(importlib.import_module(module), name)
+        return found
+
+    @classmethod
+    def declared_option_names(cls) -> frozenset[str] | None:
+        """The option keys the provider reads (None: undeclared, any key)."""
+        model = cls.options_class()
+        return model.names() if model is not None else cls.option_names
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
