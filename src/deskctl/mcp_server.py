@@ -8,11 +8,12 @@ session (destroy on return, exception, SIGINT and SIGTERM; the end and the cost 
 The MCP SDK (the ``mcp`` extra: ``pip install '.[mcp]'`` from a checkout) is imported only here, and this module
 only by ``deskctl mcp``.
 
-Tools (coordinates are screenshot pixels, the pinned geometry's space): ``screenshot``, ``click``,
-``double_click``, ``triple_click``, ``right_click``, ``middle_click``, ``mouse_down``, ``mouse_up``, ``move``,
-``drag``, ``scroll``, ``type``, ``key``, ``key_down``, ``key_up``, ``wait``; where the provider's capabilities
-say so ``cursor_position``, ``clipboard_get``/``clipboard_set`` and ``window_titles``/``wait_for``/``open_url``;
-and only when the server was started with ``allow_exec``, ``exec`` and ``launch`` (which runs any program).
+The tools are the MCP actions of :mod:`deskctl.action_table` (docs/actions.md), made from it: the tool's name,
+description and input schema (types, defaults, the :mod:`deskctl.limits` bounds as ``minimum``/``maximum``/
+``maxLength``) are the table's, the call is the entry's Desktop method, the result is as its ``result`` says (a
+PNG image, text, a JSON object). A tool is offered where the provider has the entry's capability; those that run
+programs (``exec``, ``launch``) only when the server was started with ``allow_exec``. Coordinates are
+screenshot pixels, the pinned geometry's space.
 A failed tool call is an MCP tool error (``isError``) whose structured content is deskctl's
 ``{"error": {"code", "message", ...}}``.
 """
@@ -32,13 +33,15 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
+from deskctl.action_table import ACTIONS, ActionSpec, Param, invoke
 from deskctl.errors import DeskctlError, UsageError
 from deskctl.limits import BOUNDS, check_number
 
 if TYPE_CHECKING:
     from deskctl.session import Desktop
 
-__all__ = ["MAX_EXEC_OUTPUT_CHARS", "MAX_WAIT_SECONDS", "HttpListener", "build_server", "listen", "new_token", "serve"]
+__all__ = ["MAX_EXEC_OUTPUT_CHARS", "MAX_WAIT_SECONDS", "HttpListener", "build_server", "input_schema_extra", "listen",
+           "new_token", "offered", "serve", "tool_function"]
 
 #: the longest single ``wait`` (a longer pause is several calls, so the agent sees the screen in between): the
 #: ``mcp_wait`` bound of deskctl.limits, as every bound of the tools' numbers
@@ -94,8 +97,8 @@ class _ErrorCodes:
 
 
 class _Tools:
-    """The tool functions over one desktop. Calls are serialised: a desktop has one pointer and one keyboard, and
-    an agent that pipelines calls means them in order."""
+    """The tool calls over one desktop. Calls are serialised: a desktop has one pointer and one keyboard, and an
+    agent that pipelines calls means them in order."""
 
     def __init__(self, desk: Desktop) -> None:
         self.desk = desk
@@ -112,178 +115,98 @@ class _Tools:
 
                 return error_result(DeskctlError(f"internal error: {type(exc).__name__}: {redact(str(exc))}"))
 
-    def _input(self, action: Callable[[], None], said: str) -> CallToolResult:
+    def run(self, spec: ActionSpec, arguments: dict[str, Any]) -> CallToolResult:
+        """One tool call: the arguments checked against their bounds (the MCP's own where the table says so),
+        then the Desktop method (or the surface's own action), then the result as the table says it is."""
+
         def work() -> CallToolResult:
-            action()
-            return _text(said)
+            for param in spec.params_on("mcp"):
+                value = arguments.get(param.name)
+                if param.mcp_bound is not None and value is not None and param.kind in ("int", "float"):
+                    check_number(param.mcp_bound, value, what=param.name, strings=False)
+            value = _OWN[spec.name](self.desk, **arguments) if spec.surface_only else invoke(self.desk, spec, arguments)
+            return _PRESENT.get(spec.name, _RESULTS[spec.result])(spec, value, arguments)
 
         return self.call(work)
 
-    def screenshot(self) -> CallToolResult:
-        """Take a screenshot of the whole desktop (PNG). Its pixels are the coordinate space of every other tool."""
 
-        def work() -> CallToolResult:
-            shot = self.desk.screenshot()
-            return CallToolResult(
-                content=[ImageContent(type="image", data=base64.b64encode(shot.png).decode("ascii"),
-                                      mime_type="image/png"),
-                         TextContent(type="text", text=f"{shot.width}x{shot.height}")],
-                structured_content={"width": shot.width, "height": shot.height},
-            )
+def _wait(desk: Desktop, seconds: float) -> None:
+    _ = desk.size  # a desktop that ended is an error now, not after the wait
+    time.sleep(seconds)
 
-        return self.call(work)
 
-    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> CallToolResult:
-        """Move the pointer to (x, y) and click. button: left, middle or right; count: 1, 2 (double) or 3."""
+#: the actions the MCP does itself (``surface_only`` in the table): no Desktop method
+_OWN: dict[str, Callable[..., Any]] = {"wait": _wait}
 
-        def work() -> CallToolResult:
-            self.desk.click(x, y, button, count)  # count, x and y are checked against deskctl.limits there
-            return _text(f"clicked {button} x{count} at ({x}, {y})")
 
-        return self.call(work)
+def _said(spec: ActionSpec, arguments: dict[str, Any]) -> str:
+    """``click x=10 y=20 button='left'``: what was done, a long text by its length only."""
+    shown = []
+    for param in spec.params_on("mcp"):
+        value = arguments.get(param.name)
+        if value is None or value == param.default:
+            continue
+        shown.append(f"{param.name}=({len(value)} characters)" if isinstance(value, str) and len(value) > 40
+                     else f"{param.name}={value!r}")
+    return " ".join([spec.mcp_name, *shown])
 
-    def double_click(self, x: int, y: int) -> CallToolResult:
-        """Double-click the left button at (x, y)."""
-        return self._input(lambda: self.desk.double_click(x, y), f"double-clicked at ({x}, {y})")
 
-    def triple_click(self, x: int, y: int) -> CallToolResult:
-        """Triple-click the left button at (x, y) (selects a line in most programs)."""
-        return self._input(lambda: self.desk.triple_click(x, y), f"triple-clicked at ({x}, {y})")
+def _none(spec: ActionSpec, value: Any, arguments: dict[str, Any]) -> CallToolResult:
+    return _text(f"done: {_said(spec, arguments)}")
 
-    def right_click(self, x: int, y: int) -> CallToolResult:
-        """Click the right button at (x, y)."""
-        return self._input(lambda: self.desk.right_click(x, y), f"right-clicked at ({x}, {y})")
 
-    def middle_click(self, x: int, y: int) -> CallToolResult:
-        """Click the middle button at (x, y)."""
-        return self._input(lambda: self.desk.middle_click(x, y), f"middle-clicked at ({x}, {y})")
+def _image(spec: ActionSpec, value: Any, arguments: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(
+        content=[ImageContent(type="image", data=base64.b64encode(value.png).decode("ascii"), mime_type="image/png"),
+                 TextContent(type="text", text=f"{value.width}x{value.height}")],
+        structured_content={"width": value.width, "height": value.height},
+    )
 
-    def mouse_down(self, x: int, y: int, button: str = "left") -> CallToolResult:
-        """Move to (x, y) and press a mouse button without releasing it (left, middle or right)."""
-        return self._input(lambda: self.desk.mouse_down(x, y, button), f"{button} down at ({x}, {y})")
 
-    def mouse_up(self, x: int, y: int, button: str = "left") -> CallToolResult:
-        """Move to (x, y) and release a mouse button (left, middle or right)."""
-        return self._input(lambda: self.desk.mouse_up(x, y, button), f"{button} up at ({x}, {y})")
+def _value(spec: ActionSpec, value: Any, arguments: dict[str, Any]) -> CallToolResult:
+    """A text or JSON result: the structured content is an object (a tuple by ``result_fields``, anything else
+    under ``mcp_result_key``); the text is the value as a person reads it."""
+    import json
 
-    def move(self, x: int, y: int) -> CallToolResult:
-        """Move the pointer to (x, y) without clicking."""
-        return self._input(lambda: self.desk.move(x, y), f"pointer at ({x}, {y})")
+    if hasattr(value, "to_dict"):
+        value = value.to_dict()
+    if spec.result_fields:
+        structured = dict(zip(spec.result_fields, value, strict=True))
+        return _text(json.dumps(structured), structured)
+    assert spec.mcp_result_key is not None
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, list):
+        text = "\n".join(str(item) for item in value) if value else "(none)"
+    else:
+        text = json.dumps(value)
+    return _text(text, value if isinstance(value, dict) else {spec.mcp_result_key: value})
 
-    def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left") -> CallToolResult:
-        """Press at (x1, y1), move to (x2, y2) holding the button, release there."""
-        return self._input(lambda: self.desk.drag(x1, y1, x2, y2, button), f"dragged from ({x1}, {y1}) to ({x2}, {y2})")
 
-    def scroll(self, x: int, y: int, dy: int = 0, dx: int = 0) -> CallToolResult:
-        """Scroll at (x, y) by wheel clicks: dy > 0 down, dy < 0 up; dx > 0 right, dx < 0 left."""
-        return self._input(lambda: self.desk.scroll(x, y, dx=dx, dy=dy), f"scrolled dx={dx} dy={dy} at ({x}, {y})")
+def _exec_result(spec: ActionSpec, result: Any, arguments: dict[str, Any]) -> CallToolResult:
+    """exec's result: the pid of a background command; else exit code and output, each stream capped."""
+    if arguments.get("background") and result.exit_code == 0:
+        return _text(f"started (pid {result.pid})", result.to_dict())
+    doc = result.to_dict()
+    notes: list[str] = []
+    for stream in ("stdout", "stderr"):
+        whole = len(doc[stream])
+        doc[stream], cut = _cap(doc[stream])
+        if cut:
+            doc[f"{stream}_cut_chars"] = cut
+            notes.append(f"{stream}: {cut} of {whole} characters cut from the middle "
+                         f"(at most {MAX_EXEC_OUTPUT_CHARS} kept)")
+    text = f"exit code {doc['exit_code']}\n{doc['stdout']}" + (f"\n{doc['stderr']}" if doc["stderr"] else "")
+    if notes:
+        text += "\n[deskctl: output cut: " + "; ".join(notes) + "; write it to a file to read it all]"
+    return _text(text, doc)
 
-    def type_text(self, text: str) -> CallToolResult:
-        """Type text (any Unicode) at the keyboard focus."""
-        return self._input(lambda: self.desk.type(text), f"typed {len(text)} characters")
 
-    def key(self, chord: str) -> CallToolResult:
-        """Press and release a key or chord: enter, tab, escape, ctrl+s, ctrl+shift+t, alt+f4, f5, pageup, ..."""
-        return self._input(lambda: self.desk.key(chord), f"pressed {chord}")
-
-    def key_down(self, key: str) -> CallToolResult:
-        """Hold a key down (e.g. shift) until key_up."""
-        return self._input(lambda: self.desk.key_down(key), f"{key} down")
-
-    def key_up(self, key: str) -> CallToolResult:
-        """Release a key held with key_down."""
-        return self._input(lambda: self.desk.key_up(key), f"{key} up")
-
-    def cursor_position(self) -> CallToolResult:
-        """Where the mouse pointer is, in screenshot pixels."""
-
-        def work() -> CallToolResult:
-            x, y = self.desk.cursor_position()
-            return _text(f"({x}, {y})", {"x": x, "y": y})
-
-        return self.call(work)
-
-    def wait(self, seconds: float) -> CallToolResult:
-        """Wait this many seconds (at most 60) for the screen to settle, e.g. after starting a program."""
-
-        def work() -> CallToolResult:
-            check_number("mcp_wait", seconds, what="seconds")
-            _ = self.desk.size  # a desktop that ended is an error now, not after the wait
-            time.sleep(seconds)
-            return _text(f"waited {seconds:g}s")
-
-        return self.call(work)
-
-    def clipboard_get(self) -> CallToolResult:
-        """Read the desktop's clipboard text."""
-
-        def work() -> CallToolResult:
-            text = self.desk.clipboard_get()
-            return _text(text, {"text": text})
-
-        return self.call(work)
-
-    def clipboard_set(self, text: str) -> CallToolResult:
-        """Put text on the desktop's clipboard (paste it with key ctrl+v)."""
-        return self._input(lambda: self.desk.clipboard_set(text), f"clipboard set ({len(text)} characters)")
-
-    def open_url(self, url: str) -> CallToolResult:
-        """Open a URL in the desktop's browser; use wait_for with its page title, then take a screenshot."""
-        return self._input(lambda: self.desk.open_url(url), f"opened {url}")
-
-    def window_titles(self) -> CallToolResult:
-        """List the titles of the desktop's top-level windows."""
-
-        def work() -> CallToolResult:
-            titles = self.desk.window_titles()
-            return _text("\n".join(titles) if titles else "(no titled windows)", {"titles": titles})
-
-        return self.call(work)
-
-    def wait_for(self, title: str, timeout: float = 30.0) -> CallToolResult:
-        """Wait (at most 60 s) until a window whose title contains `title` exists; returns its whole title.
-        Fails with wait.timeout when none appears in time."""
-
-        def work() -> CallToolResult:
-            check_number("mcp_wait_timeout", timeout, what="timeout")
-            found = self.desk.wait_for(title, timeout=timeout)
-            return _text(str(found), {"title": str(found)})
-
-        return self.call(work)
-
-    def launch(self, app: str, args: list[str] | None = None) -> CallToolResult:
-        """Start a program on the desktop, detached (a GUI app: it keeps running); returns its process id."""
-
-        def work() -> CallToolResult:
-            pid = self.desk.launch(app, *(args or []))
-            return _text(f"started {app}" + (f" (pid {pid})" if pid is not None else ""), {"pid": pid})
-
-        return self.call(work)
-
-    def exec(self, command: str, timeout: float = 60.0, cwd: str | None = None,
-             env: dict[str, str] | None = None, background: bool = False) -> CallToolResult:
-        """Run a shell command on the desktop's machine (with its DISPLAY) in `cwd` with `env` added; returns
-        exit_code, stdout, stderr. background: start it detached (a GUI app) and return its pid at once."""
-
-        def work() -> CallToolResult:
-            result = self.desk.exec(command, timeout=timeout, cwd=cwd, env=env, background=background)
-            if background and result.exit_code == 0:
-                return _text(f"started (pid {result.pid})", result.to_dict())
-            doc = result.to_dict()
-            notes: list[str] = []
-            for stream in ("stdout", "stderr"):
-                whole = len(doc[stream])
-                doc[stream], cut = _cap(doc[stream])
-                if cut:
-                    doc[f"{stream}_cut_chars"] = cut
-                    notes.append(f"{stream}: {cut} of {whole} characters cut from the middle "
-                                 f"(at most {MAX_EXEC_OUTPUT_CHARS} kept)")
-            text = f"exit code {doc['exit_code']}\n{doc['stdout']}" + (f"\n{doc['stderr']}" if doc["stderr"] else "")
-            if notes:
-                text += "\n[deskctl: output cut: " + "; ".join(notes) + "; write it to a file to read it all]"
-            return _text(text, doc)
-
-        return self.call(work)
+_Present = Callable[[ActionSpec, Any, dict[str, Any]], CallToolResult]
+#: a result as a tool result, by the table's ``result``
+_RESULTS: dict[str, _Present] = {"none": _none, "image": _image, "text": _value, "json": _value}
+#: the one action whose result is not the default of its kind: a command's output can be of any size
+_PRESENT: dict[str, _Present] = {"exec": _exec_result}
 
 
 _CUT_MARK = "\n[... cut by deskctl ...]\n"
@@ -314,57 +237,95 @@ def build_server(desk: Desktop, *, allow_exec: bool = False) -> MCPServer[Any]:
         log_level="WARNING",
         middleware=[_ErrorCodes()],
     )
-    entries: list[tuple[Callable[..., CallToolResult], str, ToolAnnotations]] = [
-        (tools.screenshot, "screenshot", _READ_ONLY),
-        (tools.click, "click", _INPUT),
-        (tools.double_click, "double_click", _INPUT),
-        (tools.triple_click, "triple_click", _INPUT),
-        (tools.right_click, "right_click", _INPUT),
-        (tools.middle_click, "middle_click", _INPUT),
-        (tools.mouse_down, "mouse_down", _INPUT),
-        (tools.mouse_up, "mouse_up", _INPUT),
-        (tools.move, "move", _INPUT),
-        (tools.drag, "drag", _INPUT),
-        (tools.scroll, "scroll", _INPUT),
-        (tools.type_text, "type", _INPUT),
-        (tools.key, "key", _INPUT),
-        (tools.key_down, "key_down", _INPUT),
-        (tools.key_up, "key_up", _INPUT),
-        (tools.wait, "wait", _READ_ONLY),
-    ]
-    capabilities = desk.provider.capabilities
-    if capabilities.cursor_position:
-        entries.append((tools.cursor_position, "cursor_position", _READ_ONLY))
-    if capabilities.clipboard:
-        entries += [(tools.clipboard_get, "clipboard_get", _READ_ONLY), (tools.clipboard_set, "clipboard_set", _INPUT)]
-    if capabilities.windows:
-        entries += [(tools.window_titles, "window_titles", _READ_ONLY), (tools.wait_for, "wait_for", _READ_ONLY),
-                    (tools.open_url, "open_url", _OPEN)]
-    if allow_exec:
-        entries.append((tools.exec, "exec", _EXEC))
-        if capabilities.windows:  # any program with any arguments: as much a command as exec is
-            entries.append((tools.launch, "launch", _EXEC))
-    for fn, name, hints in entries:
-        server.add_tool(_abandonable(fn), name=name, annotations=hints)
+    for spec in offered(desk, allow_exec=allow_exec):
+        server.add_tool(tool_function(tools, spec), name=spec.mcp_name, description=spec.doc,
+                        annotations=_hints(spec))
     return server
 
 
-def _abandonable(fn: Callable[..., CallToolResult]) -> Callable[..., Any]:
-    """``fn`` as an async tool whose thread the server leaves behind when the call is cancelled. The SDK runs a
-    plain function in a worker thread it waits for, so a client that closed our stdin during a long call (an
-    ``exec`` of hours) kept the server, and the desktop, up until the call ended; cancelled, the call now lets
-    the server end at once, and the caller's ``with`` block destroys the desktop (the thread, a daemon, stops
-    with the process or fails on the closed display). Same signature and doc: the tool's schema is unchanged."""
-    import functools
+def offered(desk: Desktop, *, allow_exec: bool) -> list[ActionSpec]:
+    """The actions this desktop's server offers as tools: the table's MCP actions the provider has the capability
+    for; those that run programs (exec, launch) only with ``allow_exec``."""
+    capabilities = desk.provider.capabilities
+    return [spec for spec in ACTIONS if "mcp" in spec.surfaces
+            and (spec.capability is None or getattr(capabilities, spec.capability))
+            and (allow_exec or not spec.runs_code)]
 
-    @functools.wraps(fn)
+
+def _hints(spec: ActionSpec) -> ToolAnnotations:
+    if spec.runs_code:
+        return _EXEC
+    if spec.surface_only or spec.result != "none":
+        return _READ_ONLY
+    return _OPEN if spec.open_world else _INPUT
+
+
+#: a parameter's Python type, which the SDK turns into its JSON schema and checks the arguments against
+_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, "strs": list[str],
+                          "strmap": dict[str, str], "json": Any}
+
+
+def input_schema_extra(param: Param) -> dict[str, Any]:
+    """What the JSON schema says of ``param`` beyond its type: its bound (``minimum``/``exclusiveMinimum`` and
+    ``maximum``, or ``minLength``/``maxLength``) and its choices. Advertised, not enforced by the SDK: the call
+    checks the bound itself, so a refused value gets the bound's own error code, as on every surface."""
+    extra: dict[str, Any] = {}
+    if param.mcp_bound is not None:
+        bound = BOUNDS[param.mcp_bound]
+        if param.kind in ("int", "float"):
+            extra["exclusiveMinimum" if bound.lo_open else "minimum"] = _number(bound.lo, param.kind)
+            extra["maximum"] = _number(bound.hi, param.kind)
+        else:
+            assert param.kind == "str", f"{param.name}: a bound on a {param.kind} parameter"
+            if bound.lo > 0:
+                extra["minLength"] = int(bound.lo)
+            extra["maxLength"] = int(bound.hi)
+    if param.choices:
+        extra["enum"] = list(param.choices)
+    return extra
+
+
+def _number(value: float, kind: str) -> float | int:
+    return int(value) if kind == "int" or float(value).is_integer() else value
+
+
+def tool_function(tools: _Tools, spec: ActionSpec) -> Callable[..., Any]:
+    """``spec`` as an async tool function whose signature is the table's (the SDK makes the input schema from it).
+    Its thread is left behind when the call is cancelled: the SDK runs a plain function in a worker thread it
+    waits for, so a client that closed our stdin during a long call (an ``exec`` of hours) kept the server, and
+    the desktop, up until the call ended; cancelled, the call now lets the server end at once, and the caller's
+    ``with`` block destroys the desktop (the thread, a daemon, stops with the process or fails on the closed
+    display)."""
+    import functools
+    import inspect
+    from typing import Annotated
+
+    from pydantic import Field
+
+    assert spec.result in _RESULTS or spec.name in _PRESENT, \
+        f"{spec.name}: the MCP has no tool result for a {spec.result!r} result; teach deskctl.mcp_server"
+    assert not spec.surface_only or spec.name in _OWN, f"{spec.name}: the MCP does not do it itself"
+    parameters = []
+    for param in spec.params_on("mcp"):
+        assert param.kind in _TYPES, \
+            f"{spec.name}.{param.name}: the MCP has no type for a {param.kind!r} parameter; teach deskctl.mcp_server"
+        kind = _TYPES[param.kind] | None if param.default is None else _TYPES[param.kind]
+        default = inspect.Parameter.empty if param.required else \
+            list(param.default) if isinstance(param.default, tuple) else param.default
+        field = Field(description=param.doc, json_schema_extra=input_schema_extra(param) or None)
+        parameters.append(inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=Annotated[kind, field]))
+
     async def call(**arguments: Any) -> CallToolResult:
         import anyio.to_thread
 
-        result: CallToolResult = await anyio.to_thread.run_sync(functools.partial(fn, **arguments),
+        result: CallToolResult = await anyio.to_thread.run_sync(functools.partial(tools.run, spec, arguments),
                                                                abandon_on_cancel=True)
         return result
 
+    call.__name__ = call.__qualname__ = spec.mcp_name
+    call.__doc__ = spec.doc
+    call.__signature__ = inspect.Signature(parameters, return_annotation=CallToolResult)  # type: ignore[attr-defined]
     return call
 
 

@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "down": ("deskctl.cli.session_cmds:down", "Destroy desktops by id (or --all)."),
     "ls": ("deskctl.cli.session_cmds:ls", "List sessions with their state and spend so far."),
     "screenshot": ("deskctl.cli.session_cmds:screenshot", "Save a PNG screenshot of a desktop."),
-    "do": ("deskctl.cli.session_cmds:do", "Send one action (click, type, key, ...) to a desktop."),
+    "do": ("deskctl.cli.do_cmds:do", "Send one action (click, type, key, ...) to a desktop."),
     "exec": ("deskctl.cli.session_cmds:exec_cmd", "Run a command on a desktop."),
     "cp": ("deskctl.cli.cp_cmds:cp", "Copy files or directories to or from a desktop (docker cp syntax)."),
     "reap": ("deskctl.cli.session_cmds:reap", "Destroy leftovers of dead or expired sessions."),

@@ -4,15 +4,17 @@ An agent that drives a desktop through the CLI pays a whole process per action, 
 a third of it. :func:`run` takes the plain forms of an action (the action's arguments and options, ``--json``)
 and runs them through :func:`act`, the same code the click command runs. It reads the actions' arguments from
 :mod:`deskctl.cli._do_table`, a table made from the click commands themselves (:func:`build_table`; a test
-checks it is current), so there is no second definition of an action. Whatever it does not take as click would
+checks it is current), which are made from :mod:`deskctl.action_table`, so there is no second definition of an
+action (and neither click nor the action table is imported on this path). Whatever it does not take as click would
 (``--help``, a bad number, an argument left out or one too many, an unknown option, ``--``, ``[defaults]`` in a
 config file) it leaves to click, untouched: help, parse errors and their exit codes come from click alone. It
 takes an action only with all its arguments given, so a command that gives a left-out argument a meaning of its
 own (a click at the pointer) keeps it.
 
-An action runs as ``Desktop.<action with - as _>(**its parameters)``, and its ``--json`` document is
-``{"id", "action", "ok", **its parameters}``: the convention every click action command follows (test: both
-ways give the same output and the same effect for the same argv).
+An action runs as ``Desktop.<its method>(**its parameters)``, and its ``--json`` document is
+``{"id", "action", "ok", **its parameters}``: the convention every click command of an action without a result
+follows (test: both ways give the same output and the same effect for the same argv). The table holds every
+such action whose parameters it can read as click does; :func:`build_table` says why it left out the others.
 
     python -m deskctl.cli._do_fast    # rewrite _do_table.py after changing an action's arguments
 """
@@ -29,12 +31,7 @@ from deskctl.cli._output import echo_json
 if TYPE_CHECKING:
     from deskctl.session import Desktop
 
-__all__ = ["FAST_ACTIONS", "act", "attached", "build_table", "parse", "run"]
-
-#: the actions of ``deskctl do`` taken without click (each follows the convention above); one whose parameters
-#: :func:`parse` cannot read as click does is left to click (:func:`build_table` says which, and why)
-FAST_ACTIONS = ("click", "double-click", "triple-click", "right-click", "middle-click", "move", "drag", "scroll",
-                "type", "key", "key-down", "key-up", "mouse-down", "mouse-up")
+__all__ = ["act", "attached", "build_table", "parse", "run"]
 
 
 @contextmanager
@@ -138,19 +135,21 @@ def run(args: list[str]) -> bool:
     if config.defaults:  # [defaults] may set an action's option: click applies them
         return False
     session_id, name, params, as_json = parsed
-    method = name.replace("-", "_")
+    from deskctl.cli._do_table import VERBS
+
+    method: str = VERBS[name]["method"]
     act(session_id, name, as_json, lambda desk: getattr(desk, method)(**params), params)
     return True
 
 
 # -- the table, made from the click commands ---------------------------------------------------------------
 def build_table() -> tuple[dict[str, Any], dict[str, str]]:
-    """The arguments and options of every action in :data:`FAST_ACTIONS`, read from its click command, and the
-    actions left to click with the reason (a parameter :func:`parse` would not read as click does)."""
+    """The arguments and options of every ``deskctl do`` action without a result, read from its click command,
+    and the actions left to click with the reason (a parameter :func:`parse` would not read as click does)."""
     import click
 
-    from deskctl.cli import session_cmds
-    from deskctl.session import Desktop
+    from deskctl.action_table import ACTIONS
+    from deskctl.cli import do_cmds
 
     def kind(param: click.Parameter) -> str:
         if type(param.type) is click.types.IntParamType:
@@ -162,24 +161,31 @@ def build_table() -> tuple[dict[str, Any], dict[str, str]]:
     samples = {"int": "0", "str": "x"}
     verbs: dict[str, Any] = {}
     skipped: dict[str, str] = {}
-    context = click.Context(session_cmds.do, info_name="do")
-    for name in FAST_ACTIONS:
+    context = click.Context(do_cmds.do, info_name="do")
+    for spec in ACTIONS:
+        if "cli" not in spec.surfaces:
+            continue
+        if spec.result != "none":
+            skipped[spec.cli_name] = f"a {spec.result} result, printed by the click command"
+            continue
+        if any(p.py != p.name or p.stdin for p in spec.params_on("cli")):
+            skipped[spec.cli_name] = "a parameter the Desktop method names otherwise, or that reads stdin"
+            continue
         try:
-            verbs[name] = _describe(name, context, session_cmds, Desktop, kind, samples)
+            verbs[spec.cli_name] = {"method": spec.method,
+                                    **_describe(spec.cli_name, context, do_cmds, kind, samples)}
         except ValueError as exc:
-            skipped[name] = str(exc)
+            skipped[spec.cli_name] = str(exc)
     return verbs, skipped
 
 
-def _describe(name: str, context: Any, session_cmds: Any, desktop: type, kind: Callable[[Any], str],
+def _describe(name: str, context: Any, do_cmds: Any, kind: Callable[[Any], str],
               samples: dict[str, str]) -> dict[str, Any]:
     import click
 
-    command = session_cmds.do.get_command(context, name)
-    if not isinstance(command, session_cmds._ActionCommand):
+    command = do_cmds.do.get_command(context, name)
+    if not isinstance(command, do_cmds.ActionCommand):
         raise ValueError("not an action command")
-    if not callable(getattr(desktop, name.replace("-", "_"), None)):
-        raise ValueError(f"Desktop has no method {name.replace('-', '_')}")
     for param in command.params:
         if (param.callback is not None or not param.expose_value or param.envvar or param.multiple
                 or param.nargs != 1 or param.is_eager or param.name is None
@@ -209,18 +215,19 @@ def _describe(name: str, context: Any, session_cmds: Any, desktop: type, kind: C
 
 def render_table() -> str:
     """The source of ``_do_table.py``: one line per argument and option, in a stable order."""
-    from deskctl.cli import session_cmds
+    from deskctl.cli import do_cmds
 
     lines = ['"""Generated by ``python -m deskctl.cli._do_fast`` from the click commands of ``deskctl do``: the',
              "arguments and options of each action its click-free path takes. Do not edit; rewrite it.\"\"\"",
              "", "from typing import Any", "",
              "#: what the action commands take as a negative number, not an option",
-             f"NEGATIVE_NUMBER = {session_cmds._NEGATIVE_NUMBER.pattern!r}", ""]
+             f"NEGATIVE_NUMBER = {do_cmds.NEGATIVE_NUMBER.pattern!r}", ""]
     verbs, skipped = build_table()
     lines += [f"# left to click: {name} ({reason})" for name, reason in sorted(skipped.items())]
     lines.append("VERBS: dict[str, Any] = {")
     for name, verb in sorted(verbs.items()):
         lines.append(f"    {name!r}: {{")
+        lines.append(f'        "method": {verb["method"]!r},')
         lines.append('        "arguments": [')
         lines += [f"            {argument!r}," for argument in verb["arguments"]]
         lines.append("        ],")

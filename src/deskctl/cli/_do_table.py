@@ -6,9 +6,16 @@ from typing import Any
 #: what the action commands take as a negative number, not an option
 NEGATIVE_NUMBER = "^-\\d+$"
 
+# left to click: clipboard (a text result, printed by the click command)
+# left to click: clipboard-set (a parameter the Desktop method names otherwise, or that reads stdin)
+# left to click: cursor-position (a json result, printed by the click command)
+# left to click: launch (a json result, printed by the click command)
 # left to click: scroll (numbers: a parameter kind the fast path does not parse)
+# left to click: wait-for (a text result, printed by the click command)
+# left to click: windows (a json result, printed by the click command)
 VERBS: dict[str, Any] = {
     "click": {
+        "method": "click",
         "arguments": [
             {"name": "x", "type": "int"},
             {"name": "y", "type": "int"},
@@ -19,15 +26,18 @@ VERBS: dict[str, Any] = {
         },
     },
     "double-click": {
+        "method": "double_click",
         "arguments": [
             {"name": "x", "type": "int"},
             {"name": "y", "type": "int"},
         ],
         "options": {
+            "--button": {"name": "button", "type": "str", "default": "left"},
             "--json": {"name": "as_json", "type": "flag", "default": False},
         },
     },
     "drag": {
+        "method": "drag",
         "arguments": [
             {"name": "x1", "type": "int"},
             {"name": "y1", "type": "int"},
@@ -40,6 +50,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "key": {
+        "method": "key",
         "arguments": [
             {"name": "chord", "type": "str"},
         ],
@@ -48,6 +59,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "key-down": {
+        "method": "key_down",
         "arguments": [
             {"name": "key", "type": "str"},
         ],
@@ -56,6 +68,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "key-up": {
+        "method": "key_up",
         "arguments": [
             {"name": "key", "type": "str"},
         ],
@@ -64,6 +77,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "middle-click": {
+        "method": "middle_click",
         "arguments": [
             {"name": "x", "type": "int"},
             {"name": "y", "type": "int"},
@@ -73,6 +87,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "mouse-down": {
+        "method": "mouse_down",
         "arguments": [
             {"name": "x", "type": "int"},
             {"name": "y", "type": "int"},
@@ -83,6 +98,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "mouse-up": {
+        "method": "mouse_up",
         "arguments": [
             {"name": "x", "type": "int"},
             {"name": "y", "type": "int"},
@@ -93,6 +109,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "move": {
+        "method": "move",
         "arguments": [
             {"name": "x", "type": "int"},
             {"name": "y", "type": "int"},
@@ -101,7 +118,18 @@ VERBS: dict[str, Any] = {
             "--json": {"name": "as_json", "type": "flag", "default": False},
         },
     },
+    "open-url": {
+        "method": "open_url",
+        "arguments": [
+            {"name": "url", "type": "str"},
+        ],
+        "options": {
+            "--browser": {"name": "browser", "type": "str", "default": None},
+            "--json": {"name": "as_json", "type": "flag", "default": False},
+        },
+    },
     "right-click": {
+        "method": "right_click",
         "arguments": [
             {"name": "x", "type": "int"},
             {"name": "y", "type": "int"},
@@ -111,6 +139,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "triple-click": {
+        "method": "triple_click",
         "arguments": [
             {"name": "x", "type": "int"},
             {"name": "y", "type": "int"},
@@ -120,6 +149,7 @@ VERBS: dict[str, Any] = {
         },
     },
     "type": {
+        "method": "type",
         "arguments": [
             {"name": "text", "type": "str"},
         ],
