@@ -318,6 +318,9 @@ class AsyncDesktop:
         await self._end(self._desk.release)
 
     # -- actions: the sync session's, one by one -----------------------------------------------------
+    # Written out, not generated from deskctl.action_table: a static signature is what mypy --strict checks a
+    # caller against and what an IDE shows. tests/unit/test_action_surfaces.py proves each of the table's aio
+    # actions is here, a coroutine with the Desktop method's signature, and that none is here the table lacks.
     async def act(self, action: act.Action) -> None:
         await self._call(self._desk.act, action)
 

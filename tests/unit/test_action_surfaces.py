@@ -84,7 +84,7 @@ def test_the_async_desktop_has_each_aio_action_with_the_same_signature() -> None
     methods = _public_methods(aio.AsyncDesktop)
     for spec in ACTIONS:
         if "aio" not in spec.surfaces:
-            assert spec.method not in methods or spec.surface_only is False, spec
+            assert spec.method not in methods, f"AsyncDesktop has {spec.method}, which the table keeps off aio"
             continue
         coroutine = methods.get(spec.method)
         assert coroutine is not None, f"AsyncDesktop has no {spec.method}"
@@ -266,3 +266,31 @@ def test_an_action_is_a_step_of_the_trajectory_exactly_when_the_table_says_recor
             with contextlib.suppress(WaitTimeout):
                 invoke(desk, spec, arguments)
             assert steps() - before == (1 if spec.recorded else 0), spec
+
+
+# -- a new entry ---------------------------------------------------------------------------------------------------
+def test_a_new_entry_gets_its_cli_command_and_mcp_tool_with_no_code_and_a_new_kind_is_refused_clearly() -> None:
+    """What the helpers adding actions rely on: an entry of known kinds is a `do` command and a tool as it is; a
+    result or parameter kind no surface knows stops the surface with a message that says where to teach it."""
+    pytest.importorskip("mcp")
+    from deskctl.action_table import Param
+    from deskctl.cli.do_cmds import command_for
+    from deskctl.mcp_server import tool_function
+
+    spec = ActionSpec("zoom_to", "Zoom to LEVEL at X Y.", (Param("x", "int", bound="coordinate"),
+                                                          Param("y", "int", bound="coordinate"),
+                                                          Param("level", "float", 1.0, doc="how far",
+                                                                bound="record_settle")),
+                      result="json", result_key="zoom")
+    command = command_for(spec)
+    assert command.name == "zoom-to" and [p.name for p in command.params] == ["x", "y", "level", "as_json"]
+    level = command.params[2]
+    assert isinstance(level, click.Option) and level.opts == ["--level"] and level.default == 1.0
+    signature = inspect.signature(tool_function(None, spec))  # type: ignore[arg-type]
+    assert list(signature.parameters) == ["x", "y", "level"] and signature.parameters["level"].default == 1.0
+
+    with pytest.raises(AssertionError, match="unknown result 'video'"):
+        ActionSpec("record_video", "Record.", result="video")
+    odd = ActionSpec("set_env", "Set variables.", (Param("env", "strmap"),))
+    with pytest.raises(AssertionError, match=r"the CLI has no form for a 'strmap' parameter .*do_cmds"):
+        command_for(odd)
