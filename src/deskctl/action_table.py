@@ -366,6 +366,9 @@ def markdown() -> str:
              "pixels of the screenshot (the pinned geometry). A", "number out of its range is a usage error "
              "(exit 2) with the range's code on every surface ([reliability](reliability.md#every-input-is-bounded)).",
              "`library` is `Desktop` and `AsyncDesktop` (the same parameters; `AsyncDesktop`'s are coroutines).", "",
+             "To add an action: an entry in the table, a `Desktop` method (and its `AsyncDesktop` twin); then "
+             "regenerate this file", "and the fast `do` table (`python -m deskctl.cli._do_fast`). The CLI command "
+             "and the MCP tool need no code.", "",
              "| action | CLI | MCP tool | capability | recorded | gives |", "|---|---|---|---|---|---|"]
     for a in ACTIONS:
         method = f"`Desktop.{a.method}`" if not a.surface_only else "(MCP only)"
@@ -374,8 +377,10 @@ def markdown() -> str:
                      f"{a.capability or 'every provider'} | {'yes' if a.recorded else 'no'} | {a.result} |")
     for a in ACTIONS:
         lines += ["", f"## {a.name}", "", a.doc]
-        if a.details:
-            lines += ["", "\n".join(line for line in a.details.splitlines() if line != "\b")]
+        for paragraph in a.details.split("\n\n") if a.details else ():
+            # click's "\b" keeps a paragraph's lines as they are: in Markdown, a code block
+            verbatim = paragraph.startswith("\b\n")
+            lines += ["", *(["```", paragraph[2:], "```"] if verbatim else [paragraph])]
         surfaces = [_SURFACE_NAMES[s] for s in ("cli", "mcp", "aio") if s in a.surfaces]
         lines += ["", f"Surfaces: {', '.join(surfaces)}" + (f"; CLI: `deskctl {a.cli_command}`" if a.cli_command
                                                                else "") + "."]
