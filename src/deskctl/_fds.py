@@ -5,7 +5,7 @@ limit, and running out of descriptors.
 range in select()``), and a process with a hundred desktops (each an X connection, a Docker API socket, pidfds,
 pipes, log files) passes that number. Everything deskctl waits on goes through :func:`wait_readable`
 (``poll()``, no such limit), and python-xlib's own waiting is routed through :data:`POLL_SELECT` (see
-:func:`deskctl.providers._x11.connect_display`).
+:func:`deskctl.core.x11.connect_display`).
 
 :func:`raise_open_file_limit` lifts the soft ``RLIMIT_NOFILE`` to the hard one (once per process, when a
 desktop is first opened) and holds a few descriptors in reserve; :func:`out_of_descriptors` tells an

@@ -1,5 +1,5 @@
 """The provider side of the in-desktop agent: :class:`AgentDriver`, a drop-in for
-:class:`~deskctl.providers._x11.X11Driver` where a provider reaches its desktop through ``deskctl-agent``
+:class:`~deskctl.core.x11.X11Driver` where a provider reaches its desktop through ``deskctl-agent``
 instead of X11, plus ``exec`` and single-file transfer, and :func:`wait_ready`.
 
 Errors (only :mod:`deskctl.errors` classes leave this module): nothing answers or the connection cannot be made
@@ -35,6 +35,7 @@ from deskctl.agent.protocol import (
     send_message,
     send_stream,
 )
+from deskctl.core.frames import ExecResult, RawFrame, Screenshot
 from deskctl.errors import (
     DeskctlError,
     ProviderApiError,
@@ -43,7 +44,6 @@ from deskctl.errors import (
     SessionLost,
     UsageError,
 )
-from deskctl.providers.base import ExecResult, RawFrame, Screenshot
 
 __all__ = ["AgentDriver", "FrameChanges", "wait_ready"]
 

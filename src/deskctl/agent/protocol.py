@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from deskctl import errors
-from deskctl.providers.base import RawFrame
+from deskctl.core.frames import RawFrame
 
 __all__ = [
     "CHUNK",

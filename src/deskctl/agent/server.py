@@ -1,9 +1,9 @@
 """``deskctl-agent``: serves one desktop from inside it over TCP (TLS optional) to the holder of its session token.
 
 It runs in the desktop (the image's entrypoint starts it when ``DESKCTL_SERVE_AGENT=1``), as the desktop's user, on
-the desktop's display, and drives that display with the project's own :class:`~deskctl.providers._x11.X11Driver`
+the desktop's display, and drives that display with the project's own :class:`~deskctl.core.x11.X11Driver`
 (MIT-SHM capture: the agent shares the X server's host and IPC namespace) and
-:func:`~deskctl.providers._png.encode_png`.
+:func:`~deskctl.core.png.encode_png`.
 
 Security: the token is read from a file (``--token-file``, default :data:`deskctl.agent.TOKEN_FILE`), never from
 the command line or the environment; the first message of every connection must carry it (compared with
@@ -46,11 +46,11 @@ from deskctl.agent.protocol import (
     send_message,
     send_stream,
 )
+from deskctl.core.png import encode_png
+from deskctl.core.shell import background_pid, check_exec_options, posix_line, run_here
+from deskctl.core.x11 import X11Driver, read_cookie
 from deskctl.errors import DeskctlError, ProviderApiError, SessionLost, UsageError
 from deskctl.limits import check_action, check_number
-from deskctl.providers._guest import background_pid, check_exec_options, posix_line, run_here
-from deskctl.providers._png import encode_png
-from deskctl.providers._x11 import X11Driver, read_cookie
 
 __all__ = ["AgentServer", "main", "read_token"]
 
@@ -270,7 +270,7 @@ class AgentServer:
         # the output goes in the body (stdout then stderr), not the JSON header: it may be large and binary
         reply: dict[str, Any] = {"ok": True, "exit_code": exit_code, "stdout_size": len(out)}
         if background and exit_code == 0:
-            from deskctl.providers.base import ExecResult
+            from deskctl.core.frames import ExecResult
 
             reply["pid"] = background_pid(ExecResult(0, out.decode(errors="replace")))
         send_message(conn.sock, reply, out + err)

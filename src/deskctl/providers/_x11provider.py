@@ -12,7 +12,7 @@ through the subclass's ``exec``.
 Hooks for a subclass:
 
 - :meth:`X11Provider._open_driver` (required): connect to the handle's display. Anything with the
-  :class:`DisplayDriver` surface serves: :class:`~deskctl.providers._x11.X11Driver`, or the agent's client.
+  :class:`DisplayDriver` surface serves: :class:`~deskctl.core.x11.X11Driver`, or the agent's client.
 - :meth:`X11Provider._lost`: the error for a call that lost the display, which may say why (the container
   stopped, the SSH connection dropped). Default: the :class:`~deskctl.errors.SessionLost` as the driver raised it.
 - :meth:`X11Provider._read`: how a call that changes nothing on the desktop runs (ssh retries it once on a new
@@ -44,7 +44,7 @@ T = TypeVar("T")
 
 
 class DisplayDriver(Protocol):
-    """What :class:`X11Provider` needs of a driver: the surface of :class:`~deskctl.providers._x11.X11Driver`.
+    """What :class:`X11Provider` needs of a driver: the surface of :class:`~deskctl.core.x11.X11Driver`.
     A connection lost in a call raises :class:`~deskctl.errors.SessionLost`; ``close`` is idempotent."""
 
     @property

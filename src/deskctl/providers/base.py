@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from deskctl.core.frames import ExecResult, RawFrame, Screenshot
 from deskctl.platforms import Platform
 
 if TYPE_CHECKING:
@@ -85,6 +86,11 @@ class Capabilities:
     clipboard: bool = False
     #: :meth:`Provider.window_titles` works (``wait_for("title")``), as do ``open_url`` and ``launch``
     windows: bool = False
+    #: a button or key can be held (``mouse_down``/``mouse_up``, ``key_down``/``key_up``); False: those actions
+    #: are ``usage.unsupported``
+    hold_input: bool = True
+    #: ``exec(user=...)`` runs the command as another user of the desktop; False: ``usage.unsupported``
+    exec_as_user: bool = True
     #: how the provider bills: free | per_second | per_minute | per_hour | external (the host's owner bills it,
     #: deskctl does not know the price: cost "unknown" unless the user's price catalog names one)
     billing: str = "free"
@@ -110,6 +116,8 @@ class Capabilities:
             "cursor_position": self.cursor_position,
             "clipboard": self.clipboard,
             "windows": self.windows,
+            "hold_input": self.hold_input,
+            "exec_as_user": self.exec_as_user,
             "billing": self.billing,
         }
 
@@ -195,64 +203,6 @@ def past_expiry(labels: Mapping[str, str], now: float) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class Screenshot:
-    """PNG bytes whose pixel grid is the action coordinate space (width x height)."""
-
-    png: bytes
-    width: int
-    height: int
-
-    def save(self, path: str) -> None:
-        with open(path, "wb") as fh:
-            fh.write(self.png)
-
-
-@dataclass(frozen=True)
-class RawFrame:
-    """The screen's pixels uncompressed, in the action coordinate space: a snapshot that stays valid after the
-    next capture. Pillow reads it as ``Image.frombuffer("RGB", (width, height), data, "raw", mode, stride, 1)``;
-    ``mode`` is a Pillow raw mode (``BGRX``, ``BGR;16``, ``L`` or ``RGB``) and ``stride`` the bytes per row
-    (0: rows are packed)."""
-
-    data: bytes
-    width: int
-    height: int
-    mode: str = "BGRX"
-    stride: int = 0
-
-    def image(self) -> Any:
-        """The frame as an RGB ``PIL.Image`` (a copy)."""
-        return self.pil_view().convert("RGB")
-
-    def pil_view(self) -> Any:
-        """The frame as a ``PIL.Image`` over ``data`` itself (no copy; grey frames stay ``L``)."""
-        from PIL import Image
-
-        inner = "L" if self.mode == "L" else "RGB"
-        return Image.frombuffer(inner, (self.width, self.height), self.data, "raw", self.mode, self.stride, 1)
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """Result of a command; ``merged`` is True when the provider can only return stdout and stderr together
-    (then everything is in ``stdout`` and ``stderr`` is empty). A ``background`` command's result comes at once:
-    ``exit_code`` 0 when it was started, ``pid`` its process id on the guest where the guest tells it."""
-
-    exit_code: int
-    stdout: str
-    stderr: str = ""
-    merged: bool = False
-    pid: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr,
-                               "merged": self.merged}
-        if self.pid is not None:
-            out["pid"] = self.pid
-        return out
-
-
 class Provider(ABC):
     """A backend that makes desktops. Subclasses live one per module in ``deskctl.providers``.
 
@@ -296,11 +246,30 @@ class Provider(ABC):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
+        self._settings_cache: ProviderOptions | None = None
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """Refuse malformed option values with a :class:`~deskctl.errors.UsageError` (exit 2), without any I/O:
-        called when a spec is built from flags, before a preflight or a ledger row."""
+        called when a spec is built from flags, before a preflight or a ledger row. Default: the typed options
+        (``options_model``) parse them."""
+        model = cls.options_class()
+        if model is not None:
+            model.parse(options, where=f"{cls.name} options")
+
+    def settings(self, spec: DesktopSpec | None = None) -> ProviderOptions:
+        """The typed options (``options_model``): the provider's own, under those of ``spec`` when given; a bad
+        value is ``usage.bad_option`` / ``usage.unknown_option`` (exit 2). Imports pydantic: the paths that must
+        not (``deskctl do``, ``down``) read what they need from the handle instead."""
+        model = self.options_class()
+        if model is None:
+            raise TypeError(f"provider {self.name!r} declares no options_model")
+        if spec is None or not spec.provider_options:
+            cached: ProviderOptions | None = getattr(self, "_settings_cache", None)
+            if cached is None:
+                cached = self._settings_cache = model.parse(self.options, where=f"{self.name} options")
+            return cached
+        return model.parse({**self.options, **spec.provider_options}, where=f"{self.name} options")
 
     # -- before anything is paid for -------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
