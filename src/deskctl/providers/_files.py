@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import tarfile
 import tempfile
 import uuid
@@ -27,7 +28,7 @@ from deskctl.providers._guest import dialect_of
 if TYPE_CHECKING:
     from deskctl.providers.base import RemoteHandle
 
-__all__ = ["FileTransfer", "extract_tar", "no_such_file", "pack_dir", "remote_parent"]
+__all__ = ["FileTransfer", "copy_here", "extract_tar", "no_such_file", "pack_dir", "remote_parent"]
 
 
 def remote_parent(remote: str, dialect: str) -> str:
@@ -185,3 +186,58 @@ class FileTransfer:
         name = f"deskctl-cp-{uuid.uuid4().hex[:12]}.tar"
         base = self._guest_tmp(handle)
         return f"{base}\\{name}" if dialect != "posix" else f"{base}/{name}"
+
+
+# -- a desktop whose filesystem is this host's (xvfb) ---------------------------------------------------------
+
+def copy_here(source: str, target: str, where: str, provider: str) -> None:
+    """Make ``target`` a copy of the file or directory ``source`` on this host (the desktop's filesystem is this
+    host's): parents made, a file replaced whole (written beside it, then renamed over it), a directory merged
+    into one that is there; symlinks copied as links, modes and times kept."""
+    src, dst = Path(source), Path(target)
+    if not src.exists() and not src.is_symlink():
+        raise no_such_file(source, where, provider)
+    _refuse_into_itself(src, dst, source, target, provider)
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+            return
+        partial = dst.with_name(f".{dst.name}.deskctl-part")
+        try:
+            shutil.copy2(src, partial, follow_symlinks=False)
+            os.replace(partial, dst)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
+    except (OSError, shutil.Error) as exc:
+        raise UsageError(f"cannot copy {source} to {target}: {_copy_failure(exc)}", code="usage.bad_path",
+                         provider=provider) from exc
+
+
+def _refuse_into_itself(src: Path, dst: Path, source: str, target: str, provider: str) -> None:
+    """cp -r's rule: a copy onto its own source, or of a folder into a folder under it (which would copy what it
+    is making, level after level), is refused before anything is written."""
+    folder = src.is_dir() and not src.is_symlink()
+    # a symlink is copied as a link: its own path counts, not what it points to
+    real_src = Path(os.path.realpath(src)) if folder else \
+        Path(os.path.realpath(src.absolute().parent)) / src.absolute().name
+    real_dst = Path(os.path.realpath(dst))
+    if real_dst == real_src:
+        raise UsageError(f"cannot copy {source} onto itself ({target} is the same path)", code="usage.bad_path",
+                         provider=provider, remedy="name another destination")
+    if folder and real_src in real_dst.parents:
+        raise UsageError(f"cannot copy the folder {source} into itself ({target} is inside it)",
+                         code="usage.bad_path", provider=provider, remedy="name a destination outside the folder")
+
+
+def _copy_failure(exc: OSError | shutil.Error) -> str:
+    """What went wrong, in words: copytree's ``shutil.Error`` holds a list of (source, destination, reason)."""
+    if isinstance(exc, OSError) and not isinstance(exc, shutil.Error):
+        return exc.strerror or str(exc)
+    problems = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+    reasons = [str(p[2]) for p in problems if isinstance(p, tuple) and len(p) == 3]
+    if not reasons:
+        return str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) else "the copy failed"
+    more = f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""
+    return "; ".join(reasons[:3]) + more

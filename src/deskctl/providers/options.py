@@ -110,6 +110,20 @@ class ProviderOptions(BaseModel):
 
 
 def _type_name(annotation: Any) -> str:
+    """A type as it is written in Python 3.10+ (``str | None``, ``Literal['a', 'b']``, ``tuple[str, ...]``)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join(_type_name(a) for a in args)
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(a) for a in args)}]"
+    if origin is not None:
+        inner = ", ".join("..." if a is Ellipsis else _type_name(a) for a in args)
+        return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
+    if annotation is type(None):
+        return "None"
     text = getattr(annotation, "__name__", None) or str(annotation)
     return text.replace("typing.", "")
 

@@ -49,9 +49,10 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deskctl._fds import wait_readable
+from deskctl.core.x11 import X11Driver, new_cookie, read_cookie, write_xauthority
 from deskctl.errors import (
     CleanupIncomplete,
     GeometryUnsupported,
@@ -63,8 +64,9 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.platforms import Platform
+from deskctl.providers._files import copy_here
 from deskctl.providers._guest import background_pid, check_exec_options, posix_line, run_here
-from deskctl.providers._x11 import X11Driver, new_cookie, read_cookie, write_xauthority
+from deskctl.providers._procs import SESSION_ENV, alive, start_ticks, tagged_processes, wait_gone
 from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.base import (
     LABEL_CREATED,
@@ -76,277 +78,27 @@ from deskctl.providers.base import (
     ExecResult,
     RemoteHandle,
 )
+from deskctl.providers.xvfb.display import (
+    BROWSERS,
+    WATCHER,
+    claim_lock,
+    default_geometry,
+    depth_problem,
+    file_id,
+    has_big_window,
+    has_window_manager,
+    listening,
+    lock_owner,
+)
 
 if TYPE_CHECKING:
     from deskctl.checks import CheckRecorder, CheckResult
+    from deskctl.providers.xvfb.options import Options
     from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = ["XvfbProvider"]
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "firefox", "firefox-esr")
-
-
-def _default_geometry() -> Geometry:
-    from deskctl.spec import Geometry
-
-    return Geometry(width=1024, height=768)
-#: colour depths Xvfb can give a screen (it refuses 32)
-XVFB_DEPTHS = (8, 16, 24)
 _TERM_GRACE = 5.0
-#: environment variable set for every program deskctl starts on a desktop (window manager, browser, exec)
-SESSION_ENV = "DESKCTL_SESSION"
-
-# The owner-pid watch, written to the session directory and run by path (no deskctl import: it starts in a
-# few milliseconds and holds no file of ours open).
-# argv: owner pid (0 = none), expiry (epoch, 0 = none), JSON [[pid, start_ticks], ...].
-_WATCHER = r"""
-import json, os, select, signal, sys, time
-owner, expires, targets = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
-def ticks(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-def remaining():
-    return None if expires <= 0 else max(0.0, expires - time.time())
-if owner > 0:
-    try:
-        fd = os.pidfd_open(owner)
-    except ProcessLookupError:
-        fd = None
-    if fd is not None:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        while not poller.poll(None if remaining() is None else remaining() * 1000) and (
-                remaining() is None or remaining() > 0):
-            pass
-elif expires > 0:
-    while remaining() > 0:
-        time.sleep(remaining())
-else:
-    sys.exit(0)
-for sig in (signal.SIGTERM, signal.SIGKILL):
-    live = [(p, t) for p, t in targets if ticks(p) == t]
-    for pid, _ in live:
-        try:
-            os.killpg(pid, sig)
-        except OSError:
-            pass
-    end = time.time() + 5
-    for pid, t in live:
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            continue
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.poll(max(0.0, end - time.time()) * 1000)
-        os.close(fd)
-"""
-
-
-def _start_ticks(pid: int) -> int | None:
-    """The process start time in clock ticks since boot (field 22 of /proc/PID/stat), or None when gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields and fields[0] == "Z":
-        return None  # a zombie has exited
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _alive(pid: int, ticks: int | None) -> bool:
-    return ticks is not None and _start_ticks(pid) == ticks
-
-
-def _wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int]:
-    """Wait (on pidfds, no polling) until every process is gone or the deadline passes; the pids still alive."""
-    left: list[int] = []
-    for pid, ticks in procs:
-        if not _alive(pid, ticks):
-            continue
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            continue
-        try:
-            if _alive(pid, ticks):
-                wait_readable([fd], max(0.0, deadline - time.monotonic()))
-        finally:
-            os.close(fd)
-        if _alive(pid, ticks):
-            left.append(pid)
-    return left
-
-
-def _tagged_processes(session_id: str) -> list[tuple[int, int | None]]:
-    """Processes whose environment carries ``DESKCTL_SESSION=<session_id>`` (everything the desktop's programs
-    and exec'd commands started, whatever group they moved to), except this process and its parent."""
-    needle = f"{SESSION_ENV}={session_id}\0".encode()
-    spared = {os.getpid(), os.getppid()}
-    found: list[tuple[int, int | None]] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in entries:
-        if not name.isdigit() or int(name) in spared:
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                environ = fh.read()
-        except OSError:
-            continue
-        if environ.startswith(needle) or b"\0" + needle in environ:
-            ticks = _start_ticks(int(name))
-            if ticks is not None:
-                found.append((int(name), ticks))
-    return found
-
-
-def _has_window_manager(display: Any, root: Any) -> bool:
-    """An EWMH window manager (openbox) is running once it has set _NET_SUPPORTING_WM_CHECK on the root."""
-    from Xlib import X
-
-    atom = display.intern_atom("_NET_SUPPORTING_WM_CHECK")
-    return root.get_full_property(atom, X.AnyPropertyType) is not None
-
-
-def _has_big_window(display: Any, root: Any) -> bool:
-    """A viewable top-level window of useful size exists (a browser's, or its window manager frame)."""
-    import Xlib.error
-    from Xlib import X
-
-    for child in root.query_tree().children:
-        try:
-            attrs, geom = child.get_attributes(), child.get_geometry()
-        except Xlib.error.XError:
-            continue  # gone meanwhile
-        if attrs.map_state == X.IsViewable and geom.width >= 50 and geom.height >= 50:
-            return True
-    return False
-
-
-def _depth_problem(geometry: Geometry | None) -> str | None:
-    if geometry is not None and geometry.depth not in XVFB_DEPTHS:
-        allowed = ", ".join(map(str, XVFB_DEPTHS))
-        return f"Xvfb cannot make a {geometry.depth}-bit screen (depths {allowed}); 24 is the usual one"
-    return None
-
-
-def _lock_owner(lock: Path) -> int | None:
-    """The pid in an X lock file (None when there is no lock; -1 when it is unreadable)."""
-    try:
-        return int(lock.read_text().strip())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return -1
-
-
-def _file_id(path: Path) -> str | None:
-    """The identity of the file at ``path``: inode and change time, since a freed inode number is soon reused
-    (None when there is no file)."""
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return f"{info.st_ino}:{info.st_ctime_ns}"
-
-
-def _listening(path: Path) -> bool:
-    """Whether a server accepts connections on the unix socket at ``path``."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
-
-
-def _claim_lock(number: int, pid: int) -> None:
-    """Write the classic X lock file /tmp/.XN-lock for a display Xvfb chose with -displayfd (which takes its
-    number by binding the abstract socket and writes no lock), so tools that pick a display by lock files
-    (xvfb-run) skip ours. A lock of a dead process is replaced; a live one is left alone. Best effort."""
-    lock = Path(f"/tmp/.X{number}-lock")
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        except FileExistsError:
-            owner = _lock_owner(lock)
-            if owner is not None and owner > 0 and _start_ticks(owner) is not None:
-                return
-            with contextlib.suppress(OSError):
-                lock.unlink()
-            continue
-        except OSError:
-            return
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{pid:>10}\n")
-        return
-
-
-def _copy_path(source: str, target: str, where: str, provider: str) -> None:
-    """Make ``target`` a copy of the file or directory ``source`` on this host (the desktop's filesystem is this
-    host's): parents made, a file replaced whole (written beside it, then renamed over it), a directory merged
-    into one that is there; symlinks copied as links, modes and times kept."""
-    from deskctl.providers._files import no_such_file
-
-    src, dst = Path(source), Path(target)
-    if not src.exists() and not src.is_symlink():
-        raise no_such_file(source, where, provider)
-    _refuse_into_itself(src, dst, source, target, provider)
-    try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir() and not src.is_symlink():
-            shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
-            return
-        partial = dst.with_name(f".{dst.name}.deskctl-part")
-        try:
-            shutil.copy2(src, partial, follow_symlinks=False)
-            os.replace(partial, dst)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                partial.unlink()
-    except (OSError, shutil.Error) as exc:
-        raise UsageError(f"cannot copy {source} to {target}: {_copy_failure(exc)}", code="usage.bad_path",
-                         provider=provider) from exc
-
-
-def _refuse_into_itself(src: Path, dst: Path, source: str, target: str, provider: str) -> None:
-    """cp -r's rule: a copy onto its own source, or of a folder into a folder under it (which would copy what it
-    is making, level after level), is refused before anything is written."""
-    folder = src.is_dir() and not src.is_symlink()
-    # a symlink is copied as a link: its own path counts, not what it points to
-    real_src = Path(os.path.realpath(src)) if folder else \
-        Path(os.path.realpath(src.absolute().parent)) / src.absolute().name
-    real_dst = Path(os.path.realpath(dst))
-    if real_dst == real_src:
-        raise UsageError(f"cannot copy {source} onto itself ({target} is the same path)", code="usage.bad_path",
-                         provider=provider, remedy="name another destination")
-    if folder and real_src in real_dst.parents:
-        raise UsageError(f"cannot copy the folder {source} into itself ({target} is inside it)",
-                         code="usage.bad_path", provider=provider, remedy="name a destination outside the folder")
-
-
-def _copy_failure(exc: OSError | shutil.Error) -> str:
-    """What went wrong, in words: copytree's ``shutil.Error`` holds a list of (source, destination, reason)."""
-    if isinstance(exc, OSError) and not isinstance(exc, shutil.Error):
-        return exc.strerror or str(exc)
-    problems = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
-    reasons = [str(p[2]) for p in problems if isinstance(p, tuple) and len(p) == 3]
-    if not reasons:
-        return str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) else "the copy failed"
-    more = f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""
-    return "; ".join(reasons[:3]) + more
 
 
 class XvfbProvider(X11Provider):
@@ -355,7 +107,7 @@ class XvfbProvider(X11Provider):
     "ticks"}]). The cookie itself stays in its 0600 file."""
 
     name = "xvfb"
-    option_names = frozenset({"window_manager", "browser", "owner_watch", "xvfb_args", "start_timeout"})
+    options_model = "deskctl.providers.xvfb.options:Options"
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
@@ -415,12 +167,12 @@ class XvfbProvider(X11Provider):
         return checks.results
 
     def check_geometry(self, geometry: Geometry | None, platform: Platform) -> str | None:
-        return super().check_geometry(geometry, platform) or _depth_problem(geometry)
+        return super().check_geometry(geometry, platform) or depth_problem(geometry)
 
     def _window_checks(self, spec: DesktopSpec, checks: CheckRecorder) -> None:
         if spec.geometry is not None and spec.window_geometry is not None:
             return  # the engine checks a window against a pinned size (geometry.window_*); a native one is ours
-        geometry = spec.geometry or _default_geometry()
+        geometry = spec.geometry or default_geometry()
         window = spec.window_geometry
         if window is None:
             checks.add("pass", "xvfb.window_geometry", f"browser window fills the {geometry} desktop")
@@ -437,13 +189,15 @@ class XvfbProvider(X11Provider):
         else:
             checks.add("pass", "xvfb.window_geometry", f"browser window {window} on a {geometry} desktop")
 
+    def _settings(self, spec: DesktopSpec | None = None) -> Options:
+        return cast("Options", self.settings(spec))
+
     def _wants_window_manager(self, spec: DesktopSpec) -> bool:
-        return bool(spec.window_manager or self.options.get("window_manager") or
-                    spec.provider_options.get("window_manager"))
+        return spec.window_manager or self._settings(spec).window_manager
 
     def _browser(self) -> str | None:
-        wanted = self.options.get("browser")
-        for name in ([str(wanted)] if wanted else list(BROWSERS)):
+        wanted = self._settings().browser
+        for name in ([wanted] if wanted else list(BROWSERS)):
             found = shutil.which(name)
             if found:
                 return found
@@ -451,9 +205,9 @@ class XvfbProvider(X11Provider):
 
     # -- create --------------------------------------------------------------------------------------------
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
-        geometry = spec.geometry or _default_geometry()
-        options = {**self.options, **spec.provider_options}
-        problem = _depth_problem(geometry)
+        geometry = spec.geometry or default_geometry()
+        options = self._settings(spec)
+        problem = depth_problem(geometry)
         if problem:
             raise GeometryUnsupported(problem, provider=self.name, remedy=f"ask for {geometry}x24")
         xvfb = shutil.which("Xvfb")
@@ -485,12 +239,12 @@ class XvfbProvider(X11Provider):
             write_xauthority(cookie_file, None, cookie)
             self._write_marker(handle)  # before the first process: a crash from here on is findable
             number = self._start_xvfb(handle, xvfb, geometry, options, directory,
-                                      float(options.get("start_timeout", 30.0)))
+                                      options.start_timeout)
             handle.data["display"] = f":{number}"
             handle.data["display_number"] = number
             # the socket file's identity: destroy removes that file only, never a newer server's at the same path
-            handle.data["socket_id"] = _file_id(Path(f"/tmp/.X11-unix/X{number}"))
-            _claim_lock(number, int(handle.data["procs"][0]["pid"]))
+            handle.data["socket_id"] = file_id(Path(f"/tmp/.X11-unix/X{number}"))
+            claim_lock(number, int(handle.data["procs"][0]["pid"]))
             handle.resource_id = f"xvfb:{socket.gethostname()}:{number}:{handle.data['procs'][0]['pid']}"
             self._write_marker(handle)
             if self._wants_window_manager(spec):
@@ -517,13 +271,13 @@ class XvfbProvider(X11Provider):
         env[SESSION_ENV] = handle.session_id  # tags every descendant, for destroy
         return env
 
-    def _start_xvfb(self, handle: RemoteHandle, xvfb: str, geometry: Geometry, options: Mapping[str, Any],
+    def _start_xvfb(self, handle: RemoteHandle, xvfb: str, geometry: Geometry, options: Options,
                     directory: Path, timeout: float) -> int:
         read_end, write_end = os.pipe()
         log = open(directory / "xvfb.log", "wb")  # noqa: SIM115 (handed to the child)
         argv = [xvfb, "-displayfd", str(write_end), "-screen", "0",
                 f"{geometry.width}x{geometry.height}x{geometry.depth}", "-auth", str(handle.data["cookie_file"]),
-                "-nolisten", "tcp", "-noreset", *[str(a) for a in options.get("xvfb_args", ())]]
+                "-nolisten", "tcp", "-noreset", *options.xvfb_args]
         try:
             try:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -563,7 +317,7 @@ class XvfbProvider(X11Provider):
     def _remember(self, handle: RemoteHandle, role: str, proc: subprocess.Popen[bytes]) -> None:
         with self._lock:
             self._children[proc.pid] = proc
-        handle.data["procs"].append({"role": role, "pid": proc.pid, "ticks": _start_ticks(proc.pid)})
+        handle.data["procs"].append({"role": role, "pid": proc.pid, "ticks": start_ticks(proc.pid)})
         self._write_marker(handle)
 
     def _spawn(self, handle: RemoteHandle, role: str, argv: list[str]) -> subprocess.Popen[bytes]:
@@ -599,8 +353,8 @@ class XvfbProvider(X11Provider):
                 argv.insert(1, "--no-sandbox")
         self._spawn(handle, "browser", argv)
 
-    def _start_watcher(self, handle: RemoteHandle, options: Mapping[str, Any]) -> None:
-        if not options.get("owner_watch", True):
+    def _start_watcher(self, handle: RemoteHandle, options: Options) -> None:
+        if not options.owner_watch:
             return
         detached = handle.labels.get(LABEL_DETACHED) == "1"
         owner = 0 if detached else os.getpid()
@@ -612,7 +366,7 @@ class XvfbProvider(X11Provider):
             return
         targets = [[p["pid"], p["ticks"]] for p in handle.data["procs"]]
         script = Path(handle.data["dir"]) / "watch.py"
-        script.write_text(_WATCHER)
+        script.write_text(WATCHER)
         try:
             proc = subprocess.Popen([sys.executable, "-I", "-S", str(script), str(owner), str(expires),
                                      json.dumps(targets)],
@@ -649,9 +403,9 @@ class XvfbProvider(X11Provider):
         procs = {p["role"]: int(p["pid"]) for p in self._procs(handle)}
         if "window_manager" in procs:
             self._wait_on_display(handle, "window_manager", procs["window_manager"], deadline,
-                                  _has_window_manager, "the window manager to manage the screen")
+                                  has_window_manager, "the window manager to manage the screen")
         if "browser" in procs:
-            self._wait_on_display(handle, "browser", procs["browser"], deadline, _has_big_window,
+            self._wait_on_display(handle, "browser", procs["browser"], deadline, has_big_window,
                                   "the browser window to appear")
 
     def _wait_on_display(self, handle: RemoteHandle, role: str, pid: int, deadline: float,
@@ -661,7 +415,7 @@ class XvfbProvider(X11Provider):
         import Xlib.error
         from Xlib import X
 
-        from deskctl.providers._x11 import X11Address, connect_display
+        from deskctl.core.x11 import X11Address, connect_display
 
         cookie = read_cookie(handle.data["cookie_file"])
         display = connect_display(X11Address(str(handle.data["display"])), cookie)
@@ -754,10 +508,10 @@ class XvfbProvider(X11Provider):
 
     # -- files: this host's own filesystem -----------------------------------------------------------------
     def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
-        _copy_path(local, remote, "here", self.name)
+        copy_here(local, remote, "here", self.name)
 
     def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
-        _copy_path(remote, local, "on the desktop", self.name)
+        copy_here(remote, local, "on the desktop", self.name)
 
     # -- detach / destroy ----------------------------------------------------------------------------------
     def detach(self, handle: RemoteHandle) -> None:
@@ -773,7 +527,7 @@ class XvfbProvider(X11Provider):
         return [p for p in procs if isinstance(p, dict) and "pid" in p]
 
     def _xvfb_alive(self, handle: RemoteHandle) -> bool:
-        return any(p["role"] == "xvfb" and _alive(int(p["pid"]), p.get("ticks")) for p in self._procs(handle))
+        return any(p["role"] == "xvfb" and alive(int(p["pid"]), p.get("ticks")) for p in self._procs(handle))
 
     def is_alive(self, handle: RemoteHandle) -> bool:
         return self._xvfb_alive(self._fresh(handle))
@@ -793,10 +547,10 @@ class XvfbProvider(X11Provider):
         handle = self._fresh(handle)
         procs = self._procs(handle)
         order = sorted(procs, key=lambda p: {"watcher": 0, "browser": 1, "window_manager": 2}.get(p["role"], 3))
-        live = [(int(p["pid"]), p.get("ticks")) for p in order if _alive(int(p["pid"]), p.get("ticks"))]
+        live = [(int(p["pid"]), p.get("ticks")) for p in order if alive(int(p["pid"]), p.get("ticks"))]
         live = self._terminate(live, group=True)
         # what the desktop's programs started outside their groups (exec'd daemons, setsid children)
-        live += self._terminate(_tagged_processes(handle.session_id), group=False)
+        live += self._terminate(tagged_processes(handle.session_id), group=False)
         left: list[str] = [f"process {pid}" for pid, _ in live]
         number = handle.data.get("display_number")
         xvfb_pids = {int(p["pid"]) for p in procs if p["role"] == "xvfb"}
@@ -823,12 +577,12 @@ class XvfbProvider(X11Provider):
             if not live:
                 break
             for pid, ticks in live:
-                if _alive(pid, ticks):
+                if alive(pid, ticks):
                     with contextlib.suppress(OSError):
                         (os.killpg if group else os.kill)(pid, sig)
             self._reap_children()
             deadline = time.monotonic() + _TERM_GRACE
-            live = [(pid, ticks) for pid, ticks in live if _wait_gone([(pid, ticks)], deadline)]
+            live = [(pid, ticks) for pid, ticks in live if wait_gone([(pid, ticks)], deadline)]
             self._reap_children()
         return live
 
@@ -846,12 +600,12 @@ class XvfbProvider(X11Provider):
         alone. Returns what could not be removed."""
         lock = Path(f"/tmp/.X{number}-lock")
         sock = Path(f"/tmp/.X11-unix/X{number}")
-        owner = _lock_owner(lock)
+        owner = lock_owner(lock)
         if owner is not None and owner not in xvfb_pids:
             return []  # the number was taken over by another server: its files are not ours
         left: list[str] = []
-        ours = socket_id is None or _file_id(sock) == socket_id
-        if ours and sock.exists() and not _listening(sock):
+        ours = socket_id is None or file_id(sock) == socket_id
+        if ours and sock.exists() and not listening(sock):
             try:
                 sock.unlink()
             except FileNotFoundError:

@@ -37,24 +37,22 @@ none.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from deskctl.actions import Click, Drag, KeyDown, KeyPress, KeyUp, MouseDown, MouseUp, Move, Scroll, TypeText
+from deskctl.core.png import encode_png
 from deskctl.errors import CleanupIncomplete, ProviderApiError, ReadinessTimeout, SessionLost, UsageError
 from deskctl.platforms import Platform
 from deskctl.providers._files import FileTransfer
 from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, posix_line, run_here
-from deskctl.providers._png import encode_png
-from deskctl.providers._x11 import keysym_for_char, keysym_for_key
+from deskctl.providers._procs import SESSION_ENV, alive, tagged_processes, wait_gone
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_OWNER,
@@ -66,7 +64,7 @@ from deskctl.providers.base import (
     RemoteHandle,
     Screenshot,
 )
-from deskctl.providers.xvfb import SESSION_ENV, _alive, _tagged_processes, _wait_gone
+from deskctl.providers.memory.screen import DESKTOP_ENV, MARKS, Input, MemoryScreen
 
 if TYPE_CHECKING:
     from deskctl.actions import Action
@@ -75,301 +73,13 @@ if TYPE_CHECKING:
 
 __all__ = ["DESKTOP_ENV", "MemoryProvider", "MemoryScreen"]
 
-#: X modifier masks and keysyms of the modifier keys, and the button masks (Button1Mask = 256 ...)
-SHIFT, CONTROL, MOD1, MOD4 = 1, 4, 8, 64
-_MODIFIERS = {keysym_for_key("shift"): SHIFT, keysym_for_key("ctrl"): CONTROL, keysym_for_key("alt"): MOD1,
-              keysym_for_key("super"): MOD4}
-_BUTTONS = {"left": 1, "middle": 2, "right": 3}
-_MARKS = {1: (255, 0, 0), 2: (0, 200, 0), 3: (0, 0, 255)}
-_DRAG_STEPS = 4
 _DEFAULT_SIZE = (1024, 768)
-#: the environment variable naming the desktop's folder, in every command ``exec`` runs
-DESKTOP_ENV = "DESKCTL_MEMORY_DESKTOP"
-
-# The desktop's own tools (bin/), run by path with no deskctl import: xdpyinfo, xclip, xmessage.
-_TOOLS = r"""
-import json, os, signal, sys
-home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-tool, args = sys.argv[1], sys.argv[2:]
-def replace(name, data):
-    tmp = os.path.join(home, f".{name}.{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, os.path.join(home, name))
-if tool == "xdpyinfo":
-    with open(os.path.join(home, "desktop.json")) as fh:
-        width, height = json.load(fh)["size"]
-    print(f"name of display:    memory:{os.path.basename(home)}")
-    print("screen #0:")
-    print(f"  dimensions:    {width}x{height} pixels ({width * 254 // 960}x{height * 254 // 960} millimeters)")
-    print("  depth of root window:    24 planes")
-elif tool == "xclip":
-    if "-o" in args:
-        with open(os.path.join(home, "clipboard"), "rb") as fh:
-            sys.stdout.buffer.write(fh.read())
-    else:
-        replace("clipboard", sys.stdin.buffer.read())
-elif tool == "xmessage":
-    title = args[args.index("-title") + 1] if "-title" in args[:-1] else "xmessage"
-    with open(f"/proc/{os.getpid()}/stat") as fh:
-        ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
-    window = os.path.join(home, "windows", f"{os.getpid()}.json")
-    tmp = window + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump({"title": title, "pid": os.getpid(), "ticks": ticks}, fh)
-    os.replace(tmp, window)
-    def close(*_):
-        try:
-            os.unlink(window)
-        finally:
-            os._exit(0)
-    signal.signal(signal.SIGTERM, close)
-    signal.signal(signal.SIGINT, close)
-    signal.signal(signal.SIGHUP, close)
-    while True:
-        signal.pause()
-"""
 
 
-def _bgrx(rgb: tuple[int, int, int]) -> bytes:
-    red, green, blue = rgb
-    return bytes((blue, green, red, 0))
+def _tools() -> str:
+    from importlib.resources import files
 
-
-class MemoryScreen:
-    """One memory desktop's folder: its frame buffer, input events, pointer and keyboard state, clipboard and
-    windows. Every change happens under an exclusive ``flock`` of ``lock``, so processes see each other's
-    changes whole. Raises :class:`~deskctl.errors.SessionLost` when the desktop is gone."""
-
-    def __init__(self, directory: str | Path) -> None:
-        self.dir = Path(directory)
-
-    # -- files -----------------------------------------------------------------------------------------------
-    @property
-    def marker(self) -> Path:
-        return self.dir / "desktop.json"
-
-    def exists(self) -> bool:
-        return self.marker.is_file() and (self.dir / "screen").is_file()
-
-    def read_marker(self) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self.marker.read_text())
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
-
-    def write_json(self, name: str, body: Any) -> None:
-        tmp = self.dir / f".{name}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(body, fh)
-        os.replace(tmp, self.dir / name)
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        import fcntl
-
-        try:
-            fd = os.open(self.dir / "lock", os.O_RDWR)
-        except OSError as exc:
-            raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    @property
-    def size(self) -> tuple[int, int]:
-        marker = self.read_marker()
-        if marker is None:
-            raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory")
-        width, height = marker["size"]
-        return int(width), int(height)
-
-    # -- pixels ----------------------------------------------------------------------------------------------
-    def frame(self) -> bytes:
-        """The whole frame buffer (BGRX rows, packed)."""
-        with self.locked():
-            try:
-                return (self.dir / "screen").read_bytes()
-            except OSError as exc:
-                raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory") from exc
-
-    def write_frame(self, data: bytes) -> None:
-        with self.locked():
-            (self.dir / "screen").write_bytes(data)
-
-    def fill(self, x: int, y: int, width: int, height: int, rgb: tuple[int, int, int]) -> None:
-        """Paint a rectangle (clipped to the screen) in one colour."""
-        screen_w, screen_h = self.size
-        left, top = max(0, x), max(0, y)
-        right, bottom = min(screen_w, x + width), min(screen_h, y + height)
-        if right <= left or bottom <= top:
-            return
-        row = _bgrx(rgb) * (right - left)
-        with self.locked():
-            fd = os.open(self.dir / "screen", os.O_WRONLY)
-            try:
-                for line in range(top, bottom):
-                    os.pwrite(fd, row, (line * screen_w + left) * 4)
-            finally:
-                os.close(fd)
-
-    # -- input state and events ------------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
-        try:
-            data = json.loads((self.dir / "state.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory") from exc
-        return data if isinstance(data, dict) else {}
-
-    def events(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """The events recorded after byte ``offset`` of the log, and the offset after them."""
-        try:
-            with open(self.dir / "events.jsonl", "rb") as fh:
-                fh.seek(offset)
-                data = fh.read()
-        except OSError as exc:
-            raise SessionLost(f"the memory desktop in {self.dir} is gone", provider="memory") from exc
-        end = data.rfind(b"\n") + 1  # a line being written is read next time
-        return [json.loads(line) for line in data[:end].splitlines() if line], offset + end
-
-    def windows(self) -> list[dict[str, Any]]:
-        """The windows whose owning process is alive."""
-        found: list[dict[str, Any]] = []
-        for path in sorted((self.dir / "windows").glob("*.json")):
-            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                window = json.loads(path.read_text())
-                if _alive(int(window["pid"]), int(window["ticks"])):
-                    found.append(window)
-        return found
-
-
-class _Input:
-    """The X semantics of one action on a :class:`MemoryScreen`, applied under its lock: events with their
-    masks, the pointer, held buttons and keys, typed text and click marks."""
-
-    def __init__(self, screen: MemoryScreen) -> None:
-        self.screen = screen
-        self.state = screen.state()
-        self.lines: list[str] = []
-        self.typed: list[str] = []
-        self.marks: list[tuple[int, int, int]] = []
-
-    @property
-    def mask(self) -> int:
-        mods = 0
-        for keysym in self.state["keys"]:
-            mods |= _MODIFIERS.get(int(keysym), 0)
-        for button in self.state["buttons"]:
-            if int(button) <= 5:
-                mods |= 128 << int(button)
-        return mods
-
-    def _event(self, kind: str, button: int = 0, keysym: int = 0, state: int | None = None) -> None:
-        x, y = self.state["pointer"]
-        self.lines.append(json.dumps({"kind": kind, "x": x, "y": y, "button": button, "keysym": keysym,
-                                      "state": self.mask if state is None else state}))
-
-    def move(self, x: int, y: int) -> None:
-        if [x, y] != list(self.state["pointer"]):
-            self.state["pointer"] = [x, y]
-            self._event("motion")
-
-    def press(self, button: int) -> None:
-        self._event("press", button=button)
-        self.state["buttons"] = sorted({*self.state["buttons"], button})
-
-    def release(self, button: int) -> None:
-        self._event("release", button=button)
-        self.state["buttons"] = [b for b in self.state["buttons"] if b != button]
-
-    def key_down(self, keysym: int, state: int | None = None) -> None:
-        self._event("key", keysym=keysym, state=state)
-        if keysym in _MODIFIERS:
-            self.state["keys"] = sorted({*self.state["keys"], keysym})
-
-    def key_up(self, keysym: int, state: int | None = None) -> None:
-        self._event("key_release", keysym=keysym, state=state)
-        self.state["keys"] = [k for k in self.state["keys"] if k != keysym]
-
-    def char(self, char: str) -> None:
-        """Press and release the key of one character, as a layout with every symbol on a key would: held
-        shift gives a letter's upper case, an upper-case letter is sent with shift."""
-        if self.mask & SHIFT and len(char.upper()) == 1:
-            char = char.upper()
-        keysym = keysym_for_char(char)
-        state = self.mask | (SHIFT if char != char.lower() else 0)
-        self.key_down(keysym, state)
-        self.key_up(keysym, state)
-        if not self.mask & (CONTROL | MOD1 | MOD4):
-            self.typed.append("\n" if char == "\r" else char)
-
-    def apply(self, action: Action) -> None:
-        match action:
-            case Click(x=x, y=y, button=button, count=count):
-                self.move(x, y)
-                for _ in range(count):
-                    self.press(_BUTTONS[button])
-                    self.release(_BUTTONS[button])
-                self.marks.append((x, y, _BUTTONS[button]))
-            case Move(x=x, y=y):
-                self.move(x, y)
-            case Drag(x1=x1, y1=y1, x2=x2, y2=y2, button=button):
-                self.move(x1, y1)
-                self.press(_BUTTONS[button])
-                for step in range(1, _DRAG_STEPS + 1):
-                    self.move(x1 + (x2 - x1) * step // _DRAG_STEPS, y1 + (y2 - y1) * step // _DRAG_STEPS)
-                self.release(_BUTTONS[button])
-            case Scroll(x=x, y=y, dx=dx, dy=dy):
-                self.move(x, y)
-                for wheel, clicks in ((5 if dy > 0 else 4, abs(dy)), (7 if dx > 0 else 6, abs(dx))):
-                    for _ in range(clicks):
-                        self.press(wheel)
-                        self.release(wheel)
-            case MouseDown(x=x, y=y, button=button):
-                self.move(x, y)
-                self.press(_BUTTONS[button])
-            case MouseUp(x=x, y=y, button=button):
-                self.move(x, y)
-                self.release(_BUTTONS[button])
-            case TypeText(text=text):
-                for char in text:
-                    self.char(char)
-            case KeyPress(keys=keys):
-                *modifiers, main = keys
-                for key in modifiers:
-                    self.key_down(keysym_for_key(key))
-                if len(main) == 1:
-                    self.char(main)
-                else:
-                    keysym = keysym_for_key(main)
-                    self.key_down(keysym)
-                    self.key_up(keysym)
-                    if main in ("enter", "tab", "space") and not self.mask & (CONTROL | MOD1 | MOD4):
-                        self.typed.append({"enter": "\n", "tab": "\t", "space": " "}[main])
-                for key in reversed(modifiers):
-                    self.key_up(keysym_for_key(key))
-            case KeyDown(key=key):
-                self.key_down(keysym_for_key(key))
-            case KeyUp(key=key):
-                self.key_up(keysym_for_key(key))
-            case _:
-                raise UsageError(f"the memory provider cannot perform {action!r}", code="usage.unsupported",
-                                 provider="memory")
-
-    def commit(self) -> None:
-        """Write the events, state and typed text (the caller holds the screen's lock), then the marks."""
-        directory = self.screen.dir
-        if self.lines:
-            with open(directory / "events.jsonl", "a") as fh:
-                fh.write("".join(line + "\n" for line in self.lines))
-        self.screen.write_json("state.json", self.state)
-        if self.typed:
-            with open(directory / "typed.txt", "a", encoding="utf-8") as fh:
-                fh.write("".join(self.typed))
+    return files("deskctl.providers.memory").joinpath("guest", "tools.py.in").read_text()
 
 
 class MemoryProvider(GuestActions, FileTransfer, Provider):
@@ -377,7 +87,7 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
     ``geometry`` (``WxH``), ``platform``."""
 
     name = "memory"
-    option_names = frozenset[str]()
+    options_model = "deskctl.providers.memory.options:Options"
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
@@ -458,7 +168,7 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
         import shlex
 
         bin_dir.mkdir()
-        (bin_dir / "tools.py").write_text(_TOOLS)
+        (bin_dir / "tools.py").write_text(_tools())
         for tool in ("xdpyinfo", "xclip", "xmessage"):
             path = bin_dir / tool
             path.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -I -S "
@@ -493,13 +203,13 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
     @staticmethod
     def _end_processes(session_id: str) -> list[int]:
         """SIGTERM, then SIGKILL, every process carrying the session's tag; the pids still alive after that."""
-        live = _tagged_processes(session_id)
+        live = tagged_processes(session_id)
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid, ticks in live:
-                if _alive(pid, ticks):
+                if alive(pid, ticks):
                     with contextlib.suppress(OSError):
                         os.kill(pid, sig)
-            still = set(_wait_gone(live, time.monotonic() + 5.0))
+            still = set(wait_gone(live, time.monotonic() + 5.0))
             live = [(pid, ticks) for pid, ticks in live if pid in still]
         return [pid for pid, _ in live]
 
@@ -542,11 +252,11 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
     def act(self, handle: RemoteHandle, action: Action) -> None:
         screen = self._screen(handle)
         with screen.locked():
-            change = _Input(screen)
+            change = Input(screen)
             change.apply(action)
             change.commit()
         for x, y, button in change.marks:
-            screen.fill(x - 1, y - 1, 3, 3, _MARKS[button])
+            screen.fill(x - 1, y - 1, 3, 3, MARKS[button])
 
     def cursor_position(self, handle: RemoteHandle) -> tuple[int, int]:
         x, y = self._screen(handle).state()["pointer"]

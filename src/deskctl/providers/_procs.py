@@ -1,0 +1,83 @@
+"""Processes deskctl started for a desktop on this host, found and ended safely: shared by the providers whose
+desktop's programs run here (``xvfb``, ``memory``).
+
+A process is named by its pid and its start time in clock ticks since boot (``/proc/PID/stat``), so a recycled pid
+is never taken for it; everything started on a desktop carries ``DESKCTL_SESSION=<id>`` in its environment, so
+what left its process group is still found (:func:`tagged_processes`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from deskctl._fds import wait_readable
+
+__all__ = ["SESSION_ENV", "alive", "start_ticks", "tagged_processes", "wait_gone"]
+
+#: environment variable set for every program deskctl starts on a desktop (window manager, browser, exec)
+SESSION_ENV = "DESKCTL_SESSION"
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot (field 22 of /proc/PID/stat), or None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields and fields[0] == "Z":
+        return None  # a zombie has exited
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def alive(pid: int, ticks: int | None) -> bool:
+    return ticks is not None and start_ticks(pid) == ticks
+
+
+def wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int]:
+    """Wait (on pidfds, no polling) until every process is gone or the deadline passes; the pids still alive."""
+    left: list[int] = []
+    for pid, ticks in procs:
+        if not alive(pid, ticks):
+            continue
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        try:
+            if alive(pid, ticks):
+                wait_readable([fd], max(0.0, deadline - time.monotonic()))
+        finally:
+            os.close(fd)
+        if alive(pid, ticks):
+            left.append(pid)
+    return left
+
+
+def tagged_processes(session_id: str) -> list[tuple[int, int | None]]:
+    """Processes whose environment carries ``DESKCTL_SESSION=<session_id>`` (everything the desktop's programs
+    and exec'd commands started, whatever group they moved to), except this process and its parent."""
+    needle = f"{SESSION_ENV}={session_id}\0".encode()
+    spared = {os.getpid(), os.getppid()}
+    found: list[tuple[int, int | None]] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in entries:
+        if not name.isdigit() or int(name) in spared:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                environ = fh.read()
+        except OSError:
+            continue
+        if environ.startswith(needle) or b"\0" + needle in environ:
+            ticks = start_ticks(int(name))
+            if ticks is not None:
+                found.append((int(name), ticks))
+    return found
