@@ -1,0 +1,237 @@
+"""Commands and files in a docker desktop: the Engine API exec (streams apart, streamed as they come) and the
+archive endpoints (what `docker cp` uses), streamed both ways."""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import shlex
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from deskctl.errors import (
+    InfrastructureError,
+    NotFound,
+    ProviderApiError,
+    ProviderUnreachable,
+    UsageError,
+)
+from deskctl.providers._tar import GO_MODE_DIR, GO_MODE_SYMLINK, tar_stream, untar_stream
+from deskctl.providers.base import (
+    ExecResult,
+    RemoteHandle,
+)
+from deskctl.providers.docker.common import (
+    _XAUTHORITY,
+    DESKTOP_USER,
+    DockerHandleData,
+    _exec_user,
+    _owner_ids,
+    _via_agent,
+)
+from deskctl.providers.docker.container import _DockerCreate
+
+if TYPE_CHECKING:
+    import docker
+
+
+__all__ = ["_DockerFiles"]
+
+
+class _DockerFiles(_DockerCreate):
+    """Commands and files: the Engine API exec and archive endpoints."""
+
+    #: :meth:`exec` hands output to ``on_output`` as it comes (see Desktop.exec)
+    exec_streams_output: ClassVar[bool] = True
+
+    def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, user: str | None = None,
+             background: bool = False, on_output: Callable[[str, str], None] | None = None) -> ExecResult:
+        """Run ``command`` with ``sh -c`` through the Engine API exec, as the desktop user (DISPLAY set) or as
+        ``user``, with ``env`` added (both passed to the API as they are: no quoting), in ``cwd`` (a ``cd`` in
+        the shell line, so that a missing folder fails as on every provider: exit 2, the shell's message).
+        ``background``: detached from the exec's streams, its pid (in the container) returned at once.
+
+        The command is killed after ``timeout`` seconds (exit code 124, as coreutils ``timeout`` says).
+        """
+        from deskctl.providers._guest import background_pid, check_exec_options, posix_line
+
+        extra = check_exec_options(env, user, self.name)
+        if DockerHandleData.of(handle).task_image and not _via_agent(handle):
+            # the display's cookie for every X client a command starts (DISPLAY alone reaches the display); the
+            # task image's own environment is otherwise left as it is
+            extra.setdefault("XAUTHORITY", _XAUTHORITY)
+        container = DockerHandleData.of(handle).container
+        seconds = max(1, round(timeout))
+        line = posix_line(command, cwd=cwd, background=background) if cwd or background else command
+        argv = ["timeout", "-k", "5", str(seconds), "sh", "-c", line]
+        engine = self._engine_of(handle)
+        client = self._client_on(engine) if timeout + 10 <= 60 else self._connect(engine, timeout + 15)
+        try:
+            with self._errors("run a command"):
+                exec_id = str(client.api.exec_create(container, argv, stdout=True, stderr=True,
+                                                     user=user or _exec_user(handle),
+                                                     environment=extra or None)["Id"])
+                if on_output is None:
+                    out, err = client.api.exec_start(exec_id, demux=True)
+                else:
+                    out, err = _stream_exec(client, exec_id, on_output)
+                code = client.api.exec_inspect(exec_id).get("ExitCode")
+        except (NotFound, InfrastructureError) as exc:
+            if isinstance(exc, ProviderUnreachable):
+                raise
+            state = self._state(container, engine)
+            if state is None or not state.get("Running"):
+                raise self._gone_error(handle, state, "run a command") from exc
+            raise
+        finally:
+            if client is not self._client and client not in self._engine_clients.values():
+                with contextlib.suppress(Exception):
+                    client.close()
+        result = ExecResult(exit_code=int(code if code is not None else -1),
+                            stdout=(out or b"").decode(errors="replace"),
+                            stderr=(err or b"").decode(errors="replace"))
+        if background and result.exit_code == 0:
+            return ExecResult(0, result.stdout, result.stderr, pid=background_pid(result))
+        if user and result.exit_code == 126 and not result.stderr and (
+                not result.stdout or "unable to find user" in result.stdout):
+            # the engine could not start the process: its message (sometimes none at all) comes on stdout
+            known = self.exec(handle, f"id -u -- {shlex.quote(user.split(':')[0])}", 30.0)
+            if known.exit_code != 0 and not user.split(":")[0].isdigit():
+                raise UsageError(f"no user {user!r} in the container {DockerHandleData.of(handle).name}",
+                                 code="usage.bad_user", provider=self.name)
+        return result
+
+    # -- files: the Engine API's archive endpoints (what `docker cp` uses), streamed both ways -------------------
+    def _remote_path(self, handle: RemoteHandle, remote: str) -> str:
+        """``remote`` as an absolute path in the container; a relative one is taken from the desktop user's
+        working directory, as ``exec`` does."""
+        if not remote:
+            raise UsageError("an empty path on the desktop", code="usage.bad_path", provider=self.name)
+        if remote.startswith("/"):
+            return posixpath.normpath(remote)
+        here = self.exec(handle, "pwd", 30.0)
+        return posixpath.normpath(posixpath.join(here.stdout.strip() or "/", remote))
+
+    def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
+        """One ``PUT /containers/{id}/archive`` of a tar streamed as it is made (the desktop user owns what
+        arrives). When the parent folder is missing, it is made (``mkdir -p``, as the desktop user) and the PUT
+        sent again."""
+        from deskctl.providers._files import no_such_file
+
+        source = Path(local)
+        if not source.exists() and not source.is_symlink():
+            raise no_such_file(local, "here", self.name)
+        path = self._remote_path(handle, remote)
+        parent, name = posixpath.split(path)
+        if not name:
+            raise UsageError(f"cannot replace {path} on the desktop", code="usage.bad_path", provider=self.name)
+        # the engine's archive PUT replaces a folder by a file (and the other way) without a word: refuse, as
+        # the other providers do, rather than lose the folder. The same look names the file system the copy
+        # lands on: the PUT writes the image's file system, under a tmpfs or kernel mount (/proc, /sys, /dev,
+        # /dev/shm) where nobody sees it, and answers 200
+        seen = self.exec(handle, f"if [ -d {shlex.quote(path)} ]; then echo dir; "
+                                 f"elif [ -e {shlex.quote(path)} ]; then echo file; else echo none; fi; "
+                                 # the nearest folder that exists (no dirname: any image may be a desktop)
+                                 f"d={shlex.quote(parent or '/')}; case \"$d\" in /*) ;; *) d=/ ;; esac; "
+                                 'while [ ! -e "$d" ] && [ "$d" != / ]; do d=${d%/*}; d=${d:-/}; done; '
+                                 'echo "$d"; stat -f -c %T "$d" 2>/dev/null || echo unknown',
+                         60.0).stdout.strip().splitlines()
+        there = seen[0].strip() if seen and seen[0].strip() in ("dir", "file") else ""
+        if len(seen) >= 3 and seen[2].strip() in _MOUNTS_THE_ARCHIVE_MISSES:
+            raise UsageError(f"cannot copy to {path}: {seen[1].strip()} on the desktop is a {seen[2].strip()} mount, "
+                             "which the engine's archive copy does not write (it would report success and leave "
+                             "nothing there)", code="usage.bad_path", provider=self.name,
+                             remedy="copy to a path on the desktop's own file system (under /tmp or the home "
+                                    "folder, say)")
+        if there and (there == "dir") != source.is_dir():
+            what = "folder" if there == "dir" else "file"
+            raise UsageError(f"{path} on the desktop is a {what}: a {'folder' if source.is_dir() else 'file'} "
+                             "cannot replace it", code="usage.bad_path", provider=self.name,
+                             remedy="copy into it with a path under it, or remove it first")
+        container = DockerHandleData.of(handle).container
+        uid, gid = _owner_ids(DockerHandleData.of(handle).file_owner or DESKTOP_USER)
+        engine = self._engine_of(handle)
+        with self._bulk_client(engine) as client:
+            for attempt in range(2):
+                stream = tar_stream(source, name, uid, gid, provider=self.name)
+                try:
+                    with self._errors(f"copy {local} to {path}", engine):
+                        client.api.put_archive(container, parent, stream)
+                    return
+                except NotFound as exc:
+                    state = self._state(container, engine)
+                    if state is None or not state.get("Running"):
+                        raise self._gone_error(handle, state, "copy files") from exc
+                    if attempt:
+                        raise ProviderApiError(f"docker: the folder {parent} vanished while copying into it",
+                                               provider=self.name) from exc
+                finally:
+                    stream.close()
+                made = self.exec(handle, f"mkdir -p -- {shlex.quote(parent)}", 60.0)
+                if made.exit_code != 0:
+                    raise ProviderApiError(f"docker: cannot make the folder {parent}: "
+                                           f"{made.stderr.strip()[-300:]}", provider=self.name)
+
+    def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
+        """One ``GET /containers/{id}/archive``, unpacked as it streams in (the ``data`` filter: nothing lands
+        outside ``local``); a file is written beside ``local`` and renamed over it."""
+        path = self._remote_path(handle, remote)
+        container = DockerHandleData.of(handle).container
+        target = Path(local)
+        with self._bulk_client(self._engine_of(handle)) as client:
+            self._download(handle, client, container, path, remote, target)
+
+    def _download(self, handle: RemoteHandle, client: docker.DockerClient, container: str, path: str, remote: str,
+                  target: Path) -> None:
+        from deskctl.providers._files import no_such_file
+
+        for _ in range(8):  # a symlink is followed (to its target, as the other providers' tar -C does)
+            try:
+                with self._errors(f"copy {path} from the desktop", self._engine_of(handle)):
+                    stream, stat = client.api.get_archive(container, path, chunk_size=None)
+            except NotFound as exc:
+                state = self._state(container, self._engine_of(handle))
+                if state is None or not state.get("Running"):
+                    raise self._gone_error(handle, state, "copy files") from exc
+                raise no_such_file(remote, "on the desktop", self.name) from exc
+            mode = int((stat or {}).get("mode") or 0)
+            link = str((stat or {}).get("linkTarget") or "")
+            if mode & GO_MODE_SYMLINK and link:
+                stream.close()
+                path = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
+                continue
+            break
+        try:
+            untar_stream(stream, target, is_dir=bool(mode & GO_MODE_DIR), provider=self.name)
+        finally:
+            with contextlib.suppress(Exception):
+                stream.close()
+
+
+#: file systems (``stat -f -c %T``) mounted in a container whose contents the archive endpoint does not reach
+_MOUNTS_THE_ARCHIVE_MISSES = frozenset({"proc", "sysfs", "tmpfs", "ramfs", "devpts", "mqueue", "cgroupfs",
+                                        "cgroup2fs", "debugfs", "securityfs", "tracefs", "pstorefs", "bpf_fs"})
+
+
+def _stream_exec(client: docker.DockerClient, exec_id: str,
+                 on_output: Callable[[str, str], None]) -> tuple[bytes, bytes]:
+    """Start an exec and hand each chunk of its output to ``on_output(text, "stdout" | "stderr")`` as it comes
+    (decoded incrementally: a character split between chunks is not mangled); returns all of it."""
+    import codecs
+
+    parts: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+    decoders = {name: codecs.getincrementaldecoder("utf-8")(errors="replace") for name in parts}
+    for out, err in client.api.exec_start(exec_id, stream=True, demux=True):
+        for name, chunk in (("stdout", out), ("stderr", err)):
+            if chunk:
+                parts[name].append(chunk)
+                text = decoders[name].decode(chunk)
+                if text:
+                    on_output(text, name)
+    for name, decoder in decoders.items():
+        rest = decoder.decode(b"", final=True)
+        if rest:
+            on_output(rest, name)
+    return b"".join(parts["stdout"]), b"".join(parts["stderr"])

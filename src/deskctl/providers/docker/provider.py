@@ -1,0 +1,344 @@
+"""The docker provider's class: its facts, readiness, destroy, the listing for the reaper, and the drivers that
+reach a desktop (the X socket of a local one, the agent of a remote one)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from deskctl._redact import redact
+from deskctl.errors import (
+    CapacityUnavailable,
+    DeskctlError,
+    NotFound,
+    ProviderUnreachable,
+    ReadinessTimeout,
+    SessionLost,
+)
+from deskctl.platforms import Platform
+from deskctl.providers.base import (
+    LABEL_SESSION,
+    Capabilities,
+    RawFrame,
+    RemoteHandle,
+    Screenshot,
+)
+from deskctl.providers.docker.common import (
+    _AGENT_TOKEN_FILE,
+    LABEL_AGENT,
+    LABEL_DIR,
+    LABEL_DISPLAY,
+    LABEL_FB_DIR,
+    LABEL_PROVIDER,
+    DockerHandleData,
+    _display_number,
+    _display_of,
+    _via_agent,
+)
+from deskctl.providers.docker.files import _DockerFiles
+from deskctl.providers.docker.framebuffer import _Framebuffer
+from deskctl.providers.docker.watcher import _Watcher
+
+if TYPE_CHECKING:
+
+    from deskctl.agent.client import AgentDriver
+    from deskctl.core.x11 import X11Driver
+    from deskctl.providers._x11provider import DisplayDriver
+
+__all__ = ["DockerProvider"]
+
+
+class DockerProvider(_DockerFiles):
+    """Desktops in containers on the local Docker engine; see the package docstring."""
+
+    name: ClassVar[str] = "docker"
+
+    options_model: ClassVar[str | None] = "deskctl.providers.docker.options:Options"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        platforms=frozenset({Platform.UBUNTU}),
+        settable_geometry=True,
+        exec=True,
+        exec_streams_separate=True,
+        files=True,
+        labels=True,
+        server_ttl=False,  # the container stops itself after its TTL, but removal is the reaper's job
+        isolation="container",
+        start_url=True,
+        local=True,
+        billing="free",
+        cursor_position=True,
+        clipboard=True,
+        windows=True,
+    )
+
+    def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
+        if _via_agent(handle):
+            self._wait_agent(handle, deadline)
+            return
+        from deskctl.core.x11 import X11Address, connect_display, read_cookie
+
+        address = X11Address(display=_display_of(handle), socket_path=str(handle.data["socket_path"]))
+        cookie = read_cookie(str(handle.data["xauthority"]), _display_number(_display_of(handle)[1:], self.name))
+        container = DockerHandleData.of(handle).container
+        last = "the X socket does not exist yet"
+        delay = 0.005
+        while True:
+            if os.path.exists(address.socket_path or ""):
+                try:
+                    display = connect_display(address, cookie, timeout=max(0.2, deadline - time.monotonic()))
+                except ProviderUnreachable as err:
+                    last = err.message
+                else:
+                    display.close()
+                    return
+            state = self._state(container, self._engine_of(handle))
+            self._raise_if_stopped(handle, state)
+            if time.monotonic() >= deadline:
+                logs = self._logs(container)
+                raise ReadinessTimeout(
+                    f"the display of {handle.session_id} did not answer in time; last: {last}"
+                    + (f"; last log lines:\n{logs}" if logs else ""),
+                    provider=self.name, remedy="look at `docker logs " + handle.session_id + "`")
+            # Xvfb gives the host no event to wait on: back off between attempts, bounded by the deadline.
+            threading.Event().wait(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.1)
+
+    def _raise_if_stopped(self, handle: RemoteHandle, state: dict[str, Any] | None) -> None:
+        """While waiting for readiness: a container that is gone or stopped ends the wait at once (out of memory
+        is capacity.unavailable)."""
+        if state is not None and state.get("Running"):
+            return
+        gone = self._gone_error(handle, state, "wait for the display")
+        if state is not None and state.get("OOMKilled"):
+            raise CapacityUnavailable(gone.message, provider=self.name, remedy=gone.remedy, details=gone.details)
+        raise gone
+
+    def _wait_agent(self, handle: RemoteHandle, deadline: float) -> None:
+        """Until the desktop's agent answers an authenticated ping; the container's state is looked at between
+        attempts, so a desktop that died is told at once, not at the deadline."""
+        from deskctl.agent.client import wait_ready
+
+        container = DockerHandleData.of(handle).container
+        engine = self._engine_of(handle)
+        token = self._token(handle)
+        last = "the agent did not answer yet"
+        while True:
+            try:
+                wait_ready(str(handle.data["agent_host"]), int(handle.data["agent_port"]), token,
+                           provider=self.name, deadline=min(deadline, time.monotonic() + 3.0))
+                return
+            except (ReadinessTimeout, ProviderUnreachable, SessionLost) as err:
+                last = err.message
+            state = self._state(container, engine)
+            self._raise_if_stopped(handle, state)
+            if time.monotonic() >= deadline:
+                logs = redact(self._logs(container, engine=engine))
+                raise ReadinessTimeout(
+                    f"the agent of {handle.session_id} did not answer in time; last: {last}"
+                    + (f"; last log lines:\n{logs}" if logs else ""),
+                    provider=self.name, remedy="look at `docker logs " + handle.session_id + "` on its engine")
+
+    def _token(self, handle: RemoteHandle) -> str:
+        """A remote desktop's agent token: this process's, else the 0600 file its creator wrote on this
+        machine, else read from the container through the Engine API (a process on another machine)."""
+        token = self._tokens.get(handle.session_id)
+        if token:
+            return token
+        path = DockerHandleData.of(handle).agent_token_file
+        with contextlib.suppress(OSError):
+            token = Path(path).read_text().strip() if path else ""
+        if not token:
+            token = self._read_container_token(handle)
+        from deskctl._redact import register_secret
+
+        register_secret(token)
+        self._tokens[handle.session_id] = token
+        return token
+
+    def _read_container_token(self, handle: RemoteHandle) -> str:
+        import tarfile
+
+        from deskctl.agent import TOKEN_FILE
+
+        container = DockerHandleData.of(handle).container
+        client = self._client_on(self._engine_of(handle))
+        try:
+            with self._errors("read the agent's token", self._engine_of(handle)):
+                stream, _ = client.api.get_archive(container, TOKEN_FILE)
+                raw = b"".join(stream)
+        except NotFound as exc:
+            raise self._lost(handle, "read the agent's token", exc) from exc
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+            member = next((m for m in tar.getmembers() if m.isreg()), None)
+            extracted = tar.extractfile(member) if member is not None else None
+            token = extracted.read().decode().strip() if extracted is not None else ""
+        if not token:
+            raise SessionLost(f"the agent token of {handle.session_id} is empty", provider=self.name)
+        return token
+
+    def destroy(self, handle: RemoteHandle) -> None:
+        self._drop_driver(handle.session_id)
+        self._tokens.pop(handle.session_id, None)
+        name = DockerHandleData.of(handle).name
+        container = DockerHandleData.of(handle).container or name
+        self._remove(container, name, self._engine_of(handle))
+        _Watcher.forget_if_running(name)
+        for key, label in (("session_dir", LABEL_DIR), ("fb_dir", LABEL_FB_DIR)):
+            path = handle.data.get(key) or handle.labels.get(label)
+            if path:
+                shutil.rmtree(str(path), ignore_errors=True)
+
+    def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
+        filters = [LABEL_SESSION, f"{LABEL_PROVIDER}={self.name}"]
+        filters += [f"{k}={v}" for k, v in (selector or {}).items()]
+        with self._errors("list deskctl containers"):
+            found = self.client.api.containers(all=True, filters={"label": filters})
+        handles = []
+        for raw in found:
+            labels = dict(raw.get("Labels") or {})
+            session_id = labels.get(LABEL_SESSION, "")
+            session_dir = labels.get(LABEL_DIR, "")
+            names = [n.lstrip("/") for n in raw.get("Names") or []]
+            number = labels.get(LABEL_DISPLAY, "0")
+            display = f":{number}"
+            if labels.get(LABEL_AGENT) == "1":
+                handles.append(RemoteHandle(
+                    provider=self.name, session_id=session_id, resource_id=str(raw["Id"]), labels=labels,
+                    data={"container": str(raw["Id"]), "name": names[0] if names else session_id,
+                          "image": raw.get("Image"), "display": display, "engine": self.engine,
+                          "state": raw.get("State"), **self._agent_address(raw, session_id)},
+                    created_at=float(raw.get("Created") or time.time()),
+                ))
+                continue
+            handles.append(RemoteHandle(
+                provider=self.name, session_id=session_id, resource_id=str(raw["Id"]), labels=labels,
+                data={
+                    "container": str(raw["Id"]),
+                    "name": names[0] if names else session_id,
+                    "image": raw.get("Image"),
+                    "display": display,
+                    "socket_path": str(Path(session_dir) / "x11" / f"X{number}") if session_dir else "",
+                    "xauthority": str(Path(session_dir) / "xauth" / "Xauthority") if session_dir else "",
+                    "session_dir": session_dir,
+                    "fb_dir": labels.get(LABEL_FB_DIR, ""),
+                    "framebuffer": str(Path(labels[LABEL_FB_DIR]) / "Xvfb_screen0") if labels.get(LABEL_FB_DIR)
+                    else "",
+                    "state": raw.get("State"),
+                },
+                created_at=float(raw.get("Created") or time.time()),
+            ))
+        return handles
+
+    def _agent_address(self, raw: Mapping[str, Any], session_id: str) -> dict[str, Any]:
+        """Where the agent of a listed remote desktop answers (a stopped one publishes no port)."""
+        from deskctl.agent import DEFAULT_PORT
+
+        data: dict[str, Any] = {"agent_host": self._agent_host(None)}
+        for port in raw.get("Ports") or []:
+            if port.get("PrivatePort") == DEFAULT_PORT and port.get("PublicPort"):
+                data["agent_port"] = int(port["PublicPort"])
+        token_file = self._session_dir(session_id) / _AGENT_TOKEN_FILE
+        if token_file.exists():
+            data.update(session_dir=str(token_file.parent), agent_token_file=str(token_file))
+        return data
+
+    def is_alive(self, handle: RemoteHandle) -> bool:
+        state = self._state(DockerHandleData.of(handle).container, self._engine_of(handle))
+        return bool(state and state.get("Running"))
+
+    def detach(self, handle: RemoteHandle) -> None:
+        _Watcher.forget_if_running(DockerHandleData.of(handle).name)
+
+    # -- while open ----------------------------------------------------------------------------------------------
+    def _open_driver(self, handle: RemoteHandle) -> DisplayDriver:
+        return self._agent_driver(handle) if _via_agent(handle) else self._x11_driver(handle)
+
+    def _x11_driver(self, handle: RemoteHandle) -> X11Driver:
+        from deskctl.core.x11 import X11Driver, read_cookie
+
+        socket_path = DockerHandleData.of(handle).socket_path
+        try:
+            display = _display_of(handle)
+            cookie = read_cookie(str(handle.data["xauthority"]), _display_number(display[1:], self.name))
+            # MIT-SHM crosses the container's IPC namespace as a file descriptor (see _x11._Shm)
+            return X11Driver.open(display, socket_path=socket_path, cookie=cookie, provider=self.name)
+        except (ProviderUnreachable, KeyError) as exc:
+            raise self._lost(handle, "connect to the display", exc) from exc
+
+    def _agent_driver(self, handle: RemoteHandle) -> AgentDriver:
+        """One authenticated connection to the desktop's agent (a remote engine's desktop)."""
+        from deskctl.agent.client import AgentDriver
+
+        try:
+            return AgentDriver.connect(str(handle.data["agent_host"]), int(handle.data["agent_port"]),
+                                       self._token(handle), provider=self.name)
+        except (ProviderUnreachable, SessionLost, KeyError) as exc:
+            raise self._lost(handle, "connect to the desktop's agent", exc) from exc
+
+    def _drop_driver(self, session_id: str, driver: DisplayDriver | None = None) -> None:
+        super()._drop_driver(session_id, driver)
+        with self._drivers_lock:
+            framebuffer = self._framebuffers.pop(session_id, None)
+        if framebuffer is not None:
+            framebuffer.close()
+
+    def _lost(self, handle: RemoteHandle, doing: str, cause: BaseException) -> DeskctlError:
+        """After a failed X call: a precise error when the container is gone or stopped, else the cause."""
+        self._drop_driver(handle.session_id)
+        container = DockerHandleData.of(handle).container
+        engine = self._engine_of(handle)
+        try:
+            state = self._state(container, engine)
+            if state is not None and state.get("Running"):
+                # The display went away a moment before the container stops (its init still reaps): wait for
+                # the stop, briefly, so that the reason (out of memory, exit code) can be told.
+                with contextlib.suppress(Exception):
+                    self._client_on(engine).api.wait(container, timeout=5)
+                state = self._state(container, engine)
+        except DeskctlError:
+            state = {"Running": True}
+        if state is None or not state.get("Running"):
+            return self._gone_error(handle, state, doing)
+        if isinstance(cause, DeskctlError):
+            return cause
+        return SessionLost(f"lost the display of {handle.session_id}: {cause}", provider=self.name)
+
+    def _screenshot_with(self, handle: RemoteHandle, driver: DisplayDriver) -> Screenshot:
+        """Pixels read straight from the framebuffer file Xvfb keeps in a host tmpfs (after one X round trip,
+        so every request sent before is drawn), else by GetImage over the socket."""
+        framebuffer = self._framebuffer(handle)
+        if framebuffer is None:
+            return driver.screenshot()
+        driver.ping()
+        return framebuffer.screenshot()
+
+    def _raw_frame_with(self, handle: RemoteHandle, driver: DisplayDriver) -> RawFrame:
+        """As :meth:`_screenshot_with`, without the PNG: the framebuffer file's pixels, else the driver's capture."""
+        framebuffer = self._framebuffer(handle)
+        if framebuffer is None:
+            return driver.raw_frame()
+        driver.ping()
+        return framebuffer.raw_frame()
+
+    def _framebuffer(self, handle: RemoteHandle) -> _Framebuffer | None:
+        with self._drivers_lock:
+            cached = self._framebuffers.get(handle.session_id)
+        if cached is not None:
+            return cached
+        path = DockerHandleData.of(handle).framebuffer
+        if not path or not os.path.exists(path):
+            return None
+        try:
+            framebuffer = _Framebuffer(path)
+        except (OSError, ValueError):
+            return None
+        with self._drivers_lock:
+            self._framebuffers[handle.session_id] = framebuffer
+        return framebuffer

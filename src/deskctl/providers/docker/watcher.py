@@ -1,0 +1,96 @@
+"""The owner watcher (testcontainers' Ryuk pattern): a process per owner process that removes the containers
+registered with it when the owner dies, even by SIGKILL (the kernel closes the pipe it reads)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from typing import TYPE_CHECKING, ClassVar
+
+from deskctl.errors import (
+    DeskctlError,
+)
+
+if TYPE_CHECKING:
+
+    pass
+
+__all__ = ["_Watcher", "_watch"]
+
+
+class _Watcher:
+    """The per-process link to the watcher process: ``add`` before create, ``forget`` after destroy/detach."""
+
+    _lock = threading.Lock()
+    _instance: ClassVar[_Watcher | None] = None
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        read_end, write_end = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from deskctl.providers.docker import _watch; _watch()"],
+                stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True, env=env,
+            )
+        finally:
+            os.close(read_end)
+        self._pipe = os.fdopen(write_end, "w", buffering=1)
+        self._write_lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> _Watcher:
+        with cls._lock:
+            current = cls._instance
+            if current is None or current.pid != os.getpid() or current.process.poll() is not None:
+                current = cls._instance = cls()
+            return current
+
+    def _send(self, line: str) -> None:
+        with self._write_lock, contextlib.suppress(OSError, ValueError):
+            self._pipe.write(line + "\n")
+
+    def add(self, name: str, engine: str = "") -> None:
+        self._send(f"+{name}\t{engine}")
+
+    def forget(self, name: str) -> None:
+        self._send(f"-{name}")
+
+    @classmethod
+    def forget_if_running(cls, name: str) -> None:
+        with cls._lock:
+            current = cls._instance
+        if current is not None and current.pid == os.getpid():
+            current.forget(name)
+
+
+def _watch() -> None:
+    """Body of the watcher process: keep the set of registered names until stdin closes, then remove them."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_IGN)
+    names: dict[str, str] = {}  # name -> the engine it runs on ("": the environment's)
+    for raw in sys.stdin:
+        line = raw.strip()
+        if line.startswith("+"):
+            name, _, engine = line[1:].partition("\t")
+            names[name] = engine
+        elif line.startswith("-"):
+            names.pop(line[1:], None)
+    if not names:
+        return
+    from deskctl.providers.docker.provider import DockerProvider
+
+    provider = DockerProvider()
+    try:
+        for name, engine in names.items():
+            with contextlib.suppress(DeskctlError):
+                provider._remove_by_name(name, engine)
+    finally:
+        provider.close()
