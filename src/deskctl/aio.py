@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from deskctl.errors import Interrupted
+from deskctl.providers import DEFAULT_PROVIDER
 from deskctl.session import Desktop, State, wait_terms
 
 if TYPE_CHECKING:
@@ -497,7 +498,7 @@ async def _start(make: Callable[[], Desktop], undo: Callable[[Desktop], None], o
 
 
 def open_desktop(
-    provider: str = "xvfb",
+    provider: str = DEFAULT_PROVIDER,
     *,
     platform: str = "ubuntu",
     geometry: str | None = "1024x768",

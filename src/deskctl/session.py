@@ -52,7 +52,7 @@ from deskctl.errors import (
     UsageError,
     WaitTimeout,
 )
-from deskctl.providers import get_provider
+from deskctl.providers import DEFAULT_PROVIDER, get_provider
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_DETACHED,
@@ -1152,7 +1152,7 @@ def _caused_by(exc: BaseException, test: Any) -> bool:
 
 
 def open_desktop(
-    provider: str = "xvfb",
+    provider: str = DEFAULT_PROVIDER,
     *,
     platform: str = "ubuntu",
     geometry: str | None = "1024x768",

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from deskctl.errors import UsageError
 from deskctl.limits import BOUNDS, check_number
 from deskctl.platforms import Platform
+from deskctl.providers import DEFAULT_PROVIDER
 
 __all__ = ["MAX_SIDE", "MIN_SIDE", "STORED", "DesktopSpec", "Geometry", "Platform", "WindowGeometry", "parse_duration"]
 
@@ -155,7 +156,7 @@ class DesktopSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    provider: str = "xvfb"
+    provider: str = DEFAULT_PROVIDER
     platform: Platform = Platform.UBUNTU
     geometry: Geometry | None = Field(default_factory=lambda: Geometry(width=1024, height=768))
     window_geometry: WindowGeometry | None = None

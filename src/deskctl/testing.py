@@ -34,11 +34,26 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 if TYPE_CHECKING:
-    from deskctl.providers._x11 import X11Address
+    from deskctl.core.x11 import X11Address
     from deskctl.providers.base import RemoteHandle
     from deskctl.session import Desktop
 
-__all__ = ["TARGET_ENV", "TargetKwargs", "load_targets"]
+__all__ = ["CAPABILITY_TESTS", "TARGET_ENV", "TargetKwargs", "load_targets", "unsupported_by"]
+
+#: the contract tests that need an ability a provider declares as a capability flag
+#: (:class:`~deskctl.providers.base.Capabilities`): test name -> flag. A provider whose flag is False must fail
+#: them with ``usage.unsupported`` (a strict xfail), so the suite needs no per-target list of what it cannot do.
+CAPABILITY_TESTS: dict[str, str] = {
+    "test_move_and_mouse_down_up": "hold_input",
+    "test_key_down_holds_a_modifier_until_key_up": "hold_input",
+    "test_exec_as_another_user": "exec_as_user",
+    "test_upload_and_download_a_directory_tree": "files",
+    "test_upload_and_download_one_file": "files",
+    "test_clipboard_set_then_get_and_seen_by_the_desktop": "clipboard",
+    "test_clipboard_of_a_mebibyte_round_trips": "clipboard",
+    "test_launch_then_wait_for_its_window": "windows",
+    "test_open_url_hands_the_url_to_the_browser": "windows",
+}
 
 #: names the modules of extra conformance targets: ``module:attribute[,module:attribute...]``
 TARGET_ENV = "DESKCTL_CONFORMANCE_TARGET"
@@ -89,3 +104,16 @@ def load_targets(value: str | None) -> list[TargetKwargs]:
                                     "(a dict with name, open_kwargs and leftovers, or a list of them)")
             found.append(target)  # type: ignore[arg-type]
     return found
+
+
+def unsupported_by(provider: str, test_name: str) -> str | None:
+    """Why the provider named ``provider`` cannot pass the contract test ``test_name``, when its capabilities
+    say it cannot (see :data:`CAPABILITY_TESTS`); None when it must pass it."""
+    flag = CAPABILITY_TESTS.get(test_name)
+    if flag is None:
+        return None
+    from deskctl.providers import load_provider_class
+
+    if getattr(load_provider_class(provider).capabilities, flag):
+        return None
+    return f"{provider}'s capabilities say {flag}=False (usage.unsupported)"

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from deskctl.providers import DEFAULT_PROVIDER
 from deskctl.providers._x11 import X11Address, read_cookie
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.xvfb import _listening
@@ -145,7 +146,7 @@ from kubernetes_provider._kube_target import KUBE_TARGET_KWARGS  # noqa: E402
 TARGETS.append(Target(**KUBE_TARGET_KWARGS))
 
 # -- a provider outside this repository: DESKCTL_CONFORMANCE_TARGET=module:attribute (deskctl.testing) -------------
-from deskctl.testing import TARGET_ENV, load_targets  # noqa: E402
+from deskctl.testing import TARGET_ENV, load_targets, unsupported_by  # noqa: E402
 
 TARGETS.extend(Target(**kwargs) for kwargs in load_targets(os.environ.get(TARGET_ENV)))
 
@@ -175,7 +176,8 @@ def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     chosen: Target = request.param
     # a contract test the provider cannot pass by design (extra["xfail"]: test name -> why): it must fail with
     # usage.unsupported, and a pass would be reported (strict)
-    why = dict(chosen.extra.get("xfail") or {}).get(request.node.originalname)
+    why = dict(chosen.extra.get("xfail") or {}).get(request.node.originalname) or unsupported_by(
+        str(chosen.open_kwargs.get("provider") or DEFAULT_PROVIDER), request.node.originalname)
     if why:
         from deskctl.errors import UsageError
 

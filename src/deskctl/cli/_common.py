@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from deskctl.cli._output import echo_json, iso_time
+from deskctl.providers import DEFAULT_PROVIDER
 
 __all__ = ["Number", "SuggestingGroup", "UnknownCommand", "desktop_options", "echo_json", "iso_time", "json_option",
            "note"]
@@ -75,7 +76,7 @@ def provider_help() -> str:
 def desktop_options(func: F) -> F:
     """The flags of a command that makes a desktop (``up``, ``mcp``): what ``spec_from_flags`` reads."""
     decorators = [
-        click.option("--provider", "-p", default="xvfb", show_default=True, envvar="DESKCTL_PROVIDER",
+        click.option("--provider", "-p", default=DEFAULT_PROVIDER, show_default=True, envvar="DESKCTL_PROVIDER",
                      show_envvar=True, help=provider_help()),
         click.option("--platform", default="ubuntu", show_default=True, envvar="DESKCTL_PLATFORM", show_envvar=True,
                      help="ubuntu, windows or macos (aliases linux, win, mac)."),

@@ -391,7 +391,13 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, confirmed:
 def providers(check: bool, as_json: bool) -> None:
     """List providers with their capabilities (and why one cannot load); with --check, whether each is ready."""
     from deskctl.errors import DeskctlError
-    from deskctl.providers import PROVIDERS, known_provider_names, load_provider_class
+    from deskctl.providers import (
+        DEFAULT_PROVIDER,
+        PROVIDERS,
+        describe_options,
+        known_provider_names,
+        load_provider_class,
+    )
 
     rows: list[dict[str, Any]] = []
     for name in known_provider_names():
@@ -400,8 +406,9 @@ def providers(check: bool, as_json: bool) -> None:
         except DeskctlError as exc:
             rows.append({"name": name, "available": False, "error": exc.message, "remedy": exc.remedy})
             continue
-        rows.append({"name": name, "available": True, "default": name == "xvfb", "aliases": list(cls.aliases),
-                     "credential_vars": list(cls.credentials.variables), **cls.capabilities.to_dict()})
+        rows.append({"name": name, "available": True, "default": name == DEFAULT_PROVIDER,
+                     "aliases": list(cls.aliases), "credential_vars": list(cls.credentials.variables),
+                     **cls.capabilities.to_dict(), "options": describe_options(cls)})
     if check:
         _check_readiness(rows)
     if as_json:

@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_PROVIDER",
     "PROVIDERS",
     "canonical_name",
+    "describe_options",
     "get_provider",
     "known_provider_names",
     "load_provider_class",
@@ -160,3 +161,16 @@ def load_provider_class(name: str) -> type[Provider]:
 def get_provider(name: str, options: dict[str, Any] | None = None) -> Provider:
     """An instance of the named provider, built with ``options`` (the spec's ``provider_options``)."""
     return load_provider_class(name)(options)
+
+
+def describe_options(cls: type[Provider]) -> list[dict[str, Any]] | None:
+    """The options of a provider class as rows (name, type, default, doc, env, secret, bounds) from its typed
+    ``options_model``; a provider that declares only ``option_names`` gets a row per name without types; None: it
+    declares none (any key is passed through)."""
+    model = cls.options_class()
+    if model is not None:
+        return model.describe()
+    if cls.option_names is None:
+        return None
+    return [{"name": name, "type": None, "required": False, "default": None, "doc": "", "env": None,
+             "secret": False} for name in sorted(cls.option_names)]
