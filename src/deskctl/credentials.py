@@ -54,14 +54,10 @@ def mask(value: str) -> str:
 
 def credential_set(provider: str) -> CredentialSet:
     """The variables of ``provider`` as its class declares them (none for a name that is no provider)."""
-    from deskctl.errors import UsageError
-    from deskctl.providers import load_provider_class
+    from deskctl.providers import provider_class
 
-    try:
-        cls = load_provider_class(provider)
-    except UsageError:  # unknown, or its module cannot load: it reads nothing deskctl can name
-        return CredentialSet()
-    return cls.credentials
+    cls = provider_class(provider)  # None: unknown, or its module cannot load: it reads nothing deskctl can name
+    return cls.credentials if cls is not None else CredentialSet()
 
 
 # -- the keyring (optional, lazily imported) ------------------------------------------------------------------

@@ -280,14 +280,9 @@ def request_checks(platform: Platform, agent: str | None, task_os: str | None) -
 
 
 def _provider_class(name: str) -> type[Provider] | None:
-    from deskctl.providers import known_provider_names, load_provider_class
+    from deskctl.providers import known_provider_names, provider_class
 
-    if name not in known_provider_names():
-        return None
-    try:
-        return load_provider_class(name)
-    except UsageError:
-        return None
+    return provider_class(name) if name in known_provider_names() else None
 
 
 def platforms_for(provider: str) -> frozenset[Platform]:

@@ -30,6 +30,7 @@ __all__ = [
     "get_provider",
     "known_provider_names",
     "load_provider_class",
+    "provider_class",
     "resolve_name",
 ]
 
@@ -156,6 +157,19 @@ def load_provider_class(name: str) -> type[Provider]:
         ) from exc
     cls: type[Provider] = getattr(module, class_name)
     return cls
+
+
+def provider_class(name: str) -> type[Provider] | None:
+    """The class of an installed provider whose module loads, or None (unknown, not installed, or its library
+    missing): how the parts that ask about providers (credentials, the compatibility matrix) read a provider's
+    declared facts (``credentials``, ``capabilities``) without handling the registry's errors themselves."""
+    try:
+        name = resolve_name(name)
+        if not _module_exists((PROVIDERS if name in PROVIDERS else _all())[name][0]):
+            return None
+        return load_provider_class(name)
+    except UsageError:
+        return None
 
 
 def get_provider(name: str, options: dict[str, Any] | None = None) -> Provider:

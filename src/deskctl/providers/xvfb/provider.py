@@ -64,7 +64,6 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.platforms import Platform
-from deskctl.providers._files import copy_here
 from deskctl.providers._guest import background_pid, check_exec_options, posix_line, run_here
 from deskctl.providers._procs import SESSION_ENV, alive, start_ticks, tagged_processes, wait_gone
 from deskctl.providers._x11provider import X11Provider
@@ -508,9 +507,13 @@ class XvfbProvider(X11Provider):
 
     # -- files: this host's own filesystem -----------------------------------------------------------------
     def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
+        from deskctl.providers._files import copy_here  # here: `deskctl do` imports this module, not tarfile
+
         copy_here(local, remote, "here", self.name)
 
     def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
+        from deskctl.providers._files import copy_here
+
         copy_here(remote, local, "on the desktop", self.name)
 
     # -- detach / destroy ----------------------------------------------------------------------------------
