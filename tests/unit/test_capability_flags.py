@@ -47,3 +47,19 @@ def test_a_provider_without_a_flag_is_expected_to_refuse_the_tests_that_need_it(
 def test_provider_class_is_none_for_what_cannot_load() -> None:
     assert provider_class("memory") is MemoryProvider
     assert provider_class("no-such-provider") is None
+
+
+def test_a_built_in_class_reads_its_aliases_from_the_registry() -> None:
+    """One alias table: a built-in provider's class need not repeat the registry's ALIASES."""
+
+    class Kube(MemoryProvider):
+        name = "kubernetes"
+
+    class Declared(MemoryProvider):
+        name = "kubernetes"
+        aliases = ("kube",)
+
+    class Outside(MemoryProvider):
+        name = "acme"
+
+    assert (Kube.aliases, Declared.aliases, Outside.aliases) == (("k8s",), ("kube",), ())

@@ -215,7 +215,8 @@ class Provider(ABC):
     """
 
     name: ClassVar[str]
-    #: other spellings users type for ``name`` (a built-in's also go into ``deskctl.providers.ALIASES``)
+    #: other spellings users type for ``name``; a built-in provider's are its registry's (``deskctl.providers.ALIASES``,
+    #: read without importing the module) and the class need not repeat them: :meth:`__init_subclass__` fills them in
     aliases: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[Capabilities]
     #: the environment/keyring variables it reads and which of them suffice (``deskctl credentials``, preflight)
@@ -226,6 +227,15 @@ class Provider(ABC):
     #: loaded only when options are checked or described; when set, it is the one declaration of the options
     #: and ``option_names`` is not needed
     options_model: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if "aliases" not in cls.__dict__ and isinstance(name, str):
+            from deskctl.providers import ALIASES, PROVIDERS
+
+            if name in PROVIDERS:
+                cls.aliases = tuple(sorted(alias for alias, target in ALIASES.items() if target == name))
 
     @classmethod
     def options_class(cls) -> type[ProviderOptions] | None:
