@@ -37,7 +37,8 @@ __all__ = ["desktop", "pytest_addoption", "pytest_configure"]
 
 #: option name -> (environment variable, default, help)
 _OPTIONS: dict[str, tuple[str, str, str]] = {
-    "provider": ("DESKCTL_PROVIDER", "xvfb", "provider of the `desktop` fixture"),
+    # "": deskctl's default provider (the registry's DEFAULT_PROVIDER, not imported here: the plugin loads nothing)
+    "provider": ("DESKCTL_PROVIDER", "", "provider of the `desktop` fixture"),
     "platform": ("DESKCTL_PLATFORM", "ubuntu", "platform of the `desktop` fixture: ubuntu, windows or macos"),
     "geometry": ("DESKCTL_GEOMETRY", "1024x768", "screen size WxH of the `desktop` fixture, or 'native'"),
 }
@@ -51,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("deskctl", "deskctl desktops (the `desktop` fixture)")
     for name, (env, default, text) in _OPTIONS.items():
         group.addoption(f"--deskctl-{name}", dest=f"deskctl_{name}", default=None, metavar=name.upper(),
-                        help=f"{text} (env {env}; default {default})")
+                        help=f"{text} (env {env}; default {default or 'the default provider'})")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -87,7 +88,7 @@ def desktop(request: pytest.FixtureRequest) -> Iterator[Desktop]:
     settings = _settings(request)
     provider = settings.pop("provider")
     try:
-        desk = open_desktop(provider, **settings)
+        desk = open_desktop(provider, **settings) if provider else open_desktop(**settings)
     except PreflightError as err:
         reason = f"deskctl: {err.provider or provider} is not ready: {err.message} ({err.code})"
         if err.remedy:
