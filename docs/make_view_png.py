@@ -32,7 +32,7 @@ def wallpaper_on_root(data: dict[str, object], path: Path) -> None:
     from PIL import Image
     from Xlib import X
 
-    from deskctl.providers._x11 import X11Address, connect_display, read_cookie
+    from deskctl.core.x11 import X11Address, connect_display, read_cookie
 
     display = connect_display(X11Address(str(data["display"])), read_cookie(str(data["cookie_file"])))
     screen = display.screen()
