@@ -306,7 +306,7 @@ def test_the_server_imports_only_the_files_the_image_copies() -> None:
     code = (
         "import sys; sys.modules['PIL'] = None\n"
         "import deskctl.agent.server, deskctl.agent.__main__\n"
-        "from deskctl.providers._png import encode_png\n"
+        "from deskctl.core.png import encode_png\n"
         "png = encode_png(bytes(range(256)) * 64, 64, 64, 'BGRX')\n"
         "assert png.startswith(b'\\x89PNG')\n"
         "import os\n"
