@@ -16,14 +16,14 @@ import contextlib
 import os
 import shlex
 import shutil
-import tarfile
 import tempfile
 import uuid
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING, BinaryIO, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers._guest import dialect_of
+from deskctl.providers._tar import extract_tar, pack_dir
 
 if TYPE_CHECKING:
     from deskctl.providers.base import RemoteHandle
@@ -34,22 +34,6 @@ __all__ = ["FileTransfer", "copy_here", "extract_tar", "no_such_file", "pack_dir
 def remote_parent(remote: str, dialect: str) -> str:
     path = PureWindowsPath(remote) if dialect != "posix" else PurePosixPath(remote)
     return str(path.parent)
-
-
-def pack_dir(local: Path, into: Path | BinaryIO) -> None:
-    """``local``'s contents (not the folder itself) as an uncompressed tar at ``into`` (a path, or a stream
-    written front to back); symlinks kept as links."""
-    with (tarfile.open(into, "w") if isinstance(into, Path) else tarfile.open(fileobj=into, mode="w|")) as tar:
-        for entry in sorted(local.iterdir()):
-            tar.add(entry, arcname=entry.name)
-
-
-def extract_tar(archive: Path | BinaryIO, dest: Path) -> None:
-    """Unpack (a file, or a stream read front to back) with the ``data`` filter: no absolute paths, no ``..``,
-    no links out of ``dest``, no devices."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with (tarfile.open(archive) if isinstance(archive, Path) else tarfile.open(fileobj=archive, mode="r|")) as tar:
-        tar.extractall(dest, filter="data")
 
 
 def no_such_file(path: str, where: str, provider: str) -> UsageError:

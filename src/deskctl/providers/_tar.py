@@ -1,4 +1,5 @@
-"""Tar streaming shared by the providers that move files as archives (the Docker Engine API's archive endpoints):
+"""Tar archives, written once for every provider: a folder packed or unpacked whole (:func:`pack_dir`,
+:func:`extract_tar`, for the guests' own tar), and the streaming of the Docker Engine API's archive endpoints:
 a tree streamed as a tar while it is made (nothing staged on disk), an archive unpacked as it streams in (the
 ``data`` filter: nothing lands outside the target), and a small tar of secrets made in memory."""
 
@@ -11,7 +12,7 @@ import threading
 import time
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from deskctl.errors import (
     ProviderApiError,
@@ -22,7 +23,27 @@ if TYPE_CHECKING:
 
     pass
 
-__all__ = ["GO_MODE_DIR", "GO_MODE_SYMLINK", "tar_of_files", "tar_stream", "untar_stream"]
+__all__ = ["GO_MODE_DIR", "GO_MODE_SYMLINK", "extract_tar", "pack_dir", "tar_of_files", "tar_stream", "untar_stream"]
+
+
+def pack_dir(local: Path, into: Path | BinaryIO) -> None:
+    """``local``'s contents (not the folder itself) as an uncompressed tar at ``into`` (a path, or a stream
+    written front to back); symlinks kept as links."""
+    import tarfile
+
+    with (tarfile.open(into, "w") if isinstance(into, Path) else tarfile.open(fileobj=into, mode="w|")) as tar:
+        for entry in sorted(local.iterdir()):
+            tar.add(entry, arcname=entry.name)
+
+
+def extract_tar(archive: Path | BinaryIO, dest: Path) -> None:
+    """Unpack (a file, or a stream read front to back) with the ``data`` filter: no absolute paths, no ``..``,
+    no links out of ``dest``, no devices."""
+    import tarfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with (tarfile.open(archive) if isinstance(archive, Path) else tarfile.open(fileobj=archive, mode="r|")) as tar:
+        tar.extractall(dest, filter="data")
 
 
 def tar_of_files(files: Mapping[str, bytes], uid: int, gid: int) -> bytes:
