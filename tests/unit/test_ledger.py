@@ -123,11 +123,20 @@ def test_session_filters(ledger: Ledger) -> None:
 
 def test_record_status(ledger: Ledger) -> None:
     ledger.record_intent(_record("dk-s"))
-    ledger.record_status("dk-s", "ending", reason="ttl")
+    ledger.record_status("dk-s", "leaked", reason="ttl")
     got = ledger.get("dk-s")
-    assert got is not None and got.status == "ending" and got.reason == "ttl" and got.active
+    assert got is not None and got.status == "leaked" and got.reason == "ttl" and got.active
     with pytest.raises(ValueError):
         ledger.record_status("dk-s", "bogus")
+    with pytest.raises(ValueError):  # the dead status nothing ever wrote is no status any more
+        ledger.record_status("dk-s", "ending")
+    with pytest.raises(ValueError):  # a move outside deskctl.lifecycle.TRANSITIONS
+        ledger.record_status("dk-s", "ready")
+    ledger.record_status("dk-s", "failed", reason="gone")
+    with pytest.raises(ValueError):  # an end is never reopened
+        ledger.record_status("dk-s", "destroying")
+    got = ledger.get("dk-s")
+    assert got is not None and (got.status, got.reason) == ("failed", "gone")
 
 
 def test_secrets_never_reach_the_ledger(ledger: Ledger) -> None:
@@ -156,7 +165,7 @@ def test_schema_is_versioned(ledger: Ledger, ledger_url: str) -> None:
 
 
 def test_migrates_an_old_schema_forward(ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import deskctl.ledger as ledger_module
+    import deskctl.ledger._schema as ledger_module  # where the migrations read it
 
     monkeypatch.setattr(ledger_module, "SCHEMA_VERSION", 1)
     old = open_ledger(ledger_url)
@@ -178,7 +187,7 @@ def test_migrates_an_old_schema_forward(ledger_url: str, monkeypatch: pytest.Mon
 
 def test_a_schema_3_ledger_gets_the_indexes_and_keeps_its_records(ledger_url: str, monkeypatch: pytest.MonkeyPatch,
                                                                    ) -> None:  # fmt: skip
-    import deskctl.ledger as ledger_module
+    import deskctl.ledger._schema as ledger_module  # where the migrations read it
     from deskctl.budget import status
 
     monkeypatch.setattr(ledger_module, "SCHEMA_VERSION", 3)  # a ledger written by the previous release

@@ -71,7 +71,7 @@ def test_the_ledger_keeps_model_usage_on_both_backends(ledger_url: str) -> None:
 
 def test_a_schema_4_ledger_gets_the_model_usage_table_and_keeps_its_records(ledger_url: str,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import deskctl.ledger as ledger_module
+    import deskctl.ledger._schema as ledger_module  # where the migrations read it
 
     monkeypatch.setattr(ledger_module, "SCHEMA_VERSION", 4)
     old = open_ledger(ledger_url)

@@ -1,0 +1,379 @@
+"""The ledger's plumbing: a small connection pool per process, transactions, what a forked child does with the
+connections it inherited, and the forward migration of the schema (see :mod:`deskctl.ledger`)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Self
+
+from deskctl._redact import redact
+from deskctl.errors import ConfigInvalid, DeskctlError, InfrastructureError
+from deskctl.ledger import _schema
+from deskctl.ledger._records import Budget, Reservation, SessionRecord
+from deskctl.ledger._schema import (
+    _ACTIVE_SQL,
+    _BUDGET_COLUMNS,
+    _MIGRATIONS,
+    _RESERVATION_COLUMNS,
+    _SESSION_COLUMNS,
+    _budget_from_row,
+    _reservation_from_row,
+    _session_from_row,
+)
+
+__all__ = ["LedgerBase", "Transaction"]
+
+
+class Transaction:
+    """One open database transaction. ``run`` takes SQL with ``?`` placeholders on both backends."""
+
+    def __init__(self, ledger: LedgerBase, cursor: Any) -> None:
+        self._ledger = ledger
+        self._cursor = cursor
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._cursor.execute(self._ledger._sql(sql), tuple(params))
+        if self._cursor.description is None:
+            return []
+        return [tuple(row) for row in self._cursor.fetchall()]
+
+    # Typed helpers used by the budget module, so that it stays free of SQL dialects.
+    def budget(self, name: str) -> Budget | None:
+        rows = self.run(f"SELECT {', '.join(_BUDGET_COLUMNS)} FROM budgets WHERE name = ?", (name,))
+        return _budget_from_row(rows[0]) if rows else None
+
+    def open_reservations(self, budget: str, *, since: float) -> list[tuple[Reservation, SessionRecord | None]]:
+        """The reservations of ``budget`` that need a look one by one, oldest first, each with its session
+        (None when it has none, without action counts): every one still held whatever its age, and those made
+        since ``since`` whose desktop may still exist (its session is active and its create was sent). Their
+        number follows what is running, not the size of the ledger."""
+        columns = ", ".join("r." + c for c in _RESERVATION_COLUMNS)
+        rows = self.run(
+            f"SELECT {columns} FROM reservations r WHERE r.budget = ? AND r.status = 'held' UNION "
+            # From the few active sessions to their reservations: CROSS JOIN keeps that order in SQLite, and the
+            # `|| ''` keeps its planner off the budget index, which would walk every reservation of the budget.
+            f"SELECT {columns} FROM sessions s CROSS JOIN reservations r WHERE r.session_id = s.session_id "
+            f"AND s.status IN ({_ACTIVE_SQL}) AND s.created_at IS NOT NULL AND r.budget || '' = ? "
+            "AND r.created_at >= ? ORDER BY created_at, id",
+            (budget, budget, since),
+        )
+        reservations = [_reservation_from_row(r) for r in rows]
+        records = self.sessions_by_id({r.session_id for r in reservations})
+        return [(r, records.get(r.session_id)) for r in reservations]
+
+    def settled_totals(self, budget: str, *, since: float) -> tuple[int, float, int]:
+        """(count, sum of known costs, count of unknown costs) of the reservations of ``budget`` made since
+        ``since`` that are settled and whose desktop cannot exist any more: the complement of
+        :meth:`open_reservations` in the window, summed by the database, never loaded."""
+        rows = self.run(
+            "SELECT COUNT(*), SUM(cost_usd), SUM(CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END) FROM reservations "
+            "WHERE budget = ? AND status = 'settled' AND created_at >= ? AND session_id NOT IN "
+            f"(SELECT session_id FROM sessions WHERE status IN ({_ACTIVE_SQL}) AND created_at IS NOT NULL)",
+            (budget, since),
+        )
+        count, known, unknown = rows[0]
+        return int(count or 0), float(known or 0.0), int(unknown or 0)
+
+    def release_reservation(self, reservation_id: str, *, at: float, cost_usd: float | None) -> None:
+        """Settle a hold that is over (expired, its desktop not running) at what its session cost."""
+        self.run(
+            "UPDATE reservations SET status = 'settled', settled_at = ?, cost_usd = ? WHERE id = ? AND status = 'held'",
+            (at, cost_usd, reservation_id),
+        )
+
+    def insert_reservation(self, r: Reservation) -> None:
+        self.run(
+            f"INSERT INTO reservations ({', '.join(_RESERVATION_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_RESERVATION_COLUMNS))})",
+            (r.id, r.budget, r.session_id, r.amount_usd, int(r.unknown), r.created_at, r.expires_at, r.status,
+             r.settled_at, r.cost_usd, r.rate_usd_per_hour, r.owner),
+        )  # fmt: skip
+
+    def model_spend(self, session_ids: Iterable[str]) -> dict[str, tuple[float, int]]:
+        """Per session: (sum of known model costs, number of metered calls of unknown price); sessions without
+        metered calls are left out."""
+        wanted = sorted(set(session_ids))
+        out: dict[str, tuple[float, int]] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for sid, known, unknown in self.run(
+                "SELECT session_id, SUM(usd), SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM model_usage "
+                f"WHERE session_id IN ({', '.join('?' * len(chunk))}) GROUP BY session_id",
+                chunk,
+            ):
+                out[str(sid)] = (float(known or 0.0), int(unknown or 0))
+        return out
+
+    def settled_model_totals(self, budget: str, *, since: float) -> tuple[float, int]:
+        """(sum of known model costs, count of sessions with a call of unknown price) of the sessions that
+        :meth:`settled_totals` counts: their model spend, summed by the database."""
+        rows = self.run(
+            "SELECT SUM(u.usd), COUNT(DISTINCT CASE WHEN u.usd IS NULL THEN u.session_id END) FROM model_usage u "
+            "WHERE u.session_id IN (SELECT r.session_id FROM reservations r WHERE r.budget = ? AND r.status = "
+            "'settled' AND r.created_at >= ? AND r.session_id NOT IN "
+            f"(SELECT session_id FROM sessions WHERE status IN ({_ACTIVE_SQL}) AND created_at IS NOT NULL))",
+            (budget, since),
+        )
+        known, unknown = rows[0]
+        return float(known or 0.0), int(unknown or 0)
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        return self._ledger._get(self, session_id)
+
+    def sessions_by_id(self, session_ids: Iterable[str]) -> dict[str, SessionRecord]:
+        """These sessions, by id (without action counts); ids not in the ledger are left out."""
+        wanted = sorted(set(session_ids))
+        out: dict[str, SessionRecord] = {}
+        for start in range(0, len(wanted), 500):  # well under every backend's limit of bound parameters
+            chunk = wanted[start:start + 500]
+            rows = self.run(
+                f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions "
+                f"WHERE session_id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            out.update((str(r[0]), _session_from_row(r, {})) for r in rows)
+        return out
+
+
+#: idle connections a ledger keeps per process for its next transactions (more are closed after use)
+_IDLE_CONNECTIONS = 4
+#: every ledger of this process, for the at-fork hook
+_LEDGERS: weakref.WeakSet[LedgerBase] = weakref.WeakSet()
+#: connections a forked child inherited from its parent, with their ledger: put away before the first new one
+_INHERITED: list[tuple[LedgerBase, Any]] = []
+_INHERITED_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child, before any other code runs: every ledger gets fresh locks (a thread of the parent may
+    have held one) and forgets its connections, which belong to the parent and are never used here. No database
+    call happens here: they are put away by the child's first transaction (:func:`_put_away_inherited_connections`).
+
+    Rule: do not fork while another thread is inside a ledger call; the child's first transaction may then wait
+    for a lock that thread held (SQLite's own rule: never carry a connection across a fork)."""
+    global _INHERITED_LOCK
+    _INHERITED_LOCK = threading.Lock()
+    for ledger in list(_LEDGERS):
+        ledger._lock = threading.Lock()
+        ledger._in_thread = threading.local()
+        if ledger._pid != os.getpid():
+            ledger._forget_parent_connections()
+
+
+def _put_away_inherited_connections() -> None:
+    with _INHERITED_LOCK:
+        inherited = list(_INHERITED)
+        _INHERITED.clear()
+    for ledger, conn in inherited:
+        ledger._put_away_inherited(conn)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class LedgerBase:
+    """The plumbing of :class:`~deskctl.ledger.Ledger`: its connection pool, transactions, fork handling and
+    schema migration, and the hooks each backend fills in."""
+
+    backend: str = "?"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._closed = False
+        self._lock = threading.Lock()
+        #: connections opened by this process (``_pid``), and those of them waiting for the next transaction
+        self._pid = os.getpid()
+        self._connections: list[Any] = []
+        self._idle: list[Any] = []
+        #: the connection of the transaction this thread is in, if any
+        self._in_thread = threading.local()
+        _LEDGERS.add(self)
+        with self._guard("migrating the ledger schema"):
+            if not self._schema_is_current():
+                self._migrate()
+
+    # -- backend hooks ---------------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:
+        return sql
+
+    @contextmanager
+    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def _serial_pk(self) -> str:
+        raise NotImplementedError
+
+    def _sql_day(self, column: str) -> str:
+        """SQL for the UTC day number (days since 1970-01-01) of the epoch seconds in ``column``."""
+        raise NotImplementedError
+
+    def _migrate(self) -> None:
+        raise NotImplementedError
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    # -- plumbing --------------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<Ledger {self.backend} {redact(self.url)}>"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _checkout(self) -> Any:
+        """A connection for one transaction: an idle one of this process, else a new one."""
+        with self._lock:
+            if self._closed:
+                raise DeskctlError("the ledger is closed")
+            if self._pid != os.getpid():  # a fork the at-fork hook did not see (os.fork always runs it)
+                self._forget_parent_connections()
+            if self._idle:
+                return self._idle.pop()
+        _put_away_inherited_connections()  # before this process opens a connection of its own
+        conn = self._connect()
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def _checkin(self, conn: Any) -> None:
+        """Back to the pool after a transaction; closed instead when broken, surplus, or the ledger is closed."""
+        reusable = not self._is_broken(conn)
+        surplus = [conn]
+        with self._lock:
+            if conn not in self._connections:  # opened before a fork, or already forgotten
+                return
+            if reusable and not self._closed and len(self._idle) < _IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+            if not reusable:  # what broke this one (a server restart) most likely broke the idle ones too
+                surplus, self._idle = surplus + self._idle, []
+            for dropped in surplus:
+                self._connections.remove(dropped)
+        for dropped in surplus:
+            try:
+                dropped.close()
+            except Exception:  # a broken connection may refuse to close; it is forgotten either way
+                pass
+
+    def _forget_parent_connections(self) -> None:
+        """In a forked child (the caller holds ``_lock`` or is the only thread): the parent's connections are
+        never handed out again; they are put away before this process opens one of its own."""
+        with _INHERITED_LOCK:
+            _INHERITED.extend((self, conn) for conn in self._connections)
+        self._connections, self._idle = [], []
+        self._pid = os.getpid()
+
+    def _is_broken(self, conn: Any) -> bool:
+        """Not fit for the next transaction: closed, dropped by the server, or still inside a transaction (a
+        rollback that failed)."""
+        return bool(getattr(conn, "closed", False) or getattr(conn, "broken", False))
+
+    def _put_away_inherited(self, conn: Any) -> None:
+        """Make sure this process never uses ``conn``, a connection of its parent (the caller forgets it)."""
+
+    @contextmanager
+    def _guard(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except DeskctlError:
+            raise
+        except self._driver_errors() as exc:
+            raise InfrastructureError(
+                f"ledger ({self.backend}) failed while {doing}: {redact(str(exc)).strip()}",
+                code="ledger.unavailable", remedy=self._remedy(exc),
+            ) from exc
+
+    def _remedy(self, exc: BaseException) -> str:
+        """What to do about ``exc``, a failure of the database driver."""
+        return "check DESKCTL_LEDGER_URL and that the database is reachable and writable"
+
+    @contextmanager
+    def transaction(self, *, lock: str | None = None, readonly: bool = False) -> Iterator[Transaction]:
+        """A transaction, committed on normal exit and rolled back on an exception. ``lock`` names a lock held
+        until commit, serialising every transaction that names the same lock across all processes (SQLite
+        serialises every write transaction anyway). ``readonly``: the caller only reads (a snapshot)."""
+        with self._guard("reading" if readonly else "writing"):
+            outer = getattr(self._in_thread, "conn", None)
+            if outer is not None:  # nested in this thread: the same connection, as the backend nests it
+                with self._begin(outer, lock, readonly) as cursor:
+                    yield Transaction(self, cursor)
+                return
+            conn = self._checkout()
+            self._in_thread.conn = conn
+            try:
+                with self._begin(conn, lock, readonly) as cursor:
+                    yield Transaction(self, cursor)
+            finally:
+                self._in_thread.conn = None
+                self._checkin(conn)
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.transaction(readonly=True) as tx:
+            return tx.run(sql, params)
+
+    def close(self) -> None:
+        """Close every connection this ledger opened in this process. Idempotent. A transaction still running in
+        another thread keeps its connection until it ends (it is closed then)."""
+        with self._lock:
+            self._closed = True
+            if self._pid != os.getpid():
+                self._forget_parent_connections()
+            idle, self._idle = self._idle, []
+            for conn in idle:
+                self._connections.remove(conn)
+        for conn in idle:
+            try:
+                conn.close()
+            except Exception:  # closing a broken connection may fail; it is gone either way
+                pass
+
+    def schema_version(self) -> int:
+        rows = self._read("SELECT version FROM schema_version")
+        return int(rows[0][0]) if rows else 0
+
+    def _schema_is_current(self) -> bool:
+        """Whether the schema needs no migration, by a plain read: opening an up-to-date ledger (every CLI call)
+        then takes no write lock, so parallel deskctl processes do not queue behind each other to open it."""
+        try:
+            rows = self._read("SELECT version FROM schema_version")
+        except InfrastructureError:  # no such table yet (or no answer): the migration decides, and reports
+            return False
+        return bool(rows) and int(rows[0][0]) == _schema.SCHEMA_VERSION
+
+    def _apply_migrations(self, tx: Transaction) -> None:
+        """Create ``schema_version`` and run every missing migration; the caller holds the migration lock."""
+        tx.run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        rows = tx.run("SELECT version FROM schema_version")
+        current = int(rows[0][0]) if rows else 0
+        if not rows:
+            tx.run("INSERT INTO schema_version (version) VALUES (0)")
+        if current > _schema.SCHEMA_VERSION:
+            raise ConfigInvalid(
+                f"the ledger at {redact(self.url)} has schema version {current}, newer than this deskctl "
+                f"understands ({_schema.SCHEMA_VERSION})",
+                remedy="upgrade deskctl, or point DESKCTL_LEDGER_URL at another ledger",
+            )
+        for version in range(current + 1, _schema.SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[version]:
+                tx.run(statement.replace("{serial_pk}", self._serial_pk()))
+            tx.run("UPDATE schema_version SET version = ?", (version,))
+
+    _record = staticmethod(_session_from_row)
+
+    def _get(self, tx: Transaction, session_id: str) -> SessionRecord | None:
+        rows = tx.run(f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE session_id = ?", (session_id,))
+        if not rows:
+            return None
+        counts = tx.run("SELECT kind, count FROM action_counts WHERE session_id = ?", (session_id,))
+        return self._record(rows[0], {str(k): int(c) for k, c in counts})

@@ -1,0 +1,96 @@
+"""Which ledger a URL names (``$DESKCTL_LEDGER_URL``, a SQLite file or PostgreSQL), its stable id for the
+``deskctl.ledger`` label, and :func:`open_ledger`."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from deskctl._redact import redact
+from deskctl.errors import ConfigInvalid
+from deskctl.ledger._postgres import _PostgresLedger
+from deskctl.ledger._queries import Ledger
+from deskctl.ledger._sqlite import _SQLiteLedger
+
+__all__ = ["check_ledger_url", "default_ledger_url", "ledger_id", "open_ledger"]
+
+
+def default_ledger_url() -> str:
+    """``$DESKCTL_LEDGER_URL``, else the SQLite file under :func:`deskctl.paths.home_dir`."""
+    env = os.environ.get("DESKCTL_LEDGER_URL", "").strip()
+    if env:
+        return env
+    from deskctl.paths import home_dir
+
+    return "sqlite://" + str((home_dir() / "ledger.sqlite3").absolute())
+
+
+def check_ledger_url(url: str | None = None) -> tuple[str, str]:
+    """``(backend, url)`` of the ledger ``url`` names (default: :func:`default_ledger_url`), without opening it.
+
+    A malformed URL is :class:`~deskctl.errors.ConfigInvalid` (exit 2) with its password redacted, so a command
+    can refuse it before it writes anything. ``backend`` is ``"sqlite"`` (``url`` then is the file's path) or
+    ``"postgresql"``."""
+    url = default_ledger_url() if url is None else url.strip()
+    remedy = "set DESKCTL_LEDGER_URL to sqlite:///path/to/file or postgresql://user@host:port/db"
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if not scheme and re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", url):  # sqlite:x, postgresql:x: a URL gone wrong
+        raise ConfigInvalid(f"ledger URL {redact(url)!r} is not of the form scheme://...", remedy=remedy)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 -- a port that is no number raises here, not in the driver
+        except ValueError as exc:
+            raise ConfigInvalid(f"ledger URL {redact(url)!r} is malformed: {exc}", remedy=remedy) from None
+        if scheme == "postgres":
+            url = urlunsplit(("postgresql", *parts[1:]))
+        return "postgresql", url
+    if scheme == "sqlite":
+        rest = url[len("sqlite://"):]
+        if not rest.startswith("/") or not rest.strip("/"):
+            raise ConfigInvalid(f"ledger URL {redact(url)!r} is not of the form sqlite:///path/to/file",
+                                remedy=remedy)
+        return "sqlite", "/" + rest.lstrip("/")
+    if scheme == "":
+        if not url:
+            raise ConfigInvalid("empty ledger URL", remedy=remedy)
+        return "sqlite", str(Path(url).expanduser().absolute())
+    raise ConfigInvalid(
+        f"ledger URL {redact(url)!r} has an unknown scheme {scheme!r}; use sqlite:///path or postgresql://...",
+        remedy=remedy,
+    )
+
+
+
+def ledger_id(url: str | None = None) -> str:
+    """A short, stable name of the ledger ``url`` (default: :func:`default_ledger_url`) for the ``deskctl.ledger``
+    label: 16 hex digits of a hash of its file path, or of its PostgreSQL server and database (never of a user
+    or password), so the reaper finds this ledger's desktops by label even when the ledger cannot be read."""
+    import hashlib
+
+    backend, target = check_ledger_url(url)
+    if backend == "postgresql":
+        parts = urlsplit(target)
+        host = parts.hostname or ""
+        query = "&".join(sorted(q for q in parts.query.split("&") if q.startswith(("host=", "port="))))
+        target = f"postgresql://{host}:{parts.port or ''}{parts.path}?{query}"
+    else:
+        target = "sqlite://" + target
+    return hashlib.sha256(target.encode()).hexdigest()[:16]
+
+def open_ledger(url: str | None = None) -> Ledger:
+    """Open (creating and migrating as needed) the ledger at ``url``.
+
+    ``None``: ``$DESKCTL_LEDGER_URL``, else ``home_dir()/"ledger.sqlite3"``. ``sqlite:///path`` or a bare path:
+    that SQLite file. ``postgresql://user:pass@host:port/db`` (or ``postgres://``): PostgreSQL.
+    """
+    backend, target = check_ledger_url(url)
+    if backend == "postgresql":
+        return _PostgresLedger(target)
+    path = Path(target)
+    if path.is_dir():
+        raise ConfigInvalid(f"ledger file {path} is a directory", remedy="point DESKCTL_LEDGER_URL at a file")
+    return _SQLiteLedger(path, "sqlite://" + str(path))
+

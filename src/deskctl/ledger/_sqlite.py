@@ -1,0 +1,164 @@
+"""The SQLite backend (the default): WAL mode, a busy timeout, every write in a ``BEGIN IMMEDIATE`` transaction;
+the file made private (0600) before SQLite sees it, and what to do when the file is damaged."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from deskctl.errors import InfrastructureError
+from deskctl.ledger._queries import Ledger
+
+__all__ = ["move_aside_command", "sqlite_file_damaged"]
+
+
+class _SQLiteLedger(Ledger):
+    backend = "sqlite"
+
+    def __init__(self, path: Path, url: str) -> None:
+        self.path = path
+        _create_private_file(path)
+        super().__init__(url)
+
+    def _put_away_inherited(self, conn: Any) -> None:
+        # SQLite keeps, per process, which locks its connections hold on a file; the child inherited the parent's
+        # bookkeeping but not its locks, so a new connection here would take none (and another process could
+        # then delete the WAL under it). Closing the inherited connections clears that bookkeeping; their locks
+        # belong to the parent, so the close can neither release them nor checkpoint under the parent.
+        try:
+            conn.close()
+        except Exception:  # a connection that will not close is forgotten all the same
+            pass
+
+    def _remedy(self, exc: BaseException) -> str:
+        return _sqlite_remedy(self.path, exc)
+
+    def _is_broken(self, conn: Any) -> bool:
+        try:
+            return bool(conn.in_transaction)
+        except sqlite3.Error:  # closed
+            return True
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        return (sqlite3.Error, OSError)
+
+    def _serial_pk(self) -> str:
+        return "INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def _sql_day(self, column: str) -> str:
+        # CAST truncates toward zero, which is the floor for every time after 1970
+        return f"CAST({column} / 86400 AS INTEGER)"
+
+    def _connect(self) -> sqlite3.Connection:
+        # Never open the file by hand here: this process may hold other connections to it (see the module doc).
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so every write is one explicit transaction.
+        conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                # Switching to WAL needs a moment of exclusive access; other openers may hold the file.
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise InfrastructureError(
+                f"the ledger {self.path} could not be put in WAL mode (got {mode!r})", code="ledger.unavailable",
+                remedy="put the ledger on a local file system (WAL does not work over network file systems)",
+            )  # fmt: skip
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    @contextmanager
+    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:
+        # IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so two read-then-write
+        # transactions never deadlock or interleave: every write transaction is serialised. Readers take a
+        # WAL snapshot and never block writers.
+        cursor = conn.cursor()
+        cursor.execute("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        try:
+            yield cursor
+        except BaseException:
+            if conn.in_transaction:
+                cursor.execute("ROLLBACK")
+            raise
+        else:
+            cursor.execute("COMMIT")
+        finally:
+            cursor.close()
+
+    def _migrate(self) -> None:
+        with self.transaction() as tx:
+            self._apply_migrations(tx)
+
+
+#: SQLite result codes that mean the file itself is damaged (not busy, not missing)
+_DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR")
+
+
+def sqlite_file_damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` says the SQLite file is unreadable (malformed, not a database, an I/O error)."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    if any(name.startswith(code) for code in _DAMAGED):
+        return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "disk i/o error" in text
+
+
+def move_aside_command(path: Path) -> str:
+    """A shell command that moves the ledger file ``path`` aside as ``PATH.bad``, with its ``-wal`` and ``-shm``
+    as ``PATH.bad-wal`` and ``PATH.bad-shm`` (so SQLite still reads the copy with its WAL)."""
+    quoted = shlex.quote(str(path))
+    return f"for s in '' -wal -shm; do [ ! -e {quoted}$s ] || mv {quoted}$s {quoted}.bad$s; done"
+
+
+def _sqlite_remedy(path: Path, exc: BaseException) -> str:
+    if sqlite_file_damaged(exc):
+        return (f"the ledger file {path} is damaged: `deskctl ledger check --repair` copies what it can read into "
+                f"a fresh file and keeps the bad one aside; or move it aside by hand: {move_aside_command(path)} "
+                "(`deskctl reap --everything` finds desktops by label without a ledger)")
+    return (f"check that {path} (and its directory) is on a local file system and writable; "
+            "`deskctl ledger check` reports its state")
+
+
+def _create_private_file(path: Path) -> None:
+    """Make ``path`` an empty file of mode 0600 when it does not exist, without ever holding a descriptor of it.
+
+    A fresh temporary file is written and closed, then hard-linked into place (which never replaces a file
+    another process made meanwhile). Closing a descriptor of the ledger itself would drop this process's SQLite
+    locks on it (see the module doc), so the file is only stat-ed here. Where hard links are refused, SQLite
+    makes the file (with the umask's mode)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            return
+    except OSError:
+        return  # SQLite reports what is wrong when it opens the file
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    try:
+        os.link(temporary, path)
+    except OSError:
+        pass  # EEXIST: another process made it meanwhile; no hard links here: SQLite makes it
+    finally:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
