@@ -126,14 +126,14 @@ class _LoopSignals:
     def _install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # only the main thread receives signals; a loop elsewhere relies on its program
-        from deskctl import session
+        from deskctl import supervisor
 
         for signum in _HANDLED:
             current = signal.getsignal(signum)
             # the defaults, and the sync sessions' own handler (it would raise in the loop's thread), are
             # replaced; a handler the program chose (asyncio.run's SIGINT, its own) is left alone
             default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
-            if current is not default and current is not session._on_signal:
+            if current is not default and current is not supervisor.on_signal:
                 continue
             try:
                 self.loop.add_signal_handler(signum, self._on_signal, signum)

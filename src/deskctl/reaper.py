@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import DeskctlError
+from deskctl.lifecycle import TERMINAL_STATUSES, SessionStatus
 from deskctl.owners import owner_alive
 from deskctl.providers import get_provider, known_provider_names, resolve_name
 from deskctl.providers.base import (
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
     from deskctl.ledger import Ledger, SessionRecord
 
 __all__ = ["ReapResult", "confirm_gone", "owner_alive", "reap"]
-
-_ENDED = ("ended", "failed")
 
 
 @dataclass
@@ -74,11 +73,11 @@ class ReapResult:
 
 def _why(labels: dict[str, str], record: SessionRecord | None, now: float, ledger: Ledger | None = None) -> str | None:
     """The reason to reap, or None to leave it alone."""
-    if record is not None and record.status in _ENDED:
+    if record is not None and record.status in TERMINAL_STATUSES:
         return f"session already {record.status}"
-    if record is not None and record.status == "leaked":
+    if record is not None and record.status == SessionStatus.LEAKED:
         return "an earlier destroy could not be confirmed"
-    if record is not None and record.status == "destroying" and ledger is not None:
+    if record is not None and record.status == SessionStatus.DESTROYING and ledger is not None:
         by = next((e.data.get("by") for e in reversed(ledger.events(record.session_id)) if e.kind == "destroying"),
                   None)  # fmt: skip
         if owner_alive(str(by) if by else None) is not True:  # else: that process is at it right now
@@ -90,7 +89,7 @@ def _why(labels: dict[str, str], record: SessionRecord | None, now: float, ledge
                 return "expired"
     detached = labels.get(LABEL_DETACHED) == "1" or (record is not None and record.detached)
     # a detached session whose `deskctl up` died before it was ready was never handed to anyone
-    never_ready = record is not None and record.status in ("intent", "creating")
+    never_ready = record is not None and record.status in (SessionStatus.INTENT, SessionStatus.CREATING)
     if not detached or never_ready:
         owner = labels.get(LABEL_OWNER) or (record.owner if record else None)
         if owner_alive(owner) is False:
@@ -141,12 +140,12 @@ def reap(
                     continue  # not a session of this ledger: another home's, user's or team's desktop
                 reason = _why(handle.labels, record, now, ledger)
                 seen.add(session_id)
-                status = "ended"
+                status = SessionStatus.ENDED
                 if reason is None:
-                    if record is None or record.status != "ready" or not _gone(provider, handle.to_dict()):
+                    if record is None or record.status != SessionStatus.READY or not _gone(provider, handle.to_dict()):
                         continue
                     # listed, but no longer running (a stopped container, a dead display): failed
-                    reason, status = "the desktop is gone", "failed"
+                    reason, status = "the desktop is gone", SessionStatus.FAILED
                 results.append(_destroy(ledger, provider, handle, session_id, reason, dry_run, now, status))
         for record in ledger.sessions(active=True) if ledger is not None else ():
             if record.session_id in seen:
@@ -161,12 +160,12 @@ def reap(
                 if reason is not None:
                     results.append(ReapResult(record.session_id, record.provider, None, "skipped", reason, exc.code))
                 continue
-            status = "ended"
+            status = SessionStatus.ENDED
             if reason is None:
-                if record.status != "ready" or not record.handle or not _gone(provider, record.handle):
+                if record.status != SessionStatus.READY or not record.handle or not _gone(provider, record.handle):
                     continue
                 # the ledger says ready, the provider says it is gone: it failed behind the ledger's back
-                reason, status = "the desktop is gone", "failed"
+                reason, status = "the desktop is gone", SessionStatus.FAILED
             if record.handle:
                 handle = RemoteHandle.from_dict(record.handle)
                 results.append(_destroy(ledger, provider, handle, record.session_id, reason, dry_run, now, status))
@@ -177,7 +176,7 @@ def reap(
             else:
                 # never sent a create, or the provider lists nothing under its label: nothing exists
                 if not dry_run and ledger is not None:
-                    ledger.record_end(record.session_id, status="failed", reason=f"reaped: {reason}",
+                    ledger.record_end(record.session_id, status=SessionStatus.FAILED.value, reason=f"reaped: {reason}",
                                       ended_at=now, billable_seconds=None, cost_usd=None, only_active=True)
                 results.append(ReapResult(record.session_id, record.provider, None,
                                           "would_record" if dry_run else "recorded_gone", reason))
@@ -205,8 +204,8 @@ def confirm_gone(ledger: Ledger, session_id: str, *, now: float | None = None) -
             f"session {session_id} has a handle: deskctl confirms itself whether its desktop is gone",
             code="usage.has_handle", provider=record.provider, remedy=f"deskctl down {session_id}, or deskctl reap")
     now = time.time() if now is None else now
-    ledger.record_end(session_id, status="failed", reason="reaped: confirmed gone by hand", ended_at=now,
-                      billable_seconds=None, cost_usd=None, only_active=True)
+    ledger.record_end(session_id, status=SessionStatus.FAILED.value, reason="reaped: confirmed gone by hand",
+                      ended_at=now, billable_seconds=None, cost_usd=None, only_active=True)
     return ReapResult(session_id, record.provider, None, "recorded_gone", "confirmed gone by hand")
 
 
@@ -220,7 +219,7 @@ def _gone(provider: Provider, raw_handle: dict[str, Any]) -> bool:
 
 def _destroy(
     ledger: Ledger | None, provider: Provider, handle: RemoteHandle, session_id: str, reason: str, dry_run: bool,
-    now: float, status: str = "ended",
+    now: float, status: SessionStatus = SessionStatus.ENDED,
 ) -> ReapResult:
     if dry_run:
         return ReapResult(session_id, provider.name, handle.resource_id, "would_destroy", reason)
@@ -229,7 +228,7 @@ def _destroy(
     except DeskctlError as exc:
         return ReapResult(session_id, provider.name, handle.resource_id, "failed", reason, exc.code)
     record = ledger.get(session_id) if ledger is not None else None
-    if ledger is not None and record is not None and record.status not in _ENDED:
+    if ledger is not None and record is not None and record.status not in TERMINAL_STATUSES:
         from deskctl import metering
 
         start = record.created_at or record.intent_at
@@ -242,6 +241,6 @@ def _destroy(
 
                 spec = DesktopSpec.model_validate(record.spec, context=STORED)
                 cost = metering.cost_for(metering.rate_for(spec), billable)
-        ledger.record_end(session_id, status=status, reason=f"reaped: {reason}", ended_at=time.time(),
+        ledger.record_end(session_id, status=status.value, reason=f"reaped: {reason}", ended_at=time.time(),
                           billable_seconds=billable, cost_usd=cost, only_active=True)
     return ReapResult(session_id, provider.name, handle.resource_id, "destroyed", reason)
