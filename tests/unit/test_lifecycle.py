@@ -3,6 +3,11 @@ transition table is what they follow."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import deskctl.ledger
@@ -51,3 +56,41 @@ def test_moves(old: str, new: str, ok: bool) -> None:
     else:
         with pytest.raises(ValueError):
             check_move(old, new)
+
+
+def test_a_desktop_moves_along_the_table_and_ends_as_the_ledger_says() -> None:
+    import deskctl
+    from deskctl.ledger import open_ledger
+
+    with deskctl.open_desktop("memory", geometry="320x200", preflight=False) as desk:
+        assert desk.state is SessionStatus.READY
+    assert desk.state is SessionStatus.ENDED and desk.end_reason == "closed"
+    with pytest.raises(RuntimeError), deskctl.open_desktop("memory", geometry="320x200", preflight=False) as failed:
+        raise RuntimeError("the harness failed")
+    assert failed.state is SessionStatus.FAILED
+    with open_ledger() as book:
+        assert [book.get(d.id).status for d in (desk, failed)] == ["ended", "failed"]  # type: ignore[union-attr]
+        kinds = [e.kind for e in book.events(desk.id)]
+    assert kinds == ["intent", "create_sent", "created", "ready", "destroying", "ended"]
+
+
+def test_a_cleanup_step_that_fails_is_logged_not_swallowed(tmp_path: Path) -> None:
+    """The ledger goes away under an open desktop: the desktop is still destroyed, and the two records that
+    could not be written are said on stderr (the deskctl.cleanup logger), where they used to vanish."""
+    program = (
+        "import deskctl\n"
+        "desk = deskctl.open_desktop('memory', geometry='320x200', preflight=False)\n"
+        "print(desk.id, desk.handle.data['dir'], flush=True)\n"
+        "desk.ledger.close()\n"
+        "desk.close()\n"
+        "print(desk.state.value)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DESKCTL_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    session_id, directory, state = done.stdout.split()
+    assert state == "ended" and not Path(directory).exists()  # cleanup came first
+    assert f"deskctl: recording that {session_id} is being destroyed failed (internal): the ledger is closed" \
+        in done.stderr
+    assert f"deskctl: recording the end of {session_id} failed (internal): the ledger is closed" in done.stderr
+    assert "Traceback" not in done.stderr
