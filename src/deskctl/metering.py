@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import ConfigInvalid
+from deskctl.lifecycle import TERMINAL_STATUSES
 from deskctl.limits import BOUNDS, check_number
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ __all__ = [
     "model_cost",
     "rate_for",
     "session_cost",
+    "spent_so_far",
     "user_prices_path",
 ]
 
@@ -386,3 +388,18 @@ def session_cost(record: SessionRecord, now: float | None = None) -> float | Non
     if record.rate_usd_per_hour is None:
         return None
     return record.rate_usd_per_hour * record.elapsed_billable(time.time() if now is None else now) / 3600.0
+
+
+def spent_so_far(record: SessionRecord, now: float) -> float | None:
+    """What ``deskctl ls`` shows a session has cost: its recorded cost once one is recorded or the session is
+    over (None there: unknown, as the reaper records a row it could not price), else its recorded rate from the
+    create request until ``now`` (0 before a create was sent; None when the rate is unknown)."""
+    if record.cost_usd is not None or record.status in TERMINAL_STATUSES:
+        return record.cost_usd
+    if record.created_at is None:
+        return 0.0
+    if record.rate_usd_per_hour is None:
+        return None
+    rate = Rate(usd_per_hour=record.rate_usd_per_hour, granularity_seconds=1, minimum_seconds=0,
+                source=record.rate_source or "", date="")
+    return cost_for(rate, now - record.created_at)

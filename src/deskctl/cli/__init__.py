@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from deskctl.cli._output import emit_error
+from deskctl.cli._output import Reported, emit_error
 from deskctl.errors import DeskctlError, Interrupted
 
 if TYPE_CHECKING:
@@ -68,9 +68,12 @@ def wants_json(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``.
     ``fast=False`` sends ``deskctl do`` and ``deskctl down`` through click too (the reference their fast paths
-    are tested against)."""
+    are tested against). A command ends by returning (exit 0), by raising a
+    :class:`~deskctl.errors.DeskctlError` (printed here, exit by its code) or, when it printed its outcome
+    itself, by raising :class:`~deskctl.cli._output.Reported` (exit by its code)."""
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(args)
+    code = 0
     try:
         if fast and args[:1] == ["do"]:
             from deskctl.cli._do_fast import run
@@ -84,15 +87,17 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
                 sys.exit(0)
         from deskctl.cli._app import run_click
 
-        run_click(args, as_json=as_json)
+        code = run_click(args, as_json=as_json)
+    except Reported as done:
+        code = done.code
     except DeskctlError as err:
         emit_error(err, as_json=as_json)
-        sys.exit(err.exit_code)
+        code = err.exit_code
     except KeyboardInterrupt:
         emit_error(Interrupted("interrupted"), as_json=as_json)
-        sys.exit(130)
+        code = 130
     except BrokenPipeError:
-        sys.exit(0)
+        code = 0
     except Exception as exc:  # the one place an unexpected error becomes exit 1
         from deskctl._redact import redact
 
@@ -100,5 +105,5 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
         emit_error(internal, as_json=as_json)
         if "DESKCTL_DEBUG" in __import__("os").environ:
             raise
-        sys.exit(1)
-    sys.exit(0)
+        code = 1
+    sys.exit(code)

@@ -5,16 +5,50 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from deskctl.cli import COMMANDS
 from deskctl.cli._common import SuggestingGroup, UnknownCommand
-from deskctl.cli._output import echo, emit_error
-from deskctl.errors import Interrupted
+from deskctl.cli._output import Reported, echo, emit_error
+from deskctl.errors import DeskctlError, Interrupted
 
-__all__ = ["LazyGroup", "cli", "run_click"]
+if TYPE_CHECKING:
+    from deskctl.config import Config
+
+__all__ = ["App", "LazyGroup", "cli", "current_app", "run_click"]
+
+
+class App:
+    """The application object every command finds in ``ctx.obj`` (hatch's shape): the configuration the command
+    runs with, read once per process, and the command's way out besides returning: :meth:`abort` (an error) and
+    :meth:`exit` (an outcome it printed itself), both ending at the one abort path, :func:`deskctl.cli.main`."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def abort(self, error: DeskctlError, *, reported: bool = False) -> NoReturn:
+        """End the command with ``error``; ``reported``: its ``--json`` document carries the error already, so
+        only its exit code is left to give."""
+        if reported:
+            raise Reported(error.exit_code)
+        raise error
+
+    def exit(self, code: int) -> NoReturn:
+        """End the command with exit code ``code``, its output written."""
+        raise Reported(code)
+
+
+def current_app() -> App:
+    """The :class:`App` of the running command (one made from the configuration outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    app = ctx.find_object(App) if ctx is not None else None
+    if app is None:
+        from deskctl.config import load_config
+
+        app = App(load_config())
+    return app
 
 
 def _available(target: str) -> bool:
@@ -66,7 +100,7 @@ def cli(ctx: click.Context) -> None:
         from deskctl.cli._spec import defaults_map
 
         ctx.default_map = defaults_map(ctx, cli, config)
-    ctx.obj = config
+    ctx.obj = App(config)
 
 
 def _usage_code(exc: click.ClickException) -> str:
@@ -80,23 +114,25 @@ def _usage_code(exc: click.ClickException) -> str:
     return "usage.invalid"
 
 
-def run_click(args: list[str], *, as_json: bool) -> None:
-    """Run ``args`` through click; click's own outcomes (an abort, an exit code, a parse error) become deskctl's
-    exits here, and a :class:`~deskctl.errors.DeskctlError` goes on to the abort path of :func:`deskctl.cli.main`."""
+def run_click(args: list[str], *, as_json: bool) -> int:
+    """Run ``args`` through click and return the exit code; click's own outcomes (an abort, an exit code, a parse
+    error) become deskctl's here, and a :class:`~deskctl.errors.DeskctlError` (or
+    :class:`~deskctl.cli._output.Reported`) goes on to the abort path of :func:`deskctl.cli.main`."""
     try:
         # with standalone_mode=False click returns (not raises) the code of a command's ctx.exit(N)
         returned = cli.main(args=args, prog_name="deskctl", standalone_mode=False)
         if isinstance(returned, int) and not isinstance(returned, bool) and returned:
-            sys.exit(returned)
+            return returned
+        return 0
     except click.exceptions.Abort:
         emit_error(Interrupted("interrupted"), as_json=as_json)
-        sys.exit(130)
+        return 130
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.ClickException as exc:
         if as_json:
             echo(json.dumps({"error": {"code": _usage_code(exc), "message": exc.format_message(),
                                        "provider": None, "remedy": "see --help"}}))
         else:
             exc.show()
-        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
+        return 2 if exc.exit_code in (1, 2) else exc.exit_code

@@ -9,21 +9,21 @@ was a fifth of the call. :func:`run` takes the plain form only, session ids and 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
-from deskctl.cli._output import echo, echo_json
+from deskctl.cli._output import Reported, echo, echo_json
 from deskctl.errors import UsageError
 
 __all__ = ["destroy", "run"]
 
 
 def destroy(session_ids: tuple[str, ...], *, everything: bool, ignore_missing: bool, as_json: bool) -> None:
-    """Destroy the sessions (confirmed), record their end and cost; see ``deskctl down --help``."""
+    """Destroy the sessions (confirmed), record their end and cost (:mod:`deskctl.down`), and say what became of
+    each; see ``deskctl down --help``."""
     from deskctl import metering
-    from deskctl.errors import CleanupIncomplete, DeskctlError, NotFound, SessionClosed
+    from deskctl.down import destroy_session, first_error, sessions_to_destroy
+    from deskctl.errors import SessionClosed
     from deskctl.ledger import open_ledger
-    from deskctl.session import attach
 
     def note(message: str) -> None:
         echo(message, err=True)
@@ -31,52 +31,29 @@ def destroy(session_ids: tuple[str, ...], *, everything: bool, ignore_missing: b
     if not session_ids and not everything:
         raise UsageError("name at least one session id, or --all", code="usage.missing_argument",
                          remedy="deskctl ls")
-    results: list[dict[str, Any]] = []
-    first_error: DeskctlError | None = None
+    results = []
     with open_ledger() as book:
-        ids = list(session_ids)
-        if everything:
-            ids += [r.session_id for r in book.sessions(active=True) if r.session_id not in ids]
+        ids = sessions_to_destroy(book, session_ids, everything=everything)
         for sid in ids:
-            try:
-                desk = attach(sid, ledger=book)
-                desk.close()
-                record = book.get(sid)
-                cost = record.cost_usd if record else None
-                results.append({"id": sid, "status": "destroyed", "cost_usd": cost})
-                note(f"{sid}: destroyed ({metering.format_cost(cost)})")
-            except SessionClosed as exc:
-                record = book.get(sid)
-                if record is None or record.status not in ("ended", "failed"):
-                    first_error = first_error or exc
-                    results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
-                    continue
-                results.append({"id": sid, "status": f"already_{record.status}", "cost_usd": record.cost_usd})
-                note(f"{sid}: already {record.status}; nothing to destroy")
-            except NotFound as exc:
-                if not ignore_missing:
-                    first_error = first_error or exc
-                    results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
-                    if len(ids) > 1:
-                        note(f"{sid}: {exc.message} ({exc.code})")
-                    continue
-                results.append({"id": sid, "status": "missing", "cost_usd": None})
+            result = destroy_session(book, sid, ignore_missing=ignore_missing)
+            results.append(result)
+            if result.error is not None:
+                if len(ids) > 1 and not isinstance(result.error, SessionClosed):  # one is reported by the abort path
+                    note(f"{sid}: {result.error.message} ({result.error.code})")
+            elif result.status == "destroyed":
+                note(f"{sid}: destroyed ({metering.format_cost(result.cost_usd)})")
+            elif result.status == "missing":
                 note(f"{sid}: not in the ledger; ignored")
-            except DeskctlError as exc:
-                if isinstance(exc, CleanupIncomplete) or first_error is None:
-                    first_error = exc
-                results.append({"id": sid, "status": "error", "code": exc.code, "message": exc.message})
-                if len(ids) > 1:  # a single failure is reported once, by the abort path
-                    note(f"{sid}: {exc.message} ({exc.code})")
+            else:
+                note(f"{sid}: already {result.status.removeprefix('already_')}; nothing to destroy")
+    error = first_error(results)
     if as_json:
-        doc: dict[str, Any] = {"sessions": results}
-        if first_error is not None:
-            doc.update(first_error.to_dict())
+        doc: dict[str, Any] = {"sessions": [r.to_dict() for r in results]}
+        if error is not None:
+            doc.update(error.to_dict())
         echo_json(doc)
-    if first_error is not None:
-        if as_json:
-            sys.exit(first_error.exit_code)
-        raise first_error
+    if error is not None:
+        raise Reported(error.exit_code) if as_json else error
 
 
 def run(args: list[str]) -> bool:

@@ -10,10 +10,20 @@ from typing import Any
 
 from deskctl.errors import DeskctlError
 
-__all__ = ["echo", "echo_json", "emit_error", "iso_time"]
+__all__ = ["Reported", "echo", "echo_json", "emit_error", "iso_time"]
 
 #: keys that hold a moment (Unix time inside deskctl) besides those ending in ``_at``
 _TIME_KEYS = {"now", "since"}
+
+
+class Reported(Exception):
+    """End the command with exit code ``code``: what it had to say is printed already (a ``--json`` document that
+    carries the error, a command's own exit status). Raised to the one abort path, :func:`deskctl.cli.main`, the
+    only caller of ``sys.exit``."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 def echo(message: str, *, err: bool = False) -> None:

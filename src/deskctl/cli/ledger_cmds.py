@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
+from deskctl.cli._app import current_app
 from deskctl.cli._common import SuggestingGroup, echo_json, json_option, note
 
 
@@ -63,9 +63,7 @@ def check(repair: bool, as_json: bool) -> None:
         remedy = "check DESKCTL_LEDGER_URL, the server, and the user's rights"
     failed = ", ".join(f.name for f in final.findings if f.status == "fail")
     err = InfrastructureError(f"the ledger is not sound ({failed})", code="ledger.unavailable", remedy=remedy)
-    if as_json:
-        sys.exit(err.exit_code)
-    raise err
+    current_app().abort(err, reported=as_json)
 
 
 __all__ = ["check", "ledger"]

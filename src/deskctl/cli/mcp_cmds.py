@@ -53,14 +53,14 @@ def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None
     "url", "token"}). A request without it gets 401. A --bind that is not a loopback address is warned about.
     """
     _require_sdk()
+    from deskctl.cli._app import current_app
     from deskctl.cli._spec import check_environment, spec_from_flags
-    from deskctl.config import Config, load_config
     from deskctl.providers import load_provider_class
     from deskctl.session import Desktop
 
     if not http_path.startswith("/"):
         raise UsageError(f"--path {http_path!r} must start with '/'", code="usage.bad_option")
-    config = click.get_current_context().find_object(Config) or load_config()
+    config = current_app().config
     spec = spec_from_flags(
         config, provider=provider, options=options, host=host, accept_new_host_key=accept_new_host_key,
         labels=labels, platform=platform, geometry=geometry, window_geometry=window_geometry,

@@ -52,11 +52,11 @@ def preflight(platform_name: str, providers: tuple[str, ...], agent: str | None,
     from deskctl.checks.compat import providers_for
     from deskctl.checks.runner import PreflightRequest
     from deskctl.checks.runner import preflight as run_preflight
+    from deskctl.cli._app import current_app
     from deskctl.cli._spec import provider_options, spec_from_flags
-    from deskctl.config import Config, load_config
     from deskctl.providers import DEFAULT_PROVIDER, resolve_name
 
-    config = click.get_current_context().find_object(Config) or load_config()
+    config = current_app().config
     names = [resolve_name(p) for p in providers]
     base = spec_from_flags(config, provider=names[0] if names else DEFAULT_PROVIDER, platform=platform_name,
                            geometry=geometry, max_minutes=max_minutes, max_usd=max_usd)

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from deskctl.cli._app import current_app
 from deskctl.cli._common import Number, desktop_options, echo_json, json_option, note
 from deskctl.cli._do_fast import attached as _attached
 from deskctl.errors import UsageError
 
 if TYPE_CHECKING:
     from deskctl.config import Config
-    from deskctl.ledger import Ledger, SessionRecord
+    from deskctl.ledger import Ledger
     from deskctl.session import Desktop
 
 def _ledger() -> Ledger:
@@ -72,9 +73,7 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
 
 
 def _config() -> Config:
-    from deskctl.config import Config, load_config
-
-    return click.get_current_context().find_object(Config) or load_config()
+    return current_app().config
 
 
 def _describe(desk: Desktop) -> dict[str, Any]:
@@ -112,20 +111,6 @@ def down(session_ids: tuple[str, ...], everything: bool, ignore_missing: bool, a
     destroy(session_ids, everything=everything, ignore_missing=ignore_missing, as_json=as_json)
 
 
-def _spend(record: SessionRecord, now: float) -> float | None:
-    from deskctl import metering
-
-    if record.cost_usd is not None or record.status in ("ended", "failed"):
-        return record.cost_usd
-    if record.created_at is None:
-        return 0.0
-    if record.rate_usd_per_hour is None:
-        return None
-    rate = metering.Rate(usd_per_hour=record.rate_usd_per_hour, granularity_seconds=1, minimum_seconds=0,
-                         source=record.rate_source or "", date="")
-    return metering.cost_for(rate, now - record.created_at)
-
-
 @click.command(name="ls")
 @click.option("--all", "show_all", is_flag=True, help="Include ended sessions.")
 @click.option("--since", help="Only sessions started within this duration (e.g. 24h).")
@@ -152,7 +137,7 @@ def ls(show_all: bool, since: str | None, as_json: bool) -> None:
         rows.append({
             "id": r.session_id, "provider": r.provider, "platform": r.platform, "geometry": r.geometry,
             "status": r.status, "detached": r.detached, "owner": r.owner, "started_at": start,
-            "seconds": end - start, "cost_usd": _spend(r, now), "expires_at": r.expires_at,
+            "seconds": end - start, "cost_usd": metering.spent_so_far(r, now), "expires_at": r.expires_at,
             "reason": r.reason,
             # model spend beside the desktop's (cost_usd): None when every metered call's price is unknown
             "model_usd": None if model_unknown and not model_usd else round(model_usd, 6),
@@ -286,11 +271,11 @@ def exec_cmd(session_id: str, command: tuple[str, ...], cwd: str | None, env_pai
         return
     if as_json:
         echo_json(result.to_dict())
-        raise click.exceptions.Exit(result.exit_code)
+        current_app().exit(result.exit_code)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     sys.stdout.flush()
-    sys.exit(result.exit_code)
+    current_app().exit(result.exit_code)
 
 
 @click.command()
@@ -378,9 +363,7 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, confirmed:
         if not results:
             note("nothing to reap")
     if err is not None:
-        if as_json:
-            sys.exit(err.exit_code)
-        raise err
+        current_app().abort(err, reported=as_json)
 
 
 @click.command()
@@ -448,11 +431,11 @@ def _check_readiness(rows: list[dict[str, Any]]) -> None:
     from deskctl._redact import redact
     from deskctl.checks.runner import PreflightRequest
     from deskctl.checks.runner import preflight as run_preflight
+    from deskctl.cli._app import current_app
     from deskctl.cli._spec import provider_options, spec_from_flags
-    from deskctl.config import Config, load_config
     from deskctl.errors import DeskctlError
 
-    config = click.get_current_context().find_object(Config) or load_config()
+    config = current_app().config
     by_platform: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         if not row["available"]:
