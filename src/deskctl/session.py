@@ -5,8 +5,8 @@ the session (``State`` is the same enum under the name this module exported firs
 
     new -> intent -> creating -> ready -> destroying -> ended | failed
                                                     \\-> leaked (the destroy could not be confirmed)
-    intent | creating -> destroying -> failed (preflight passed, then create or readiness failed: whatever was
-                                               made is destroyed)
+    intent -> failed (preflight, the budget or the intent record refused it: nothing was made)
+    creating -> destroying -> failed (create or readiness failed part-way: whatever was made is destroyed)
 
 ``ended`` is a normal close and an end at the watchdog's limit (``end_reason`` says ``budget.exceeded``);
 ``failed`` is an exception leaving the ``with`` block, a failed open, or a desktop the provider lost. The moves

@@ -74,28 +74,12 @@ def open_session(desk: Desktop) -> None:
     if desk.state is not SessionStatus.NEW:
         raise UsageError(f"session {desk.id} was already opened", code="usage.session_state")
     desk._move(SessionStatus.INTENT)
-    from deskctl._fds import raise_open_file_limit
-
-    raise_open_file_limit()  # a process with a hundred desktops needs more than the usual soft limit
-    provider = desk.provider
-    if desk.run_preflight:
-        from deskctl.checks.runner import raise_for_failures, run_checks
-
-        desk._step("preflight")
-        raise_for_failures(run_checks(desk.spec, provider), provider.name)
-
-    from deskctl import budget, metering
-
-    desk._rate = metering.rate_for(desk.spec)
-    desk._rate_resolved = True
-    desk._reservation = budget.reserve(desk.ledger, session_id=desk.id, spec=desk.spec, rate=desk._rate)
-    now = time.time()
-    desk._expires_at = now + _lifetime(desk)
     try:
-        _record_intent(desk, now)
+        _prepare(desk)
     except BaseException:
-        budget.settle(desk.ledger, desk._reservation, cost_usd=None)
+        desk._move(SessionStatus.FAILED)  # nothing was created: nothing to destroy
         raise
+    provider = desk.provider
     # even a detached session is rolled back when it is interrupted before it is ready
     supervisor.watch(desk)
     try:
@@ -119,6 +103,32 @@ def open_session(desk: Desktop) -> None:
     if desk.detached:
         supervisor.unwatch(desk)
         provider.detach(desk._require_handle())
+
+
+def _prepare(desk: Desktop) -> None:
+    """Steps 1-2: preflight, the budget's reservation, the intent record (the hold is released if that fails)."""
+    from deskctl._fds import raise_open_file_limit
+
+    raise_open_file_limit()  # a process with a hundred desktops needs more than the usual soft limit
+    provider = desk.provider
+    if desk.run_preflight:
+        from deskctl.checks.runner import raise_for_failures, run_checks
+
+        desk._step("preflight")
+        raise_for_failures(run_checks(desk.spec, provider), provider.name)
+
+    from deskctl import budget, metering
+
+    desk._rate = metering.rate_for(desk.spec)
+    desk._rate_resolved = True
+    desk._reservation = budget.reserve(desk.ledger, session_id=desk.id, spec=desk.spec, rate=desk._rate)
+    now = time.time()
+    desk._expires_at = now + _lifetime(desk)
+    try:
+        _record_intent(desk, now)
+    except BaseException:
+        budget.settle(desk.ledger, desk._reservation, cost_usd=None)
+        raise
 
 
 def _lifetime(desk: Desktop) -> float:

@@ -94,3 +94,19 @@ def test_a_cleanup_step_that_fails_is_logged_not_swallowed(tmp_path: Path) -> No
         in done.stderr
     assert f"deskctl: recording the end of {session_id} failed (internal): the ledger is closed" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_open_refused_before_create_is_failed_and_makes_nothing() -> None:
+    import deskctl
+    from deskctl.errors import UsageError
+    from deskctl.ledger import open_ledger
+    from deskctl.spec import DesktopSpec
+
+    desk = deskctl.Desktop(DesktopSpec.build(provider="memory", geometry="320x200", max_usd=0.01, budget="nothere"),
+                           run_preflight=False)
+    with pytest.raises(UsageError):
+        desk.open()  # the budget it names does not exist
+    assert desk.state is SessionStatus.FAILED and desk.handle is None
+    desk.close()  # nothing to do, and nothing recorded
+    with open_ledger() as book:
+        assert book.get(desk.id) is None
