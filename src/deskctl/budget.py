@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import BudgetExceeded, NotFound, UsageError
+from deskctl.lifecycle import SessionStatus
 from deskctl.metering import cost_for, format_cost, session_cost
 
 if TYPE_CHECKING:
@@ -373,7 +374,7 @@ def overall_status(ledger: Ledger, *, max_usd: float, window_seconds: float = DE
     models = ledger.model_spend(r.session_id for r in active)
     for record in active:
         running = record.created_at is not None
-        if not running and record.status == "intent":
+        if not running and record.status == SessionStatus.INTENT:
             continue  # an intent that never went further is nothing
         cost = _projected(record, now) if running else session_cost(record, now)
         model_usd, model_unknown = models.get(record.session_id, (0.0, 0))

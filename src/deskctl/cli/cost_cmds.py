@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from deskctl.cli._common import Number, echo_json, json_option, note
+from deskctl.lifecycle import SessionStatus
 
 if TYPE_CHECKING:
     from deskctl.budget import BudgetStatus
@@ -125,7 +126,7 @@ def cost(since: str | None, by: str, as_json: bool) -> None:
                 target["cost_usd"] += sums.cost_usd
                 target["unknown_sessions"] += sums.unknown_sessions
         active = [r for r in book.sessions(active=True, since=start)
-                  if not (r.status == "intent" and r.created_at is None)]  # fmt: skip
+                  if not (r.status == SessionStatus.INTENT and r.created_at is None)]  # fmt: skip
         budgets = book.budget_of_sessions(r.session_id for r in active) if by == "budget" else {}
     for record in active:
         key = _group_key(record, by, budgets)

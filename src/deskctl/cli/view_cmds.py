@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from deskctl.cli._common import Number, json_option, note
+from deskctl.lifecycle import TERMINAL_STATUSES, SessionStatus
 
 __all__ = ["view"]
 
@@ -37,7 +38,7 @@ class _GoneWatch:
         if now >= self._next_ledger:
             self._next_ledger = now + self.LEDGER_SECONDS
             record = self.book.get(self.desk.id)
-            if record is None or record.status in ("destroying", "ended", "failed"):
+            if record is None or record.status in (SessionStatus.DESTROYING, *TERMINAL_STATUSES):
                 why = "its session ended" + (f" ({record.status}: {record.reason})" if record and record.reason
                                              else "")
         if why is None and now >= self._next_provider and self.desk.handle is not None:
