@@ -259,11 +259,11 @@ def test_without_keepalive_the_idle_reaper_takes_the_sandbox(provider: UseComput
 def test_keepalive_holds_a_session_past_the_idle_reaper(uc_env: FakeUseComputer,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     import deskctl
-    from deskctl import session
+    from deskctl import supervisor  # the keepalive loop lives there
 
     fake = uc_env
     fake.idle_timeout = 1.0
-    monkeypatch.setattr(session, "KEEPALIVE_SECONDS", 0.1)  # the session's 30 s against the service's 120 s
+    monkeypatch.setattr(supervisor, "KEEPALIVE_SECONDS", 0.1)  # the session's 30 s against the service's 120 s
     desk = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768",
                                 provider_options={"poll_interval": 0.005})
     try:
@@ -423,13 +423,13 @@ def test_a_keepalive_answered_after_close_raises_nothing(uc_env: FakeUseComputer
     import threading
 
     import deskctl
-    from deskctl import session
+    from deskctl import supervisor  # the keepalive loop lives there
     from deskctl.ledger import open_ledger
 
     fake = uc_env
     raised: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
-    monkeypatch.setattr(session, "KEEPALIVE_SECONDS", 0.05)
+    monkeypatch.setattr(supervisor, "KEEPALIVE_SECONDS", 0.05)
     fake.keepalive_hold = threading.Event()
     book = open_ledger()
     desk = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768", ledger=book,
@@ -466,7 +466,7 @@ def test_a_session_whose_reservation_expired_ends_in_the_ledger(uc_env: FakeUseC
 def test_an_expired_reservation_found_by_close_or_keepalive_ends_the_session(
         uc_env: FakeUseComputer, monkeypatch: pytest.MonkeyPatch) -> None:
     import deskctl
-    from deskctl import session
+    from deskctl import supervisor  # the keepalive loop lives there
     from deskctl.ledger import open_ledger
 
     fake = uc_env
@@ -475,7 +475,7 @@ def test_an_expired_reservation_found_by_close_or_keepalive_ends_the_session(
     fake.expire_reservation()
     first.close()  # DELETE and GET answer 403 reservation_expired: the sandbox went with the reservation
     fake.reservation_expired = False
-    monkeypatch.setattr(session, "KEEPALIVE_SECONDS", 0.05)
+    monkeypatch.setattr(supervisor, "KEEPALIVE_SECONDS", 0.05)
     second = deskctl.open_desktop("use-computer", platform="macos", geometry="1024x768",
                                   provider_options={"poll_interval": 0.005})
     fake.expire_reservation()  # nobody calls: the keepalive finds out
