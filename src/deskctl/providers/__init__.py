@@ -41,7 +41,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "xvfb": ("deskctl.providers.xvfb:XvfbProvider", "apt-get install xvfb"),
     "docker": ("deskctl.providers.docker:DockerProvider", "pip install docker; apt-get install docker.io"),
     "ssh": ("deskctl.providers.ssh:SSHProvider", "pip install paramiko"),
-    "daytona": ("deskctl.providers.daytona:DaytonaProvider", "pip install httpx tenacity"),
+    "daytona": ("deskctl.providers.daytona.provider:DaytonaProvider", "pip install httpx tenacity"),
     "cua-cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", "pip install httpx tenacity"),
     "use-computer": ("deskctl.providers.use_computer:UseComputerProvider", "pip install httpx tenacity"),
     "kubernetes": ("deskctl.providers.kubernetes:KubernetesProvider", "pip install 'deskctl[kubernetes]'"),

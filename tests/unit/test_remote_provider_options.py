@@ -1,0 +1,55 @@
+"""The remote providers' options: one declaration (``NAME/options.py``) that the run-time table, the CLI's name
+check and ``describe()`` all follow, and that the processes which only drive or end a desktop never load."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deskctl.providers import load_provider_class
+from deskctl.providers._option_values import render_table
+
+#: provider name -> package under deskctl.providers
+PACKAGES = {"daytona": "daytona"}
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGES))
+def test_the_run_time_table_is_made_from_the_declaration(name: str) -> None:
+    package = PACKAGES[name]
+    model = importlib.import_module(f"deskctl.providers.{package}.options").Options
+    table = Path(importlib.import_module(f"deskctl.providers.{package}._option_table").__file__ or "")
+    assert table.read_text() == render_table(model), "run: python -m deskctl.providers._option_values"
+    cls = load_provider_class(name)
+    assert cls.options_class() is model
+    assert cls.declared_option_names() == frozenset(model.model_fields)
+    assert model.provider == name
+    rows = {row["name"]: row for row in model.describe()}
+    assert all(row["doc"] for row in rows.values())
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGES))
+def test_driving_a_desktop_does_not_load_pydantic(name: str) -> None:
+    """`deskctl do` and `down` build the provider from the ledger's options: the class and its option values
+    come without pydantic (the declaration is loaded only where options are checked)."""
+    target = load_provider_class(name)
+    code = (f"import sys; from {target.__module__} import {target.__name__} as P; p = P({{}}); "
+            "p.opts.request_timeout if hasattr(p, 'opts') else None; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_bad_value_is_refused_when_the_provider_is_made() -> None:
+    from deskctl.errors import ConfigInvalid
+    from deskctl.providers.daytona import DaytonaProvider
+
+    with pytest.raises(ConfigInvalid, match="ttl_minutes"):
+        DaytonaProvider({"ttl_minutes": "soon"})
+    with pytest.raises(ConfigInvalid):
+        DaytonaProvider({"poll_interval": -1})
+    assert DaytonaProvider({"target": "eu", "ttl_minutes": "30"}).opts.ttl_minutes == 30
