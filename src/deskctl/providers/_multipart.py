@@ -9,9 +9,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from deskctl.errors import (
-    ProviderApiError,
-)
+from deskctl.errors import ProviderApiError
 
 if TYPE_CHECKING:
 

@@ -12,12 +12,8 @@ from deskctl.errors import (
     PreflightError,
 )
 from deskctl.platforms import Platform
-from deskctl.providers._http import (
-    RetryPolicy,
-)
-from deskctl.providers.base import (
-    past_expiry,
-)
+from deskctl.providers._http import RetryPolicy
+from deskctl.providers.base import past_expiry
 
 if TYPE_CHECKING:
     from deskctl.checks import CheckRecorder, CheckResult

@@ -34,9 +34,7 @@ from deskctl.errors import (
 )
 from deskctl.providers._files import FileTransfer, no_such_file
 from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, cmd_line, posix_line
-from deskctl.providers._http import (
-    error_from_transport,
-)
+from deskctl.providers._http import error_from_transport
 from deskctl.providers._png import png_size
 from deskctl.providers.base import (
     ExecResult,
