@@ -14,7 +14,7 @@ from deskctl.providers import load_provider_class
 from deskctl.providers._option_values import render_table
 
 #: provider name -> package under deskctl.providers
-PACKAGES = {"daytona": "daytona", "cua-cloud": "cua_cloud"}
+PACKAGES = {"daytona": "daytona", "cua-cloud": "cua_cloud", "use-computer": "use_computer"}
 
 
 @pytest.mark.parametrize("name", sorted(PACKAGES))

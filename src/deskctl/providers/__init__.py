@@ -43,7 +43,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "ssh": ("deskctl.providers.ssh:SSHProvider", "pip install paramiko"),
     "daytona": ("deskctl.providers.daytona.provider:DaytonaProvider", "pip install httpx tenacity"),
     "cua-cloud": ("deskctl.providers.cua_cloud.provider:CuaCloudProvider", "pip install httpx tenacity"),
-    "use-computer": ("deskctl.providers.use_computer:UseComputerProvider", "pip install httpx tenacity"),
+    "use-computer": ("deskctl.providers.use_computer.provider:UseComputerProvider", "pip install httpx tenacity"),
     "kubernetes": ("deskctl.providers.kubernetes:KubernetesProvider", "pip install 'deskctl[kubernetes]'"),
     "memory": ("deskctl.providers.memory:MemoryProvider", "part of deskctl: reinstall deskctl"),
 }

@@ -414,6 +414,13 @@ class HttpProvider(Provider):
         cred = resolve(self.name, var)
         return cred.value if cred is not None else None
 
+    def _option_env(self, var: str) -> str | None:
+        """The environment variable an option falls back to: one of :attr:`credentials`' variables from the
+        environment, then the keyring (:meth:`_var`); any other from the environment only."""
+        if var in self.credentials.variables:
+            return self._var(var)
+        return os.environ.get(var)
+
     @property
     def client(self) -> httpx.Client:
         with self._client_lock:

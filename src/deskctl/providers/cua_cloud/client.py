@@ -75,7 +75,7 @@ class CuaCloudApi(HttpProvider):
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         #: the options, read through the one declaration (:mod:`.options`) without loading pydantic
-        self.opts = cast("Options", OptionValues(self.name, TABLE, self.options, self._var))
+        self.opts = cast("Options", OptionValues(self.name, TABLE, self.options, self._option_env))
         self._lock = threading.Lock()  # guards the cached token
         self._token: tuple[str, float] | None = None  # (access token, monotonic expiry)
         self.poll_interval = self.opts.poll_interval

@@ -68,7 +68,7 @@ class DaytonaApi(HttpProvider):
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         #: the options, read through the one declaration (:mod:`.options`) without loading pydantic
-        self.opts = cast("Options", OptionValues(self.name, TABLE, self.options, self._var))
+        self.opts = cast("Options", OptionValues(self.name, TABLE, self.options, self._option_env))
         self._auth_headers: dict[str, str] | None = None
         self.poll_interval = self.opts.poll_interval
         self.poll_max_interval = self.opts.poll_max_interval
