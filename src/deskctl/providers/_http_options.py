@@ -9,11 +9,11 @@ from typing import Any
 from deskctl.limits import BOUNDS
 from deskctl.providers.options import ProviderOptions, option
 
-__all__ = ["HttpOptions", "seconds"]
+__all__ = ["HttpOptions", "number"]
 
 
-def seconds(default: float | None, doc: str, bound: str = "provider_option", **extra: Any) -> Any:
-    """A number of seconds within ``bound`` of :data:`deskctl.limits.BOUNDS` (finite, non-negative)."""
+def number(default: float | None, doc: str, bound: str = "provider_option", **extra: Any) -> Any:
+    """A number (seconds, a count, a price) within ``bound`` of :data:`deskctl.limits.BOUNDS` (finite, non-negative)."""
     limit = BOUNDS[bound]
     return option(default, doc=doc, bound=bound, ge=limit.lo, le=limit.hi, allow_inf_nan=False, **extra)
 
@@ -23,14 +23,14 @@ class HttpOptions(ProviderOptions):
 
     retry_attempts: int = option(5, doc="tries of a request that may be retried (at least 1)",
                                  bound="provider_option", ge=0, le=1000)
-    retry_initial: float = seconds(0.5, "first backoff delay, seconds (doubled per retry)")
-    retry_maximum: float = seconds(8.0, "longest backoff delay, seconds")
-    retry_scale: float | None = seconds(None, "multiplies every backoff delay (default: DESKCTL_HTTP_RETRY_SCALE, "
+    retry_initial: float = number(0.5, "first backoff delay, seconds (doubled per retry)")
+    retry_maximum: float = number(8.0, "longest backoff delay, seconds")
+    retry_scale: float | None = number(None, "multiplies every backoff delay (default: DESKCTL_HTTP_RETRY_SCALE, "
                                               "else 1; 0 in tests)")
-    poll_interval: float = seconds(0.2, "first pause between polls, seconds (x1.5 per poll)")
-    poll_max_interval: float = seconds(2.0, "longest pause between polls, seconds")
-    request_timeout: float = seconds(60.0, "timeout of one HTTP request, seconds")
-    destroy_timeout: float = seconds(60.0, "how long a destroy waits for the service to confirm, seconds")
-    create_lookup_seconds: float = seconds(
+    poll_interval: float = number(0.2, "first pause between polls, seconds (x1.5 per poll)")
+    poll_max_interval: float = number(2.0, "longest pause between polls, seconds")
+    request_timeout: float = number(60.0, "timeout of one HTTP request, seconds")
+    destroy_timeout: float = number(60.0, "how long a destroy waits for the service to confirm, seconds")
+    create_lookup_seconds: float = number(
         45.0, "how long what a create whose answer was lost made is looked for (0 looks once)",
         bound="create_lookup_seconds")

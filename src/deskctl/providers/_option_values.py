@@ -66,10 +66,11 @@ class OptionValues:
         self._values[name] = value
         return value
 
-    def given(self, name: str) -> bool:
-        """Whether ``name`` was set (given, or by its environment variable), not left to its default."""
-        env = self._table[name][2]
-        return name in self._given or (env is not None and not _absent(self._lookup(env)))
+    def given(self) -> dict[str, Any]:
+        """The options that were set (given, or by their environment variable), not left to their defaults: as
+        :meth:`deskctl.providers.options.ProviderOptions.given`."""
+        return {name: getattr(self, name) for name, (_kind, _default, env, _bound) in self._table.items()
+                if name in self._given or (env is not None and not _absent(self._lookup(env)))}
 
     def _convert(self, name: str, raw: Any) -> Any:
         kind, _default, _env, bound = self._table[name]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from deskctl.providers._http_options import HttpOptions, seconds
+from deskctl.providers._http_options import HttpOptions, number
 from deskctl.providers.options import option
 
 __all__ = ["Options"]
@@ -26,10 +26,10 @@ class Options(HttpOptions):
     svc_suffix: str | None = option(None, doc="suffix of the guest's service name behind the proxy")
     shutdown_policy: str = option("Retain", doc="what the pool does with a released sandbox: Retain or Delete",
                                   pattern="^(Retain|Delete)$")
-    claim_ttl_seconds: float = seconds(600.0, "lifetime of an attached claim, renewed by every keepalive")
-    detached_ttl_seconds: float = seconds(3600.0, "lifetime of a detached claim without a lifetime of its own")
+    claim_ttl_seconds: float = number(600.0, "lifetime of an attached claim, renewed by every keepalive")
+    detached_ttl_seconds: float = number(3600.0, "lifetime of a detached claim without a lifetime of its own")
     rebind_attempts: int = option(20, doc="claims made again while the warm pool has no sandbox",
                                   bound="provider_option", ge=0)
-    create_timeout: float | None = seconds(None, "timeout of the claim's create (default: request_timeout)")
-    poll_interval: float = seconds(0.5, "first pause between polls, seconds (x1.5 per poll)")
-    destroy_timeout: float = seconds(120.0, "how long a release waits for the claim to go, seconds")
+    create_timeout: float | None = number(None, "timeout of the claim's create (default: request_timeout)")
+    poll_interval: float = number(0.5, "first pause between polls, seconds (x1.5 per poll)")
+    destroy_timeout: float = number(120.0, "how long a release waits for the claim to go, seconds")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from deskctl.providers._http_options import HttpOptions, seconds
+from deskctl.providers._http_options import HttpOptions, number
 from deskctl.providers.options import option
 
 __all__ = ["Options"]
@@ -26,5 +26,5 @@ class Options(HttpOptions):
     ttl_minutes: int | None = option(
         None, doc="wall-clock minutes before Daytona deletes it (default: the session's lifetime + 5, else 1440; "
                   "0 disables)", bound="provider_option", ge=0)
-    destroy_timeout: float = seconds(300.0, "how long a destroy waits for the sandbox to go, seconds")
-    create_timeout: float = seconds(120.0, "timeout of the create request, seconds")
+    destroy_timeout: float = number(300.0, "how long a destroy waits for the sandbox to go, seconds")
+    create_timeout: float = number(120.0, "timeout of the create request, seconds")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from deskctl.providers._http_options import HttpOptions, seconds
+from deskctl.providers._http_options import HttpOptions, number
 from deskctl.providers.options import option
 
 __all__ = ["Options"]
@@ -29,4 +29,4 @@ class Options(HttpOptions):
     resources: str | dict[str, int] | None = option(
         None, doc='cpus, memory and disk of an ubuntu or windows sandbox ("cpus=4,memory_mb=4096,disk_gb=40")')
     shell: str | None = option(None, doc="the shell exec names (default: bash on ubuntu, powershell on windows)")
-    create_timeout: float = seconds(180.0, "timeout of the create request, seconds")
+    create_timeout: float = number(180.0, "timeout of the create request, seconds")

@@ -1,46 +1,6 @@
-"""The ``kubernetes`` provider: one pod per desktop on an existing cluster, driven through the in-desktop agent.
-
-What the caller may rely on (docs/kubernetes.md says more, and what is UNVERIFIED against a real cluster):
-
-- **Cluster and credentials**: the official ``kubernetes`` client (optional extra ``deskctl[kubernetes]``)
-  reads the kubeconfig: provider option ``kubeconfig``, else ``KUBECONFIG`` (a ``:``-separated list is merged,
-  as kubectl does), else ``~/.kube/config``; option ``context`` picks a context (default: the current one),
-  option ``namespace`` the namespace (default: the context's, else ``default``). A bearer token in the
-  kubeconfig is registered for redaction.
-- **Create**: a pod named after the session id, running the desktop image (option ``image``, required: the
-  cluster pulls it from a registry; build it with ``deskctl image build`` and push it), labelled with the deskctl
-  labels (values made label-safe; the exact labels are kept in the annotation ``deskctl/labels``), with
-  ``activeDeadlineSeconds`` = the session's lifetime plus ``expiry_grace`` (default 60 s) as a backstop,
-  ``restartPolicy: Never``, no service-account token, non-root with every capability dropped, memory
-  (option ``memory``, default ``1Gi``) and optional ``cpus`` as requests and limits. The agent's session token
-  is a random value in a per-session Secret (``<session>-agent``, owned by the pod so the cluster's garbage
-  collector removes it with the pod; deskctl deletes it too), mounted read-only where the agent reads it: it
-  is never in the pod spec, an environment variable, a label, the handle, a log line or an error. A failure
-  after the pod was created deletes the pod and the Secret before the error is raised.
-- **Readiness**: a watch of the pod until it is ``Running`` with a pod IP, then the agent's authenticated
-  ping (:func:`deskctl.agent.client.wait_ready`). While it waits: ``Unschedulable`` and an eviction are
-  ``capacity.unavailable``; ``ErrImagePull``, ``ImagePullBackOff`` and other waiting reasons that do not pass
-  by themselves are ``provider.api_error`` with the reason and the kubelet's message; a pod that failed or
-  vanished says so.
-- **Display, input, exec, files** go through :class:`deskctl.agent.client.AgentDriver` on ``podIP:agent_port``
-  (deskctl must reach pod IPs: in the cluster, or on a routed pod network). The token is read back from the
-  Secret when another process (``deskctl do``) reconnects.
-- **Destroy**: DELETE of the pod (``gracePeriodSeconds`` from option ``grace_seconds``, default 1) and of the
-  Secret; "not found" is success; the pod is then watched until it is gone. Unconfirmed is
-  :class:`~deskctl.errors.CleanupIncomplete` naming what is left.
-- **Reap**: :meth:`KubernetesProvider.list_owned` lists pods (and Secrets left without their pod) by label
-  selector in the namespace.
-- **Errors**: 401 -> ``credentials.invalid``; 403 -> ``credentials.forbidden``, except a quota refusal ->
-  ``capacity.unavailable``; 429 -> ``provider.rate_limited``; another API error -> ``provider.api_error`` with the
-  Status reason and message; no answer -> ``provider.unreachable``; a kubeconfig that is missing or unreadable
-  -> ``credentials.missing`` / ``config.invalid``. Every ``ApiException``, urllib3 and kubeconfig error is
-  translated here.
-- **Cost**: option ``usd_per_hour`` (default 0: a cluster of your own), see :mod:`deskctl.metering`.
-
-Provider options: ``kubeconfig``, ``context``, ``namespace``, ``image``, ``image_pull_policy``, ``memory``,
-``cpus``, ``agent_port`` (default 7390), ``expiry_grace``, ``grace_seconds``, ``destroy_timeout`` (default 60),
-``api_timeout`` (seconds, default 30), ``usd_per_hour``.
-"""
+"""The kubernetes lifecycle policy: a pod and its token Secret made (both deleted when anything after fails),
+awaited, reached through the in-desktop agent, and deleted (confirmed, or
+:class:`~deskctl.errors.CleanupIncomplete`)."""
 
 from __future__ import annotations
 
@@ -48,33 +8,26 @@ import base64
 import contextlib
 import json
 import os
-import re
 import secrets
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,
-    ConfigInvalid,
-    CredentialsForbidden,
-    CredentialsInvalid,
-    CredentialsMissing,
     DeskctlError,
     InfrastructureError,
     ProviderApiError,
     ProviderUnreachable,
-    RateLimited,
     ReadinessTimeout,
     SessionLost,
     UsageError,
 )
 from deskctl.platforms import Platform
 from deskctl.providers._files import FileTransfer
-from deskctl.providers._x11provider import DisplayDriver, X11Provider
+from deskctl.providers._x11provider import DisplayDriver
 from deskctl.providers.base import (
     LABEL_SESSION,
     Capabilities,
@@ -83,53 +36,34 @@ from deskctl.providers.base import (
     RemoteHandle,
     lifetime_seconds,
 )
+from deskctl.providers.kubernetes.checks import KubernetesChecks
+from deskctl.providers.kubernetes.client import (
+    _DNS_SUBDOMAIN,
+    _STUCK_REASONS,
+    ANNOTATION_LABELS,
+    CONTAINER,
+    DESKTOP_UID,
+    LABEL_PROVIDER,
+    TOKEN_KEY,
+    _labels_for_kube,
+    _running,
+    _selector,
+    label_value,
+)
 
 if TYPE_CHECKING:
     from deskctl.agent.client import AgentDriver
-    from deskctl.checks import CheckResult
     from deskctl.spec import DesktopSpec
 
-__all__ = ["KubernetesProvider", "label_value"]
-
-LABEL_PROVIDER = "deskctl.provider"
-#: the exact deskctl labels (label values cannot hold every character a deskctl label may)
-ANNOTATION_LABELS = "deskctl/labels"
-CONTAINER = "desktop"
-TOKEN_KEY = "token"
-DEFAULT_MEMORY = "1Gi"
-#: uid/gid of the desktop user in the image (data/docker/Dockerfile)
-DESKTOP_UID = 1000
-#: waiting reasons that do not pass by themselves: the pod will never run as asked
-_STUCK_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
-                            "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
-                            "CrashLoopBackOff"})
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
-def label_value(value: str) -> str:
-    """``value`` as a valid Kubernetes label value: at most 63 of ``[A-Za-z0-9_.-]``, starting and ending with
-    an alphanumeric (``host:1234`` -> ``host_1234``). The exact value stays in the ``deskctl/labels``
-    annotation."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", value)[:63]
-    return cleaned.strip("_.-")
 
-
-def _labels_for_kube(labels: Mapping[str, str]) -> dict[str, str]:
-    return {key: label_value(str(value)) for key, value in labels.items()}
-
-
-def _selector(labels: Mapping[str, str]) -> str:
-    return ",".join(f"{key}={label_value(str(value))}" for key, value in labels.items())
-
-
-class KubernetesProvider(FileTransfer, X11Provider):
+class KubernetesProvider(FileTransfer, KubernetesChecks):
     """Desktops as pods on a Kubernetes cluster; see the module docstring."""
 
     name: ClassVar[str] = "kubernetes"
     aliases: ClassVar[tuple[str, ...]] = ("k8s",)
-    option_names: ClassVar[frozenset[str] | None] = frozenset({
-        "kubeconfig", "context", "namespace", "image", "image_pull_policy", "memory", "cpus", "agent_port",
-        "expiry_grace", "grace_seconds", "destroy_timeout", "api_timeout", "usd_per_hour"})
+    options_model = "deskctl.providers.kubernetes.options:Options"
     capabilities: ClassVar[Capabilities] = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
@@ -153,232 +87,13 @@ class KubernetesProvider(FileTransfer, X11Provider):
                "organize-cluster-access-kubeconfig)",
     )
 
-    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(options)
-        self._api: Any = None
-        self._namespace: str | None = None
-        self._api_lock = threading.Lock()
-        #: session id -> the token this instance made (spares wait_ready a read of the Secret)
-        self._tokens: dict[str, str] = {}
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
-        for key in ("agent_port", "expiry_grace", "grace_seconds", "api_timeout", "usd_per_hour", "cpus"):
-            if key in options:
-                try:
-                    number = float(options[key])
-                except (TypeError, ValueError):
-                    number = -1.0
-                if number < 0 or isinstance(options[key], bool):
-                    raise UsageError(f"provider option {key}={options[key]!r} is not a non-negative number",
-                                     code="usage.bad_option", provider=cls.name)
-        policy = options.get("image_pull_policy")
-        if policy is not None and policy not in ("Always", "IfNotPresent", "Never"):
-            raise UsageError(f"image_pull_policy {policy!r} is not Always, IfNotPresent or Never",
-                             code="usage.bad_option", provider=cls.name)
-
-    # -- plumbing ------------------------------------------------------------------------------------------------
-    def _option(self, spec: DesktopSpec | None, key: str, default: Any = None) -> Any:
-        if spec is not None and key in spec.provider_options:
-            return spec.provider_options[key]
-        return self.options.get(key, default)
-
-    def _kubeconfig(self) -> str:
-        """The kubeconfig path (or ``:``-separated list) the client reads."""
-        explicit = self.options.get("kubeconfig") or os.environ.get("KUBECONFIG", "").strip()
-        return str(explicit or Path("~/.kube/config").expanduser())
-
-    def _timeout(self) -> float:
-        return float(self.options.get("api_timeout", 30))
-
-    def _core(self) -> Any:
-        """The ``CoreV1Api`` (built once per provider instance from the kubeconfig)."""
-        with self._api_lock:
-            if self._api is None:
-                self._api, self._namespace = self._connect()
-            return self._api
-
-    @property
-    def namespace(self) -> str:
-        self._core()
-        assert self._namespace is not None
-        return self._namespace
-
-    def _connect(self) -> tuple[Any, str]:
-        path = self._kubeconfig()
-        files = [p for p in path.split(os.pathsep) if p]
-        if not any(os.path.exists(p) for p in files):
-            raise CredentialsMissing(
-                f"kubernetes: no kubeconfig at {path}", provider=self.name,
-                remedy="set KUBECONFIG (or provider option kubeconfig) to a kubeconfig for the cluster")
-        try:
-            from kubernetes import client, config
-        except ImportError as exc:  # pragma: no cover - the registry's install hint covers the module itself
-            raise UsageError("the kubernetes provider needs the kubernetes client", code="usage.provider_unavailable",
-                             provider=self.name, remedy="pip install 'deskctl[kubernetes]'") from exc
-        context = self.options.get("context")
-        configuration = client.Configuration()
-        try:
-            config.load_kube_config(config_file=path, context=context,  # type: ignore[no-untyped-call]
-                                    client_configuration=configuration, persist_config=False)
-            contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-        except Exception as exc:  # ConfigException, and yaml/OSError from a malformed file
-            raise ConfigInvalid(f"kubernetes: cannot use the kubeconfig {path}"
-                                f"{f' (context {context})' if context else ''}: {exc}", provider=self.name,
-                                remedy="check it with `kubectl config view`; name a context that exists") from exc
-        from deskctl._redact import register_secret
-
-        for value in (configuration.api_key or {}).values():
-            register_secret(str(value).removeprefix("Bearer ").strip())
-        chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
-        namespace = str(self.options.get("namespace") or ((chosen or {}).get("context") or {}).get("namespace")
-                        or "default")
-        configuration.retries = 0  # a refused connection is said at once; deskctl never retries a create blindly
-        api_client = client.ApiClient(configuration)
-        return client.CoreV1Api(api_client), namespace
-
-    @contextlib.contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        """Translate the client's exceptions into deskctl errors (the one place that does)."""
-        import urllib3.exceptions
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            yield
-        except ApiException as exc:
-            raise self._api_error(exc, doing) from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise ProviderUnreachable(f"kubernetes: the API server did not answer while trying to {doing}: "
-                                      f"{_reason(exc)}", provider=self.name,
-                                      remedy="check the cluster address in the kubeconfig and the network") from exc
-        except (OSError, ValueError) as exc:
-            raise ProviderUnreachable(f"kubernetes: cannot {doing}: {exc}", provider=self.name) from exc
-
-    def _api_error(self, exc: Any, doing: str) -> DeskctlError:
-        status = int(getattr(exc, "status", 0) or 0)
-        reason, message = _status_of(exc)
-        text = f"kubernetes: cannot {doing}: {message or reason or status} ({status} {reason})"
-        details = {"status": status, "reason": reason}
-        if status == 401:
-            return CredentialsInvalid(f"kubernetes: the API server refused the kubeconfig's credentials while "
-                                      f"trying to {doing} (401 Unauthorized)", provider=self.name,
-                                      remedy="refresh the credentials (`kubectl get pods` must work)",
-                                      details=details)
-        if status == 403 and "exceeded quota" in message:
-            return CapacityUnavailable(text, provider=self.name, details=details,
-                                       remedy="end other desktops in the namespace, or raise its ResourceQuota")
-        if status == 403:
-            return CredentialsForbidden(text, provider=self.name, details=details,
-                                        remedy="ask for a Role that allows pods and secrets in the namespace "
-                                               "(create, get, list, watch, delete)")
-        if status == 429:
-            return RateLimited(text, provider=self.name, details=details)
-        if status == 0:
-            return ProviderUnreachable(f"kubernetes: cannot {doing}: {exc}", provider=self.name)
-        return ProviderApiError(text, status=status, provider=self.name, details=details)
-
-    def _json(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call a client method and return its answer as JSON (the raw body: no model round trip)."""
-        response = call(*args, _preload_content=False, _request_timeout=self._timeout(), **kwargs)
-        try:
-            return json.loads(response.data or b"null")
-        finally:
-            response.release_conn()
-
-    def _get(self, kind: str, name: str, doing: str, namespace: str | None = None) -> dict[str, Any] | None:
-        """The pod or secret ``name`` (in ``namespace``, default the provider's) as JSON, or None when it does not
-        exist."""
-        from kubernetes.client.exceptions import ApiException
-
-        core = self._core()
-        call = core.read_namespaced_pod if kind == "pod" else core.read_namespaced_secret
-        with self._errors(doing):
-            try:
-                found: dict[str, Any] = self._json(call, name, namespace or self.namespace)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return None
-                raise
-        return found
-
-    # -- preflight -----------------------------------------------------------------------------------------------
-    def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
-        """Read-only: the kubeconfig, one authenticated request (the namespace's ResourceQuotas: the quota
-        check too), SelfSubjectAccessReviews for what create/destroy need, and the image option."""
-        from deskctl.checks import CheckRecorder
-
-        checks = CheckRecorder(self.name)
-        try:
-            self._core()
-        except DeskctlError as exc:
-            checks.add_error(exc)
-            return checks.results
-        checks.add("pass", "kubernetes.kubeconfig", f"kubeconfig {self._kubeconfig()}, namespace {self.namespace}")
-        checks.start()
-        try:
-            with self._errors("list the ResourceQuotas"):
-                quotas = self._json(self._core().list_namespaced_resource_quota, self.namespace)
-        except CredentialsForbidden:
-            quotas = None  # may not read quotas; the access reviews below say what matters
-        except DeskctlError as exc:
-            checks.add_error(exc)
-            return checks.results
-        checks.add("pass", "credentials.valid", "the API server accepts the kubeconfig's credentials")
-        checks.start()
-        try:
-            refused = self._refused_permissions()
-        except DeskctlError as exc:
-            checks.add_error(exc)
-            return checks.results
-        if refused:
-            checks.add("fail", "credentials.forbidden", f"not allowed in namespace {self.namespace}: "
-                       f"{', '.join(refused)}",
-                       "ask for a Role that allows pods and secrets (create, get, list, watch, delete)")
-        else:
-            checks.add("pass", "kubernetes.permissions", "may create, watch and delete pods and secrets")
-        checks.start()
-        if quotas is None:
-            checks.add("warn", "kubernetes.quota", "cannot read the namespace's ResourceQuotas (forbidden)",
-                       "allow list on resourcequotas to have the quota checked before a run")
-        else:
-            self._check_quotas(quotas, checks.add)
-        checks.start()
-        image = self._option(spec, "image")
-        if not image:
-            checks.add("fail", "usage.bad_option", "provider option image is not set: the cluster needs an image it "
-                       "can pull", "deskctl image build, push it to your registry, then "
-                       "-o image=REGISTRY/deskctl-desktop:TAG")
-        else:
-            checks.add("pass", "kubernetes.image", f"image {image} (pulled by the cluster: not checked before create)")
-        return checks.results
-
-    def _refused_permissions(self) -> list[str]:
-        from kubernetes import client
-
-        api = client.AuthorizationV1Api(self._core().api_client)
-        refused = []
-        for verb, resource in (("create", "pods"), ("get", "pods"), ("list", "pods"), ("watch", "pods"),
-                               ("delete", "pods"), ("create", "secrets"), ("get", "secrets"),
-                               ("delete", "secrets")):
-            body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                    "spec": {"resourceAttributes": {"namespace": self.namespace, "verb": verb, "resource": resource}}}
-            with self._errors(f"ask whether it may {verb} {resource}"):
-                answer = self._json(api.create_self_subject_access_review, body)
-            if not (answer.get("status") or {}).get("allowed"):
-                refused.append(f"{verb} {resource}")
-        return refused
-
-    def _check_quotas(self, quotas: dict[str, Any], add: Callable[..., object]) -> None:
-        for quota in quotas.get("items") or []:
-            hard = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
-            used = (quota.get("status") or {}).get("used") or {}
-            name = (quota.get("metadata") or {}).get("name")
-            if "pods" in hard and "pods" in used and int(used["pods"]) >= int(hard["pods"]):
-                add("fail", "quota.exceeded", f"the ResourceQuota {name} allows {hard['pods']} pods and "
-                    f"{used['pods']} exist", "end other desktops in the namespace, or raise the quota")
-                return
-        names = ", ".join(str((q.get("metadata") or {}).get("name")) for q in quotas.get("items") or [])
-        add("pass", "kubernetes.quota", f"room under the quota ({names})" if names else "no ResourceQuota")
+        """Every value against the declaration (:mod:`.options`): ``usage.bad_option`` before anything is made."""
+        model = cls.options_class()
+        assert model is not None
+        model.parse(options)
 
     # -- create ----------------------------------------------------------------------------------------------------
     def _pod_body(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str], image: str,
@@ -391,13 +106,14 @@ class KubernetesProvider(FileTransfer, X11Provider):
                "DESKCTL_GEOMETRY": f"{width}x{height}x{depth}"}
         if spec.window_manager:
             env["DESKCTL_WM"] = "1"
-        grace = float(self._option(spec, "expiry_grace", 60))
+        options = self._opts(spec)
+        grace = options.expiry_grace
         lifetime = lifetime_seconds(spec, labels)
-        memory = str(self._option(spec, "memory", DEFAULT_MEMORY))
+        memory = options.memory
         resources: dict[str, Any] = {"requests": {"memory": memory}, "limits": {"memory": memory}}
-        cpus = self._option(spec, "cpus")
+        cpus = options.cpus
         if cpus is not None:
-            resources["requests"]["cpu"] = resources["limits"]["cpu"] = str(cpus)
+            resources["requests"]["cpu"] = resources["limits"]["cpu"] = f"{cpus:g}"
         pod_spec: dict[str, Any] = {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 5,
@@ -408,7 +124,7 @@ class KubernetesProvider(FileTransfer, X11Provider):
                                 "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": CONTAINER, "image": image,
-                "imagePullPolicy": str(self._option(spec, "image_pull_policy", "IfNotPresent")),
+                "imagePullPolicy": options.image_pull_policy,
                 "env": [{"name": k, "value": v} for k, v in env.items()],
                 "ports": [{"name": "agent", "containerPort": port, "protocol": "TCP"}],
                 "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 2},
@@ -435,12 +151,12 @@ class KubernetesProvider(FileTransfer, X11Provider):
         if len(session_id) > 63 or not _DNS_SUBDOMAIN.match(session_id):
             raise UsageError(f"session id {session_id!r} is not a valid pod name (lower-case letters, digits, '-')",
                              provider=self.name)
-        image = self._option(spec, "image")
+        image = self._opts(spec).image
         if not image:
             raise UsageError("the kubernetes provider needs provider option image (the cluster pulls it)",
                              code="usage.bad_option", provider=self.name,
                              remedy="deskctl image build, push it to your registry, then -o image=REGISTRY/IMAGE:TAG")
-        port = int(self._option(spec, "agent_port", _default_port()))
+        port = self._opts(spec).agent_port or _default_port()
         all_labels = {str(k): str(v) for k, v in labels.items()}
         all_labels.setdefault(LABEL_SESSION, session_id)
         all_labels[LABEL_PROVIDER] = self.name
@@ -483,7 +199,7 @@ class KubernetesProvider(FileTransfer, X11Provider):
             provider=self.name, session_id=session_id, resource_id=session_id, labels=all_labels,
             data={"pod": session_id, "namespace": self.namespace, "uid": pod["metadata"]["uid"],
                   "secret_name": _secret_name(session_id), "agent_port": port, "image": str(image),
-                  "context": self.options.get("context"), "resource_version": pod["metadata"].get("resourceVersion"),
+                  "context": self.opts.context, "resource_version": pod["metadata"].get("resourceVersion"),
                   "platform": Platform.UBUNTU.value},
         )
 
@@ -583,7 +299,7 @@ class KubernetesProvider(FileTransfer, X11Provider):
         core = self._core()
         namespace = namespace or self.namespace
         secret = secret if secret is not None else _secret_name(pod)
-        grace = int(float(self.options.get("grace_seconds", 1)))
+        grace = int(self.opts.grace_seconds)
         left: list[str] = []
         steps: list[tuple[str, Callable[[], Any]]] = []
         if pod:
@@ -613,7 +329,7 @@ class KubernetesProvider(FileTransfer, X11Provider):
             self._confirm_gone(pod, namespace)
 
     def _confirm_gone(self, name: str, namespace: str) -> None:
-        deadline = time.monotonic() + float(self.options.get("destroy_timeout", 60))
+        deadline = time.monotonic() + self.opts.destroy_timeout
         while True:
             try:
                 pod = self._get("pod", name, f"read the pod {name}", namespace)
@@ -789,6 +505,7 @@ class KubernetesProvider(FileTransfer, X11Provider):
 # -- helpers ---------------------------------------------------------------------------------------------------
 
 
+
 def _agent(driver: DisplayDriver) -> AgentDriver:
     """The agent client behind the cache's driver slot (the only kind this provider opens)."""
     return cast("AgentDriver", driver)
@@ -803,26 +520,6 @@ def _default_port() -> int:
 def _secret_name(session_id: str) -> str:
     return f"{session_id}-agent"
 
-
-def _reason(exc: BaseException) -> str:
-    inner = getattr(exc, "reason", None)
-    return str(inner or exc)
-
-
-def _running(pod: Mapping[str, Any] | None) -> bool:
-    status = (pod or {}).get("status") or {}
-    return status.get("phase") == "Running" and bool(status.get("podIP"))
-
-
-def _status_of(exc: Any) -> tuple[str, str]:
-    """(reason, message) of an ApiException's ``Status`` body (the HTTP reason when the body is not one)."""
-    try:
-        body = json.loads(exc.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    if not isinstance(body, dict):
-        body = {}
-    return str(body.get("reason") or getattr(exc, "reason", "") or ""), str(body.get("message") or "")
 
 
 def _exact_labels(meta: Mapping[str, Any]) -> dict[str, str]:
