@@ -40,11 +40,11 @@ DEFAULT_PROVIDER = "xvfb"
 PROVIDERS: dict[str, tuple[str, str]] = {
     "xvfb": ("deskctl.providers.xvfb:XvfbProvider", "apt-get install xvfb"),
     "docker": ("deskctl.providers.docker:DockerProvider", "pip install docker; apt-get install docker.io"),
-    "ssh": ("deskctl.providers.ssh.provider:SSHProvider", "pip install paramiko"),
-    "daytona": ("deskctl.providers.daytona.provider:DaytonaProvider", "pip install httpx tenacity"),
-    "cua-cloud": ("deskctl.providers.cua_cloud.provider:CuaCloudProvider", "pip install httpx tenacity"),
-    "use-computer": ("deskctl.providers.use_computer.provider:UseComputerProvider", "pip install httpx tenacity"),
-    "kubernetes": ("deskctl.providers.kubernetes.provider:KubernetesProvider", "pip install 'deskctl[kubernetes]'"),
+    "ssh": ("deskctl.providers.ssh:SSHProvider", "pip install paramiko"),
+    "daytona": ("deskctl.providers.daytona:DaytonaProvider", "pip install httpx tenacity"),
+    "cua-cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", "pip install httpx tenacity"),
+    "use-computer": ("deskctl.providers.use_computer:UseComputerProvider", "pip install httpx tenacity"),
+    "kubernetes": ("deskctl.providers.kubernetes:KubernetesProvider", "pip install 'deskctl[kubernetes]'"),
     "memory": ("deskctl.providers.memory:MemoryProvider", "part of deskctl: reinstall deskctl"),
 }
 

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from deskctl._redact import redact, register_secret
 from deskctl.errors import (
@@ -29,7 +29,6 @@ from deskctl.providers._http import (
     error_from_response,
     send,
 )
-from deskctl.providers._option_values import OptionValues
 from deskctl.providers.base import (
     LABEL_SESSION,
     RemoteHandle,
@@ -72,16 +71,13 @@ class CuaCloudApi(HttpProvider):
     """The wire side of :class:`~deskctl.providers.cua_cloud.CuaCloudProvider`: the Fleet claims API and the
     guest server behind the service proxy."""
 
+    option_table = TABLE
+    opts: Options
+
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        #: the options, read through the one declaration (:mod:`.options`) without loading pydantic
-        self.opts = cast("Options", OptionValues(self.name, TABLE, self.options, self._option_env))
         self._lock = threading.Lock()  # guards the cached token
         self._token: tuple[str, float] | None = None  # (access token, monotonic expiry)
-        self.poll_interval = self.opts.poll_interval
-        self.poll_max_interval = self.opts.poll_max_interval
-        self.destroy_timeout = self.opts.destroy_timeout
-        self.request_timeout = self.opts.request_timeout
         create_timeout = self.opts.create_timeout
         self.create_timeout = self.request_timeout if create_timeout is None else create_timeout
         self.claim_ttl = self.opts.claim_ttl_seconds

@@ -32,9 +32,7 @@ if TYPE_CHECKING:
     import httpx
 
 
-from typing import cast
 
-from deskctl.providers._option_values import OptionValues
 from deskctl.providers.daytona._option_table import TABLE
 
 if TYPE_CHECKING:
@@ -63,18 +61,15 @@ STOPPED_STATES = frozenset({"stopped", "stopping", "archived", "archiving", "pau
 class DaytonaApi(HttpProvider):
     """The wire side of :class:`~deskctl.providers.daytona.DaytonaProvider`."""
 
+    option_table = TABLE
+    opts: Options
+
     client_headers = {"X-Daytona-Source": "deskctl"}
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        #: the options, read through the one declaration (:mod:`.options`) without loading pydantic
-        self.opts = cast("Options", OptionValues(self.name, TABLE, self.options, self._option_env))
         self._auth_headers: dict[str, str] | None = None
-        self.poll_interval = self.opts.poll_interval
-        self.poll_max_interval = self.opts.poll_max_interval
-        self.destroy_timeout = self.opts.destroy_timeout
         self.create_timeout = self.opts.create_timeout
-        self.request_timeout = self.opts.request_timeout
         self._api_url: str | None = None
 
     # -- configuration -----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ requests with their errors mapped, and sandboxes read as handles. No lifecycle p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from deskctl._redact import register_secret
 from deskctl.errors import (
@@ -19,7 +19,6 @@ from deskctl.errors import (
 )
 from deskctl.platforms import Platform
 from deskctl.providers._http import HttpProvider, RetryPolicy
-from deskctl.providers._option_values import OptionValues
 from deskctl.providers.base import (
     LABEL_SESSION,
     RemoteHandle,
@@ -72,17 +71,14 @@ class _FileBody:
 class UseComputerApi(HttpProvider):
     """The wire side of :class:`~deskctl.providers.use_computer.UseComputerProvider`."""
 
+    option_table = TABLE
+    opts: Options
+
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        #: the options, read through the one declaration (:mod:`.options`) without loading pydantic
-        self.opts = cast("Options", OptionValues(self.name, TABLE, self.options, self._option_env))
         self._auth_headers: dict[str, str] | None = None
         self._base_url: str | None = None
         self.create_timeout = self.opts.create_timeout
-        self.request_timeout = self.opts.request_timeout
-        self.destroy_timeout = self.opts.destroy_timeout
-        self.poll_interval = self.opts.poll_interval
-        self.poll_max_interval = self.opts.poll_max_interval
         self.ephemeral = self.opts.ephemeral
         #: resource id -> (width, height, scale) from display/info, so a screenshot needs no extra call
         self._displays: dict[str, tuple[int, int, float]] = {}
