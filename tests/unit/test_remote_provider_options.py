@@ -55,3 +55,25 @@ def test_a_bad_value_is_refused_when_the_provider_is_made() -> None:
     with pytest.raises(ConfigInvalid):
         DaytonaProvider({"poll_interval": -1})
     assert DaytonaProvider({"target": "eu", "ttl_minutes": "30"}).opts.ttl_minutes == 30
+
+
+def test_kubernetes_takes_a_cpu_quantity_as_its_docs_say() -> None:
+    """docs/kubernetes.md names "500m" among the cpus values; the old hand-written check refused it."""
+    from deskctl.errors import UsageError
+    from deskctl.providers.kubernetes import KubernetesProvider
+
+    for good in ("500m", "1", 2, 0.5):
+        KubernetesProvider.check_options({"cpus": good, "image": "x"})
+    for bad in (-1, "lots", True, "Sometimes"):
+        with pytest.raises(UsageError) as info:
+            KubernetesProvider.check_options({"cpus": bad} if bad != "Sometimes" else {"image_pull_policy": bad})
+        assert info.value.code == "usage.bad_option"
+
+
+def test_the_secret_free_declarations_describe_every_option() -> None:
+    """Secrets are credentials (environment, keyring), never options: options are stored in the ledger."""
+    for package in sorted(set(PACKAGES.values())):
+        model = importlib.import_module(f"deskctl.providers.{package}.options").Options
+        rows = model.describe()
+        assert rows and not any(row["secret"] for row in rows)
+        assert all(row["type"] for row in rows)

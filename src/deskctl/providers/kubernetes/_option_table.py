@@ -12,7 +12,7 @@ TABLE: dict[str, OptionRow] = {
     'image': ('str', None, None, None),
     'image_pull_policy': ('str', 'IfNotPresent', None, None),
     'memory': ('str', '1Gi', None, None),
-    'cpus': ('float', None, None, 'provider_option'),
+    'cpus': ('any', None, None, None),
     'agent_port': ('int', None, None, 'provider_option'),
     'expiry_grace': ('float', 60.0, None, 'provider_option'),
     'grace_seconds': ('float', 1.0, None, 'provider_option'),

@@ -4,12 +4,17 @@ made from it)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+from pydantic import Field, StringConstraints
 
 from deskctl.providers._http_options import number
 from deskctl.providers.options import ProviderOptions, option
 
 __all__ = ["Options"]
+
+#: a Kubernetes cpu quantity in millicores or cores ("500m", "2", "0.5")
+CpuQuantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?m?$")]
 
 
 class Options(ProviderOptions):
@@ -26,7 +31,8 @@ class Options(ProviderOptions):
     image_pull_policy: str = option("IfNotPresent", doc="Always, IfNotPresent or Never",
                                     pattern="^(Always|IfNotPresent|Never)$")
     memory: str = option("1Gi", doc="the pod's memory request and limit (a Kubernetes quantity)")
-    cpus: float | None = number(None, "the pod's cpu request and limit (default: none)")
+    cpus: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)] | CpuQuantity | None = option(
+        None, doc='the pod\'s cpu request and limit, cores or a quantity ("1", "0.5", "500m"; default: none)')
     agent_port: int | None = option(None, doc="the in-desktop agent's port (default: the agent's, 7390)",
                                     bound="provider_option", ge=1, le=65535)
     expiry_grace: float = number(60.0, "seconds past the session's lifetime before activeDeadlineSeconds stops "

@@ -113,7 +113,7 @@ class KubernetesProvider(FileTransfer, KubernetesChecks):
         resources: dict[str, Any] = {"requests": {"memory": memory}, "limits": {"memory": memory}}
         cpus = options.cpus
         if cpus is not None:
-            resources["requests"]["cpu"] = resources["limits"]["cpu"] = f"{cpus:g}"
+            resources["requests"]["cpu"] = resources["limits"]["cpu"] = str(cpus)
         pod_spec: dict[str, Any] = {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 5,
