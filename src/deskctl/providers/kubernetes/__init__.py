@@ -37,9 +37,9 @@ What the caller may rely on (docs/kubernetes.md says more, and what is UNVERIFIE
   translated here.
 - **Cost**: option ``usd_per_hour`` (default 0: a cluster of your own), see :mod:`deskctl.metering`.
 
-The package: :mod:`.client` (the kubeconfig, the client, reads, errors), :mod:`.checks` (preflight),
-:mod:`.provider` (lifecycle policy) and :mod:`.options` (the options, declared once). Names are re-exported here
-lazily, so importing :mod:`.options` does not load the rest.
+The package: :mod:`.client` (the kubeconfig, the client, reads, errors), :mod:`.desktop` (the agent of an open
+desktop), :mod:`.checks` (preflight), :mod:`.provider` (lifecycle policy) and :mod:`.options` (the options,
+declared once). Names are re-exported here lazily, so importing :mod:`.options` does not load the rest.
 """
 
 from __future__ import annotations

@@ -64,7 +64,6 @@ def _selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={label_value(str(value))}" for key, value in labels.items())
 
 
-
 class KubernetesApi(X11Provider):
     """The cluster side of :class:`~deskctl.providers.kubernetes.KubernetesProvider`: the kubeconfig, the client,
     reads and the translation of the client's errors."""
@@ -204,7 +203,6 @@ class KubernetesApi(X11Provider):
         return found
 
 
-
 def _reason(exc: BaseException) -> str:
     inner = getattr(exc, "reason", None)
     return str(inner or exc)
@@ -225,4 +223,22 @@ def _status_of(exc: Any) -> tuple[str, str]:
         body = {}
     return str(body.get("reason") or getattr(exc, "reason", "") or ""), str(body.get("message") or "")
 
-
+def _describe(pod: Mapping[str, Any] | None) -> str:
+    """A pod's state in a few words: phase, reason, the container's waiting/terminated reason."""
+    if pod is None:
+        return "gone"
+    status = pod.get("status") or {}
+    parts = [str(status.get("phase") or "Unknown")]
+    if status.get("reason"):
+        parts.append(str(status["reason"]))
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        for kind in ("waiting", "terminated"):
+            if state.get(kind):
+                parts.append(f"{kind} {state[kind].get('reason', '')}".strip())
+    if "deletionTimestamp" in (pod.get("metadata") or {}):
+        parts.append("being deleted")
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            parts.append(f"not scheduled: {cond.get('reason')}")
+    return ", ".join(parts)
