@@ -19,10 +19,8 @@ from deskctl.providers.cua_cloud.client import (
 )
 
 if TYPE_CHECKING:
-
     from deskctl.checks import CheckResult
     from deskctl.spec import DesktopSpec
-
 
 
 class CuaChecks(CuaCloudApi):

@@ -65,8 +65,6 @@ def _dns_label(value: str) -> str:
     return cleaned.strip("._-")
 
 
-
-
 class CuaCloudApi(HttpProvider):
     """The wire side of :class:`~deskctl.providers.cua_cloud.CuaCloudProvider`: the Fleet claims API and the
     guest server behind the service proxy."""
@@ -307,7 +305,6 @@ class CuaCloudApi(HttpProvider):
                                   provider=self.name, details={"status": 404},
                                   remedy="see deskctl ls; the claim's shutdownTime may have passed") from err
             raise
-
 
 
 def _bound_sandbox(claim: Mapping[str, Any]) -> str | None:

@@ -8,7 +8,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deskctl._redact import redact
 from deskctl.actions import Action
@@ -48,11 +48,6 @@ from deskctl.providers.cua_cloud.input import (
     linux_pyautogui_code,
     windows_input_code,
 )
-
-if TYPE_CHECKING:
-
-    pass
-
 
 
 class CuaGuest(FileTransfer, GuestActions, CuaCloudApi):
@@ -206,7 +201,6 @@ class CuaGuest(FileTransfer, GuestActions, CuaCloudApi):
             return int(pair[0]), int(pair[1])
         raise ProviderApiError(f"cua-cloud: /cursor_position is malformed: {redact(str(body))[:200]}",
                                provider=self.name)
-
 
 
 def windows_background_line(command: str, cwd: str | None, env: Mapping[str, str]) -> str:

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from importlib import resources
+from typing import Any
 
 from deskctl.actions import (
     Action,
@@ -20,76 +21,13 @@ from deskctl.actions import (
 )
 from deskctl.errors import UsageError
 
-if TYPE_CHECKING:
-
-    pass
-
-
 # A Linux guest's input program. The guest contract is pyautogui (OSWorld's own clients send
 # `python -c "import pyautogui; ..."`), so the pyautogui program (argv[2]) runs whenever pyautogui imports and
 # can express the action. Only without pyautogui, or for what pyautogui cannot type (characters outside its key
 # table, keys it has no name for), the fallback drives XTEST through python-xlib (argv[1]: operations). Keysyms
 # the keymap lacks are bound to an unused keycode and left bound, so that the receiving client translates the
 # events with the mapping they were sent with, and a later character finds its keycode again.
-_LINUX_INPUT = r"""
-import json, sys
-try:
-    import pyautogui
-except ImportError:
-    pyautogui = None
-if pyautogui is not None and sys.argv[2]:
-    exec(sys.argv[2])
-    sys.exit(0)
-try:
-    from Xlib import X, display
-    from Xlib.ext import xtest
-except ImportError:
-    sys.exit("the guest has " + ("pyautogui, which cannot send this input," if pyautogui else "no pyautogui")
-             + " and no python-xlib for XTEST")
-d = display.Display()
-first = d.display.info.min_keycode
-keymap = [list(r) for r in d.get_keyboard_mapping(first, d.display.info.max_keycode - first + 1)]
-def code_for(sym):
-    for idx in (0, 1):
-        for i, row in enumerate(keymap):
-            if len(row) > idx and row[idx] == sym:
-                return first + i, idx == 1
-    for i in range(len(keymap) - 1, -1, -1):
-        if not any(keymap[i]):
-            row = [sym, sym] + [0] * (len(keymap[i]) - 2)
-            d.change_keyboard_mapping(first + i, [row])
-            d.sync()
-            keymap[i] = row
-            return first + i, False
-    sys.exit("no unused keycode left for keysym %#x" % sym)
-shift = code_for(0xFFE1)[0]
-def fake(kind, detail=0, x=0, y=0):
-    xtest.fake_input(d, kind, detail, x=x, y=y)
-def press(syms):
-    held = []
-    for sym in syms:
-        code, shifted = code_for(sym)
-        if shifted and shift not in held:
-            fake(X.KeyPress, shift)
-            held.append(shift)
-        fake(X.KeyPress, code)
-        held.append(code)
-    for code in reversed(held):
-        fake(X.KeyRelease, code)
-for op in json.loads(sys.argv[1]):
-    kind = op[0]
-    if kind == "move":
-        fake(X.MotionNotify, 0, op[1], op[2])
-    elif kind == "button":
-        fake(X.ButtonPress if op[2] else X.ButtonRelease, op[1])
-    elif kind == "chord":
-        press(op[1])
-    elif kind == "key":
-        code, shifted = code_for(op[1])
-        fake(X.KeyPress if op[2] else X.KeyRelease, code)
-    d.sync()
-d.close()
-"""
+_LINUX_INPUT = resources.files(__package__).joinpath("guest_scripts", "linux_input.py.txt").read_text(encoding="utf-8")
 
 _BUTTONS = {"left": 1, "middle": 2, "right": 3}
 _SCROLL = {"up": 4, "down": 5, "left": 6, "right": 7}
@@ -223,6 +161,5 @@ def pyautogui_code(action: Action, *, keep_case: bool = False) -> str:
             raise UsageError(f"cua-cloud cannot perform {action!r}", code="usage.unsupported",
                              provider="cua-cloud")
     return "\n".join(lines)
-
 
 

@@ -49,9 +49,7 @@ from deskctl.providers.cua_cloud.client import (
 from deskctl.providers.cua_cloud.guest import CuaGuest
 
 if TYPE_CHECKING:
-
     from deskctl.spec import DesktopSpec
-
 
 
 class CuaCloudProvider(CuaChecks, CuaGuest):

@@ -25,7 +25,6 @@ from deskctl.providers.daytona.client import WINDOWS_RESOURCES, DaytonaApi, item
 _NEEDED_SCOPES = ("write:sandboxes", "delete:sandboxes")
 
 
-
 class DaytonaChecks(DaytonaApi):
     """The preflight of :class:`~deskctl.providers.daytona.DaytonaProvider`."""
 

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     import httpx
 
 
-
 from deskctl.providers.daytona._option_table import TABLE
 
 if TYPE_CHECKING:
@@ -55,7 +54,6 @@ WAITING_STATES = frozenset({
     "resuming", "resizing", "snapshotting", "forking",
 })
 STOPPED_STATES = frozenset({"stopped", "stopping", "archived", "archiving", "paused", "pausing", "destroying"})
-
 
 
 class DaytonaApi(HttpProvider):
@@ -289,7 +287,6 @@ class DaytonaApi(HttpProvider):
 
     def is_alive(self, handle: RemoteHandle) -> bool:
         return self._get_sandbox(handle) is not None
-
 
 
 def items_of(page: Any) -> tuple[list[Any], str | None]:

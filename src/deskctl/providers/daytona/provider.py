@@ -38,8 +38,6 @@ from deskctl.providers.base import (
 if TYPE_CHECKING:
     from deskctl.spec import DesktopSpec
 
-    pass
-
 from deskctl.providers.daytona.checks import DaytonaChecks
 from deskctl.providers.daytona.client import (
     FAILED_STATES,
@@ -53,7 +51,6 @@ from deskctl.providers.daytona.toolbox import DaytonaToolbox
 
 def _ceil_minutes(seconds: float) -> int:
     return max(1, math.ceil(seconds / 60.0))
-
 
 
 class DaytonaProvider(DaytonaChecks, DaytonaToolbox):

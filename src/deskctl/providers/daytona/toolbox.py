@@ -73,9 +73,6 @@ def toolbox_key_name(canonical: str) -> str:
     return name
 
 
-
-
-
 class DaytonaToolbox(FileTransfer, GuestActions, DaytonaApi):
     """The desktop side of :class:`~deskctl.providers.daytona.DaytonaProvider`."""
 
@@ -322,8 +319,6 @@ def _stderr_apart(line: str, marker: str) -> str:
     return (f'__dk_e=$(mktemp) || exit 125; exec 3>"$__dk_e" 4<"$__dk_e"; rm -f "$__dk_e"; '
             f"{line} 2>&3 3>&- 4<&- </dev/null; __dk_rc=$?; exec 3>&-; printf %s {marker}; cat <&4; "
             "exit $__dk_rc")
-
-
 
 
 def _type_requests(text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from deskctl.spec import DesktopSpec
 
 
-
-
 class KubernetesChecks(KubernetesApi):
     """The preflight of :class:`~deskctl.providers.kubernetes.KubernetesProvider`."""
 

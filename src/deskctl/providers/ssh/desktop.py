@@ -151,8 +151,6 @@ class _Desktop:
             self.owner = None
 
 
-
-
 class SshDesktops(X11Provider):
     """The connections of :class:`~deskctl.providers.ssh.SSHProvider` and what it does with an open desktop
     (display, input, exec, harness actions)."""

@@ -11,7 +11,7 @@ import tarfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from deskctl.errors import (
     ProviderApiError,
@@ -32,11 +32,6 @@ from deskctl.providers.ssh.scripts import (
     _sh,
 )
 from deskctl.providers.ssh.target import PROVIDER
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 class SshFiles(SshDesktops):

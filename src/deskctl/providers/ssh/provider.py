@@ -140,9 +140,8 @@ if TYPE_CHECKING:
     from deskctl.spec import DesktopSpec
 
 
-
-
 __all__ = ["SSHProvider", "SshTarget", "host_key_fingerprint"]
+
 
 class SSHProvider(SshFiles):
     """Desktops on a Linux host over SSH. ``handle.data``: ``host``, ``port``, ``user``, ``key_file``,

@@ -19,11 +19,8 @@ from deskctl.providers.use_computer.client import (
 )
 
 if TYPE_CHECKING:
-
-
     from deskctl.checks import CheckRecorder, CheckResult
     from deskctl.spec import DesktopSpec
-
 
 
 class UseComputerChecks(UseComputerApi):

@@ -66,8 +66,6 @@ class _FileBody:
                 yield chunk
 
 
-
-
 class UseComputerApi(HttpProvider):
     """The wire side of :class:`~deskctl.providers.use_computer.UseComputerProvider`."""
 
@@ -235,8 +233,6 @@ class UseComputerApi(HttpProvider):
 
 def _reservation_expired(err: DeskctlError) -> bool:
     return err.details.get("error") == _RESERVATION_EXPIRED
-
-
 
 
 def _size_of(raw: Any) -> tuple[int, int] | None:

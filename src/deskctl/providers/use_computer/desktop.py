@@ -80,9 +80,6 @@ def key_name(canonical: str, platform: Platform = Platform.MACOS) -> str:
     return name
 
 
-
-
-
 class UseComputerDesktop(FileTransfer, GuestActions, UseComputerApi):
     """The desktop side of :class:`~deskctl.providers.use_computer.UseComputerProvider`."""
 
@@ -297,7 +294,6 @@ def _type_requests(text: str, platform: Platform) -> list[tuple[str, dict[str, A
         previous = char
     flush()
     return requests
-
 
 
 def _scale_png(png: bytes, size: tuple[int, int]) -> bytes:

@@ -40,8 +40,6 @@ from deskctl.providers.use_computer.client import (
 from deskctl.providers.use_computer.desktop import UseComputerDesktop
 
 if TYPE_CHECKING:
-
-
     from deskctl.ledger import SessionRecord
     from deskctl.spec import DesktopSpec
 
@@ -56,7 +54,6 @@ def _flag(raw: Any, default: bool) -> bool:
     if text in ("0", "false", "no", "off"):
         return False
     raise ConfigInvalid(f"use-computer option value {raw!r} is not true or false", provider="use-computer")
-
 
 
 class UseComputerProvider(UseComputerChecks, UseComputerDesktop):
@@ -264,7 +261,6 @@ class UseComputerProvider(UseComputerChecks, UseComputerDesktop):
     def keepalive(self, handle: RemoteHandle) -> None:
         """Reset the service's idle timer (``POST .../keepalive``); a 404 means it was already reaped."""
         self._sandbox(handle, "POST", "/keepalive", "send a keepalive", idempotent=True)
-
 
 
 def _create_may_have_made_something(err: DeskctlError) -> bool:
