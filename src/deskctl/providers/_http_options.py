@@ -21,7 +21,7 @@ def number(default: float | None, doc: str, bound: str = "provider_option", **ex
 class HttpOptions(ProviderOptions):
     """Retry policy (:class:`deskctl.providers._http.RetryPolicy`), polling and timeouts of an HTTP provider."""
 
-    retry_attempts: int = option(5, doc="tries of a request that may be retried (at least 1)",
+    retry_attempts: int = option(5, doc="tries of a request that may be retried (0 counts as 1: no retry)",
                                  bound="provider_option", ge=0, le=1000)
     retry_initial: float = number(0.5, "first backoff delay, seconds (doubled per retry)")
     retry_maximum: float = number(8.0, "longest backoff delay, seconds")
