@@ -83,12 +83,6 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
     )
 
 
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        """Every value against the declaration (:mod:`.options`): ``usage.bad_option`` before anything is made."""
-        model = cls.options_class()
-        assert model is not None
-        model.parse(options)
 
     # -- create ----------------------------------------------------------------------------------------------------
     def _pod_body(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str], image: str,

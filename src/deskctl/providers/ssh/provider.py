@@ -157,11 +157,10 @@ class SSHProvider(SshFiles):
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """Every value against the declaration (:mod:`.options`), and the host's form: a usage error before
         anything is dialled."""
-        model = cls.options_class()
-        assert model is not None
-        model.parse(options)
+        super().check_options(options)
         if options.get("host"):
             SshTarget.split(str(options["host"]))
+
     capabilities = Capabilities(
         platforms=frozenset({Platform.UBUNTU}),
         settable_geometry=True,
