@@ -158,7 +158,8 @@ def test_the_lookup_window_is_bounded(daytona_env: FakeDaytona) -> None:
             DaytonaProvider(bad)
     refused = run_deskctl(daytona_env, "up", "--provider", "daytona", "--platform", "windows", "--json",
                           "-o", "create_lookup_seconds=-1")
-    assert refused.returncode == 2 and json.loads(refused.stdout)["error"]["code"] == "config.invalid"
+    # from the command line the declaration refuses it first, as every provider's bad option (usage.bad_option)
+    assert refused.returncode == 2 and json.loads(refused.stdout)["error"]["code"] == "usage.bad_option"
     assert daytona_env.sandboxes == {}
 
 

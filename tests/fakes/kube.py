@@ -1000,6 +1000,13 @@ class FakeKubernetes(LoopbackService):
                 containerStatuses=[_waiting(container_spec, "CreateContainerError", failure)]))
             self._wait(namespace, name, lambda p: False, 3600)
             return
+        with self._lock:
+            evicted = self._evictions.get(uid)
+        if evicted is not None:
+            # evicted while its container started: the kubelet reports the eviction, never a Running pod (so a
+            # client cannot reach the agent of a pod that is already being evicted)
+            self._stop_with(namespace, name, container, "Evicted", evicted)
+            return
         inspect = self._docker.api.inspect_container(container)
         ip = str(inspect["NetworkSettings"].get("IPAddress") or "")
 

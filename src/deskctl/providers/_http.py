@@ -2,8 +2,8 @@
 
 Four things, so that every cloud provider behaves the same way at its boundary:
 
-- :class:`HttpProvider`: the base class of the cloud providers (their client, retry policy, numeric options,
-  credential lookup, error-mapping hooks, JSON answers and poll backoff).
+- :class:`HttpProvider`: the base class of the cloud providers (their client, retry policy, options read
+  through their declaration, credential lookup, error-mapping hooks, JSON answers and poll backoff).
 - :func:`make_client`: an ``httpx.Client`` with deskctl's timeouts and headers (a transport may be injected).
 - :class:`RetryPolicy`: exponential backoff (tenacity) that honours ``Retry-After`` and the throttler-named
   ``Retry-After-{throttler}`` headers; every delay is scaled by ``DESKCTL_HTTP_RETRY_SCALE`` or the policy's
@@ -30,7 +30,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from deskctl._redact import redact
 from deskctl.errors import (
@@ -45,14 +45,15 @@ from deskctl.errors import (
     QuotaExceeded,
     RateLimited,
 )
-from deskctl.limits import BOUNDS
+from deskctl.providers._option_values import OptionRow, OptionValues
 from deskctl.providers.base import Provider, RemoteHandle
 
 if TYPE_CHECKING:
     import httpx
 
+    from deskctl.providers._http_options import HttpOptions
+
 __all__ = [
-    "CREATE_LOOKUP_SECONDS",
     "RETRY_SCALE_ENV",
     "HttpErrorContext",
     "HttpProvider",
@@ -71,9 +72,6 @@ RETRY_SCALE_ENV = "DESKCTL_HTTP_RETRY_SCALE"
 
 _QUOTA_RE = re.compile(r"(?i)(limit exceeded|quota|exceeds maximum allowed|insufficient (credit|balance))")
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
-#: how long what an ambiguous create made is looked for by default, and the bound of the option
-CREATE_LOOKUP_SECONDS = 45.0
-CREATE_LOOKUP_MAX = BOUNDS["create_lookup_seconds"].hi
 
 
 @dataclass(frozen=True)
@@ -369,43 +367,37 @@ def send(
     return result
 
 
-#: the provider options every HTTP provider reads (RetryPolicy.from_options, and the HTTP polling knobs)
-HTTP_OPTIONS = frozenset({"retry_attempts", "retry_initial", "retry_maximum", "retry_scale", "poll_interval",
-                          "poll_max_interval", "request_timeout", "destroy_timeout"})
-
-
 class HttpProvider(Provider):
     """The plumbing the cloud providers share around :func:`send`: one ``httpx.Client`` per instance (made on
     first use, released by :meth:`close`), the retry policy of the provider options (``self.retry``), numeric
     options, credential lookup, the error-mapping hooks, JSON answers and the poll backoff.
 
-    A subclass names its credentials remedy (:meth:`_credentials_remedy`), may claim errors first with its own
-    wording (:meth:`_classify`), and sets ``poll_interval``, ``poll_max_interval`` and ``request_timeout``
-    (with :meth:`_number`, so each keeps its own defaults).
+    A subclass names its options (:attr:`option_table`) and its credentials remedy (:meth:`_credentials_remedy`),
+    and may claim errors first with its own wording (:meth:`_classify`).
     """
 
     #: headers every request of this provider sends besides deskctl's own
     client_headers: ClassVar[Mapping[str, str]] = {}
-    poll_interval: float
-    poll_max_interval: float
-    request_timeout: float
+    #: the provider's options as data (its package's ``_option_table.TABLE``, made from its ``Options``, a
+    #: subclass of :class:`deskctl.providers._http_options.HttpOptions`)
+    option_table: ClassVar[Mapping[str, OptionRow]]
+    opts: HttpOptions
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()
+        #: the options, read through the one declaration without loading pydantic (a bad value given is
+        #: :class:`ConfigInvalid` here)
+        self.opts = cast("HttpOptions", OptionValues(self.name, self.option_table, self.options, self._option_env))
         self.retry = RetryPolicy.from_options(self.options)
         self._sleep: Callable[[float], None] = time.sleep
+        self.poll_interval = self.opts.poll_interval
+        self.poll_max_interval = self.opts.poll_max_interval
+        self.request_timeout = self.opts.request_timeout
+        self.destroy_timeout = self.opts.destroy_timeout
         #: how long what an ambiguous create made is looked for (see :meth:`_look_for_created`)
-        self.create_lookup_seconds = self._create_lookup_window()
-
-    def _number(self, key: str, default: float, bound: str = "provider_option") -> float:
-        """Provider option ``key`` within the ``bound`` of :mod:`deskctl.limits` (finite, non-negative, at most 30
-        days by default), else :class:`ConfigInvalid`."""
-        from deskctl.limits import check_number
-
-        value: float = check_number(bound, self.options.get(key, default), what=f"{self.name} option {key}")
-        return value
+        self.create_lookup_seconds = self.opts.create_lookup_seconds
 
     def _var(self, var: str) -> str | None:
         """A variable of this provider from the environment, then the keyring; None when neither has it."""
@@ -413,6 +405,13 @@ class HttpProvider(Provider):
 
         cred = resolve(self.name, var)
         return cred.value if cred is not None else None
+
+    def _option_env(self, var: str) -> str | None:
+        """The environment variable an option falls back to: one of :attr:`credentials`' variables from the
+        environment, then the keyring (:meth:`_var`); any other from the environment only."""
+        if var in self.credentials.variables:
+            return self._var(var)
+        return os.environ.get(var)
 
     @property
     def client(self) -> httpx.Client:
@@ -485,11 +484,6 @@ class HttpProvider(Provider):
                 ) from cause
 
     # -- a create whose answer was lost ----------------------------------------------------------------------
-    def _create_lookup_window(self) -> float:
-        """Option ``create_lookup_seconds`` (default :data:`CREATE_LOOKUP_SECONDS`, at most
-        :data:`CREATE_LOOKUP_MAX`; 0 looks once), checked when the provider is made."""
-        return self._number("create_lookup_seconds", CREATE_LOOKUP_SECONDS, "create_lookup_seconds")
-
     def _look_for_created(self, lookup: Callable[[], dict[str, RemoteHandle]],
                           cause: DeskctlError) -> dict[str, RemoteHandle]:
         """What a failed create made, by ``lookup`` (by name and label). When the create's answer was lost

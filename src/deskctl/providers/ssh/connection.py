@@ -96,7 +96,6 @@ def _transport_class() -> type[Any]:
     return StreamLocalTransport
 
 
-
 class _Connection:
     """One authenticated SSH connection (paramiko Transport) to one host. Thread-safe for channels."""
 

@@ -11,13 +11,15 @@ import dataclasses
 import getpass
 import hashlib
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import ConfigInvalid, PreflightError, UsageError
 from deskctl.providers.base import RemoteHandle
+
+if TYPE_CHECKING:
+    from deskctl.providers.ssh.options import Options
 
 ENV_HOST = "DESKCTL_SSH_HOST"
 ENV_KEY_FILE = "DESKCTL_SSH_KEY_FILE"
@@ -105,10 +107,9 @@ def _parse_jump(text: str, default_user: str) -> tuple[SshTarget, ...]:
     return tuple(SshTarget.parse(part, user=default_user) for part in text.split(",") if part.strip())
 
 
-def _ssh_config_entry(options: Mapping[str, Any], alias: str) -> dict[str, Any]:
+def _ssh_config_entry(raw: Any, alias: str) -> dict[str, Any]:
     """What OpenSSH's client configuration says about ``alias`` (HostName, User, Port, IdentityFile ...):
-    ``provider_options["ssh_config"]`` names the file (default ``~/.ssh/config`` when it exists; false: none)."""
-    raw = options.get("ssh_config", True)
+    ``raw`` is option ``ssh_config``, the file (true: ``~/.ssh/config`` when it exists; false: none)."""
     if raw is False or (isinstance(raw, str) and raw.strip().lower() in ("", "0", "false", "no", "off", "none")):
         return {}
     path = Path("~/.ssh/config" if raw is True else str(raw)).expanduser()
@@ -152,53 +153,53 @@ class _Settings:
     jump: tuple[SshTarget, ...] = ()
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> _Settings:
-        host = options.get("host") or os.environ.get(ENV_HOST)
+    def from_options(cls, options: Options) -> _Settings:
+        host = options.host
         if not host:
             raise UsageError(
                 "the ssh provider needs a host", code="usage.missing_host", provider=PROVIDER,
                 remedy=f"--host user@host[:port], or export {ENV_HOST}=user@host",
             )
-        who, alias, port = SshTarget.split(str(host))
-        entry = _ssh_config_entry(options, alias)
+        who, alias, port = SshTarget.split(host)
+        entry = _ssh_config_entry(options.ssh_config, alias)
         target = SshTarget(
-            user=str(who or options.get("user") or entry.get("user") or getpass.getuser()),
+            user=str(who or options.user or entry.get("user") or getpass.getuser()),
             host=str(entry.get("hostname") or alias),
-            port=_port(port or options.get("port") or entry.get("port") or 22),
+            port=_port(port or options.port or entry.get("port") or 22),
         )
         identity_files = tuple(str(Path(str(p)).expanduser()) for p in entry.get("identityfile", []))
-        jump_text = str(options.get("jump") or entry.get("proxyjump") or "")
+        jump_text = str(options.jump or entry.get("proxyjump") or "")
         jump = _parse_jump(jump_text, target.user) if jump_text.lower() not in ("", "none") else ()
-        key_file = options.get("key_file") or os.environ.get(ENV_KEY_FILE) or None
-        known_hosts = options.get("known_hosts") or os.environ.get(ENV_KNOWN_HOSTS) or None
         return cls(
             target=target,
-            key_file=str(Path(str(key_file)).expanduser()) if key_file else None,
-            known_hosts=str(Path(str(known_hosts)).expanduser()) if known_hosts else None,
-            accept_new_host_key=_bool(options.get("accept_new_host_key", False)),
-            agent=_bool(options.get("agent", True)),
-            xvfb_path=str(options.get("xvfb_path") or "Xvfb"),
-            remote_dir=str(options.get("remote_dir") or os.environ.get(ENV_REMOTE_DIR) or ""),
-            connect_timeout=float(options.get("connect_timeout") or 15.0),
-            compression=_bool(options.get("compression", False)),
+            key_file=str(Path(options.key_file).expanduser()) if options.key_file else None,
+            known_hosts=str(Path(options.known_hosts).expanduser()) if options.known_hosts else None,
+            accept_new_host_key=options.accept_new_host_key,
+            agent=options.agent,
+            xvfb_path=options.xvfb_path,
+            remote_dir=options.remote_dir or "",
+            connect_timeout=options.connect_timeout,
+            compression=options.compression,
             identity_files=identity_files,
             jump=jump,
         )
 
     @classmethod
-    def from_handle(cls, handle: RemoteHandle, options: Mapping[str, Any]) -> _Settings:
+    def from_handle(cls, handle: RemoteHandle, options: Options) -> _Settings:
         data = handle.data
         if not data.get("host"):
             return cls.from_options(options)
+        given_timeout = "connect_timeout" in options.given()
         return cls(
             target=SshTarget(user=str(data["user"]), host=str(data["host"]), port=int(data.get("port", 22))),
-            key_file=data.get("key_file") or options.get("key_file") or os.environ.get(ENV_KEY_FILE) or None,
+            key_file=data.get("key_file") or options.key_file or None,
             known_hosts=data.get("known_hosts"),
             accept_new_host_key=False,  # the key was recorded when the desktop was made
             agent=_bool(data.get("agent", True)),
             xvfb_path=str(data.get("xvfb_path") or "Xvfb"),
             remote_dir=str(data.get("remote_dir") or ""),
-            connect_timeout=float(options.get("connect_timeout") or data.get("connect_timeout") or 15.0),
+            connect_timeout=float(options.connect_timeout if given_timeout
+                                  else data.get("connect_timeout") or options.connect_timeout),
             compression=_bool(data.get("compression", False)),
             identity_files=tuple(str(p) for p in data.get("identity_files") or ()),
             jump=_parse_jump(str(data.get("jump") or ""), str(data["user"])),
