@@ -634,7 +634,25 @@ class Desktop:
         self._teardown(status="ended", reason="closed")
 
     def release(self) -> None:
-        """Let go of the desktop without destroying it (detached sessions, :func:`attach`)."""
+        """Let go of the desktop without destroying it (detached sessions, :func:`attach`). A recording's steps
+        still being written are written first; one that could not be is raised (``recording.write_failed``)
+        once the desktop is let go."""
+        recording_error = self._finish_recording()
+        self._release()
+        if recording_error is not None:
+            raise recording_error
+
+    def _finish_recording(self) -> DeskctlError | None:
+        """Wait for the recorder's background writes (its steps are captured already); their error, if any."""
+        if self._recorder is None:
+            return None
+        try:
+            self._recorder.close()
+        except DeskctlError as exc:
+            return exc
+        return None
+
+    def _release(self) -> None:
         self._stop.set()
         self._limits_changed.set()
         self._flush_actions(force=True)
@@ -655,6 +673,12 @@ class Desktop:
         try:
             if self.state in (State.CLOSED, State.FAILED, State.ENDED):
                 return
+            # the recording's last steps are written before the end is: a write that failed ends the session failed
+            recording_error = self._finish_recording()
+            if recording_error is not None and status == "failed":
+                recording_error = None  # the failure being reported comes first
+            elif recording_error is not None:
+                status, reason = "failed", recording_error.code
             self._write_ahead(reason)  # before anything stops: a refused destroy leaves the session as it was
             self.state = State.CLOSING
             self._stop.set()
@@ -662,6 +686,8 @@ class Desktop:
             _open_desktops.discard(self)
             with _shield_signals():
                 self._destroy_and_record(status=status, reason=reason)
+            if recording_error is not None:
+                raise recording_error
         finally:
             self._teardown_lock.release()
             for thread in self._threads:
