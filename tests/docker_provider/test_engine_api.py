@@ -125,3 +125,60 @@ def test_deskctl_down_of_a_docker_desktop_does_not_import_the_sdk(deskctl_home: 
                             text=True, timeout=60, env=os.environ.copy())
     (row,) = [s for s in json.loads(listed.stdout)["sessions"] if s["id"] == sid]
     assert row["status"] == "ended"
+
+
+def test_exec_and_archives_round_trip_and_refusals_are_deskctl_errors(sleeper: Any, tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    with engine_api(None) as api:  # type: ignore[union-attr]
+        code, out, err = api.exec_run(sleeper.id, ["sh", "-c", "printf out; printf err >&2; exit 3"], "run")
+        assert (code, out, err) == (3, b"out", b"err")
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            data = os.urandom(300_000)
+            info = tarfile.TarInfo("blob")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        raw = buffer.getvalue()
+        api.put_archive(sleeper.id, "/tmp", iter([raw[:1000], raw[1000:]]), "copy")
+        stat, chunks = api.get_archive(sleeper.id, "/tmp/blob", "copy back")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(chunks)), mode="r") as tar:
+            member = tar.extractfile("blob")
+            assert member is not None and member.read() == data
+        assert stat["name"] == "blob" and stat["size"] == len(data)
+        with pytest.raises(NotFound):
+            api.put_archive(sleeper.id, "/no/such/folder", iter([raw]), "copy")
+        with pytest.raises(NotFound):
+            api.get_archive(sleeper.id, "/no/such/file", "copy back")
+        with pytest.raises(NotFound):
+            api.exec_run(f"deskctl-no-such-{uuid.uuid4().hex}", ["true"], "run")
+
+
+def test_deskctl_cp_of_a_docker_desktop_does_not_import_the_sdk(deskctl_home: Path, tmp_path: Path) -> None:
+    up = subprocess.run([sys.executable, "-m", "deskctl", "up", "--provider", "docker", "--geometry", "320x240"],
+                        capture_output=True, text=True, timeout=180, env=os.environ.copy())
+    assert up.returncode == 0, up.stderr
+    sid = up.stdout.strip()
+    source = tmp_path / "payload.bin"
+    source.write_bytes(os.urandom(100_000))
+    script = ("import json, sys\n"
+              "from deskctl.cli import main\n"
+              "try:\n"
+              "    main(['cp', *sys.argv[1:]])\n"
+              "except SystemExit as exc:\n"
+              "    code = exc.code\n"
+              "else:\n"
+              "    code = 0\n"
+              "print(json.dumps({'code': code, 'loaded': sorted(m for m in ('docker', 'requests', 'urllib3')"
+              " if m in sys.modules)}))\n")
+    try:
+        for argv in ([str(source), f"{sid}:/tmp/new/folder/payload.bin"],
+                     [f"{sid}:/tmp/new/folder/payload.bin", str(tmp_path / "back.bin")]):
+            done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True,
+                                  timeout=180, env=os.environ.copy())
+            assert json.loads(done.stdout.strip().splitlines()[-1]) == {"code": 0, "loaded": []}, done.stderr
+        assert (tmp_path / "back.bin").read_bytes() == source.read_bytes()
+    finally:
+        subprocess.run([sys.executable, "-m", "deskctl", "down", sid], capture_output=True, timeout=180,
+                       env=os.environ.copy())

@@ -15,10 +15,10 @@ import pytest
 
 import deskctl
 from deskctl import actions as act
-from deskctl.errors import ProviderUnreachable
 from deskctl.core import x11 as _x11
-from deskctl.providers._x11 import X11Address, X11Driver, read_cookie
 from deskctl.core.x11wire import WireDriver
+from deskctl.errors import ProviderUnreachable
+from deskctl.providers._x11 import X11Address, X11Driver, read_cookie
 from probe import Probe
 
 ACTIONS: list[act.Action] = [

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -214,6 +215,115 @@ class EngineApi:
                 conn.close()
 
 
+    # -- bulk calls: each on a connection of its own (a stream holds it), with ``timeout`` for every read ----
+    def _bulk(self, timeout: float) -> EngineApi:
+        clone = EngineApi.__new__(EngineApi)
+        clone.__dict__.update(self.__dict__)
+        clone.timeout, clone._lock, clone._conn = timeout, threading.Lock(), None
+        return clone
+
+    def _open_stream(self, method: str, path: str, doing: str, *, body: bytes | None = None,
+                     chunks: Iterator[bytes] | None = None, headers: Mapping[str, str] | None = None,
+                     timeout: float | None = None) -> tuple[_Connection, int, dict[bytes, bytes]]:
+        """A request whose response is read by the caller: ``(connection, status, headers)``; an error status is
+        raised (its body read) and the connection closed."""
+        api = self._bulk(timeout or self.timeout)
+        with api._errors(doing):
+            conn = api._connect()
+            try:
+                if chunks is None:
+                    conn.send_request(method, path, body, headers)
+                else:
+                    conn.send_request(method, path, None, {**(headers or {}), "Transfer-Encoding": "chunked"},
+                                      length=False)
+                    try:
+                        for chunk in chunks:
+                            if chunk:
+                                conn.sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+                        conn.sock.sendall(b"0\r\n\r\n")
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # the engine answered (a refusal) before it read the body: its answer is read below
+                status, chunked, length = conn.read_head()
+                if status >= 400:
+                    data = conn.read_body(chunked, length, status)
+                    conn.close()
+                    self._raise_status(status, data, doing)
+            except BaseException:
+                conn.close()
+                raise
+        return conn, status, conn.headers
+
+    def _raise_status(self, status: int, data: bytes, doing: str) -> None:
+        message = _message(data)
+        if status == 404:
+            raise NotFound(f"cannot {doing}: {message}", provider=_PROVIDER)
+        raise ProviderApiError(f"cannot {doing}: Docker said {status}: {message}", status=status, provider=_PROVIDER)
+
+    def put_archive(self, container: str, path: str, chunks: Iterator[bytes], doing: str, *,
+                    timeout: float = 3600.0) -> None:
+        """``PUT /containers/{id}/archive?path=``: the tar ``chunks`` sent as they come (chunked encoding)."""
+        target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
+        conn, _, _ = self._open_stream("PUT", target, doing, chunks=chunks, timeout=timeout,
+                                       headers={"Content-Type": "application/x-tar"})
+        with self._errors(doing):
+            try:
+                status, chunked, length = conn.last_head
+                conn.read_body(chunked, length, status)
+            finally:
+                conn.close()
+
+    def get_archive(self, container: str, path: str, doing: str, *,
+                    timeout: float = 3600.0) -> tuple[dict[str, Any], Generator[bytes, None, None]]:
+        """``GET /containers/{id}/archive?path=``: the path's stat (as the SDK decodes it) and the tar as chunks
+        (the connection closes when they are read, or when the iterator is closed)."""
+        import base64
+
+        target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
+        conn, _, headers = self._open_stream("GET", target, doing, timeout=timeout)
+        raw = headers.get(b"x-docker-container-path-stat")
+        stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
+        return stat, self._chunks(conn, doing)
+
+    def _chunks(self, conn: _Connection, doing: str) -> Generator[bytes, None, None]:
+        try:
+            with self._errors(doing):
+                _, chunked, length = conn.last_head
+                yield from conn.iter_body(chunked, length)
+        finally:
+            conn.close()
+
+    def exec_run(self, container: str, argv: list[str], doing: str, *, user: str = "",
+                 environment: Mapping[str, str] | None = None,
+                 timeout: float = 60.0) -> tuple[int | None, bytes, bytes]:
+        """``docker exec`` without a TTY: ``(exit code, stdout, stderr)`` (the code None when the engine has none)."""
+        config = {"AttachStdout": True, "AttachStderr": True, "AttachStdin": False, "Tty": False, "Cmd": argv,
+                  "User": user, "Env": [f"{k}={v}" for k, v in (environment or {}).items()] or None}
+        _, created = self.request("POST", f"/containers/{quote(container, safe='')}/exec", doing,
+                                  body=json.dumps(config).encode(), headers={"Content-Type": "application/json"})
+        exec_id = str(json.loads(created)["Id"])
+        conn, _, _ = self._open_stream("POST", f"/exec/{exec_id}/start", doing, timeout=timeout,
+                                       body=json.dumps({"Detach": False, "Tty": False}).encode(),
+                                       headers={"Content-Type": "application/json", "Connection": "Upgrade",
+                                                "Upgrade": "tcp"})
+        out, err = bytearray(), bytearray()
+        with self._errors(doing):
+            try:
+                while True:  # the multiplexed stream: 8-byte frame headers (stream, size), up to the close
+                    header = conn.read_upto(8)
+                    if len(header) < 8:
+                        break
+                    size = struct.unpack(">I", header[4:])[0]
+                    payload = conn.read_upto(size)
+                    (err if header[0] == 2 else out).extend(payload)
+                    if len(payload) < size:
+                        break
+            finally:
+                conn.close()
+        _, inspected = self.request("GET", f"/exec/{exec_id}/json", doing)
+        code = json.loads(inspected).get("ExitCode")
+        return (int(code) if code is not None else None), bytes(out), bytes(err)
+
+
 def _message(data: bytes) -> str:
     try:
         doc = json.loads(data)
@@ -264,10 +374,10 @@ class _Connection:
         self.sock.close()
 
     def send_request(self, method: str, target: str, body: bytes | None,
-                     headers: Mapping[str, str] | None) -> None:
+                     headers: Mapping[str, str] | None, *, length: bool = True) -> None:
         lines = [f"{method} {target} HTTP/1.1", "Host: docker", "User-Agent: deskctl"]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-        if body is not None or method in ("POST", "PUT"):
+        if length and (body is not None or method in ("POST", "PUT")):
             lines.append(f"Content-Length: {len(body or b'')}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self.sock.sendall(head + body if body is not None and len(body) < 65536 else head)
@@ -289,41 +399,65 @@ class _Connection:
         status = int(parts[1])
         chunked, length = False, None
         self.keep = parts[0] != b"HTTP/1.0"
+        self.headers: dict[bytes, bytes] = {}
         while True:
             line = self.read_line()
             if line in (b"\r\n", b"\n"):
                 break
             name, _, value = line.partition(b":")
             key, value = name.strip().lower(), value.strip()
+            self.headers[key] = value
             if key == b"content-length" and value.isdigit():
                 length = int(value)
             elif key == b"transfer-encoding" and b"chunked" in value.lower():
                 chunked = True
             elif key == b"connection" and value.lower() == b"close":
                 self.keep = False
+        self.last_head = (status, chunked, length)
         return status, chunked, length
 
     def read_response(self) -> tuple[int, bool, bytes]:
         """``(status, connection kept, body)``."""
         status, chunked, length = self.read_head()
+        body = self.read_body(chunked, length, status)
+        return status, self.keep, body
+
+    def read_body(self, chunked: bool, length: int | None, status: int) -> bytes:
+        if not chunked and length is None and (status in (204, 304) or 100 <= status < 200):
+            return b""
+        return b"".join(self.iter_body(chunked, length))
+
+    def iter_body(self, chunked: bool, length: int | None) -> Iterator[bytes]:
+        """The body as it arrives, by its framing (chunked, a length, or up to the close)."""
         if chunked:
-            parts = []
             while True:
                 size = int(self.read_line().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
                     while self.read_line() not in (b"\r\n", b"\n"):
                         pass  # trailers
-                    break
-                parts.append(self._read_exact(size))
+                    return
+                while size:
+                    data = self._reader.read1(min(size, 1 << 20))
+                    if not data:
+                        raise _BadResponse("the engine closed the connection in the middle of a response")
+                    size -= len(data)
+                    yield data
                 self.read_line()
-            body = b"".join(parts)
         elif length is not None:
-            body = self._read_exact(length)
-        elif status in (204, 304) or 100 <= status < 200:
-            body = b""
+            while length:
+                data = self._reader.read1(min(length, 1 << 20))
+                if not data:
+                    raise _BadResponse("the engine closed the connection in the middle of a response")
+                length -= len(data)
+                yield data
         else:  # neither framing: the body runs to the close
-            body, self.keep = self._reader.read(), False
-        return status, self.keep, body
+            self.keep = False
+            while data := self._reader.read1(1 << 20):
+                yield data
+
+    def read_upto(self, size: int) -> bytes:
+        """Up to ``size`` bytes: fewer only at the end of the stream."""
+        return self._reader.read(size)
 
     def _read_exact(self, size: int) -> bytes:
         data = self._reader.read(size)
