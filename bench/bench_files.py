@@ -262,7 +262,7 @@ def bench_target(name: str, ways: Ways, workloads: dict[str, tuple[Path, int]], 
         for direction in ("upload", "download"):
             ours, naive = median_ms(samples[direction]["deskctl"]), median_ms(samples[direction]["naive"])
             mib = total / 2**20
-            print(f"{name:<8}{direction:<9}{label:<14} deskctl {ours:9.1f} ms {mib / (ours / 1000):8.1f} MiB/s"
+            print(f"{name:<11}{direction:<9}{label:<14} deskctl {ours:9.1f} ms {mib / (ours / 1000):8.1f} MiB/s"
                   f"   {ways.naive_label:<10}{naive:9.1f} ms {mib / (naive / 1000):8.1f} MiB/s   (x{naive / ours:.2f})")
 
 
