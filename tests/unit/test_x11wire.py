@@ -79,8 +79,9 @@ def test_what_the_wire_does_not_take_goes_to_the_full_driver(desk: Any) -> None:
     driver = _open(desk, wire=True)
     try:
         driver.act(act.Click(3, 3, "left", 1))
-        assert driver._full is None  # a click needed no python-xlib
-        assert driver.size() == (320, 240)  # anything else opens the full driver, and the wire is closed
+        assert driver.size() == (320, 240)
+        assert driver._full is None  # a click and the screen's size needed no python-xlib
+        assert isinstance(driver.window_titles(), list)  # anything else opens the full driver, the wire is closed
         assert driver._full is not None and driver._wire is None
         shot = driver.screenshot()
         assert (shot.width, shot.height) == (320, 240)
@@ -130,3 +131,23 @@ def test_deskctl_do_acts_without_loading_python_xlib() -> None:
             assert probe.presses(1)[0].pos == (20, 30)
     finally:
         deskctl.attach(sid).close()
+
+
+def test_a_wire_capture_has_the_pixels_of_python_xlibs(desk: Any) -> None:
+    data = desk.handle.data
+    with Probe.open(X11Address(str(data["display"])), read_cookie(str(data["cookie_file"]))) as probe:
+        probe.paint(10, 20, 50, 40, (200, 30, 90))  # something that is not one colour
+        probe.paint(100, 100, 30, 30, (10, 220, 40))
+        probe.sync_point()
+        by_wire, by_xlib = _open(desk, wire=True), _open(desk, wire=False)
+        try:
+            wire_frame = by_wire.raw_frame()
+            assert by_wire._full is None  # captured over the wire
+            xlib_frame = by_xlib.raw_frame()
+            assert (wire_frame.width, wire_frame.height, wire_frame.mode) == (320, 240, "BGRX")
+            assert wire_frame.data == xlib_frame.data
+            shot = by_wire.screenshot()
+            assert shot.png == by_xlib.screenshot().png
+        finally:
+            by_wire.close()
+            by_xlib.close()

@@ -7,7 +7,8 @@ the connection setup (MIT-MAGIC-COOKIE-1), ``QueryExtension("XTEST")``, XTEST ``
 ``GetInputFocus`` as the round trip that ends every action (errors of the requests before it come back with it,
 and a lost server shows). The requests are byte for byte those python-xlib sends for the same action.
 
-Everything else (screenshots, window titles, a key the keymap lacks, which needs a keycode borrowed) goes to a
+It also reads the screen (GetGeometry, GetImage: what a ``deskctl screenshot`` process needs). Everything else
+(window titles, the pointer's position, a key the keymap lacks, which needs a keycode borrowed) goes to a
 full :class:`~deskctl.core.x11.X11Driver`, opened on first need; from then on every call goes there and
 the wire connection is closed (two connections would not order their requests).
 
@@ -29,6 +30,7 @@ from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, 
 
 if TYPE_CHECKING:
     from deskctl.actions import Action
+    from deskctl.core.frames import RawFrame, Screenshot
     from deskctl.core.x11 import X11Address, X11Driver
 
 __all__ = ["WireConnection", "WireDriver"]
@@ -52,7 +54,9 @@ class WireConnection:
         self.provider = provider
         self._sent = 0  # requests sent (the sequence number of the last one, mod 2**16)
         self._out: list[bytes] = []
-        self._buffer = b""
+        self._buffer = bytearray()
+        self.lsb_first = True
+        self.depth = self.bits_per_pixel = 0
         self.root = 0
         self.min_keycode = self.max_keycode = 0
 
@@ -94,19 +98,30 @@ class WireConnection:
                                       remedy="check the X authority cookie")
         vendor_length = struct.unpack_from("<H", body, 16)[0]
         formats = body[21]
+        self.lsb_first = body[22] == 0  # image byte order
         self.min_keycode, self.max_keycode = body[26], body[27]
-        screen = 32 + vendor_length + (-vendor_length % 4) + 8 * formats
+        start = 32 + vendor_length + (-vendor_length % 4)
+        bits = {body[start + 8 * i]: body[start + 8 * i + 1] for i in range(formats)}  # depth -> bits per pixel
+        screen = start + 8 * formats
         self.root = struct.unpack_from("<I", body, screen)[0]
+        self.depth = body[screen + 38]
+        self.bits_per_pixel = bits.get(self.depth, 0)
         self.sock.settimeout(None)
 
     # -- bytes ---------------------------------------------------------------------------------------------
     def _read(self, size: int) -> bytes:
-        while len(self._buffer) < size:
-            chunk = self.sock.recv(max(65536, size - len(self._buffer)))
-            if not chunk:
-                raise SessionLost(f"X display {self.display} closed the connection", provider=self.provider)
-            self._buffer += chunk
-        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        buffer = self._buffer
+        if len(buffer) < size:
+            view = memoryview(bytearray(size - len(buffer)))
+            filled = 0
+            while filled < len(view):  # a large reply (an image) lands in place, never re-joined
+                count = self.sock.recv_into(view[filled:])
+                if not count:
+                    raise SessionLost(f"X display {self.display} closed the connection", provider=self.provider)
+                filled += count
+            buffer += view
+        data = bytes(buffer[:size])
+        del buffer[:size]
         return data
 
     def queue(self, request: bytes) -> None:
@@ -168,6 +183,16 @@ class WireConnection:
     def sync(self) -> None:
         self.round_trip(struct.pack("<BxH", 43, 1))  # GetInputFocus
 
+    def geometry(self) -> tuple[int, int]:
+        reply = self.round_trip(struct.pack("<BxHI", 14, 2, self.root))  # GetGeometry of the root window
+        width, height = struct.unpack_from("<HH", reply, 16)
+        return int(width), int(height)
+
+    def get_image(self, width: int, height: int) -> bytes:
+        """The root window's pixels, ZPixmap, all planes (GetImage, as python-xlib's ``get_image``)."""
+        reply = self.round_trip(struct.pack("<BBHIhhHHI", 73, 2, 5, self.root, 0, 0, width, height, 0xFFFFFFFF))
+        return reply[32:]
+
 
 class WireDriver:
     """The input half of :class:`~deskctl.core.x11.X11Driver` over a :class:`WireConnection`; every other
@@ -210,6 +235,36 @@ class WireDriver:
             self._wire.close()
         if self._full is not None:
             self._full.close()
+
+    def size(self) -> tuple[int, int]:
+        if self._full is not None or self._wire is None:
+            return self._to_full().size()
+        with self._lock, self._errors("read the screen size") as wire:
+            return wire.geometry()
+
+    def capture_raw(self) -> tuple[bytes, int, int, str]:
+        """As the full driver's, by GetImage over the wire (no MIT-SHM: one capture per process); a screen that
+        is not 32 bits a pixel, least significant byte first, goes to the full driver."""
+        wire = self._wire
+        if self._full is not None or wire is None or wire.bits_per_pixel != 32 or not wire.lsb_first:
+            return self._to_full().capture_raw()
+        with self._lock, self._errors("capture the screen"):
+            width, height = wire.geometry()
+            return wire.get_image(width, height), width, height, "BGRX"
+
+    def raw_frame(self) -> RawFrame:
+        from deskctl.core.frames import RawFrame
+
+        data, width, height, mode = self.capture_raw()
+        return RawFrame(data, width, height, mode)
+
+    def screenshot(self, *, compress_level: int = 1) -> Screenshot:
+        from deskctl.core.frames import Screenshot
+        from deskctl.core.png import encode_png
+
+        data, width, height, mode = self.capture_raw()
+        return Screenshot(png=encode_png(data, width, height, mode, level=compress_level), width=width,
+                          height=height)
 
     def ping(self) -> None:
         if self._full is not None or self._wire is None:
