@@ -4,7 +4,10 @@ Two workloads, each copied to the desktop and back: one 64 MiB file of random by
 files (1-4 KiB, in 40 folders). Per target, deskctl's way and the naive way copy the same data to and from the
 same desktop, alternating round by round; every copy is checked (sizes) once before anything is timed.
 
-    .venv/bin/python bench/bench_files.py [--rounds N] [--targets docker,xvfb,ssh]
+    .venv/bin/python bench/bench_files.py [--rounds N] [--targets docker,docker-cli,xvfb,ssh]
+
+``docker-cli`` times ``deskctl cp`` and ``docker cp`` as whole processes (target: within 1.1x); the others the
+library's ``upload``/``download`` (target: within 1.0x the naive tool).
 
 Prints medians (milliseconds), throughput (MiB/s) and the naive way's time over deskctl's ("x2.0": deskctl
 takes half as long). A target is one entry of :data:`TARGETS`: a function that opens a desktop and yields a
@@ -91,6 +94,39 @@ def docker_target() -> Iterator[Ways]:
 
 
 @contextlib.contextmanager
+def docker_cli_target() -> Iterator[Ways]:
+    """``deskctl cp`` as a whole process (a detached docker desktop, ``deskctl up``) next to ``docker cp`` as a
+    whole process: what a shell script pays per copy, interpreter start and imports included."""
+    import deskctl
+
+    deskctl_bin = [sys.executable, "-m", "deskctl"]
+    session_id = subprocess.run([*deskctl_bin, "up", "--provider", "docker", "--geometry", "640x480"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        desk = deskctl.attach(session_id)
+        container = str(desk.handle.resource_id)  # type: ignore[union-attr]
+
+        def cp_up(local: Path, remote: str) -> None:
+            _run(["docker", "cp", str(local), f"{container}:{remote}"])
+
+        def cp_down(remote: str, local: Path) -> None:
+            _run(["docker", "cp", f"{container}:{remote}", str(local)])
+
+        def deskctl_up(local: Path, remote: str) -> None:
+            _run([*deskctl_bin, "cp", str(local), f"{session_id}:{remote}"])
+
+        def deskctl_down(remote: str, local: Path) -> None:
+            _run([*deskctl_bin, "cp", f"{session_id}:{remote}", str(local)])
+
+        ways = _desk_ways(desk, "docker cp", cp_up, cp_down)
+        ways.upload, ways.download = deskctl_up, deskctl_down
+        yield ways
+        desk.release()
+    finally:
+        subprocess.run([*deskctl_bin, "down", session_id], capture_output=True)
+
+
+@contextlib.contextmanager
 def xvfb_target() -> Iterator[Ways]:
     """The xvfb provider (the desktop's files are this host's) next to ``cp -r``."""
     import deskctl
@@ -157,6 +193,7 @@ def ssh_target() -> Iterator[Ways]:
 #: name -> a function that opens a desktop and yields its Ways (closing it afterwards)
 TARGETS: dict[str, Callable[[], contextlib.AbstractContextManager[Ways]]] = {
     "docker": docker_target,
+    "docker-cli": docker_cli_target,
     "xvfb": xvfb_target,
     "ssh": ssh_target,
 }
@@ -225,7 +262,7 @@ def bench_target(name: str, ways: Ways, workloads: dict[str, tuple[Path, int]], 
         for direction in ("upload", "download"):
             ours, naive = median_ms(samples[direction]["deskctl"]), median_ms(samples[direction]["naive"])
             mib = total / 2**20
-            print(f"{name:<8}{direction:<9}{label:<14} deskctl {ours:9.1f} ms {mib / (ours / 1000):8.1f} MiB/s"
+            print(f"{name:<11}{direction:<9}{label:<14} deskctl {ours:9.1f} ms {mib / (ours / 1000):8.1f} MiB/s"
                   f"   {ways.naive_label:<10}{naive:9.1f} ms {mib / (naive / 1000):8.1f} MiB/s   (x{naive / ours:.2f})")
 
 

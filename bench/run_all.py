@@ -35,7 +35,7 @@ QUICK: dict[str, list[str]] = {
                "--process-rounds", "2", "--reserve-rounds", "5"],
     "mcp": ["--calls", "20"],
     "preflight": ["--rounds", "3"],
-    "record": ["--actions", "30"],
+    "record": ["--actions", "24"],
     "scale": ["--desktops", "4", "--rounds", "30"],
     "ssh": ["--clicks", "20", "--naive-clicks", "10", "--shots", "5", "--naive-shots", "5"],
     "typing": ["--rounds", "1"],

@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -156,6 +155,8 @@ def reserve(ledger: Ledger, *, session_id: str, spec: DesktopSpec, rate: Rate | 
             )  # fmt: skip
         for held_id, cost in releasable:  # holds that count as released already: settle them for good
             tx.release_reservation(held_id, at=now, cost_usd=cost)
+        import secrets  # here: `deskctl down` and `do` load this module and reserve nothing
+
         reservation_id = "rsv-" + secrets.token_hex(8)
         tx.insert_reservation(
             Reservation(

@@ -282,8 +282,28 @@ def flush_actions(desk: Desktop, *, force: bool) -> None:
         desk._counts.update(counts)
 
 
+def finish_recording(desk: Desktop) -> DeskctlError | None:
+    """Wait for the recorder's background writes (its steps are captured already); their error, if any."""
+    if desk._recorder is None:
+        return None
+    try:
+        desk._recorder.close()
+    except DeskctlError as exc:
+        return exc
+    return None
+
+
 def release(desk: Desktop) -> None:
-    """Let go of the desktop without destroying it (detached sessions, :func:`deskctl.session.attach`)."""
+    """Let go of the desktop without destroying it (detached sessions, :func:`deskctl.session.attach`). A
+    recording's steps still being written are written first; one that could not be is raised
+    (``recording.write_failed``) once the desktop is let go."""
+    recording_error = finish_recording(desk)
+    _release(desk)
+    if recording_error is not None:
+        raise recording_error
+
+
+def _release(desk: Desktop) -> None:
     desk._stop.set()
     desk._limits_changed.set()
     desk._flush_actions(force=True)
@@ -313,6 +333,12 @@ def teardown(desk: Desktop, *, status: str, reason: str) -> None:
     try:
         if desk.state.settled:
             return
+        # the recording's last steps are written before the end is: a write that failed ends the session failed
+        recording_error = finish_recording(desk)
+        if recording_error is not None and wanted is SessionStatus.FAILED:
+            recording_error = None  # the failure being reported comes first
+        elif recording_error is not None:
+            wanted, reason = SessionStatus.FAILED, recording_error.code
         _write_ahead(desk, reason)  # before anything stops: a refused destroy leaves the session as it was
         desk._move(SessionStatus.DESTROYING)
         desk._stop.set()
@@ -320,6 +346,8 @@ def teardown(desk: Desktop, *, status: str, reason: str) -> None:
         supervisor.unwatch(desk)
         with supervisor.shield_signals():
             _destroy_and_record(desk, status=wanted, reason=reason)
+        if recording_error is not None:
+            raise recording_error
     finally:
         desk._teardown_lock.release()
         for thread in desk._threads:

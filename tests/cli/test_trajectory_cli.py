@@ -174,6 +174,8 @@ def test_show_reports_damage_and_missing_dirs_are_usage_errors(tmp_path: Path) -
 def test_a_torn_or_foreign_line_is_skipped_and_the_next_row_starts_on_its_own_line(tmp_path: Path) -> None:
     with deskctl.open_desktop("xvfb", geometry="320x240", record=tmp_path) as desk:
         desk.move(3, 4)
+        assert desk.recording is not None
+        desk.recording.flush()  # step 1's row is written (off the hot path): the crash comes after it
         with open(tmp_path / JSONL_NAME, "ab") as fh:  # a crash mid-write: no newline, and bytes that are no UTF-8
             fh.write(b'{"type": "step", "step": 2, "cut \xff\xfe short')
         desk.move(5, 6)  # the writer starts its row on a fresh line: step 2 is not glued to the torn line

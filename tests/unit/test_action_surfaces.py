@@ -282,6 +282,8 @@ def test_an_action_is_a_step_of_the_trajectory_exactly_when_the_table_says_recor
                 arguments.update(timeout=0.5)
             with contextlib.suppress(WaitTimeout):
                 invoke(desk, spec, arguments)
+            assert desk.recording is not None
+            desk.recording.flush()  # the recorder's worker writes the row off the action's path
             assert steps() - before == (1 if spec.recorded else 0), spec
 
 

@@ -187,15 +187,49 @@ def test_a_recording_that_cannot_be_written_raises_and_the_desktop_is_still_dest
     assert ended is not None and ended.status == "failed" and ended.reason == "recording.write_failed"
 
 
-def test_an_after_shot_that_cannot_be_saved_fails_the_step_once_the_action_ran(tmp_path: Path) -> None:
+def test_an_after_shot_that_cannot_be_saved_fails_at_the_flush_and_its_row_is_never_written(tmp_path: Path) -> None:
     (tmp_path / "000001-after.png").mkdir()  # the after shot's file cannot be written
     with deskctl.open_desktop("xvfb", geometry="320x240", record=tmp_path) as desk:
+        desk.move(1, 1)  # captured; the worker writes its PNGs and row off the hot path
+        recorder = desk.recording
+        assert recorder is not None
         with pytest.raises(InfrastructureError) as info:
-            desk.move(1, 1)
+            recorder.flush()
         assert info.value.code == "recording.write_failed" and "000001-after.png" in info.value.message
+        recorder.flush()  # raised once
         desk.move(2, 2)  # the next step gets the next number; the lost one is never reused
-    (only,) = rows(tmp_path)
+    (only,) = rows(tmp_path)  # the row of step 1 never names a PNG that was not written: it is not there
     assert only["step"] == 2 and (tmp_path / "000001-before.png").is_file()
+    check_image(tmp_path, only["before"], (320, 240))
+    check_image(tmp_path, only["after"], (320, 240))
+
+
+def test_a_step_the_worker_could_not_write_fails_the_next_step_before_its_action(tmp_path: Path) -> None:
+    (tmp_path / "000001-before.png").mkdir()
+    with deskctl.open_desktop("xvfb", geometry="320x240", record=tmp_path) as desk:
+        desk.move(1, 1)
+        recorder = desk.recording
+        assert recorder is not None
+        recorder._wait_idle()  # the worker met the error
+        with pytest.raises(InfrastructureError) as info:
+            desk.move(7, 7)
+        assert info.value.code == "recording.write_failed" and "000001-before.png" in info.value.message
+        assert desk.cursor_position() == (1, 1)  # the failing step did not act
+        desk.move(3, 3)
+    assert [r["step"] for r in rows(tmp_path)] == [2]
+    assert not (tmp_path / "000001-after.png").exists()  # a step's row and PNGs are written in order
+
+
+def test_close_writes_every_captured_step_and_a_new_process_continues_the_numbers(tmp_path: Path) -> None:
+    with deskctl.open_desktop("xvfb", geometry="320x240", record=tmp_path) as desk:
+        for i in range(12):  # more than the queue holds: later steps wait for room
+            desk.move(i, i)
+    written = rows(tmp_path)
+    assert [r["step"] for r in written] == list(range(1, 13))
+    assert [r["action"]["x"] for r in written] == list(range(12))
+    for row in written:
+        check_image(tmp_path, row["before"], (320, 240))
+        check_image(tmp_path, row["after"], (320, 240))
 
 
 def test_processes_acting_on_one_detached_session_get_unique_increasing_steps(tmp_path: Path) -> None:
@@ -222,3 +256,30 @@ def test_processes_acting_on_one_detached_session_get_unique_increasing_steps(tm
     for row in written:  # each step's shots are its own, written whole
         check_image(tmp_path, row["before"], (320, 240))
         check_image(tmp_path, row["after"], (320, 240))
+
+
+def test_a_crash_loses_only_steps_in_flight_and_no_row_names_a_png_not_written(tmp_path: Path) -> None:
+    desk = deskctl.open_desktop("xvfb", geometry="320x240", detached=True, record=tmp_path)
+    sid = desk.id
+    desk.release()
+    # a process that dies (os._exit: no finally, no atexit) right after handing steps to the worker
+    script = ("import os, sys, deskctl\n"
+              "desk = deskctl.attach(sys.argv[1])\n"
+              "for i in range(10):\n"
+              "    desk.move(i, i)\n"
+              "os._exit(0)\n")
+    try:
+        subprocess.run([sys.executable, "-c", script, sid], env=os.environ.copy(), timeout=120, check=True)
+        after_crash = read_trajectory(tmp_path)
+        assert after_crash.bad_images() == [] and after_crash.damaged == []
+        steps = [r["step"] for r in after_crash.steps]
+        assert steps == list(range(1, len(steps) + 1))  # a prefix: what was lost is the steps in flight
+        for row in after_crash.steps:
+            check_image(tmp_path, row["before"], (320, 240))
+            check_image(tmp_path, row["after"], (320, 240))
+        again = deskctl.attach(sid)  # the lock was released by the crash: another process records on
+        again.move(50, 50)
+        again.release()
+        assert [r["step"] for r in rows(tmp_path)][-1] == 11
+    finally:
+        deskctl.attach(sid).close()

@@ -201,6 +201,9 @@ def screenshot(session_id: str, output: str, as_json: bool) -> None:
     """Save a PNG screenshot of a desktop; its pixels are the action coordinate space."""
     if output != "-":
         _check_output(output)  # before the desktop is reached: a bad path costs nothing
+    from deskctl.core.x11 import prefer_wire
+
+    prefer_wire()  # one capture in this process: over the X11 wire, without python-xlib
     with _attached(session_id) as desk:
         shot = desk.screenshot()
     if output == "-":

@@ -688,6 +688,17 @@ class _Watchdog:
                     self._on_expire()
 
 
+_wire_first = False
+
+
+def prefer_wire(enabled: bool = True) -> None:
+    """Make :meth:`X11Driver.open` give this process drivers whose input goes over the X11 wire without python-xlib
+    (:class:`~deskctl.core.x11wire.WireDriver`; anything else opens the full driver on first need). For a process
+    that runs one action (``deskctl do``) or one capture: python-xlib's import and setup were most of its cost."""
+    global _wire_first
+    _wire_first = enabled
+
+
 class X11Driver:
     """One X connection to one desktop: XTEST input, screen capture, keymap handling. Thread-safe.
 
@@ -748,13 +759,30 @@ class X11Driver:
         """Connect to ``display`` (see the module docstring for the three ways); ``provider`` names errors;
         an operation the server does not answer within ``op_timeout`` seconds fails as a lost session."""
         address = X11Address(display=display, socket_path=socket_path, host=host, port=port)
+        if _wire_first:
+            from typing import cast
+
+            from deskctl.core.x11wire import WireConnection, WireDriver
+
+            wire = WireConnection.connect(address, cookie, timeout=timeout, provider=provider)
+
+            def full() -> X11Driver:
+                return cls._open(address, cookie, timeout, provider, use_shm and host is None, op_timeout)
+
+            # the input half of this class without python-xlib (see x11wire): what a `deskctl do` process needs
+            return cast("X11Driver", WireDriver(wire, full, op_timeout=op_timeout))
+        return cls._open(address, cookie, timeout, provider, use_shm and host is None, op_timeout)
+
+    @classmethod
+    def _open(cls, address: X11Address, cookie: bytes | None, timeout: float, provider: str | None, use_shm: bool,
+              op_timeout: float) -> X11Driver:
         try:
             conn = connect_display(address, cookie, timeout=timeout, xtest_only=True)
         except DeskctlError as err:
             err.provider = err.provider or provider
             raise
         try:
-            return cls(conn, address, provider=provider, use_shm=use_shm and host is None, op_timeout=op_timeout)
+            return cls(conn, address, provider=provider, use_shm=use_shm, op_timeout=op_timeout)
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.close()

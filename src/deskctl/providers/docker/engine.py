@@ -39,6 +39,7 @@ from deskctl.providers.docker.framebuffer import _Framebuffer
 if TYPE_CHECKING:
     import docker
 
+    from deskctl.providers.docker.engine_api import EngineApi
     from deskctl.providers.docker.options import Options
     from deskctl.spec import DesktopSpec
 
@@ -54,6 +55,7 @@ class _DockerBase(X11Provider):
         self._client: docker.DockerClient | None = None
         self._client_lock = threading.Lock()
         self._engine_clients: dict[str, docker.DockerClient] = {}  # engines other than this provider's own
+        self._engine_apis: dict[str | None, EngineApi | None] = {}  # the Engine API without the SDK, per engine
         self._tokens: dict[str, str] = {}  # session -> its agent's token (remote desktops), never written out
         self._framebuffers: dict[str, _Framebuffer] = {}  # guarded by the base's _drivers_lock
 
@@ -86,6 +88,19 @@ class _DockerBase(X11Provider):
                 client = self._engine_clients[engine] = connect(
                     timeout=self._api_timeout(), engine=engine)
             return client
+
+    def _engine_api(self, engine: str | None = None) -> EngineApi | None:
+        """The Engine API over the socket (no SDK import: `deskctl down` and `cp` are a process each) of
+        ``engine`` (default: this provider's), kept per engine; None for ssh:// (the SDK's transport serves it)."""
+        from deskctl.providers.docker.engine_api import engine_api
+
+        # this provider's own engine as the SDK client names it: the host option, else the environment's (so an
+        # error's remedy names DOCKER_HOST); another engine by its URL
+        url = self._host() if not engine or engine == self.engine else engine
+        with self._client_lock:
+            if url not in self._engine_apis:
+                self._engine_apis[url] = engine_api(url, timeout=self._api_timeout())
+            return self._engine_apis[url]
 
     def _engine_of(self, handle: RemoteHandle) -> str:
         """The engine a desktop runs on: the one its handle names (a remote engine, or one given as ``host``),
@@ -120,10 +135,14 @@ class _DockerBase(X11Provider):
     def _state(self, container: str, engine: str | None = None) -> dict[str, Any] | None:
         """The container's ``State`` from inspect (on ``engine``; default: this provider's), or None when it
         does not exist."""
-        client = self.client if engine is None else self._client_on(engine)
+        api = self._engine_api(engine)
         try:
-            with self._errors(f"inspect the container {container}", engine):
-                attrs = client.api.inspect_container(container)
+            if api is not None:
+                attrs = api.inspect_container(container)
+            else:
+                with self._errors(f"inspect the container {container}", engine):
+                    attrs = (self.client if engine is None else self._client_on(engine)).api.inspect_container(
+                        container)
         except NotFound:
             return None
         state: dict[str, Any] = attrs.get("State") or {}
@@ -157,14 +176,19 @@ class _DockerBase(X11Provider):
                            f"while we tried to {doing}{tail}", provider=self.name, details=details)
 
     def _remove(self, container: str, name: str, engine: str | None = None) -> None:
-        """Force-remove and confirm (inspect answers 404); conflicts ("removal in progress") are retried."""
+        """Force-remove and confirm (inspect answers 404); conflicts ("removal in progress") are retried. Over
+        the Engine API directly (no SDK import: `deskctl down` is a process per desktop) except on ssh:// engines."""
         deadline = time.monotonic() + 30
         last = ""
+        api = self._engine_api(engine)
         while True:
             try:
-                with self._errors(f"remove the container {name}", engine):
-                    client = self.client if engine is None else self._client_on(engine)
-                    client.api.remove_container(container, force=True, v=True)
+                if api is not None:
+                    api.remove_container(container, force=True, volumes=True)
+                else:
+                    with self._errors(f"remove the container {name}", engine):
+                        client = self.client if engine is None else self._client_on(engine)
+                        client.api.remove_container(container, force=True, v=True)
             except NotFound:
                 pass
             except InfrastructureError as exc:
@@ -184,6 +208,10 @@ class _DockerBase(X11Provider):
                                         provider=self.name, remedy=f"docker rm -f {name}",
                                         details={"left": [name]})
             # removal in progress on the daemon's side: wait for its destroy event instead of polling blindly
+            if api is not None:
+                with contextlib.suppress(DeskctlError):
+                    api.wait_removed(container, until=time.time() + 2)
+                continue
             with contextlib.suppress(Exception):
                 events = client.api.events(
                     filters={"container": container, "event": "destroy"}, decode=True,
@@ -209,6 +237,20 @@ class _DockerBase(X11Provider):
             for label in (LABEL_DIR, LABEL_FB_DIR):
                 if labels.get(label):
                     shutil.rmtree(labels[label], ignore_errors=True)
+
+    def _engine_api_or_bulk_client(self, engine: str) -> contextlib.AbstractContextManager[
+            tuple[EngineApi | None, Any]]:
+        """For one copy: the Engine API over the socket (no SDK: `deskctl cp` is a process per copy), else (an
+        ssh:// engine) a bulk SDK client."""
+        api = self._engine_api(engine)
+        if api is not None:
+            return contextlib.nullcontext((api, None))
+        return self._with_bulk(engine)
+
+    @contextlib.contextmanager
+    def _with_bulk(self, engine: str) -> Iterator[tuple[EngineApi | None, Any]]:
+        with self._bulk_client(engine) as client:
+            yield None, client
 
     def _connect(self, engine: str, timeout: float) -> docker.DockerClient:
         """A new client of ``engine`` (a handle's), for a call longer than the kept clients' timeout."""
@@ -239,6 +281,10 @@ class _DockerBase(X11Provider):
             clients = [self._client, *self._engine_clients.values()]
             self._client = None
             self._engine_clients.clear()
+            apis = [api for api in self._engine_apis.values() if api is not None]
+            self._engine_apis.clear()
+        for api in apis:
+            api.close()
         for client in clients:
             if client is not None:
                 with contextlib.suppress(Exception):

@@ -8,7 +8,7 @@ import posixpath
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl.errors import (
     InfrastructureError,
@@ -67,17 +67,27 @@ class _DockerFiles(_DockerCreate):
         line = posix_line(command, cwd=cwd, background=background) if cwd or background else command
         argv = ["timeout", "-k", "5", str(seconds), "sh", "-c", line]
         engine = self._engine_of(handle)
-        client = self._client_on(engine) if timeout + 10 <= 60 else self._connect(engine, timeout + 15)
+        api = self._engine_api(engine) if on_output is None else None
+        client = None if api is not None else \
+            self._client_on(engine) if timeout + 10 <= 60 else self._connect(engine, timeout + 15)
+        out: bytes | None
+        err: bytes | None
+        code: Any
         try:
-            with self._errors("run a command"):
-                exec_id = str(client.api.exec_create(container, argv, stdout=True, stderr=True,
-                                                     user=user or _exec_user(handle),
-                                                     environment=extra or None)["Id"])
-                if on_output is None:
-                    out, err = client.api.exec_start(exec_id, demux=True)
-                else:
-                    out, err = _stream_exec(client, exec_id, on_output)
-                code = client.api.exec_inspect(exec_id).get("ExitCode")
+            if api is not None:  # over the socket directly: a CLI process (`deskctl cp`) loads no SDK for it
+                code, out, err = api.exec_run(container, argv, "run a command", user=user or _exec_user(handle),
+                                              environment=extra, timeout=timeout + 15)
+            else:
+                assert client is not None
+                with self._errors("run a command"):
+                    exec_id = str(client.api.exec_create(container, argv, stdout=True, stderr=True,
+                                                         user=user or _exec_user(handle),
+                                                         environment=extra or None)["Id"])
+                    if on_output is None:
+                        out, err = client.api.exec_start(exec_id, demux=True)
+                    else:
+                        out, err = _stream_exec(client, exec_id, on_output)
+                    code = client.api.exec_inspect(exec_id).get("ExitCode")
         except (NotFound, InfrastructureError) as exc:
             if isinstance(exc, ProviderUnreachable):
                 raise
@@ -86,7 +96,7 @@ class _DockerFiles(_DockerCreate):
                 raise self._gone_error(handle, state, "run a command") from exc
             raise
         finally:
-            if client is not self._client and client not in self._engine_clients.values():
+            if client is not None and client is not self._client and client not in self._engine_clients.values():
                 with contextlib.suppress(Exception):
                     client.close()
         result = ExecResult(exit_code=int(code if code is not None else -1),
@@ -153,12 +163,15 @@ class _DockerFiles(_DockerCreate):
         container = DockerHandleData.of(handle).container
         uid, gid = _owner_ids(DockerHandleData.of(handle).file_owner or DESKTOP_USER)
         engine = self._engine_of(handle)
-        with self._bulk_client(engine) as client:
+        with self._engine_api_or_bulk_client(engine) as (api, client):
             for attempt in range(2):
                 stream = tar_stream(source, name, uid, gid, provider=self.name)
                 try:
-                    with self._errors(f"copy {local} to {path}", engine):
-                        client.api.put_archive(container, parent, stream)
+                    if api is not None:
+                        api.put_archive(container, parent, stream, f"copy {local} to {path}")
+                    else:
+                        with self._errors(f"copy {local} to {path}", engine):
+                            client.api.put_archive(container, parent, stream)
                     return
                 except NotFound as exc:
                     state = self._state(container, engine)
@@ -180,17 +193,22 @@ class _DockerFiles(_DockerCreate):
         path = self._remote_path(handle, remote)
         container = DockerHandleData.of(handle).container
         target = Path(local)
-        with self._bulk_client(self._engine_of(handle)) as client:
-            self._download(handle, client, container, path, remote, target)
+        with self._engine_api_or_bulk_client(self._engine_of(handle)) as (api, client):
+            self._download(handle, api or client, container, path, remote, target)
 
-    def _download(self, handle: RemoteHandle, client: docker.DockerClient, container: str, path: str, remote: str,
+    def _download(self, handle: RemoteHandle, via: Any, container: str, path: str, remote: str,
                   target: Path) -> None:
+        """``via``: the Engine API over the socket, or an SDK client (an ssh:// engine)."""
         from deskctl.providers._files import no_such_file
+        from deskctl.providers.docker.engine_api import EngineApi
 
         for _ in range(8):  # a symlink is followed (to its target, as the other providers' tar -C does)
             try:
-                with self._errors(f"copy {path} from the desktop", self._engine_of(handle)):
-                    stream, stat = client.api.get_archive(container, path, chunk_size=None)
+                if isinstance(via, EngineApi):
+                    stat, stream = via.get_archive(container, path, f"copy {path} from the desktop")
+                else:
+                    with self._errors(f"copy {path} from the desktop", self._engine_of(handle)):
+                        stream, stat = via.api.get_archive(container, path, chunk_size=None)
             except NotFound as exc:
                 state = self._state(container, self._engine_of(handle))
                 if state is None or not state.get("Running"):

@@ -1,0 +1,466 @@
+"""The few Docker Engine API calls of the hot CLI paths, spoken over the socket directly.
+
+``deskctl down`` runs once per desktop in a fleet's teardown; the ``docker`` SDK (with ``requests`` and
+``urllib3``) costs about 100 ms of imports per process, more than the removal itself, and even :mod:`http.client`
+brings :mod:`ssl` and :mod:`email` (tens of ms). :class:`EngineApi` speaks the same HTTP/1.1 (a request, then a
+response with ``Content-Length``, chunked or up to the close) to the same engine: the local socket,
+``unix://PATH``, ``tcp://HOST:PORT`` and, as for the Docker CLI, TLS when ``DOCKER_TLS_VERIFY`` is set or
+``DOCKER_CERT_PATH`` is given (``ca.pem``, ``cert.pem``, ``key.pem`` from that folder, default ``~/.docker``).
+An ``ssh://`` engine has no client here (:func:`engine_api` gives None): the SDK's transport serves it.
+
+Errors are deskctl's, as :func:`deskctl.providers.docker.images.docker_errors` gives them for the SDK: 404 is
+:class:`~deskctl.errors.NotFound`, another refusal :class:`~deskctl.errors.ProviderApiError` (with its
+``status``), no answer / refused TLS / a socket that may not be opened
+:class:`~deskctl.errors.ProviderUnreachable` with the remedy. One connection per client is kept open (keep-alive)
+and used under a lock; a kept connection the engine closed meanwhile is opened again once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import threading
+from collections.abc import Generator, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from deskctl.errors import DeskctlError, NotFound, ProviderApiError, ProviderUnreachable
+
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["DEFAULT_SOCKET", "EngineApi", "engine_api"]
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+_PROVIDER = "docker"
+
+
+def engine_api(engine: str | None = None, *, timeout: float = 60.0,
+               environment: Mapping[str, str] | None = None) -> EngineApi | None:
+    """The client of ``engine`` (a Docker host URL; default ``DOCKER_HOST``, else the local socket), or None for
+    an ``ssh://`` engine (the SDK's transport reaches it)."""
+    env = os.environ if environment is None else environment
+    url = engine or env.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
+    if url.startswith("ssh://"):
+        return None
+    return EngineApi(url, timeout=timeout, environment=env, named=engine or None)
+
+
+class EngineApi:
+    """HTTP/1.1 to one Docker engine; see the module docstring."""
+
+    def __init__(self, url: str, *, timeout: float = 60.0, environment: Mapping[str, str] | None = None,
+                 named: str | None = None) -> None:
+        env = os.environ if environment is None else environment
+        self.url = url
+        self.timeout = timeout
+        self._named = named  # the engine as the caller named it (for the remedy), None: the environment's
+        parts = urlsplit(url)
+        self._unix_path: str | None = None
+        self._tls: ssl.SSLContext | None = None
+        if parts.scheme in ("unix", "http+unix", "npipe") or url.startswith("/"):
+            self._unix_path = parts.path or url
+            self._host, self._port = "localhost", 80
+        elif parts.scheme in ("tcp", "http", "https"):
+            self._host = parts.hostname or "127.0.0.1"
+            verify_raw = env.get("DOCKER_TLS_VERIFY")
+            verify = verify_raw is not None and verify_raw != ""
+            cert_path = env.get("DOCKER_CERT_PATH") or ""
+            if verify or cert_path or parts.scheme == "https":
+                self._tls = _tls_context(cert_path or os.path.join(os.path.expanduser("~"), ".docker"), verify)
+            self._port = parts.port or (2376 if self._tls is not None else 2375)
+        else:
+            raise ProviderUnreachable(f"the Docker engine {url!r} is not a unix:// or tcp:// URL", provider=_PROVIDER,
+                                      remedy="name it as DOCKER_HOST does, for example tcp://10.0.0.5:2375")
+        self._lock = threading.Lock()
+        self._conn: _Connection | None = None
+
+    # -- the connection ------------------------------------------------------------------------------------
+    def _connect(self) -> _Connection:
+        if self._unix_path is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self._unix_path)
+            except BaseException:
+                sock.close()
+                raise
+            return _Connection(sock)
+        sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
+        if self._tls is not None:
+            try:
+                sock = self._tls.wrap_socket(sock, server_hostname=self._host)
+            except BaseException:
+                sock.close()
+                raise
+        return _Connection(sock)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> EngineApi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except DeskctlError:
+            raise
+        except Exception as exc:
+            raise self._translate(doing, exc) from exc
+
+    def _translate(self, doing: str, exc: Exception) -> DeskctlError:
+        import ssl  # only here: a process that speaks over the local socket never loads it
+
+        from deskctl.providers.docker.images import TLS_REMEDY, daemon_remedy
+
+        remedy = daemon_remedy(self._named)
+        if isinstance(exc, ssl.SSLError):
+            reason = exc.reason or type(exc).__name__
+            return ProviderUnreachable(f"cannot {doing}: the TLS handshake with the Docker engine failed ({reason})",
+                                       provider=_PROVIDER, remedy=TLS_REMEDY)
+        if isinstance(exc, PermissionError):
+            return ProviderUnreachable(f"cannot {doing}: permission denied on the Docker socket", provider=_PROVIDER,
+                                       remedy="add your user to the docker group (`sudo usermod -aG docker $USER`, "
+                                              "then log in again), or run as root")
+        if isinstance(exc, TimeoutError):
+            return ProviderUnreachable(f"cannot {doing}: the Docker daemon did not answer in time",
+                                       provider=_PROVIDER, remedy=remedy)
+        if isinstance(exc, ConnectionError | FileNotFoundError):
+            return ProviderUnreachable(f"cannot {doing}: the Docker daemon does not answer", provider=_PROVIDER,
+                                       remedy=remedy)
+        if isinstance(exc, OSError):
+            return ProviderUnreachable(f"cannot {doing}: {exc.strerror or exc}", provider=_PROVIDER, remedy=remedy)
+        # a response that is not HTTP (the engine speaks TLS to a plain client, or something else answers)
+        return ProviderUnreachable(f"cannot {doing}: the Docker engine answered no HTTP/1.1 ({exc})",
+                                   provider=_PROVIDER, remedy=remedy)
+
+    def request(self, method: str, path: str, doing: str, *, query: Mapping[str, Any] | None = None,
+                body: bytes | None = None, headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+        """``(status, body)`` of one request; a status of 400 or more is raised (404: NotFound)."""
+        target = path + ("?" + urlencode(query) if query else "")
+        with self._errors(doing), self._lock:
+            for attempt in (0, 1):
+                reused = self._conn is not None
+                if self._conn is None:
+                    self._conn = self._connect()
+                conn = self._conn
+                try:
+                    conn.send_request(method, target, body, headers)
+                    status, keep, data = conn.read_response()
+                except (_Closed, BrokenPipeError, ConnectionResetError):
+                    conn.close()
+                    self._conn = None
+                    if reused and attempt == 0:  # the engine closed the idle connection: once more, on a new one
+                        continue
+                    raise
+                except BaseException:
+                    conn.close()
+                    self._conn = None
+                    raise
+                if not keep:
+                    conn.close()
+                    self._conn = None
+                break
+        if status >= 400:
+            message = _message(data)
+            if status == 404:
+                raise NotFound(f"cannot {doing}: {message}", provider=_PROVIDER)
+            if status == 400 and "HTTP request to an HTTPS server" in message:
+                from deskctl.providers.docker.images import TLS_REMEDY
+
+                raise ProviderUnreachable(f"cannot {doing}: the Docker engine demands TLS (it speaks HTTPS; this "
+                                          "client spoke plain HTTP)", provider=_PROVIDER, remedy=TLS_REMEDY)
+            raise ProviderApiError(f"cannot {doing}: Docker said {status}: {message}", status=status,
+                                   provider=_PROVIDER)
+        return status, data
+
+    # -- the calls -----------------------------------------------------------------------------------------
+    def ping(self) -> None:
+        self.request("GET", "/_ping", "reach the Docker daemon")
+
+    def inspect_container(self, container: str) -> dict[str, Any]:
+        _, data = self.request("GET", f"/containers/{quote(container, safe='')}/json",
+                               f"inspect the container {container}")
+        result: dict[str, Any] = json.loads(data)
+        return result
+
+    def remove_container(self, container: str, *, force: bool = True, volumes: bool = True) -> None:
+        self.request("DELETE", f"/containers/{quote(container, safe='')}", f"remove the container {container}",
+                     query={"force": int(force), "v": int(volumes)})
+
+    def wait_removed(self, container: str, until: float) -> None:
+        """Return when the engine reports ``container`` destroyed, or at the wall time ``until`` (whole seconds,
+        the engine's resolution); on a connection of its own (the events stream holds it)."""
+        filters = json.dumps({"container": [container], "event": ["destroy"]})
+        with self._errors("wait for the container's removal"):
+            conn = self._connect()
+            try:
+                query = urlencode({"filters": filters, "until": int(until)})
+                conn.send_request("GET", f"/events?{query}", None, None)
+                status = conn.read_head()[0]
+                if status == 200:
+                    conn.read_line()  # the first event (a chunk's size line), or the end of the stream at `until`
+            finally:
+                conn.close()
+
+
+    # -- bulk calls: each on a connection of its own (a stream holds it), with ``timeout`` for every read ----
+    def _bulk(self, timeout: float) -> EngineApi:
+        clone = EngineApi.__new__(EngineApi)
+        clone.__dict__.update(self.__dict__)
+        clone.timeout, clone._lock, clone._conn = timeout, threading.Lock(), None
+        return clone
+
+    def _open_stream(self, method: str, path: str, doing: str, *, body: bytes | None = None,
+                     chunks: Iterator[bytes] | None = None, headers: Mapping[str, str] | None = None,
+                     timeout: float | None = None) -> tuple[_Connection, int, dict[bytes, bytes]]:
+        """A request whose response is read by the caller: ``(connection, status, headers)``; an error status is
+        raised (its body read) and the connection closed."""
+        api = self._bulk(timeout or self.timeout)
+        with api._errors(doing):
+            conn = api._connect()
+            try:
+                if chunks is None:
+                    conn.send_request(method, path, body, headers)
+                else:
+                    conn.send_request(method, path, None, {**(headers or {}), "Transfer-Encoding": "chunked"},
+                                      length=False)
+                    try:
+                        for chunk in chunks:
+                            if chunk:
+                                conn.sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+                        conn.sock.sendall(b"0\r\n\r\n")
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # the engine answered (a refusal) before it read the body: its answer is read below
+                status, chunked, length = conn.read_head()
+                if status >= 400:
+                    data = conn.read_body(chunked, length, status)
+                    conn.close()
+                    self._raise_status(status, data, doing)
+            except BaseException:
+                conn.close()
+                raise
+        return conn, status, conn.headers
+
+    def _raise_status(self, status: int, data: bytes, doing: str) -> None:
+        message = _message(data)
+        if status == 404:
+            raise NotFound(f"cannot {doing}: {message}", provider=_PROVIDER)
+        raise ProviderApiError(f"cannot {doing}: Docker said {status}: {message}", status=status, provider=_PROVIDER)
+
+    def put_archive(self, container: str, path: str, chunks: Iterator[bytes], doing: str, *,
+                    timeout: float = 3600.0) -> None:
+        """``PUT /containers/{id}/archive?path=``: the tar ``chunks`` sent as they come (chunked encoding)."""
+        target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
+        conn, _, _ = self._open_stream("PUT", target, doing, chunks=chunks, timeout=timeout,
+                                       headers={"Content-Type": "application/x-tar"})
+        with self._errors(doing):
+            try:
+                status, chunked, length = conn.last_head
+                conn.read_body(chunked, length, status)
+            finally:
+                conn.close()
+
+    def get_archive(self, container: str, path: str, doing: str, *,
+                    timeout: float = 3600.0) -> tuple[dict[str, Any], Generator[bytes, None, None]]:
+        """``GET /containers/{id}/archive?path=``: the path's stat (as the SDK decodes it) and the tar as chunks
+        (the connection closes when they are read, or when the iterator is closed)."""
+        import base64
+
+        target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
+        conn, _, headers = self._open_stream("GET", target, doing, timeout=timeout)
+        raw = headers.get(b"x-docker-container-path-stat")
+        stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
+        return stat, self._chunks(conn, doing)
+
+    def _chunks(self, conn: _Connection, doing: str) -> Generator[bytes, None, None]:
+        try:
+            with self._errors(doing):
+                _, chunked, length = conn.last_head
+                yield from conn.iter_body(chunked, length)
+        finally:
+            conn.close()
+
+    def exec_run(self, container: str, argv: list[str], doing: str, *, user: str = "",
+                 environment: Mapping[str, str] | None = None,
+                 timeout: float = 60.0) -> tuple[int | None, bytes, bytes]:
+        """``docker exec`` without a TTY: ``(exit code, stdout, stderr)`` (the code None when the engine has none)."""
+        config = {"AttachStdout": True, "AttachStderr": True, "AttachStdin": False, "Tty": False, "Cmd": argv,
+                  "User": user, "Env": [f"{k}={v}" for k, v in (environment or {}).items()] or None}
+        _, created = self.request("POST", f"/containers/{quote(container, safe='')}/exec", doing,
+                                  body=json.dumps(config).encode(), headers={"Content-Type": "application/json"})
+        exec_id = str(json.loads(created)["Id"])
+        conn, _, _ = self._open_stream("POST", f"/exec/{exec_id}/start", doing, timeout=timeout,
+                                       body=json.dumps({"Detach": False, "Tty": False}).encode(),
+                                       headers={"Content-Type": "application/json", "Connection": "Upgrade",
+                                                "Upgrade": "tcp"})
+        out, err = bytearray(), bytearray()
+        with self._errors(doing):
+            try:
+                while True:  # the multiplexed stream: 8-byte frame headers (stream, size), up to the close
+                    header = conn.read_upto(8)
+                    if len(header) < 8:
+                        break
+                    size = struct.unpack(">I", header[4:])[0]
+                    payload = conn.read_upto(size)
+                    (err if header[0] == 2 else out).extend(payload)
+                    if len(payload) < size:
+                        break
+            finally:
+                conn.close()
+        _, inspected = self.request("GET", f"/exec/{exec_id}/json", doing)
+        code = json.loads(inspected).get("ExitCode")
+        return (int(code) if code is not None else None), bytes(out), bytes(err)
+
+
+def _message(data: bytes) -> str:
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return data.decode(errors="replace").strip()[:500]
+    if isinstance(doc, dict) and isinstance(doc.get("message"), str):
+        return str(doc["message"]).strip()
+    return data.decode(errors="replace").strip()[:500]
+
+
+def _tls_context(cert_path: str, verify: bool) -> ssl.SSLContext:
+    """The Docker CLI's TLS: the engine checked against ``ca.pem`` (when verifying), ``cert.pem``/``key.pem`` sent
+    when present."""
+    import ssl
+
+    ca = os.path.join(cert_path, "ca.pem")
+    if verify:
+        context = ssl.create_default_context(cafile=ca if os.path.exists(ca) else None)
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    cert, key = os.path.join(cert_path, "cert.pem"), os.path.join(cert_path, "key.pem")
+    if os.path.exists(cert) and os.path.exists(key):
+        context.load_cert_chain(cert, key)
+    return context
+
+
+class _Closed(ConnectionError):
+    """The engine closed the connection before a response began."""
+
+
+class _BadResponse(Exception):
+    """A response that is not HTTP/1.x as the engine writes it."""
+
+
+class _Connection:
+    """One HTTP/1.1 connection: a request written whole, a response read by its framing."""
+
+    MAX_LINE = 65536
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._reader = sock.makefile("rb")
+
+    def close(self) -> None:
+        self._reader.close()
+        self.sock.close()
+
+    def send_request(self, method: str, target: str, body: bytes | None,
+                     headers: Mapping[str, str] | None, *, length: bool = True) -> None:
+        lines = [f"{method} {target} HTTP/1.1", "Host: docker", "User-Agent: deskctl"]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        if length and (body is not None or method in ("POST", "PUT")):
+            lines.append(f"Content-Length: {len(body or b'')}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        self.sock.sendall(head + body if body is not None and len(body) < 65536 else head)
+        if body is not None and len(body) >= 65536:
+            self.sock.sendall(body)
+
+    def read_line(self) -> bytes:
+        line = self._reader.readline(self.MAX_LINE)
+        if not line:
+            raise _Closed("the engine closed the connection")
+        return line
+
+    def read_head(self) -> tuple[int, bool, int | None]:
+        """The status line and headers: ``(status, chunked, content length or None)``; the connection is kept
+        only when the engine does not say ``Connection: close``."""
+        parts = self.read_line().split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise _BadResponse("not an HTTP/1.x status line")
+        status = int(parts[1])
+        chunked, length = False, None
+        self.keep = parts[0] != b"HTTP/1.0"
+        self.headers: dict[bytes, bytes] = {}
+        while True:
+            line = self.read_line()
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.partition(b":")
+            key, value = name.strip().lower(), value.strip()
+            self.headers[key] = value
+            if key == b"content-length" and value.isdigit():
+                length = int(value)
+            elif key == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+            elif key == b"connection" and value.lower() == b"close":
+                self.keep = False
+        self.last_head = (status, chunked, length)
+        return status, chunked, length
+
+    def read_response(self) -> tuple[int, bool, bytes]:
+        """``(status, connection kept, body)``."""
+        status, chunked, length = self.read_head()
+        body = self.read_body(chunked, length, status)
+        return status, self.keep, body
+
+    def read_body(self, chunked: bool, length: int | None, status: int) -> bytes:
+        if not chunked and length is None and (status in (204, 304) or 100 <= status < 200):
+            return b""
+        return b"".join(self.iter_body(chunked, length))
+
+    def iter_body(self, chunked: bool, length: int | None) -> Iterator[bytes]:
+        """The body as it arrives, by its framing (chunked, a length, or up to the close)."""
+        if chunked:
+            while True:
+                size = int(self.read_line().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.read_line() not in (b"\r\n", b"\n"):
+                        pass  # trailers
+                    return
+                while size:
+                    data = self._reader.read1(min(size, 1 << 20))
+                    if not data:
+                        raise _BadResponse("the engine closed the connection in the middle of a response")
+                    size -= len(data)
+                    yield data
+                self.read_line()
+        elif length is not None:
+            while length:
+                data = self._reader.read1(min(length, 1 << 20))
+                if not data:
+                    raise _BadResponse("the engine closed the connection in the middle of a response")
+                length -= len(data)
+                yield data
+        else:  # neither framing: the body runs to the close
+            self.keep = False
+            while data := self._reader.read1(1 << 20):
+                yield data
+
+    def read_upto(self, size: int) -> bytes:
+        """Up to ``size`` bytes: fewer only at the end of the stream."""
+        return self._reader.read(size)
+
+    def _read_exact(self, size: int) -> bytes:
+        data = self._reader.read(size)
+        if len(data) != size:
+            raise _BadResponse("the engine closed the connection in the middle of a response")
+        return data
