@@ -228,6 +228,11 @@ def _provider_check_list(
     spec: DesktopSpec, provider: Provider, timeout: float, *, agent: str | None, task_os: str | None,
     include_request: bool,
 ) -> list[Check]:
+    # The modules the checks import are imported here, on the calling thread, before the checks' threads start:
+    # imported by several threads at once under pytest (deskctl's pytest plugin has pytest rewrite deskctl's
+    # modules' asserts, parsing each with ast), CPython 3.11 can fail an import with "SystemError: AST
+    # constructor recursion depth mismatch" (the AST converter's depth counter is shared by all threads).
+    from deskctl import credentials, metering, paths  # noqa: F401
     from deskctl.checks import compat
 
     name = provider.name
