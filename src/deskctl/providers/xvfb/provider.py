@@ -123,6 +123,7 @@ class XvfbProvider(_XvfbPreflight):
         cursor_position=True,
         clipboard=True,
         windows=True,
+        browser=True,
     )
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -265,20 +266,58 @@ class XvfbProvider(_XvfbPreflight):
             raise ProviderUnreachable(f"--start-url needs a browser; none of {', '.join(BROWSERS)} is installed",
                                       provider=self.name, remedy="apt-get install chromium")
         window = spec.window_geometry
-        x, y = (window.x, window.y) if window else (0, 0)
-        w, h = (window.width, window.height) if window else (geometry.width, geometry.height)
+        box = (window.x, window.y, window.width, window.height) if window else (0, 0, geometry.width,
+                                                                                geometry.height)
+        self._spawn(handle, "browser", self._browser_argv(handle, browser, str(spec.start_url), box))
+
+    def _browser_argv(self, handle: RemoteHandle, browser: str, url: str, box: tuple[int, int, int, int]) -> list[str]:
+        """The browser's command line: its profile in the session directory; Chromium with DevTools on the
+        loopback at a port it picks (the host is shared: two desktops never fight over 9222; the port is in the
+        profile's DevToolsActivePort, which :meth:`browser_endpoint` reads)."""
+        from deskctl.browser import chromium_flags, is_chromium
+
+        x, y, w, h = box
         profile = Path(handle.data["dir"]) / "browser-profile"
         profile.mkdir(mode=0o700, exist_ok=True)
-        url = str(spec.start_url)
         if "firefox" in Path(browser).name:
-            argv = [browser, "--no-remote", "--profile", str(profile), "--width", str(w), "--height", str(h), url]
-        else:
-            argv = [browser, f"--user-data-dir={profile}", "--no-first-run", "--no-default-browser-check",
-                    "--disable-gpu", "--disable-dev-shm-usage", f"--window-position={x},{y}",
-                    f"--window-size={w},{h}", "--new-window", url]
-            if os.geteuid() == 0:
-                argv.insert(1, "--no-sandbox")
-        self._spawn(handle, "browser", argv)
+            return [browser, "--no-remote", "--profile", str(profile), "--width", str(w), "--height", str(h), url]
+        argv = [browser, f"--user-data-dir={profile}", "--no-first-run", "--no-default-browser-check",
+                "--disable-gpu", "--disable-dev-shm-usage", f"--window-position={x},{y}",
+                f"--window-size={w},{h}", "--new-window", url]
+        if is_chromium(browser):
+            argv[1:1] = chromium_flags(0)
+        if os.geteuid() == 0:
+            argv.insert(1, "--no-sandbox")
+        return argv
+
+    # -- the browser's DevTools ------------------------------------------------------------------------------
+    def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
+        """Chromium (``browser="chromium"``, or no ``browser`` while the desktop's Chromium runs) opens ``url``
+        in the session's profile with DevTools on (a running one takes it as a new window); any other
+        ``browser``, or none while no Chromium runs, is the guest's way (``xdg-open``)."""
+        from deskctl.browser import active_port, is_chromium
+
+        profile = Path(handle.data["dir"]) / "browser-profile"
+        running = active_port(profile) is not None
+        program = shutil.which(browser) if browser else (self._browser() if running else None)
+        if program is None or not is_chromium(program):
+            super().open_url(handle, url, browser)
+            return
+        width, height = (int(v) for v in str(handle.data["geometry"]).split("x")[:2])
+        argv = self._browser_argv(handle, program, url, (0, 0, width, height))
+        self._launch_detached(handle, argv[0], argv[1:])
+        deadline = time.monotonic() + 30.0
+        while active_port(profile) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def browser_endpoint(self, handle: RemoteHandle) -> Any:
+        """The loopback port of the session's Chromium (the caller is on the same host)."""
+        from deskctl.browser import active_port, endpoint_at, no_browser
+
+        port = active_port(Path(handle.data["dir"]) / "browser-profile")
+        if port is None:
+            raise no_browser(self.name)
+        return endpoint_at(port, self.name)
 
     def _start_watcher(self, handle: RemoteHandle, options: Options) -> None:
         if not options.owner_watch:
