@@ -64,10 +64,13 @@ def test_a_cdp_client_on_the_host_drives_the_containers_chromium_through_the_eng
 
             assert _until("the second page's title", lambda: title() == "Second page")
 
-        # open_url with chromium hands the URL to the running browser (the same DevTools endpoint)
+        # open_url hands the URL to the running browser (the same DevTools endpoint): named, or the image's own
         third = "http://127.0.0.1:1/third"  # nothing answers there: the page's URL is what matters
         desk.open_url(third, browser="chromium")
         _until("the third page", lambda: any(u == third for u, _ in desk.browser_pages()))
+        fourth = "http://127.0.0.1:1/fourth"
+        desk.open_url(fourth)
+        _until("the fourth page", lambda: any(u == fourth for u, _ in desk.browser_pages()))
         seen = sorted(desk.browser_pages())
         assert ("data:text/html,<title>Second page</title><h1>2</h1>", "Second page") in seen
         assert sorted(_inside(desk)) == seen

@@ -191,10 +191,14 @@ class DockerProvider(_DockerFiles):
         return devtools.browser_endpoint(self, handle)
 
     def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
-        """``browser="chromium"``: the image's Chromium with DevTools on the container's 127.0.0.1:9222 (a running
-        one takes the URL); anything else: the guest's opener."""
+        """``browser="chromium"``, or none in a container that has Chromium (the browser image; its ``xdg-open``
+        knows no browser): Chromium with DevTools on the container's 127.0.0.1:9222 (a running one takes the URL);
+        anything else: the guest's opener."""
         from deskctl.browser import is_chromium
 
+        if browser is None:
+            said = self.exec(handle, "command -v chromium", 30)
+            browser = "chromium" if said.exit_code == 0 and said.stdout.strip() else None
         if browser is None or not is_chromium(browser):
             super().open_url(handle, url, browser)
             return
