@@ -85,3 +85,4 @@ def test_no_browser_in_the_container_is_no_browser() -> None:
         with pytest.raises(deskctl.DeskctlError) as caught:
             desk.browser_pages()
         assert caught.value.code == "usage.no_browser"
+
