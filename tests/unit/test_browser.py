@@ -199,3 +199,21 @@ def test_the_mcp_tool_browser_pages_lists_what_open_url_with_chromium_opened(pag
                 await anyio.sleep(0.2)
 
     anyio.run(main)
+
+
+def test_the_devtools_port_option_puts_devtools_where_a_verifier_expects_it(pages_dir: Path) -> None:
+    """``devtools_port`` (9222 for verifiers that expect it; here a free port, as tests run side by side): the
+    desktop's own view at 127.0.0.1:PORT is the caller's."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = _page(pages_dir, "fixed", "Fixed port")
+    with open_desktop("xvfb", geometry="640x480", start_url=url, provider_options={"devtools_port": port}) as desk:
+        endpoint = desk.browser()
+        assert endpoint.desktop_port == endpoint.port == port
+        _until("the page", lambda: (url, "Fixed port") in desk.browser_pages())
+        assert _inside(desk, port) == [tuple(p) for p in desk.browser_pages()]
+    bad = deskctl("up", "-p", "xvfb", "-o", "devtools_port=70000", "--json")
+    assert bad.returncode == 2 and "devtools_port" in bad.stdout + bad.stderr, bad

@@ -97,6 +97,8 @@ if TYPE_CHECKING:
 __all__ = ["XvfbProvider"]
 
 _TERM_GRACE = 5.0
+#: seconds a starting Chromium (its process runs) has to open its DevTools port
+BROWSER_STARTING = 60.0
 
 
 class XvfbProvider(_XvfbPreflight):
@@ -177,6 +179,7 @@ class XvfbProvider(_XvfbPreflight):
             self._write_marker(handle)
             if self._wants_window_manager(spec):
                 self._spawn(handle, "window_manager", [self._require("openbox", "apt-get install openbox")])
+            handle.data["devtools_port"] = options.devtools_port  # open_url's Chromium uses it too
             if spec.start_url:
                 self._start_browser(handle, spec, geometry)
             self._start_watcher(handle, options)
@@ -273,7 +276,7 @@ class XvfbProvider(_XvfbPreflight):
     def _browser_argv(self, handle: RemoteHandle, browser: str, url: str, box: tuple[int, int, int, int]) -> list[str]:
         """The browser's command line: its profile in the session directory; Chromium with DevTools on the
         loopback at a port it picks (the host is shared: two desktops never fight over 9222; the port is in the
-        profile's DevToolsActivePort, which :meth:`browser_endpoint` reads)."""
+        profile's DevToolsActivePort, which :meth:`browser_endpoint` reads), or at the ``devtools_port`` option."""
         from deskctl.browser import chromium_flags, is_chromium
 
         x, y, w, h = box
@@ -285,7 +288,7 @@ class XvfbProvider(_XvfbPreflight):
                 "--disable-gpu", "--disable-dev-shm-usage", f"--window-position={x},{y}",
                 f"--window-size={w},{h}", "--new-window", url]
         if is_chromium(browser):
-            argv[1:1] = chromium_flags(0)
+            argv[1:1] = chromium_flags(int(handle.data.get("devtools_port") or 0))
         if os.geteuid() == 0:
             argv.insert(1, "--no-sandbox")
         return argv
@@ -311,13 +314,37 @@ class XvfbProvider(_XvfbPreflight):
             time.sleep(0.1)
 
     def browser_endpoint(self, handle: RemoteHandle) -> Any:
-        """The loopback port of the session's Chromium (the caller is on the same host)."""
+        """The loopback port of the session's Chromium (the caller is on the same host): the one its profile's
+        DevToolsActivePort names, else the ``devtools_port`` option's. A Chromium of this session that is still
+        starting (its process runs) has a while to open it; none running is ``usage.no_browser`` at once."""
         from deskctl.browser import active_port, endpoint_at, no_browser
+        from deskctl.errors import UsageError
 
-        port = active_port(Path(handle.data["dir"]) / "browser-profile")
-        if port is None:
-            raise no_browser(self.name)
-        return endpoint_at(port, self.name)
+        profile = Path(handle.data["dir"]) / "browser-profile"
+        deadline = time.monotonic() + BROWSER_STARTING
+        while True:
+            port = active_port(profile) or int(handle.data.get("devtools_port") or 0)
+            try:
+                if port:
+                    return endpoint_at(port, self.name)
+                raise no_browser(self.name)
+            except UsageError:
+                if time.monotonic() > deadline or not self._browser_runs(handle, profile):
+                    raise
+            time.sleep(0.25)
+
+    @staticmethod
+    def _browser_runs(handle: RemoteHandle, profile: Path) -> bool:
+        """A process of this session runs Chromium on ``profile``."""
+        flag = f"--user-data-dir={profile}".encode()
+        for pid, _ in tagged_processes(handle.session_id):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if flag in fh.read().split(b"\0"):
+                        return True
+            except OSError:
+                continue
+        return False
 
     def _start_watcher(self, handle: RemoteHandle, options: Options) -> None:
         if not options.owner_watch:
