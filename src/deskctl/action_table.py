@@ -196,6 +196,14 @@ ACTIONS: tuple[ActionSpec, ...] = (
                       surfaces=frozenset({"aio"}))),
                result="text", result_key="window", mcp_result_key="title", group="observe", capability="windows",
                recorded=False),
+    # desk.browser() (the DevTools endpoint for a CDP client) is library plumbing, not an action: its value is a
+    # connection for the caller's own process, meaningless to print or to hand to an MCP client
+    ActionSpec("browser_pages", "List the pages of the desktop's Chromium as (url, title), the most recently "
+               "active first (its DevTools /json/list).",
+               details="The CLI prints one URL<TAB>TITLE per line (--json: {\"pages\": [[url, title], ...]}). "
+                       "usage.no_browser (exit 2) when no Chromium with DevTools runs: start it with deskctl up "
+                       "--start-url URL or open-url URL --browser chromium.",
+               result="json", result_key="pages", group="observe", capability="browser", recorded=False),
     # -- pointer -------------------------------------------------------------------------------------
     ActionSpec("click", "Click at X Y" + _AT_POINTER + ".",
                (*_xy(optional=True), _BUTTON,

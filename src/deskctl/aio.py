@@ -44,6 +44,7 @@ from deskctl.session import Desktop, State, wait_terms
 
 if TYPE_CHECKING:
     from deskctl import actions as act
+    from deskctl.browser import BrowserEndpoint, Page
     from deskctl.ledger import Ledger, ModelUsage
     from deskctl.providers.base import ExecResult, Provider, RawFrame, RemoteHandle, Screenshot
     from deskctl.recording import Recorder
@@ -413,6 +414,12 @@ class AsyncDesktop:
 
     async def window_titles(self) -> list[str]:
         return await self._call(self._desk.window_titles)
+
+    async def browser(self) -> BrowserEndpoint:
+        return await self._call(self._desk.browser)
+
+    async def browser_pages(self) -> list[Page]:
+        return await self._call(self._desk.browser_pages)
 
     async def wait_for(self, what: str | Callable[[AsyncDesktop], Any], timeout: float = 30.0,
                        interval: float = 0.25) -> Any:

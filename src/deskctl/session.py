@@ -58,6 +58,7 @@ from deskctl.providers.base import ExecResult, Provider, RawFrame, RemoteHandle,
 from deskctl.session_steps import new_session_id, owner_id
 
 if TYPE_CHECKING:
+    from deskctl.browser import BrowserEndpoint, Page
     from deskctl.ledger import Ledger, ModelUsage, SessionRecord
     from deskctl.metering import Rate
     from deskctl.recording import Recorder
@@ -517,6 +518,23 @@ class Desktop:
         """Start ``app`` with ``args`` detached; returns its process id on the desktop where known."""
         with self._guard("launch"):
             return self.provider.launch(self._require_handle(), app, [str(a) for a in args])
+
+    def browser(self) -> BrowserEndpoint:
+        """The DevTools endpoint of the desktop's Chromium as this process reaches it (a
+        :class:`deskctl.browser.BrowserEndpoint`: ``http_url``, ``ws_url``), for a CDP client (Playwright's
+        ``connect_over_cdp(desk.browser().ws_url)``). ``usage.no_browser`` when no Chromium with DevTools runs
+        (start one with ``start_url`` or ``open_url(url, browser="chromium")``); ``usage.unsupported`` where
+        the provider cannot (``capabilities.browser``)."""
+        with self._guard("browser", count=False):
+            endpoint: BrowserEndpoint = self.provider.browser_endpoint(self._require_handle())
+            return endpoint
+
+    def browser_pages(self) -> list[Page]:
+        """The pages of the desktop's Chromium as ``[(url, title)]``, the most recently active first (what
+        ``/json/list`` at the browser's DevTools port says inside the desktop)."""
+        from deskctl.browser import pages
+
+        return pages(self.browser(), self._provider_name)
 
     def window_titles(self) -> list[str]:
         with self._guard("window_titles", count=False):

@@ -39,7 +39,8 @@ _XVFB = XvfbProvider.capabilities
 # the harness tools are listed where the provider's capabilities say it has them (the test below checks xvfb does)
 BASE_TOOLS = ({"screenshot", "click", "double_click", "triple_click", "right_click", "middle_click", "mouse_down",
                "mouse_up", "move", "drag", "scroll", "type", "key", "key_down", "key_up", "wait", "cursor_position"}
-              | (CLIPBOARD_TOOLS if _XVFB.clipboard else set()) | (WINDOW_TOOLS if _XVFB.windows else set()))
+              | (CLIPBOARD_TOOLS if _XVFB.clipboard else set()) | (WINDOW_TOOLS if _XVFB.windows else set())
+              | ({"browser_pages"} if _XVFB.browser else set()))
 EXEC_TOOLS = {"exec"} | ({"launch"} if _XVFB.windows else set())
 
 

@@ -24,8 +24,10 @@ from deskctl.limits import BOUNDS
 ROOT = Path(__file__).resolve().parents[2]
 
 #: the public Desktop methods that are not actions an agent takes: the session's lifecycle and library plumbing
-#: (files are `deskctl cp`, `meter` and `annotate` are the harness's). A new public method must be one or the other.
-NOT_ACTIONS = {"open", "close", "release", "act", "annotate", "meter", "raw_frame", "labels", "upload", "download"}
+#: (files are `deskctl cp`, `meter` and `annotate` are the harness's; `browser` gives a DevTools endpoint for a CDP
+#: client in the caller's process). A new public method must be one or the other.
+NOT_ACTIONS = {"open", "close", "release", "act", "annotate", "meter", "raw_frame", "labels", "upload", "download",
+               "browser"}
 
 
 def _capability_flags() -> set[str]:
@@ -210,7 +212,15 @@ def test_the_mcp_tools_are_the_tables_mcp_actions(mcp_tools: dict[str, Any]) -> 
                               and (spec.capability is None or getattr(has, spec.capability))}
 
 
-@pytest.mark.parametrize("spec", [s for s in ACTIONS if "mcp" in s.surfaces], ids=lambda spec: spec.name)
+def _memory_has(spec: ActionSpec) -> bool:
+    from deskctl.providers.memory import MemoryProvider
+
+    return spec.capability is None or bool(getattr(MemoryProvider.capabilities, spec.capability))
+
+
+# the tools the memory provider's server lists (browser_pages, for a capability it lacks: tests/unit/test_browser.py)
+@pytest.mark.parametrize("spec", [s for s in ACTIONS if "mcp" in s.surfaces and _memory_has(s)],
+                         ids=lambda spec: spec.name)
 def test_each_mcp_tools_schema_is_the_tables(spec: ActionSpec, mcp_tools: dict[str, Any]) -> None:
     tool = mcp_tools[spec.mcp_name]
     assert tool.description == spec.doc

@@ -71,8 +71,8 @@ def test_providers_json_shows_each_option_as_declared(tmp_path: Path) -> None:
         model = load_provider_class(name).options_class()
         assert model is not None
         assert rows[name]["options"] == json.loads(json.dumps(model.describe())), name
-    assert [row["name"] for row in rows["xvfb"]["options"]] == ["window_manager", "browser", "owner_watch",
-                                                                "xvfb_args", "start_timeout"]
+    assert [row["name"] for row in rows["xvfb"]["options"]] == ["window_manager", "browser", "devtools_port",
+                                                                "owner_watch", "xvfb_args", "start_timeout"]
     assert rows["xvfb"]["default"] is True and rows["docker"]["default"] is False
 
 

@@ -6,6 +6,7 @@ from typing import Any
 #: what the action commands take as a negative number, not an option
 NEGATIVE_NUMBER = "^-\\d+$"
 
+# left to click: browser-pages (a json result, printed by the click command)
 # left to click: clipboard (a text result, printed by the click command)
 # left to click: clipboard-set (a parameter the Desktop method names otherwise, or that reads stdin)
 # left to click: cursor-position (a json result, printed by the click command)

@@ -91,6 +91,8 @@ class Capabilities:
     hold_input: bool = True
     #: ``exec(user=...)`` runs the command as another user of the desktop; False: ``usage.unsupported``
     exec_as_user: bool = True
+    #: the desktop's Chromium answers DevTools (CDP): :meth:`Provider.browser_endpoint`, ``browser_pages``
+    browser: bool = False
     #: how the provider bills: free | per_second | per_minute | per_hour | external (the host's owner bills it,
     #: deskctl does not know the price: cost "unknown" unless the user's price catalog names one)
     billing: str = "free"
@@ -118,6 +120,7 @@ class Capabilities:
             "windows": self.windows,
             "hold_input": self.hold_input,
             "exec_as_user": self.exec_as_user,
+            "browser": self.browser,
             "billing": self.billing,
         }
 
@@ -373,6 +376,11 @@ class Provider(ABC):
     def window_titles(self, handle: RemoteHandle) -> list[str]:
         """Titles of the desktop's top-level windows."""
         raise self._unsupported("list windows")
+
+    def browser_endpoint(self, handle: RemoteHandle) -> Any:
+        """The DevTools endpoint of the desktop's Chromium as the caller reaches it (a
+        :class:`deskctl.browser.BrowserEndpoint`); only where ``capabilities.browser`` says so."""
+        raise self._unsupported("reach a browser's DevTools")
 
     def _unsupported(self, what: str) -> Exception:
         from deskctl.errors import UsageError

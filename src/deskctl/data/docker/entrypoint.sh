@@ -38,7 +38,9 @@ if [ "${DESKCTL_WM:-0}" = "1" ]; then
 fi
 if [ -n "${DESKCTL_START_URL:-}" ]; then
     size="${DESKCTL_WINDOW:-}"
-    set -- --no-first-run --no-default-browser-check --disable-dev-shm-usage --no-sandbox \
+    # DevTools on the container's loopback only (verifiers expect 127.0.0.1:9222; deskctl reaches it by exec)
+    set -- --remote-debugging-address=127.0.0.1 --remote-debugging-port=9222 \
+        --no-first-run --no-default-browser-check --disable-dev-shm-usage --no-sandbox \
         --password-store=basic --user-data-dir=/home/desk/.chromium
     if [ -n "$size" ]; then
         w=${size%%x*}; rest=${size#*x}; h=${rest%%[+-]*}; pos=${rest#"$h"}

@@ -30,6 +30,7 @@ from deskctl.providers.base import (
     RemoteHandle,
     Screenshot,
 )
+from deskctl.providers.docker import devtools
 from deskctl.providers.docker.common import (
     _AGENT_TOKEN_FILE,
     LABEL_AGENT,
@@ -76,6 +77,7 @@ class DockerProvider(_DockerFiles):
         cursor_position=True,
         clipboard=True,
         windows=True,
+        browser=True,
     )
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
@@ -183,8 +185,33 @@ class DockerProvider(_DockerFiles):
             raise SessionLost(f"the agent token of {handle.session_id} is empty", provider=self.name)
         return token
 
+    # -- the browser's DevTools (devtools.py) ----------------------------------------------------------------------
+    def browser_endpoint(self, handle: RemoteHandle) -> Any:
+        """The container's DevTools (127.0.0.1:9222 inside) through a loopback forwarder here (devtools.py)."""
+        return devtools.browser_endpoint(self, handle)
+
+    def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
+        """``browser="chromium"``, or none in a container that has Chromium (the browser image; its ``xdg-open``
+        knows no browser): Chromium with DevTools on the container's 127.0.0.1:9222 (a running one takes the URL);
+        anything else: the guest's opener."""
+        from deskctl.browser import is_chromium
+
+        if browser is None:
+            said = self.exec(handle, "command -v chromium", 30)
+            browser = "chromium" if said.exit_code == 0 and said.stdout.strip() else None
+        if browser is None or not is_chromium(browser):
+            super().open_url(handle, url, browser)
+            return
+        self._require_program(handle, browser)
+        self._launch_detached(handle, browser, devtools.chromium_args(url))
+
+    def close(self) -> None:
+        devtools.close(self)
+        super().close()
+
     def destroy(self, handle: RemoteHandle) -> None:
         self._drop_driver(handle.session_id)
+        devtools.close(self, handle.session_id)
         self._tokens.pop(handle.session_id, None)
         name = DockerHandleData.of(handle).name
         container = DockerHandleData.of(handle).container or name

@@ -1,0 +1,130 @@
+"""The desktop's Chromium, through its DevTools (Chrome DevTools Protocol) endpoint.
+
+A provider that can (``capabilities.browser``) starts Chromium with ``--remote-debugging-address=127.0.0.1`` and a
+``--remote-debugging-port`` (the desktop's loopback only: never a published interface) and gives the caller an
+endpoint it can reach (:meth:`deskctl.Desktop.browser`): on ``xvfb`` the loopback port itself; elsewhere a
+forwarded channel. A CDP client (Playwright's ``connect_over_cdp``, or raw CDP over a websocket) connects to it.
+
+This module holds what every provider shares: the Chromium flags, the reading of Chromium's
+``DevToolsActivePort`` file, the endpoint object and the reading of the target list (``/json/list``), so a task
+verifier's view (inside the desktop) and the caller's view are parsed by the same code
+(:func:`parse_pages`). Only the standard library: nothing here is imported until a browser is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+__all__ = ["DEVTOOLS_PORT", "NO_BROWSER", "BrowserEndpoint", "Page", "active_port", "chromium_flags", "endpoint_at",
+           "is_chromium", "no_browser", "pages", "parse_pages"]
+
+#: where the DevTools endpoint answers inside a desktop of its own (a container): task verifiers expect it there
+DEVTOOLS_PORT = 9222
+#: the error code when the desktop runs no browser with DevTools
+NO_BROWSER = "usage.no_browser"
+_REMEDY = "start one: deskctl up --start-url URL, or desk.open_url(url, browser='chromium')"
+_CHROMIUM_NAMES = ("chromium", "chrome", "google-chrome")
+
+
+def is_chromium(program: str) -> bool:
+    """Whether ``program`` (a name or path) is a Chromium-family browser (it speaks CDP)."""
+    name = Path(program).name.lower()
+    return any(name.startswith(n) for n in _CHROMIUM_NAMES)
+
+
+def chromium_flags(port: int) -> list[str]:
+    """The flags that open DevTools on the desktop's loopback only (``port`` 0: Chromium picks a free one and
+    writes it to ``DevToolsActivePort`` in its profile)."""
+    return ["--remote-debugging-address=127.0.0.1", f"--remote-debugging-port={port}"]
+
+
+def active_port(profile: Path) -> int | None:
+    """The DevTools port Chromium wrote to ``profile``/DevToolsActivePort (None: not (yet) written)."""
+    try:
+        first = (profile / "DevToolsActivePort").read_text().split("\n", 1)[0].strip()
+    except OSError:
+        return None
+    return int(first) if first.isdigit() and 0 < int(first) < 65536 else None
+
+
+class Page(NamedTuple):
+    """One page of the browser: ``(url, title)`` (JSON: ``[url, title]``; printed: ``url<TAB>title``)."""
+
+    url: str
+    title: str
+
+    def __str__(self) -> str:
+        return f"{self.url}\t{self.title}"
+
+
+class BrowserEndpoint:
+    """Where the caller reaches the desktop's Chromium DevTools: ``http_url`` (``http://127.0.0.1:PORT``, the
+    ``/json/*`` documents) and ``ws_url`` (the browser's websocket, for ``connect_over_cdp`` or raw CDP).
+    ``port`` is the caller's port; the desktop's own is ``desktop_port``."""
+
+    __slots__ = ("desktop_port", "http_url", "port", "ws_url")
+
+    def __init__(self, port: int, ws_url: str, desktop_port: int) -> None:
+        self.port = port
+        self.http_url = f"http://127.0.0.1:{port}"
+        self.ws_url = ws_url
+        self.desktop_port = desktop_port
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"http_url": self.http_url, "ws_url": self.ws_url, "port": self.port,
+                "desktop_port": self.desktop_port}
+
+    def __repr__(self) -> str:
+        return f"BrowserEndpoint({self.http_url!r}, ws_url={self.ws_url!r})"
+
+
+def _get(port: int, path: str, provider: str, timeout: float = 10.0) -> Any:
+    import urllib.error
+    import urllib.request
+
+    from deskctl.errors import UsageError
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the loopback, never a proxy
+    try:
+        with opener.open(f"http://127.0.0.1:{port}{path}", timeout=timeout) as response:
+            return json.loads(response.read().decode())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UsageError(f"the desktop's browser does not answer on its DevTools port ({reason})", code=NO_BROWSER,
+                         provider=provider, remedy=_REMEDY) from None
+
+
+def endpoint_at(port: int, provider: str, desktop_port: int | None = None) -> BrowserEndpoint:
+    """The endpoint of the DevTools answering on the caller's loopback ``port`` (its websocket URL names the
+    caller's port, whatever port Chromium thinks it has)."""
+    version = _get(port, "/json/version", provider)
+    ws = str(version.get("webSocketDebuggerUrl") or "") if isinstance(version, dict) else ""
+    path = urlsplit(ws).path
+    if not path.startswith("/devtools/"):
+        from deskctl.errors import ProviderApiError
+
+        raise ProviderApiError("the browser's DevTools gave no websocket URL", provider=provider)
+    return BrowserEndpoint(port, f"ws://127.0.0.1:{port}{path}", desktop_port or port)
+
+
+def no_browser(provider: str, why: str = "the desktop runs no browser with DevTools") -> Exception:
+    from deskctl.errors import UsageError
+
+    return UsageError(why, code=NO_BROWSER, provider=provider, remedy=_REMEDY)
+
+
+def parse_pages(document: Any) -> list[Page]:
+    """``[(url, title)]`` of the pages in a ``/json/list`` document (parsed JSON), in Chromium's order (the most
+    recently active first); workers, iframes and extensions' targets left out."""
+    if not isinstance(document, list):
+        return []
+    return [Page(str(t.get("url", "")), str(t.get("title", ""))) for t in document
+            if isinstance(t, dict) and t.get("type") == "page"]
+
+
+def pages(endpoint: BrowserEndpoint, provider: str) -> list[Page]:
+    """The browser's pages as ``[(url, title)]``, read from the endpoint's ``/json/list``."""
+    return parse_pages(_get(endpoint.port, "/json/list", provider))

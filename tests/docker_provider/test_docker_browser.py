@@ -1,0 +1,88 @@
+"""The DevTools of a docker desktop's Chromium (issue 20 §2) from the host, with no port published: Chromium listens
+on the container's 127.0.0.1:9222 (where a verifier inside reads it), and ``desk.browser()`` gives a loopback
+endpoint of this process whose connections the engine's exec carries (providers/docker/devtools.py). A real CDP
+client (``websockets``, raw CDP) navigates through it and reads the title; the page list equals the verifier's."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+
+import deskctl
+from unit.test_browser import PATIENCE, Cdp, _until
+
+pytestmark = pytest.mark.slow
+
+
+def _inside(desk: deskctl.Desktop) -> list[tuple[str, str]]:
+    """What a verifier script in the container reads at 127.0.0.1:9222/json/list."""
+    from deskctl.browser import parse_pages
+
+    script = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+              "'http://127.0.0.1:9222/json/list', timeout=20).read().decode())")
+    result = desk.exec(f"python3 -c {json.dumps(script)}", timeout=60)
+    assert result.exit_code == 0, result.stderr
+    return [tuple(p) for p in parse_pages(json.loads(result.stdout))]
+
+
+def test_a_cdp_client_on_the_host_drives_the_containers_chromium_through_the_engine() -> None:
+    if os.environ.get("DESKCTL_SKIP_BROWSER") == "1":
+        pytest.skip("DESKCTL_SKIP_BROWSER=1: the browser image was not built")
+    start = "data:text/html,<title>Start page</title>"
+    second = "data:text/html,<title>Second page</title><h1>2</h1>"
+    with deskctl.open_desktop("docker", geometry="800x600", start_url=start) as desk:
+        endpoint = desk.browser()
+        assert endpoint.desktop_port == 9222
+        assert endpoint.ws_url.startswith(f"ws://127.0.0.1:{endpoint.port}/devtools/browser/")
+        # nothing published: the container has no port bindings
+        container = desk.handle.data.get("container") or desk.handle.resource_id  # type: ignore[union-attr]
+        import docker
+
+        client = docker.from_env()
+        try:
+            assert not client.api.inspect_container(container)["HostConfig"].get("PortBindings")
+        finally:
+            client.close()
+        _until("the start page", lambda: ("Start page" in [t for _, t in desk.browser_pages()]))
+
+        from websockets.sync.client import connect
+
+        with connect(endpoint.ws_url, max_size=None, open_timeout=PATIENCE, proxy=None) as ws:
+            cdp = Cdp(ws)
+            targets = cdp.call("Target.getTargets")["targetInfos"]
+            page = next(t for t in targets if t["type"] == "page" and t["title"] == "Start page")
+            session = cdp.call("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})["sessionId"]
+            cdp.call("Page.navigate", {"url": second}, session)
+
+            def title() -> str:
+                value = cdp.call("Runtime.evaluate", {"expression": "document.readyState === 'complete' && "
+                                                                    "document.title", "returnByValue": True}, session)
+                return str(value["result"].get("value") or "")
+
+            assert _until("the second page's title", lambda: title() == "Second page")
+
+        # open_url hands the URL to the running browser (the same DevTools endpoint): named, or the image's own
+        third = "http://127.0.0.1:1/third"  # nothing answers there: the page's URL is what matters
+        desk.open_url(third, browser="chromium")
+        _until("the third page", lambda: any(u == third for u, _ in desk.browser_pages()))
+        fourth = "http://127.0.0.1:1/fourth"
+        desk.open_url(fourth)
+        _until("the fourth page", lambda: any(u == fourth for u, _ in desk.browser_pages()))
+        seen = sorted(desk.browser_pages())
+        assert ("data:text/html,<title>Second page</title><h1>2</h1>", "Second page") in seen
+        assert sorted(_inside(desk)) == seen
+        port = endpoint.port
+    # the forwarder ends with the desktop: its port no longer answers
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
+
+
+def test_no_browser_in_the_container_is_no_browser() -> None:
+    with deskctl.open_desktop("docker", geometry="640x480") as desk:
+        with pytest.raises(deskctl.DeskctlError) as caught:
+            desk.browser_pages()
+        assert caught.value.code == "usage.no_browser"
+
