@@ -58,6 +58,7 @@ from deskctl.providers.base import ExecResult, Provider, RawFrame, RemoteHandle,
 from deskctl.session_steps import new_session_id, owner_id
 
 if TYPE_CHECKING:
+    from deskctl.episodes.store import Snapshot
     from deskctl.ledger import Ledger, ModelUsage, SessionRecord
     from deskctl.metering import Rate
     from deskctl.recording import Recorder
@@ -518,6 +519,20 @@ class Desktop:
         with self._guard("launch"):
             return self.provider.launch(self._require_handle(), app, [str(a) for a in args])
 
+    # -- episodes (deskctl.episodes: snapshot and restore) -----------------------------------------
+    def snapshot(self, name: str, ttl: float | None = None, replace: bool = False) -> Snapshot:
+        """Keep this desktop's state as ``name`` (ledger table ``snapshots``); ``usage.unsupported`` where the
+        provider's capabilities have no ``snapshots``. ``ttl``: seconds until the reaper deletes it."""
+        from deskctl.episodes import take_snapshot
+
+        return take_snapshot(self, name, ttl=ttl, replace=replace)
+
+    def restore(self, name: Snapshot | str) -> Snapshot:
+        """Put this desktop back as it was at the snapshot ``name`` (a :class:`Snapshot`, its name or id)."""
+        from deskctl.episodes import restore
+
+        return restore(self, name)
+
     def window_titles(self) -> list[str]:
         with self._guard("window_titles", count=False):
             return self.provider.window_titles(self._require_handle())
@@ -559,6 +574,7 @@ def open_desktop(
     spec: DesktopSpec | None = None,
     record: str | os.PathLike[str] | None = None,
     record_settle: float = 0.0,
+    from_snapshot: Snapshot | str | None = None,
 ) -> Desktop:
     """Open a desktop and return it, ready and verified. Use it as a context manager::
 
@@ -570,6 +586,9 @@ def open_desktop(
 
     ``record=DIR`` writes a trajectory there (docs/recording.md): a JSONL row per action with the screen before
     and after it; ``record_settle`` is how long the after shot may wait for the screen to change.
+
+    ``from_snapshot``: start from a snapshot (:meth:`Desktop.snapshot`; a name or id of the ledger) instead of
+    the provider's fresh desktop (docs/episodes.md).
     """
     if spec is None:
         from deskctl.spec import DesktopSpec
@@ -581,6 +600,12 @@ def open_desktop(
             labels=dict(labels or {}),
             provider_options=dict(provider_options or {}),
         )
+    if from_snapshot is not None:
+        from deskctl.episodes import open_from_snapshot
+
+        return open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
+                                  detached=detached, run_preflight=preflight, record=record,
+                                  record_settle=record_settle)
     desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight,
                    record=record, record_settle=record_settle)
     return desk.open()

@@ -91,6 +91,9 @@ class Capabilities:
     hold_input: bool = True
     #: ``exec(user=...)`` runs the command as another user of the desktop; False: ``usage.unsupported``
     exec_as_user: bool = True
+    #: :meth:`deskctl.Desktop.snapshot` / :meth:`deskctl.Desktop.restore` work (a backend in
+    #: :data:`deskctl.episodes.BACKENDS`)
+    snapshots: bool = False
     #: how the provider bills: free | per_second | per_minute | per_hour | external (the host's owner bills it,
     #: deskctl does not know the price: cost "unknown" unless the user's price catalog names one)
     billing: str = "free"
@@ -118,6 +121,7 @@ class Capabilities:
             "windows": self.windows,
             "hold_input": self.hold_input,
             "exec_as_user": self.exec_as_user,
+            "snapshots": self.snapshots,
             "billing": self.billing,
         }
 

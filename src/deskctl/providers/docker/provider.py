@@ -76,6 +76,7 @@ class DockerProvider(_DockerFiles):
         cursor_position=True,
         clipboard=True,
         windows=True,
+        snapshots=True,
     )
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
