@@ -193,7 +193,12 @@ def restore(desk: Desktop, snap: Snapshot | str) -> Snapshot:
     spec = restore_spec(desk.spec, snap, provider)
     handle = desk._require_handle()
     with desk._lock:
-        provider.destroy(handle)
+        retire = getattr(backend, "retire", None)
+        removal: _Removal | None = None
+        if retire is not None:
+            removal = _Removal(retire(provider, handle))  # the old desktop goes while the new one starts
+        else:
+            provider.destroy(handle)
         desk.handle = None
         try:
             labels = backend.restore_labels(snap, desk.labels())
@@ -208,12 +213,41 @@ def restore(desk: Desktop, snap: Snapshot | str) -> Snapshot:
             backend.after_ready(provider, new, snap)
             if desk.detached:
                 provider.detach(new)
+            if removal is not None:
+                removal.join()
         except BaseException:
-            desk._teardown(status="failed", reason="restore.failed")
+            try:
+                if removal is not None:
+                    removal.join()
+            finally:
+                desk._teardown(status="failed", reason="restore.failed")
             raise
     store.record_restore(desk.ledger, snap.snapshot_id)
     desk.ledger.record_event(desk.id, "restore", {"snapshot": snap.snapshot_id, "name": snap.name})
     return snap
+
+
+class _Removal:
+    """The removal of a retired desktop, run in a thread; :meth:`join` raises what it raised."""
+
+    def __init__(self, remove: Any) -> None:
+        import threading
+
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(remove,), name="deskctl-retire", daemon=True)
+        self._thread.start()
+
+    def _run(self, remove: Any) -> None:
+        try:
+            remove()
+        except BaseException as exc:
+            self._error = exc
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
 
 def delete_snapshot(ledger: Ledger, snap: Snapshot | str, *, provider: Provider | None = None) -> Snapshot:

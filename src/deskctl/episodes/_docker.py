@@ -13,7 +13,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deskctl.episodes import LABEL_SNAPSHOT, Taken
@@ -153,6 +153,30 @@ class DockerSnapshots:
             if all(any(title == t for t in titles) for title in wanted):
                 return
             time.sleep(0.2)
+
+    def retire(self, provider: Provider, handle: RemoteHandle) -> Callable[[], None]:
+        """Make way for the restored container at once: kill the old one and take its name away (both take
+        milliseconds); returns the removal (the engine's slow part), which the restore runs while the new
+        container starts. The host folders stay: the new container reuses the same paths."""
+        from docker.errors import APIError
+
+        engine = handle.data.get("engine")
+        client = self._client(provider, engine)
+        container = str(handle.data.get("container") or handle.resource_id)
+        retired = f"{handle.session_id}-retired-{container[:12]}"
+        provider._drop_driver(handle.session_id)  # type: ignore[attr-defined]
+        with provider._errors(f"retire the container {handle.session_id}", engine):  # type: ignore[attr-defined]
+            try:
+                client.api.kill(container)
+            except APIError as exc:
+                if exc.status_code != 409:  # 409: not running (it stopped itself): nothing to kill
+                    raise
+            client.api.rename(container, retired)
+
+        def remove() -> None:
+            provider._remove(container, retired, engine)  # type: ignore[attr-defined]
+
+        return remove
 
     def delete(self, provider: Provider, snap: Snapshot) -> None:
         from docker.errors import APIError, NotFound
