@@ -153,6 +153,10 @@ class Desktop:
         self._model_unknown = 0
         #: set when model spend moved the money limit (and at stop), so the watchdog looks again
         self._limits_changed = threading.Event()
+        #: what an agent's action does while a person holds the desktop (`deskctl view --takeover`): "wait" until
+        #: they release it, or "fail" with session.paused (DESKCTL_ON_TAKEOVER sets the default)
+        self.on_takeover = os.environ.get("DESKCTL_ON_TAKEOVER", "wait")
+        self._takeover_lock: Any = None
 
     @classmethod
     def from_record(cls, record: SessionRecord, *, ledger: Ledger, owns_ledger: bool = False) -> Desktop:
@@ -334,9 +338,29 @@ class Desktop:
         with self._guard(act.action_kind(action)):
             self.provider.act(self._require_handle(), action)
 
+    def _person_gate(self) -> None:
+        """Before an agent's action: wait while a person holds the desktop, or fail (deskctl.episodes.takeover)."""
+        from deskctl.episodes import takeover
+
+        if self._takeover_lock is None:
+            if self.on_takeover not in ("wait", "fail"):
+                raise UsageError(f"on_takeover must be 'wait' or 'fail', not {self.on_takeover!r}",
+                                 code="usage.bad_option", remedy="DESKCTL_ON_TAKEOVER=wait or fail")
+            self._takeover_lock = takeover.lock_path(self.id)
+        takeover.gate(self, self._takeover_lock)
+
+    def request_takeover(self, reason: str, timeout: float | None = None) -> float:
+        """Ask a person for help (`deskctl view ID --control --takeover` shows the reason) and block until one has
+        taken over and released the desktop; returns the seconds waited (``wait.timeout`` after ``timeout``)."""
+        from deskctl.episodes.takeover import request_takeover
+
+        self._check_usable()
+        return request_takeover(self, reason, timeout)
+
     def act(self, action: act.Action) -> None:
         """Execute one action from :mod:`deskctl.actions` (bounds-checked); recorded when the session is."""
         self._check_usable()
+        self._person_gate()
         if self._recorder is not None:
             self._recorder.step(self, action, lambda: self._act(action))
         else:
@@ -462,6 +486,7 @@ class Desktop:
         from deskctl.providers._guest import check_exec_options
 
         timeout = check_number("exec_timeout", timeout, what="timeout")
+        self._person_gate()
         options: dict[str, Any] = {}
         clean_env = check_exec_options(env, user, self._provider_name)
         if cwd is not None:
@@ -500,6 +525,7 @@ class Desktop:
             return self.provider.clipboard_get(self._require_handle())
 
     def clipboard_set(self, text: str) -> None:
+        self._person_gate()
         with self._guard("clipboard"):
             self.provider.clipboard_set(self._require_handle(), text)
 
@@ -511,11 +537,13 @@ class Desktop:
         if not url:
             raise UsageError("open_url needs a URL", code="usage.invalid")
         _check_url(url)
+        self._person_gate()
         with self._guard("open_url"):
             self.provider.open_url(self._require_handle(), url, browser)
 
     def launch(self, app: str, *args: str) -> int | None:
         """Start ``app`` with ``args`` detached; returns its process id on the desktop where known."""
+        self._person_gate()
         with self._guard("launch"):
             return self.provider.launch(self._require_handle(), app, [str(a) for a in args])
 
