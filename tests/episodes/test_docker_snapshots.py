@@ -136,3 +136,19 @@ def test_cli_snapshot_of_a_provider_without_snapshots_is_unsupported() -> None:
             assert list_snapshots(book, include_deleted=True) == []
     finally:
         run_cli("down", session, check=True)
+
+
+def test_expired_snapshots_are_deleted_by_snapshot_rm_expired(docker_sdk: Any) -> None:
+    with deskctl.open_desktop("docker", geometry="320x240") as desk:
+        short = desk.snapshot("short", ttl=0.001)  # past its expiry by the time the next process looks
+        kept = desk.snapshot("kept")
+    out = run_cli("snapshot", "rm", "--expired", "--json", check=True)
+    assert [s["snapshot_id"] for s in json.loads(out.stdout)["deleted"]] == [short.snapshot_id]
+    assert _snapshot_images(docker_sdk, short.snapshot_id) == []
+    assert len(_snapshot_images(docker_sdk, kept.snapshot_id)) == 1
+    listed = json.loads(run_cli("snapshot", "ls", "--json", check=True).stdout)["snapshots"]
+    assert [s["name"] for s in listed] == ["kept"]
+    nothing = run_cli("snapshot", "rm", "--json")
+    assert nothing.returncode == 2 and json.loads(nothing.stdout)["error"]["code"] == "usage.missing_argument"
+    run_cli("snapshot", "rm", "kept", check=True)
+    assert _snapshot_images(docker_sdk, kept.snapshot_id) == []

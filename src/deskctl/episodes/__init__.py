@@ -286,12 +286,16 @@ def reap_snapshots(ledger: Ledger, *, now: float | None = None, owner_alive: Any
     process that died. Returns what was deleted; a snapshot that cannot be deleted stays ``leaked``."""
     from deskctl.episodes import store
 
+    if owner_alive is None:
+        from deskctl.owners import owner_alive as alive
+
+        def owner_alive(owner: str) -> bool:
+            return alive(owner) is not False  # another host's owner is taken as alive
     now = time.time() if now is None else now
     done = []
     for snap in store.list_snapshots(ledger):
         due = snap.expires_at is not None and snap.expires_at <= now
-        stuck = snap.status == "leaked" or (snap.status == "deleting" and owner_alive is not None
-                                            and not owner_alive(snap.owner))
+        stuck = snap.status == "leaked" or (snap.status == "deleting" and not owner_alive(snap.owner))
         if not (due or stuck):
             continue
         try:
