@@ -94,6 +94,10 @@ def test_open_desktop_from_snapshot(docker_sdk: Any) -> None:
     with deskctl.open_desktop("docker", geometry="640x480", from_snapshot="seeded") as second:
         assert second.exec("cat /home/desk/seed.txt").stdout == "seeded\n"
         assert second.spec.provider_options["image"].startswith("deskctl-snapshot:")
+        # another process may not swap the desktop from under the process that owns it
+        other = run_cli("restore", second.id, "seeded", "--json")
+        assert other.returncode == 2 and json.loads(other.stdout)["error"]["code"] == "usage.conflict"
+        assert second.exec("cat /home/desk/seed.txt").stdout == "seeded\n"
     with open_ledger() as book:
         assert [s.restores for s in list_snapshots(book)] == [1]
         delete_snapshot(book, "seeded")

@@ -92,8 +92,9 @@ def test_check_env_and_episodes_on_docker_reset_by_restore(docker_sdk: Any) -> N
         assert list_snapshots(book) == []
 
 
-def test_vector_of_two_desktops(tmp_path: Path) -> None:
-    envs = make_vector(2, provider="xvfb", geometry="320x240", max_steps=3)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_vector_of_two_desktops(mode: str) -> None:
+    envs = make_vector(2, mode=mode, provider="xvfb", geometry="320x240", max_steps=3)
     try:
         observations, infos = envs.reset(seed=0)
         assert observations.shape == (2, 240, 320, 3)

@@ -187,6 +187,12 @@ def restore(desk: Desktop, snap: Snapshot | str) -> Snapshot:
     from deskctl.errors import GeometryMismatch
 
     desk._check_usable()
+    if not desk._owned and not desk.detached:
+        # its owner process holds a connection to the desktop this would replace, and would take the new one
+        # for lost (and end it); a detached desktop (deskctl up) has no such owner
+        raise UsageError(f"{desk.id} belongs to another process (it was not brought up with deskctl up): restore "
+                         "it there", code="usage.conflict", provider=desk.provider_name,
+                         remedy="call desk.restore(...) in the process that opened it")
     provider = desk.provider
     snap = resolve(desk.ledger, snap)
     backend = backend_for(provider)
