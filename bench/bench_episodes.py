@@ -77,6 +77,20 @@ def gym_steps_per_second(provider: str, steps: int) -> float:
         env.close()
 
 
+def library_steps_per_second(provider: str, steps: int) -> float:
+    """The same step written by hand on the library: ``desk.move`` and the screen as an array."""
+    import deskctl
+    from deskctl.gym import observation_of
+
+    with deskctl.open_desktop(provider, geometry="1024x768") as desk:
+        observation_of(desk)
+        started = time.perf_counter()
+        for i in range(steps):
+            desk.move(10 + i % 500, 10 + i % 300)
+            observation_of(desk)
+        return steps / (time.perf_counter() - started)
+
+
 def naive_docker_steps_per_second(steps: int) -> float:
     """One ``docker exec xdotool mousemove`` and one ``docker exec scrot`` + read back + decode per step."""
     import numpy as np
@@ -121,9 +135,11 @@ def main() -> int:
     print("steps/s (move + 1024x768 observation)")
     gym_x = gym_steps_per_second("xvfb", args.steps)
     gym_d = gym_steps_per_second("docker", args.steps)
+    lib_x = library_steps_per_second("xvfb", args.steps)
+    lib_d = library_steps_per_second("docker", args.steps)
     naive = naive_docker_steps_per_second(max(10, args.steps // 5))
-    print(f"  gym on xvfb          {gym_x:8.1f}")
-    print(f"  gym on docker        {gym_d:8.1f}")
+    print(f"  gym on xvfb          {gym_x:8.1f}   (the library by hand: {lib_x:.1f})")
+    print(f"  gym on docker        {gym_d:8.1f}   (the library by hand: {lib_d:.1f})")
     print(f"  docker exec xdotool + scrot {naive:8.1f}   gym on docker is {gym_d / naive:.1f}x")
     return 0
 
