@@ -156,3 +156,23 @@ def test_expired_snapshots_are_deleted_by_snapshot_rm_expired(docker_sdk: Any) -
     assert nothing.returncode == 2 and json.loads(nothing.stdout)["error"]["code"] == "usage.missing_argument"
     run_cli("snapshot", "rm", "kept", check=True)
     assert _snapshot_images(docker_sdk, kept.snapshot_id) == []
+
+
+def test_restored_browser_opens_its_committed_profile(docker_sdk: Any) -> None:
+    """The start app (Chromium on the start URL) comes back after a restore with the profile it had: Chromium's
+    host locks are kept out of the snapshot (committed, they make it refuse the profile), and left in place on the
+    running desktop."""
+    page = "data:text/html,<title>startpage</title>hello"
+    with deskctl.open_desktop("docker", geometry="800x600", start_url=page) as desk:
+        desk.wait_for("startpage", 90)
+        locks = "ls /home/desk/.chromium | grep -c Singleton"
+        before = desk.exec(locks).stdout
+        snap = desk.snapshot("browser")
+        assert desk.exec(locks).stdout == before != "0\n"  # the running browser keeps its locks
+        assert snap.data["relaunch"] == []  # the entrypoint starts the start app itself
+        desk.restore(snap)
+        assert "startpage" in desk.wait_for("startpage", 90)
+        log = desk.exec("cat /tmp/chromium.log").stdout
+        assert "in use by another Chromium process" not in log
+    with open_ledger() as book:
+        delete_snapshot(book, "browser")

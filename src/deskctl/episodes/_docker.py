@@ -44,6 +44,14 @@ for w in $(xdotool search --onlyvisible --name . 2>/dev/null); do
   if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ]; then printf 'P '; tr '\000' '\037' <"/proc/$pid/cmdline"; echo; fi
 done
 """
+# Browser profiles lock themselves to the host that runs them (Chromium's Singleton* links name the host name and
+# pid): committed, they make the restored browser refuse its profile ("in use on another computer"). They are
+# taken out for the commit and put back at once.
+_HOST_LOCKS_SCRIPT = r"""
+find /home /root /tmp -maxdepth 5 -name 'Singleton*' -type l 2>/dev/null | while read -r f; do
+  printf '%s\t%s\n' "$f" "$(readlink "$f")"; rm -f "$f"
+done
+"""
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
@@ -106,13 +114,22 @@ class DockerSnapshots:
             skip |= {"chromium", "chromium-browser", "chrome"}
         relaunch = [w for w in windows if os.path.basename(w["argv"][0]) not in skip]
         changes = [f"LABEL {key}={json.dumps(str(value))}" for key, value in sorted(labels.items())]
-        with provider._errors(f"commit the container {handle.session_id}", engine):  # type: ignore[attr-defined]
-            container_info = client.api.inspect_container(container)
-            committed = client.api.commit(container, repository=REPOSITORY, tag=snapshot_id,
-                                          changes=changes, pause=True)
-            image_id = str(committed["Id"])
-            info = client.api.inspect_image(image_id)  # type: ignore[no-untyped-call]
-            base = client.api.inspect_image(container_info["Image"])  # type: ignore[no-untyped-call]
+        locks = provider.exec(handle, _HOST_LOCKS_SCRIPT, 30.0)
+        taken = [line.split("\t", 1) for line in locks.stdout.splitlines() if "\t" in line]
+        try:
+            with provider._errors(f"commit the container {handle.session_id}", engine):  # type: ignore[attr-defined]
+                container_info = client.api.inspect_container(container)
+                committed = client.api.commit(container, repository=REPOSITORY, tag=snapshot_id,
+                                              changes=changes, pause=True)
+                image_id = str(committed["Id"])
+                info = client.api.inspect_image(image_id)  # type: ignore[no-untyped-call]
+                base = client.api.inspect_image(container_info["Image"])  # type: ignore[no-untyped-call]
+        finally:
+            if taken:
+                import shlex
+
+                provider.exec(handle, "; ".join(f"ln -sfn {shlex.quote(target)} {shlex.quote(path)}"
+                                                for path, target in taken), 30.0)
         size = max(0, int(info.get("Size") or 0) - int(base.get("Size") or 0))
         base_labels = (base.get("Config") or {}).get("Labels") or {}
         stale = sorted(k for k in ((container_info.get("Config") or {}).get("Labels") or {})
