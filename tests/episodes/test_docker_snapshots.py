@@ -176,3 +176,22 @@ def test_restored_browser_opens_its_committed_profile(docker_sdk: Any) -> None:
         assert "in use by another Chromium process" not in log
     with open_ledger() as book:
         delete_snapshot(book, "browser")
+
+
+def test_a_snapshot_whose_maker_died_mid_way_is_reaped(docker_sdk: Any) -> None:
+    """The maker was killed between the commit and the ledger's update: the row says `deleting`, knows no image,
+    and its owner is dead. The reaper finds the image by its label and deletes it."""
+    import socket
+
+    from deskctl.episodes import reap_snapshots
+
+    with deskctl.open_desktop("docker", geometry="320x240") as desk:
+        snap = desk.snapshot("orphan")
+    with open_ledger() as book, book.transaction() as tx:
+        tx.run("UPDATE snapshots SET status = 'deleting', data = '{}', resource_id = NULL, owner = ? "
+               "WHERE snapshot_id = ?", (f"{socket.gethostname()}:999999999", snap.snapshot_id))
+    assert len(_snapshot_images(docker_sdk, snap.snapshot_id)) == 1
+    with open_ledger() as book:
+        assert [s.snapshot_id for s in reap_snapshots(book)] == [snap.snapshot_id]
+        assert list_snapshots(book) == []
+    assert _snapshot_images(docker_sdk, snap.snapshot_id) == []

@@ -199,15 +199,19 @@ class DockerSnapshots:
         from docker.errors import APIError, NotFound
 
         client = self._client(provider, snap.data.get("engine"))
-        try:
-            client.api.remove_image(str(snap.data.get("image") or snap.resource_id))
-        except NotFound:
-            pass
-        except APIError as exc:
-            from deskctl.errors import ProviderApiError
+        # by its label: a snapshot whose maker died before the ledger learnt the image's name is found too
+        with provider._errors("list snapshot images"):  # type: ignore[attr-defined]
+            found = [str(i["Id"]) for i in client.api.images(filters={"label": f"{LABEL_SNAPSHOT}={snap.snapshot_id}"})]
+        for image in found:
+            try:
+                client.api.remove_image(image, force=True)
+            except NotFound:
+                pass
+            except APIError as exc:
+                from deskctl.errors import ProviderApiError
 
-            raise ProviderApiError(f"docker: cannot remove the image of snapshot {snap.name}: {exc.explanation}",
-                                   provider=provider.name, status=exc.status_code) from exc
+                raise ProviderApiError(f"docker: cannot remove the image of snapshot {snap.name}: "
+                                       f"{exc.explanation}", provider=provider.name, status=exc.status_code) from exc
         if self.exists(provider, snap):
             from deskctl.errors import ProviderApiError
 
