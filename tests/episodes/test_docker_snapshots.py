@@ -195,3 +195,23 @@ def test_a_snapshot_whose_maker_died_mid_way_is_reaped(docker_sdk: Any) -> None:
         assert [s.snapshot_id for s in reap_snapshots(book)] == [snap.snapshot_id]
         assert list_snapshots(book) == []
     assert _snapshot_images(docker_sdk, snap.snapshot_id) == []
+
+
+def test_the_async_surface_snapshots_restores_and_opens_from_a_snapshot(docker_sdk: Any) -> None:
+    import asyncio
+
+    from deskctl import aio
+
+    async def main() -> None:
+        async with aio.open_desktop("docker", geometry="320x240") as desk:
+            await desk.exec("echo a > /home/desk/f")
+            snap = await desk.snapshot("async")
+            await desk.exec("echo b > /home/desk/f")
+            await desk.restore("async")
+            assert (await desk.exec("cat /home/desk/f")).stdout == "a\n"
+        async with aio.open_desktop("docker", geometry="320x240", from_snapshot=snap) as again:
+            assert (await again.exec("cat /home/desk/f")).stdout == "a\n"
+
+    asyncio.run(main())
+    with open_ledger() as book:
+        delete_snapshot(book, "async")
