@@ -37,8 +37,8 @@ class _SnapshotGroup(SuggestingGroup):
 
 @click.group(cls=_SnapshotGroup)
 def snapshot() -> None:
-    """Keep a desktop's state under a name (``deskctl snapshot ID NAME``), list (``ls``) or delete (``rm``)
-    snapshots. Restore one with ``deskctl restore ID NAME``."""
+    """Keep a desktop's state under a name (deskctl snapshot ID NAME), list (ls) or delete (rm) snapshots.
+    Restore one with deskctl restore ID NAME. See docs/episodes.md."""
 
 
 @snapshot.command("create")
