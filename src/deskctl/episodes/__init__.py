@@ -51,6 +51,7 @@ LABEL_SNAPSHOT = "deskctl.snapshot"
 #: provider -> "module:Class" of its snapshot backend; a provider whose capabilities say ``snapshots`` has one
 BACKENDS: dict[str, str] = {
     "docker": "deskctl.episodes._docker:DockerSnapshots",
+    "memory": "deskctl.episodes._memory:MemorySnapshots",
 }
 
 
