@@ -14,25 +14,40 @@ engine's ``docker checkpoint`` needs an experimental daemon and CRIU; see docs/e
 from __future__ import annotations
 
 import importlib
-import secrets
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from deskctl.episodes.store import Snapshot
 from deskctl.errors import DeskctlError, NotFound, UsageError
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
+    from deskctl.episodes.store import Snapshot
     from deskctl.ledger import Ledger
     from deskctl.providers.base import Provider, RemoteHandle
     from deskctl.session import Desktop
     from deskctl.spec import DesktopSpec
 
+    class SnapshotBackend(Protocol):
+        def take(self, provider: Provider, handle: RemoteHandle, snapshot_id: str, name: str,
+                 labels: Mapping[str, str]) -> Taken: ...
+
+        def restore_spec(self, spec: DesktopSpec, snap: Snapshot) -> DesktopSpec: ...
+
+        def restore_labels(self, snap: Snapshot, labels: Mapping[str, str]) -> dict[str, str]: ...
+
+        def after_ready(self, provider: Provider, handle: RemoteHandle, snap: Snapshot) -> None: ...
+
+        def delete(self, provider: Provider, snap: Snapshot) -> None: ...
+
+        def exists(self, provider: Provider, snap: Snapshot) -> bool: ...
+
+
 __all__ = [
     "BACKENDS",
     "DEFAULT_SNAPSHOT_TTL",
     "Snapshot",
-    "SnapshotBackend",
     "Taken",
     "backend_for",
     "delete_snapshot",
@@ -55,6 +70,16 @@ BACKENDS: dict[str, str] = {
 }
 
 
+def __getattr__(name: str) -> Any:
+    # the store (dataclasses, json) loads only when a snapshot is used: an agent's action imports this package
+    # for its takeover check (deskctl.episodes.takeover), and `deskctl do` must stay light
+    if name == "Snapshot":
+        from deskctl.episodes.store import Snapshot
+
+        return Snapshot
+    raise AttributeError(f"module 'deskctl.episodes' has no attribute {name!r}")
+
+
 class Taken:
     """What a backend made: the provider's resource, its size, the storage rate, and the data a restore needs."""
 
@@ -66,21 +91,6 @@ class Taken:
         self.size_bytes = size_bytes
         self.usd_per_gb_month = usd_per_gb_month
         self.data = dict(data or {})
-
-
-class SnapshotBackend(Protocol):
-    def take(self, provider: Provider, handle: RemoteHandle, snapshot_id: str, name: str,
-             labels: Mapping[str, str]) -> Taken: ...
-
-    def restore_spec(self, spec: DesktopSpec, snap: Snapshot) -> DesktopSpec: ...
-
-    def restore_labels(self, snap: Snapshot, labels: Mapping[str, str]) -> dict[str, str]: ...
-
-    def after_ready(self, provider: Provider, handle: RemoteHandle, snap: Snapshot) -> None: ...
-
-    def delete(self, provider: Provider, snap: Snapshot) -> None: ...
-
-    def exists(self, provider: Provider, snap: Snapshot) -> bool: ...
 
 
 def backend_for(provider: Provider) -> SnapshotBackend:
@@ -107,6 +117,8 @@ def take_snapshot(desk: Desktop, name: str, *, ttl: float | None = None, replace
     """Snapshot ``desk`` as ``name`` (a live snapshot of that name is ``usage.conflict`` unless ``replace``, which
     deletes the old one once the new one exists). Recorded in the ledger before anything is made (status
     ``deleting`` until the provider confirms the resource, so a crash in between is found by the reaper)."""
+    import secrets
+
     from deskctl.episodes import store
     from deskctl.session import owner_id
 
@@ -120,7 +132,7 @@ def take_snapshot(desk: Desktop, name: str, *, ttl: float | None = None, replace
         raise UsageError(f"a snapshot named {name!r} exists already ({old.snapshot_id}, of {old.session_id})",
                          code="usage.conflict", remedy=f"deskctl snapshot rm {name}, or pass replace=True")
     now = time.time()
-    snap = Snapshot(snapshot_id="sn-" + secrets.token_hex(5), name=name, session_id=desk.id,
+    snap = store.Snapshot(snapshot_id="sn-" + secrets.token_hex(5), name=name, session_id=desk.id,
                     provider=provider.name, owner=owner_id(), status="deleting", created_at=now,
                     expires_at=now + (DEFAULT_SNAPSHOT_TTL if ttl is None else float(ttl)),
                     data={"spec": desk.spec.model_dump(mode="json")})
@@ -166,8 +178,8 @@ def resolve(ledger: Ledger, snap: Snapshot | str) -> Snapshot:
     """A snapshot by object, name or id, as the ledger has it now; ``not_found`` when there is no live one."""
     from deskctl.episodes import store
 
-    key = snap.snapshot_id if isinstance(snap, Snapshot) else str(snap)
-    found = store.get(ledger, key) if isinstance(snap, Snapshot) else store.find(ledger, key)
+    key = snap.snapshot_id if isinstance(snap, store.Snapshot) else str(snap)
+    found = store.get(ledger, key) if isinstance(snap, store.Snapshot) else store.find(ledger, key)
     if found is None or found.status != "ready":
         raise NotFound(f"no snapshot {key!r} in the ledger", remedy="deskctl snapshot ls")
     return found
@@ -264,7 +276,7 @@ def delete_snapshot(ledger: Ledger, snap: Snapshot | str, *, provider: Provider 
     from deskctl.errors import CleanupIncomplete
     from deskctl.providers import get_provider
 
-    if not isinstance(snap, Snapshot):
+    if not isinstance(snap, store.Snapshot):
         found = store.find(ledger, snap) or store.get(ledger, snap)
         if found is None or not found.live:
             raise NotFound(f"no snapshot {snap!r} in the ledger", remedy="deskctl snapshot ls")
