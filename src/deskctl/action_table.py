@@ -276,6 +276,18 @@ ACTIONS: tuple[ActionSpec, ...] = (
                       surfaces=frozenset({"aio"}))),
                result="json", group="exec", capability="exec", recorded=False, runs_code=True, surfaces=_NO_CLI,
                cli_command="exec"),
+    # -- episodes (docs/episodes.md; the CLI has them as the top-level `deskctl snapshot` / `deskctl restore`) ---
+    ActionSpec("snapshot", "Keep the desktop's state as NAME (files, and the programs whose windows are open); "
+               "gives the snapshot's record.",
+               (Param("name", "str", doc="the snapshot's name"),
+                Param("ttl", "float", None, doc="seconds before the reaper deletes it (default 7 days)"),
+                Param("replace", "bool", False, doc="replace a snapshot of the same name")),
+               result="json", group="episodes", capability="snapshots", recorded=False, surfaces=_NO_CLI,
+               cli_command="snapshot"),
+    ActionSpec("restore", "Put the desktop back as it was at the snapshot NAME; what changed since is gone.",
+               (Param("name", "str", doc="the snapshot's name or id"),),
+               result="json", group="episodes", capability="snapshots", recorded=False, surfaces=_NO_CLI,
+               cli_command="restore"),
     ActionSpec("wait", "Wait SECONDS (at most 60) for the screen to settle, e.g. after starting a program.",
                (Param("seconds", "float", doc="seconds", bound="mcp_wait"),),
                group="observe", recorded=False, surfaces=frozenset({"mcp"}), surface_only=True),

@@ -45,6 +45,7 @@ from deskctl.session import Desktop, State, wait_terms
 if TYPE_CHECKING:
     from deskctl import actions as act
     from deskctl.browser import BrowserEndpoint, Page
+    from deskctl.episodes.store import Snapshot
     from deskctl.ledger import Ledger, ModelUsage
     from deskctl.providers.base import ExecResult, Provider, RawFrame, RemoteHandle, Screenshot
     from deskctl.recording import Recorder
@@ -421,6 +422,16 @@ class AsyncDesktop:
     async def browser_pages(self) -> list[Page]:
         return await self._call(self._desk.browser_pages)
 
+    # -- episodes (docs/episodes.md) -------------------------------------------------------------------------
+    async def snapshot(self, name: str, ttl: float | None = None, replace: bool = False) -> Snapshot:
+        return await self._call(self._desk.snapshot, name, ttl, replace)
+
+    async def restore(self, name: Snapshot | str) -> Snapshot:
+        return await self._call(self._desk.restore, name)
+
+    async def request_takeover(self, reason: str, timeout: float | None = None) -> float:
+        return await self._call(self._desk.request_takeover, reason, timeout)
+
     async def wait_for(self, what: str | Callable[[AsyncDesktop], Any], timeout: float = 30.0,
                        interval: float = 0.25) -> Any:
         """The sync :meth:`~deskctl.Desktop.wait_for`, polling without a thread: ``what`` is a window title or a
@@ -526,6 +537,7 @@ def open_desktop(
     spec: DesktopSpec | None = None,
     record: str | os.PathLike[str] | None = None,
     record_settle: float = 0.0,
+    from_snapshot: Snapshot | str | None = None,
 ) -> _Opening:
     """:func:`deskctl.open_desktop`, awaited: same parameters, same errors, same guarantees::
 
@@ -553,13 +565,21 @@ def open_desktop(
         if stop.is_set():
             raise _Cancelled(f"cancelled before {step}")
 
-    desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight,
-                   progress=progress, record=record, record_settle=record_settle)
-
     def undo(made: Desktop) -> None:
         # it got through before it saw the cancel: destroy it, detached or not (as a Ctrl-C during open does)
         made._teardown(status="failed", reason=_Cancelled.code)
 
+    if from_snapshot is not None:
+        from deskctl.episodes import open_from_snapshot
+
+        def from_snap() -> Desktop:
+            return open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
+                                      detached=detached, run_preflight=preflight, progress=progress, record=record,
+                                      record_settle=record_settle)
+
+        return _Opening(lambda: _start(from_snap, undo, stop.set, spec.provider))
+    desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight,
+                   progress=progress, record=record, record_settle=record_settle)
     return _Opening(lambda: _start(desk.open, undo, stop.set, spec.provider))
 
 

@@ -21,6 +21,7 @@ Every failure a caller can see is a :class:`DeskctlError` carrying a stable stri
     ├── BudgetExceeded                budget.exceeded          exit 4
     ├── CleanupIncomplete             cleanup.incomplete       exit 5
     ├── WaitTimeout                   wait.timeout             exit 6
+    ├── SessionPaused                 session.paused           exit 7
     ├── InfrastructureError           provider.error           exit 20
     │   ├── ProviderUnreachable       provider.unreachable
     │   ├── RateLimited               provider.rate_limited
@@ -72,6 +73,7 @@ __all__ = [
     "ReadinessTimeout",
     "SessionClosed",
     "SessionLost",
+    "SessionPaused",
     "UsageError",
     "WaitTimeout",
 ]
@@ -275,6 +277,14 @@ class WaitTimeout(DeskctlError):
 
     code = "wait.timeout"
     exit_code = 6
+
+
+class SessionPaused(DeskctlError):
+    """A person holds control of the desktop (``deskctl view --control --takeover``) and the caller chose not to
+    wait (``on_takeover="fail"``): the agent's action was not sent. Retry once they release it."""
+
+    code = "session.paused"
+    exit_code = 7
 
 
 class Interrupted(DeskctlError):

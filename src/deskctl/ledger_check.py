@@ -25,7 +25,7 @@ from deskctl.ledger import SCHEMA_VERSION, check_ledger_url, move_aside_command,
 __all__ = ["CheckReport", "Finding", "RepairReport", "check_ledger", "processes_using", "repair_ledger"]
 
 #: the tables a ledger holds, in the order a repair copies them
-TABLES = ("sessions", "action_counts", "events", "budgets", "reservations", "model_usage")
+TABLES = ("sessions", "action_counts", "events", "budgets", "reservations", "model_usage", "snapshots")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl import actions as act
+from deskctl.episodes.takeover import ACTOR as _ACTOR
 from deskctl.errors import DeskctlError, InfrastructureError, NotFound, UsageError
 
 if TYPE_CHECKING:
@@ -371,6 +372,8 @@ class Recorder:
                     "error": None if error is None else {"code": error.code, "message": redact(error.message)},
                     "provider": desk.provider_name, "geometry": f"{width}x{height}" if width else None,
                     "image": None if image is None else str(image), "pid": os.getpid(),
+                    # agent, or human: a person's input passed on by `deskctl view --control`
+                    "actor": _ACTOR.get(),
                 }
                 self._ensure_worker()
                 self._end_hot_path(queued=True)

@@ -59,6 +59,7 @@ from deskctl.session_steps import new_session_id, owner_id
 
 if TYPE_CHECKING:
     from deskctl.browser import BrowserEndpoint, Page
+    from deskctl.episodes.store import Snapshot
     from deskctl.ledger import Ledger, ModelUsage, SessionRecord
     from deskctl.metering import Rate
     from deskctl.recording import Recorder
@@ -153,6 +154,10 @@ class Desktop:
         self._model_unknown = 0
         #: set when model spend moved the money limit (and at stop), so the watchdog looks again
         self._limits_changed = threading.Event()
+        #: what an agent's action does while a person holds the desktop (`deskctl view --takeover`): "wait" until
+        #: they release it, or "fail" with session.paused (DESKCTL_ON_TAKEOVER sets the default)
+        self.on_takeover = os.environ.get("DESKCTL_ON_TAKEOVER", "wait")
+        self._takeover_lock: Any = None
 
     @classmethod
     def from_record(cls, record: SessionRecord, *, ledger: Ledger, owns_ledger: bool = False) -> Desktop:
@@ -334,9 +339,29 @@ class Desktop:
         with self._guard(act.action_kind(action)):
             self.provider.act(self._require_handle(), action)
 
+    def _person_gate(self) -> None:
+        """Before an agent's action: wait while a person holds the desktop, or fail (deskctl.episodes.takeover)."""
+        from deskctl.episodes import takeover
+
+        if self._takeover_lock is None:
+            if self.on_takeover not in ("wait", "fail"):
+                raise UsageError(f"on_takeover must be 'wait' or 'fail', not {self.on_takeover!r}",
+                                 code="usage.bad_option", remedy="DESKCTL_ON_TAKEOVER=wait or fail")
+            self._takeover_lock = takeover.lock_path(self.id)
+        takeover.gate(self, self._takeover_lock)
+
+    def request_takeover(self, reason: str, timeout: float | None = None) -> float:
+        """Ask a person for help (`deskctl view ID --control --takeover` shows the reason) and block until one has
+        taken over and released the desktop; returns the seconds waited (``wait.timeout`` after ``timeout``)."""
+        from deskctl.episodes.takeover import request_takeover
+
+        self._check_usable()
+        return request_takeover(self, reason, timeout)
+
     def act(self, action: act.Action) -> None:
         """Execute one action from :mod:`deskctl.actions` (bounds-checked); recorded when the session is."""
         self._check_usable()
+        self._person_gate()
         if self._recorder is not None:
             self._recorder.step(self, action, lambda: self._act(action))
         else:
@@ -462,6 +487,7 @@ class Desktop:
         from deskctl.providers._guest import check_exec_options
 
         timeout = check_number("exec_timeout", timeout, what="timeout")
+        self._person_gate()
         options: dict[str, Any] = {}
         clean_env = check_exec_options(env, user, self._provider_name)
         if cwd is not None:
@@ -500,6 +526,7 @@ class Desktop:
             return self.provider.clipboard_get(self._require_handle())
 
     def clipboard_set(self, text: str) -> None:
+        self._person_gate()
         with self._guard("clipboard"):
             self.provider.clipboard_set(self._require_handle(), text)
 
@@ -511,11 +538,13 @@ class Desktop:
         if not url:
             raise UsageError("open_url needs a URL", code="usage.invalid")
         _check_url(url)
+        self._person_gate()
         with self._guard("open_url"):
             self.provider.open_url(self._require_handle(), url, browser)
 
     def launch(self, app: str, *args: str) -> int | None:
         """Start ``app`` with ``args`` detached; returns its process id on the desktop where known."""
+        self._person_gate()
         with self._guard("launch"):
             return self.provider.launch(self._require_handle(), app, [str(a) for a in args])
 
@@ -535,6 +564,20 @@ class Desktop:
         from deskctl.browser import pages
 
         return pages(self.browser(), self._provider_name)
+
+    # -- episodes (deskctl.episodes: snapshot and restore) -----------------------------------------
+    def snapshot(self, name: str, ttl: float | None = None, replace: bool = False) -> Snapshot:
+        """Keep this desktop's state as ``name`` (ledger table ``snapshots``); ``usage.unsupported`` where the
+        provider's capabilities have no ``snapshots``. ``ttl``: seconds until the reaper deletes it."""
+        from deskctl.episodes import take_snapshot
+
+        return take_snapshot(self, name, ttl=ttl, replace=replace)
+
+    def restore(self, name: Snapshot | str) -> Snapshot:
+        """Put this desktop back as it was at the snapshot ``name`` (a :class:`Snapshot`, its name or id)."""
+        from deskctl.episodes import restore
+
+        return restore(self, name)
 
     def window_titles(self) -> list[str]:
         with self._guard("window_titles", count=False):
@@ -577,6 +620,7 @@ def open_desktop(
     spec: DesktopSpec | None = None,
     record: str | os.PathLike[str] | None = None,
     record_settle: float = 0.0,
+    from_snapshot: Snapshot | str | None = None,
 ) -> Desktop:
     """Open a desktop and return it, ready and verified. Use it as a context manager::
 
@@ -588,6 +632,9 @@ def open_desktop(
 
     ``record=DIR`` writes a trajectory there (docs/recording.md): a JSONL row per action with the screen before
     and after it; ``record_settle`` is how long the after shot may wait for the screen to change.
+
+    ``from_snapshot``: start from a snapshot (:meth:`Desktop.snapshot`; a name or id of the ledger) instead of
+    the provider's fresh desktop (docs/episodes.md).
     """
     if spec is None:
         from deskctl.spec import DesktopSpec
@@ -599,6 +646,12 @@ def open_desktop(
             labels=dict(labels or {}),
             provider_options=dict(provider_options or {}),
         )
+    if from_snapshot is not None:
+        from deskctl.episodes import open_from_snapshot
+
+        return open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
+                                  detached=detached, run_preflight=preflight, record=record,
+                                  record_settle=record_settle)
     desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight,
                    record=record, record_settle=record_settle)
     return desk.open()

@@ -287,15 +287,21 @@ html, body { margin: 0; background: #1d2026; color: #c9ced6; font: 13px/1.4 syst
           image-rendering: auto; outline: none; user-select: none; -webkit-user-drag: none; }
 body.control #screen { cursor: crosshair; }
 #status.err { color: #ff8a80; }
+#help { color: #ffd54f; }
 </style></head>
 <body class="__CLASS__">
 <div id="bar"><b>deskctl view</b><span>__ID__</span><span>__PROVIDER__</span><span>__WIDTH__x__HEIGHT__</span>
-<span id="mode">__MODE__</span><span id="status"></span></div>
+<span id="mode">__MODE__</span><span id="status"></span>
+<button id="takeover" hidden>Take control</button><span id="help"></span></div>
 <img id="screen" alt="desktop __ID__" width="__WIDTH__" height="__HEIGHT__" tabindex="0" draggable="false">
 <script>
 "use strict";
 const token = new URLSearchParams(location.search).get("token") || "";
 const control = __CONTROL__;
+const takeoverMode = __TAKEOVER__;
+const takeoverButton = document.getElementById("takeover");
+const help_ = document.getElementById("help");
+let holding = false;
 const screen_ = document.getElementById("screen");
 const status_ = document.getElementById("status");
 // after the load event: a stream never ends, and an image still loading would hold the page's load forever
@@ -329,6 +335,31 @@ async function pump() {
     } catch (e) { status_.textContent = "input failed: " + e; status_.className = "err"; }
   }
   busy = false;
+}
+if (takeoverMode) {
+  // --takeover: the page drives the desktop only while the person holds it; the agent's actions wait meanwhile
+  takeoverButton.hidden = false;
+  takeoverButton.addEventListener("click", async () => {
+    const r = await fetch("/takeover?token=" + encodeURIComponent(token), {
+      method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({hold: !holding})});
+    if (r.ok) show(await r.json());
+    else { status_.textContent = "takeover refused: " + r.status + " " + await r.text(); status_.className = "err"; }
+  });
+  function show(info) {
+    holding = info.held;
+    takeoverButton.textContent = holding ? "Release" : "Take control";
+    document.getElementById("mode").textContent = holding ? "you hold control: the agent waits"
+                                                          : "the agent has control";
+    help_.textContent = info.request ? "the agent asks for help: " + info.request.reason : "";
+  }
+  async function poll() {
+    try {
+      const r = await fetch("/takeover?token=" + encodeURIComponent(token));
+      if (r.ok) show(await r.json());
+    } catch (e) {}
+    setTimeout(poll, 500);
+  }
+  poll();
 }
 function point(e) {
   const r = screen_.getBoundingClientRect();
@@ -385,13 +416,15 @@ if (control) {
 """
 
 
-def render_page(session_id: str, provider: str, size: tuple[int, int], control: bool) -> bytes:
+def render_page(session_id: str, provider: str, size: tuple[int, int], control: bool,
+                takeover: bool = False) -> bytes:
     import html
 
     values = {"__ID__": html.escape(session_id), "__PROVIDER__": html.escape(provider),
               "__WIDTH__": str(size[0]), "__HEIGHT__": str(size[1]),
               "__MODE__": "control on: clicks and keys go to the desktop" if control else "view only",
-              "__CLASS__": "control" if control else "", "__CONTROL__": "true" if control else "false"}
+              "__CLASS__": "control" if control else "", "__CONTROL__": "true" if control else "false",
+              "__TAKEOVER__": "true" if takeover else "false"}
     page = _PAGE
     for key, value in values.items():
         page = page.replace(key, value)
@@ -464,6 +497,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, view.page, "text/html; charset=utf-8")
         elif path == "/info":
             self._json(200, view.info())
+        elif path == "/takeover":
+            self._json(200, view.takeover_state())
         elif path == "/frame.jpg":
             self._one_frame()
         elif path == "/stream":
@@ -479,10 +514,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not allowed:
             self._error(403, "view.forbidden", "a valid token is required")
             return
-        if path != "/input":
+        if path not in ("/input", "/takeover"):
             self._error(404, "view.not_found", f"no such endpoint: {path}")
             return
         view = self.server.view
+        if path == "/takeover" and not view.takeover_enabled:
+            self._error(403, "view.takeover_off", "this view does not take over (start it with --takeover)")
+            return
         if not view.control:
             self._error(403, "view.control_off", "this view does not pass input on (start it with --control)")
             return
@@ -502,6 +540,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(event, dict):
             self._error(400, "usage.bad_input", "an input event is a JSON object")
             return
+        if path == "/takeover":
+            self._set_takeover(event)
+            return
         try:
             view.send_input(event)
         except UsageError as exc:
@@ -513,6 +554,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(204)
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
+
+    def _set_takeover(self, event: Mapping[str, Any]) -> None:
+        hold = event.get("hold")
+        if not isinstance(hold, bool):
+            self._error(400, "usage.bad_input", "a takeover request is {\"hold\": true|false}")
+            return
+        try:
+            self.server.view.hold(hold, reason=str(event.get("reason") or ""))
+        except UsageError as exc:
+            self._error(409, exc.code, exc.message)
+            return
+        self._json(200, self.server.view.takeover_state())
 
     def _skip_body(self, length: int) -> None:
         """Read past a refused body (up to a few MiB, for a few seconds) before answering and closing: a server that
@@ -585,7 +638,7 @@ class ViewServer:
     """
 
     def __init__(self, desk: Desktop, *, port: int = 0, control: bool = False, fps: float = DEFAULT_FPS,
-                 quality: int = DEFAULT_QUALITY, token: str | None = None) -> None:
+                 quality: int = DEFAULT_QUALITY, token: str | None = None, takeover: bool = False) -> None:
         from deskctl.limits import check_number
 
         port = check_number("port", port)
@@ -596,7 +649,16 @@ class ViewServer:
         self.size = desk.size
         self.token = token or secrets.token_urlsafe(24)
         self.feed = FrameFeed(desk.raw_frame, fps=fps, quality=quality)
-        self.page = render_page(desk.id, desk.provider_name, self.size, control)
+        if takeover and not control:
+            raise UsageError("--takeover needs --control (a person takes over by driving the desktop)",
+                             code="usage.bad_option", remedy="deskctl view ID --control --takeover")
+        self.takeover_enabled = takeover
+        self._takeover: Any = None
+        if takeover:
+            from deskctl.episodes.takeover import Takeover
+
+            self._takeover = Takeover(desk)
+        self.page = render_page(desk.id, desk.provider_name, self.size, control, takeover)
         self._input_lock = threading.Lock()
         self._port = port
         self._httpd: _Http | None = None
@@ -611,9 +673,30 @@ class ViewServer:
         return {"id": self.desk.id, "provider": self.desk.provider_name, "width": self.size[0],
                 "height": self.size[1], "control": self.control}
 
+    def takeover_state(self) -> dict[str, Any]:
+        """Whether a person holds the desktop through this view, and the agent's open help request."""
+        from deskctl.episodes.takeover import pending_request
+
+        held = self._takeover is not None and self._takeover.held
+        return {"enabled": self.takeover_enabled, "held": held, "request": pending_request(self.desk.id)}
+
+    def hold(self, hold: bool, reason: str = "") -> None:
+        """Take the desktop from the agent (``hold``) or give it back (with ``takeover`` only)."""
+        if self._takeover is None:
+            raise UsageError("this view does not take over", code="usage.bad_option")
+        if hold:
+            self._takeover.take(reason=reason)
+        else:
+            self._takeover.release()
+
     def send_input(self, event: Mapping[str, Any]) -> None:
+        from deskctl.episodes.takeover import acting_as
+
         action = input_action(event, self.size)
-        with self._input_lock:  # one action at a time, in arrival order
+        if self._takeover is not None and not self._takeover.held:
+            raise UsageError("take control first (the page's Take control button): the agent has it",
+                             code="usage.not_holding")
+        with self._input_lock, acting_as("human"):  # one action at a time, in arrival order; a person's input
             self.desk.act(action)
 
     def count_frame(self) -> None:
@@ -645,7 +728,9 @@ class ViewServer:
         return f"http://127.0.0.1:{self.port}/?token={self.token}"
 
     def stop(self) -> None:
-        """Stop serving and capturing (idempotent); the desktop is not touched."""
+        """Stop serving and capturing (idempotent); the desktop is not touched (a person's hold is released)."""
+        if self._takeover is not None:
+            self._takeover.release()
         self.feed.stop()
         httpd, self._httpd = self._httpd, None
         if httpd is not None:

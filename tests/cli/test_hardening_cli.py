@@ -196,7 +196,7 @@ def test_negative_numbers_are_arguments(session: str) -> None:
 
 def test_unknown_commands_and_actions_suggest_the_close_one(session: str) -> None:
     top = deskctl("sreenshot", session)
-    assert top.returncode == 2 and "No such command 'sreenshot'. Did you mean 'screenshot'?" in top.stderr
+    assert top.returncode == 2 and "No such command 'sreenshot'. Did you mean 'screenshot'" in top.stderr
     assert json.loads(deskctl("sreenshot", "--json").stdout)["error"]["code"] == "usage.unknown_command"
     action = deskctl("do", session, "clik", "1", "2")
     assert action.returncode == 2 and "Did you mean 'click'?" in action.stderr

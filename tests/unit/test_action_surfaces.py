@@ -25,9 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: the public Desktop methods that are not actions an agent takes: the session's lifecycle and library plumbing
 #: (files are `deskctl cp`, `meter` and `annotate` are the harness's; `browser` gives a DevTools endpoint for a CDP
-#: client in the caller's process). A new public method must be one or the other.
+#: client in the caller's process; `request_takeover` blocks until a person has helped: plumbing of the episodes).
+#: A new public method must be one or the other.
 NOT_ACTIONS = {"open", "close", "release", "act", "annotate", "meter", "raw_frame", "labels", "upload", "download",
-               "browser"}
+               "browser", "request_takeover"}
 
 
 def _capability_flags() -> set[str]:
@@ -151,8 +152,9 @@ def test_the_top_level_commands_of_actions_take_the_same_bounds() -> None:
     against the table's bound there too (the MCP's is the same: test below)."""
     from deskctl.cli._common import Number
     from deskctl.cli.session_cmds import exec_cmd, screenshot
+    from deskctl.cli.snapshot_cmds import create, restore
 
-    commands = {"exec": exec_cmd, "screenshot": screenshot}
+    commands = {"exec": exec_cmd, "screenshot": screenshot, "snapshot": create, "restore": restore}
     for spec in ACTIONS:
         if spec.cli_command is None:
             continue

@@ -15,7 +15,7 @@ EXIT_CODES = {
     errors.UsageError: 2, errors.ConfigInvalid: 2, errors.GeometryOutOfBounds: 2,
     errors.CredentialsMissing: 3, errors.CredentialsInvalid: 3, errors.CredentialsForbidden: 3,
     errors.QuotaExceeded: 3, errors.CompatError: 3, errors.GeometryUnsupported: 3,
-    errors.BudgetExceeded: 4, errors.CleanupIncomplete: 5, errors.WaitTimeout: 6,
+    errors.BudgetExceeded: 4, errors.CleanupIncomplete: 5, errors.WaitTimeout: 6, errors.SessionPaused: 7,
     errors.ProviderUnreachable: 20, errors.RateLimited: 20, errors.ProviderApiError: 20,
     errors.ReadinessTimeout: 20, errors.GeometryMismatch: 20, errors.CapacityUnavailable: 20,
     errors.Interrupted: 130, errors.DeskctlError: 1,
@@ -30,7 +30,7 @@ CODES = {
     errors.RateLimited: "provider.rate_limited", errors.ProviderApiError: "provider.api_error",
     errors.ReadinessTimeout: "readiness.timeout", errors.GeometryMismatch: "geometry.mismatch",
     errors.CapacityUnavailable: "capacity.unavailable", errors.Interrupted: "interrupted",
-    errors.WaitTimeout: "wait.timeout", errors.DeskctlError: "internal",
+    errors.WaitTimeout: "wait.timeout", errors.SessionPaused: "session.paused", errors.DeskctlError: "internal",
 }
 
 

@@ -80,7 +80,7 @@ def test_a_schema_4_ledger_gets_the_model_usage_table_and_keeps_its_records(ledg
     monkeypatch.undo()
     new = open_ledger(ledger_url)
     try:
-        assert new.schema_version() == 5 and new.get("dk-four") is not None
+        assert new.schema_version() == SCHEMA_VERSION and new.get("dk-four") is not None
         assert new.model_spend(["dk-four"]) == {}
     finally:
         new.close()

@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trajectory": ("deskctl.cli.trajectory_cmds:trajectory", "Summarise or view a recorded trajectory."),
     "mcp": ("deskctl.cli.mcp_cmds:mcp", "Serve one desktop to an MCP client (stdio or streamable HTTP)."),
     "view": ("deskctl.cli.view_cmds:view", "Watch (and with --control, drive) a desktop in a browser."),
+    "snapshot": ("deskctl.cli.snapshot_cmds:snapshot", "Snapshot a desktop; list (ls) or delete (rm) snapshots."),
+    "restore": ("deskctl.cli.snapshot_cmds:restore", "Put a desktop back as it was at a snapshot."),
     "ledger": ("deskctl.cli.ledger_cmds:ledger", "Check the ledger's integrity (and repair a damaged SQLite file)."),
 }
 

@@ -59,13 +59,17 @@ class _GoneWatch:
 @click.argument("session_id")
 @click.option("--control", is_flag=True,
               help="Pass clicks, drags, scrolls and keys from the page to the desktop (default: view only).")
+@click.option("--takeover", is_flag=True,
+              help="With --control: the page has a Take control button; while the person holds the desktop the "
+                   "agent's actions wait (or fail with session.paused) and the agent's help requests show.")
 @click.option("--port", type=Number("port"), default=0, show_default=True, envvar="DESKCTL_VIEW_PORT",
               show_envvar=True, help="Port on 127.0.0.1; 0 picks a free one.")
 @click.option("--fps", type=Number("fps"), default=30.0, show_default=True,
               help="Most frames a second to capture (a cloud provider gives what its screenshot API allows).")
 @click.option("--quality", type=Number("quality"), default=80, show_default=True, help="JPEG quality.")
 @json_option
-def view(session_id: str, control: bool, port: int, fps: float, quality: int, as_json: bool) -> None:
+def view(session_id: str, control: bool, takeover: bool, port: int, fps: float, quality: int,
+         as_json: bool) -> None:
     """Serve a live view of a desktop on 127.0.0.1 and print its URL (with its access token) on stdout.
 
     The page streams the screen while someone watches; with --control, input on the page goes to the desktop.
@@ -83,13 +87,14 @@ def view(session_id: str, control: bool, port: int, fps: float, quality: int, as
     with _ledger() as book:
         desk = attach(session_id, ledger=book)
         try:
-            server = ViewServer(desk, port=port, control=control, fps=fps, quality=quality).start()
+            server = ViewServer(desk, port=port, control=control, fps=fps, quality=quality,
+                                takeover=takeover).start()
             previous = signal.signal(signal.SIGTERM, on_term)
             try:
                 width, height = server.size
                 if as_json:
                     click.echo(json.dumps({"id": desk.id, "url": server.url, "width": width, "height": height,
-                                           "control": control}, sort_keys=True))
+                                           "control": control, "takeover": takeover}, sort_keys=True))
                 else:
                     click.echo(server.url)
                 sys.stdout.flush()  # a reader of a pipe gets the URL now, not at exit

@@ -115,6 +115,38 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX model_usage_session ON model_usage (session_id, usd)",
     ),
 }
+
+
+# -- schema 6: snapshots (deskctl.episodes) ----------------------------------------------------------------
+# One row per snapshot of a desktop (Desktop.snapshot): who made it, from which session, what the provider keeps
+# (resource_id: a Docker image), its size and the storage rate where the provider bills it, and its expiry (the
+# reaper deletes it then, like a desktop). deskctl.episodes.store reads and writes it; this section is
+# self-contained so that it moves as one piece.
+def _snapshot_migration() -> tuple[str, ...]:
+    return (
+        """CREATE TABLE snapshots (
+            snapshot_id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION,
+            deleted_at DOUBLE PRECISION,
+            resource_id TEXT,
+            size_bytes BIGINT,
+            usd_per_gb_month DOUBLE PRECISION,
+            cost_usd DOUBLE PRECISION,
+            restores BIGINT NOT NULL,
+            data TEXT NOT NULL
+        )""",
+        "CREATE INDEX snapshots_name ON snapshots (name, status)",
+        "CREATE INDEX snapshots_status ON snapshots (status, expires_at)",
+    )
+
+
+_MIGRATIONS[6] = _snapshot_migration()
 SCHEMA_VERSION = max(_MIGRATIONS)
 
 _SESSION_COLUMNS = (

@@ -93,6 +93,9 @@ class Capabilities:
     exec_as_user: bool = True
     #: the desktop's Chromium answers DevTools (CDP): :meth:`Provider.browser_endpoint`, ``browser_pages``
     browser: bool = False
+    #: :meth:`deskctl.Desktop.snapshot` / :meth:`deskctl.Desktop.restore` work (a backend in
+    #: :data:`deskctl.episodes.BACKENDS`)
+    snapshots: bool = False
     #: how the provider bills: free | per_second | per_minute | per_hour | external (the host's owner bills it,
     #: deskctl does not know the price: cost "unknown" unless the user's price catalog names one)
     billing: str = "free"
@@ -121,6 +124,7 @@ class Capabilities:
             "hold_input": self.hold_input,
             "exec_as_user": self.exec_as_user,
             "browser": self.browser,
+            "snapshots": self.snapshots,
             "billing": self.billing,
         }
 

@@ -78,6 +78,7 @@ class DockerProvider(_DockerFiles):
         clipboard=True,
         windows=True,
         browser=True,
+        snapshots=True,
     )
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:

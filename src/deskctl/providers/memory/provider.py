@@ -105,6 +105,7 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
         cursor_position=True,
         clipboard=True,
         windows=True,
+        snapshots=True,
     )
 
     # -- before anything is paid for -------------------------------------------------------------------------
