@@ -51,6 +51,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("docker-images"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_deskctl_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A DESKCTL_HOME for the whole run, under each test's own (:func:`deskctl_home`): what a module- or
+    session-scoped fixture starts before any test's home exists (an MCP server, a shared desktop) writes there,
+    never to the ledger of whoever runs the tests."""
+    with pytest.MonkeyPatch.context() as patch:
+        home = tmp_path_factory.mktemp("deskctl-home-session")
+        patch.setenv("DESKCTL_HOME", str(home))
+        patch.delenv("DESKCTL_LEDGER_URL", raising=False)
+        yield home
+
+
 @pytest.fixture(autouse=True)
 def deskctl_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("deskctl-home")
