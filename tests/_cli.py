@@ -1,19 +1,73 @@
-"""The real ``deskctl`` entry point as a child process, for the CLI tests: exit codes and output as a user sees them."""
+"""The real ``deskctl`` entry point for the CLI tests: exit codes and output as a user sees them.
+
+:func:`deskctl` runs ``deskctl.cli.main(argv)`` in this process, with the environment, working folder, stdin,
+stdout and stderr of a child process (click's own test isolation, the environment and folder put back
+afterwards): the same single abort path, fast ``do``/``down`` paths and click application a process runs,
+without starting Python and importing deskctl for each call. :func:`deskctl_process` is the real child process,
+for the tests of the process itself (signals, what it leaves running, what it imports, its start-up) and for
+calls made while other threads of the test run (a call from another thread always gets a process).
+``DESKCTL_TEST_CLI=process`` sends every call to a child process (to tell an in-process artefact from a bug).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 
-def deskctl(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-            check: bool = False) -> subprocess.CompletedProcess[str]:
-    """``python -m deskctl ARGS`` with this process's environment plus ``env``; ``check`` raises on a non-zero exit
-    with deskctl's stderr in the message."""
-    proc = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
+def deskctl_process(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, check: bool = False,
+                    input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m deskctl ARGS`` as a child process with this process's environment plus ``env``; ``check``
+    raises on a non-zero exit with deskctl's stderr in the message."""
+    proc = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd, input=input,
+                          stdin=subprocess.DEVNULL if input is None else None)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"deskctl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def deskctl(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, check: bool = False,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``deskctl ARGS`` through ``deskctl.cli.main`` in this process, as :func:`deskctl_process` would run it:
+    this process's environment plus ``env``, in ``cwd``, ``input`` (or nothing) on stdin; the exit code is
+    what ``main`` exits with."""
+    if os.environ.get("DESKCTL_TEST_CLI") == "process" or threading.current_thread() is not threading.main_thread():
+        # another thread's call: stdout, stderr, the environment and the folder are the process's own
+        return deskctl_process(*args, env=env, cwd=cwd, check=check, input=input)
+    from click.testing import CliRunner
+
+    from deskctl.cli import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    code: int | str | None = 0
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with CliRunner().isolation(input=input or "", env=env) as (out, err, _):
+            try:
+                main(list(args))
+            except SystemExit as exit_:
+                code = exit_.code
+            finally:
+                with contextlib.suppress(ValueError):  # a command may close its own stdout
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+            stdout, stderr = out.getvalue().decode(errors="replace"), err.getvalue().decode(errors="replace")
+    finally:
+        os.chdir(saved_cwd)
+        for key in [k for k in os.environ if k not in saved_env]:
+            del os.environ[key]
+        for key, value in saved_env.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+    if isinstance(code, str):  # sys.exit("message"), as Python itself reports it
+        stderr, code = stderr + code + "\n", 1
+    proc = subprocess.CompletedProcess(["deskctl", *args], code or 0, stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"deskctl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc

@@ -29,6 +29,40 @@ def pytest_configure(config: pytest.Config) -> None:
             signal.signal(signum, _ignored_here)
 
 
+#: how long a test marked ``slow`` (an image build, a Harbor trial, a provider's whole conformance suite in a child
+#: pytest) may take, however loaded the machine; every other test has pyproject's ``timeout`` (60 s). A test that
+#: needs another bound says so with its own ``@pytest.mark.timeout``.
+SLOW_TIMEOUT = 300
+
+
+#: the tests that build, prune or compare the desktop images of the shared Docker engine, and the chaos run (every
+#: surface at once): under pytest-xdist (``-n 2 --dist loadgroup``, as scripts/test runs) they go to one worker, one
+#: after another, so that no image build of one is seen by another's before/after comparison
+_ONE_AT_A_TIME = ("harbor/", "chaos/", "docker_provider/test_task_images.py",
+                  "docker_provider/test_docker_provider.py::test_image_",
+                  "docker_provider/test_docker_provider.py::test_prune_")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+        if any(part in item.nodeid for part in _ONE_AT_A_TIME):
+            item.add_marker(pytest.mark.xdist_group("docker-images"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_deskctl_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A DESKCTL_HOME for the whole run, under each test's own (:func:`deskctl_home`): what a module- or
+    session-scoped fixture starts before any test's home exists (an MCP server, a shared desktop) writes there,
+    never to the ledger of whoever runs the tests."""
+    with pytest.MonkeyPatch.context() as patch:
+        home = tmp_path_factory.mktemp("deskctl-home-session")
+        patch.setenv("DESKCTL_HOME", str(home))
+        patch.delenv("DESKCTL_LEDGER_URL", raising=False)
+        yield home
+
+
 @pytest.fixture(autouse=True)
 def deskctl_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("deskctl-home")

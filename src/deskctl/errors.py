@@ -40,7 +40,7 @@ range), ``usage.not_a_number`` (NaN, an infinity, a fraction for a whole number,
 ``usage.too_long`` (a string past its length), all :class:`UsageError` (exit 2); a bound older than that table
 keeps its own code (``usage.bad_limit``, ``usage.bad_duration``, ``usage.bad_geometry``, ...).
 
-Messages never contain secrets: every message is passed through :func:`deskctl.credentials.redact` style
+Messages never contain secrets: every message is passed through :func:`deskctl._redact.redact` style
 scrubbing by the code that raises it, and :meth:`DeskctlError.to_dict` redacts once more.
 """
 

@@ -20,7 +20,7 @@ What a caller may rely on (the schema is in docs/recording.md):
 - a recording that cannot be written raises ``recording.write_failed`` (exit 20): at once when the lock cannot
   be taken, else (a PNG or the row, written by the worker) from the next step, ``flush`` or ``close``; the
   desktop's cleanup is not affected (it is the session's ``finally``, not the recorder's);
-- typed text and error messages pass through :func:`deskctl.credentials.redact`, like every other output.
+- typed text and error messages pass through :func:`deskctl._redact.redact`, like every other output.
 """
 
 from __future__ import annotations

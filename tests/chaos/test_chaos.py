@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from _cli import deskctl
+from _cli import deskctl_process as deskctl
 from _procs import xvfb_servers_under
 from deskctl.ledger import SessionRecord, open_ledger
 from deskctl.session import owner_id

@@ -1,6 +1,7 @@
 """The bad-input sweep (docs/reliability.md, "Every input is bounded"): hundreds of bad values through every
-surface a user reaches - CLI processes (flags, arguments, environment), `[defaults]` of a deskctl.toml, the MCP
-tools through the SDK's own client, the view's HTTP endpoints - and each must be a usage error with a stable code:
+surface a user reaches - the CLI (flags, arguments, environment; its entry point run in this process,
+tests/_cli.py), `[defaults]` of a deskctl.toml, the MCP tools through the SDK's own client, the view's HTTP
+endpoints - and each must be a usage error with a stable code:
 no `internal`, no traceback, and nothing left behind (no desktop, no Xvfb, no ledger row still open).
 
 One desktop serves the CLI and the view, one `deskctl mcp` serves the MCP tools, so the sweep stays fast. The
@@ -18,7 +19,6 @@ import urllib.error
 import urllib.request
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
+from _cli import deskctl
 from _procs import ledger_sessions, xvfb_leftovers
 
 mcp = pytest.importorskip("mcp")
@@ -49,11 +50,12 @@ class Outcome:
 
 def _cli_outcome(kind: str, args: Sequence[str | bytes], *, cwd: Path | None = None,
                  env: dict[str, str] | None = None, surface: str = "cli") -> Outcome:
-    proc = subprocess.run([sys.executable.encode(), b"-m", b"deskctl",
-                           *(a if isinstance(a, bytes) else a.encode("utf-8", "surrogateescape") for a in args)],
-                          capture_output=True, timeout=120, cwd=cwd, env={**os.environ, **(env or {})})
-    out = proc.stdout.decode("utf-8", "replace")
-    err = proc.stderr.decode("utf-8", "replace")
+    # deskctl's entry point in this process (tests/_cli.py), with the arguments a process gets in sys.argv (bytes
+    # that are not UTF-8 as surrogate escapes)
+    proc = deskctl(*(a.decode("utf-8", "surrogateescape") if isinstance(a, bytes) else a for a in args), cwd=cwd,
+                   env=env)
+    out = proc.stdout.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    err = proc.stderr.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     code: str | None = None
     try:
         code = json.loads(out)["error"]["code"]
@@ -285,20 +287,18 @@ def test_hundreds_of_bad_inputs_on_every_surface_are_usage_errors_with_no_intern
     session_id = json.loads(up.stdout)["id"]
     outcomes: list[Outcome] = []
     try:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            outcomes += pool.map(lambda case: _cli_outcome(case[0], case[1]), _cli_cases(session_id))
-            outcomes += pool.map(lambda case: _cli_outcome(case[0], case[2], env=case[1], surface="env"),
-                                 _env_cases())
-            for index, (kind, key, value, args) in enumerate(CONFIG_CASES):
-                project = tmp_path / f"config-{index}"
-                project.mkdir()
-                (project / "deskctl.toml").write_text(f"[defaults]\n{key} = {value}\n")
-                outcomes.append(_cli_outcome(kind, args, cwd=project, surface="config"))
-            for index, (kind, key, value) in enumerate(VIEW_CONFIG_CASES):
-                project = tmp_path / f"view-config-{index}"
-                project.mkdir()
-                (project / "deskctl.toml").write_text(f"[defaults]\n{key} = {value}\n")
-                outcomes.append(_cli_outcome(kind, ["view", session_id, "--json"], cwd=project, surface="config"))
+        outcomes += [_cli_outcome(kind, args) for kind, args in _cli_cases(session_id)]
+        outcomes += [_cli_outcome(kind, args, env=env, surface="env") for kind, env, args in _env_cases()]
+        for index, (kind, key, value, args) in enumerate(CONFIG_CASES):
+            project = tmp_path / f"config-{index}"
+            project.mkdir()
+            (project / "deskctl.toml").write_text(f"[defaults]\n{key} = {value}\n")
+            outcomes.append(_cli_outcome(kind, args, cwd=project, surface="config"))
+        for index, (kind, key, value) in enumerate(VIEW_CONFIG_CASES):
+            project = tmp_path / f"view-config-{index}"
+            project.mkdir()
+            (project / "deskctl.toml").write_text(f"[defaults]\n{key} = {value}\n")
+            outcomes.append(_cli_outcome(kind, ["view", session_id, "--json"], cwd=project, surface="config"))
         outcomes += _view_outcomes(session_id)
         # the shared desktop survived every refusal
         shot = subprocess.run([sys.executable, "-m", "deskctl", "do", session_id, "move", "5", "5"],

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from _cli import deskctl
+from _cli import deskctl_process as deskctl
 
 _RUNNER = """
 import json, os, sys

@@ -15,7 +15,7 @@ import pytest
 
 import deskctl
 from _chromium import chromium  # noqa: F401
-from _cli import deskctl as deskctl_cli
+from _cli import deskctl_process as deskctl_cli  # three `do` processes: the recorded pids tell them apart
 from deskctl.recording import JSONL_NAME
 
 pytestmark = pytest.mark.skipif(shutil.which("xterm") is None, reason="xterm is not installed")

@@ -19,10 +19,14 @@ Adding a provider is a few lines here: append a :class:`Target` to :data:`TARGET
   ``open_probe(desk)`` instead: a window of its own with the X probe's interface (tests/probe).
 * ``leftovers(handle)`` lists, in words, whatever of that desktop still exists after it was destroyed (processes,
   sockets, lock files, containers, sandboxes on a fake server). The suite asserts it is empty.
-* ``environment()`` (optional) is entered once per test that needs it and yields extra environment variables
-  (for example the URL of a loopback fake server); they are set in this process and passed to child processes.
+* ``environment()`` (optional) yields extra environment variables (for example the URL of a loopback fake
+  server); they are set in this process and passed to child processes. It is entered once per module for the
+  tests that share a desktop, and once per test for each of the others.
 
-Each test gets a fresh ``DESKCTL_HOME`` (tests/conftest.py), so ledgers and markers never mix.
+The tests that need only *a* desktop (``desk``: input, screenshots, exec, files, clipboard, windows) share one per
+target and module, with a ``DESKCTL_HOME`` of its own (:class:`SharedDesktop`); a test that fails discards it.
+The tests of what happens to a desktop (destroy, signals, reap, the CLI's up/down, recording) open their own, and
+each gets a fresh ``DESKCTL_HOME`` (tests/conftest.py), so ledgers and markers never mix.
 """
 
 from __future__ import annotations
@@ -156,7 +160,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     sandbox backed by an Xvfb here: its provider tests check what it sends instead). Deselected, not skipped."""
     keep, drop = [], []
     for item in items:
-        chosen = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+        chosen = getattr(getattr(item, "callspec", None), "params", {}).get("target_scope")
         wrong = isinstance(chosen, Target) and chosen.extra.get("guest", "linux") != "linux"
         (drop if wrong and item.get_closest_marker("linux_guest") else keep).append(item)
     if drop:
@@ -164,16 +168,95 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Remember whether a test's own code failed, for :func:`desk` (a shared desktop is not kept after one)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+
+
 def _params() -> list[Any]:
     return [pytest.param(t, id=t.name, marks=list(t.marks)) for t in TARGETS]
 
 
-@pytest.fixture(params=_params())
-def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
-    """The provider target of this test, with its environment (if any) entered and exported. Afterwards,
-    whatever a failed test left behind (sessions this test's ledger still calls active) is destroyed, before the
-    environment (a fake server, say) goes away."""
-    chosen: Target = request.param
+class SharedDesktop:
+    """One target's desktop shared by the tests of a module that need *a* desktop of it (input, screenshots,
+    exec, files, clipboard, windows: each works in its own probe window or scratch folder), instead of one
+    desktop per test. It has its own ``DESKCTL_HOME`` and its own entry of the target's environment (a fake
+    server, an sshd), both entered on first use and kept until the module ends, when the desktop is closed and
+    checked gone. A test that fails leaves no broken desktop to the next: :func:`desk` discards it then.
+    Tests that change what a desktop is (destroy, signals, reap, the CLI's up/down, recording) keep a fresh one
+    each (they use ``target`` alone)."""
+
+    def __init__(self, target: Target, home: Path) -> None:
+        self.target = target
+        self.home = home
+        self.desktop: Desktop | None = None
+        self._env: dict[str, str] | None = None
+        self._stack = contextlib.ExitStack()
+
+    def env(self) -> dict[str, str]:
+        """The variables a test using the shared desktop runs with: the environment's, and the shared home."""
+        if self._env is None:
+            entered = self._stack.enter_context(self.target.environment()) if self.target.environment else {}
+            self._env = {**entered, "DESKCTL_HOME": str(self.home)}
+        return self._env
+
+    def open(self) -> Desktop:
+        """The shared desktop, opened now if there is none (in the test's environment, which is :meth:`env`)."""
+        if self.desktop is None:
+            import deskctl
+
+            self.desktop = deskctl.open_desktop(**{**self.target.open_kwargs, "geometry": self.target.geometry})
+        return self.desktop
+
+    def discard(self) -> None:
+        """Close the shared desktop (if any), check it left nothing, and destroy whatever else its ledger holds."""
+        desktop, self.desktop = self.desktop, None
+        if desktop is None and self._env is None:
+            return
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in self.env().items():
+                patch.setenv(key, value)
+            try:
+                if desktop is not None:
+                    handle = desktop.handle
+                    desktop.close()
+                    if handle is not None:
+                        assert self.target.leftovers(handle) == []
+            finally:
+                _destroy_leftovers()
+
+    def close(self) -> None:
+        try:
+            self.discard()
+        finally:
+            self._stack.close()
+
+
+@pytest.fixture(scope="module", params=_params())
+def target_scope(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDesktop]:
+    """The provider target of this module's tests (the parameter), with the desktop they may share."""
+    shared = SharedDesktop(request.param, tmp_path_factory.mktemp(f"deskctl-home-shared-{request.param.name}"))
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest, target_scope: SharedDesktop,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
+    """The provider target of this test, with its environment (if any) entered and exported. A test that uses
+    ``desk`` runs in the shared desktop's environment and home (:class:`SharedDesktop`); any other enters a
+    fresh environment of its own and, afterwards, whatever it left behind (sessions this test's ledger still calls
+    active) is destroyed, before the environment (a fake server, say) goes away."""
+    chosen = target_scope.target
     # a contract test the provider cannot pass by design (extra["xfail"]: test name -> why): it must fail with
     # usage.unsupported, and a pass would be reported (strict)
     why = dict(chosen.extra.get("xfail") or {}).get(request.node.originalname) or unsupported_by(
@@ -182,6 +265,11 @@ def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
         from deskctl.errors import UsageError
 
         request.node.add_marker(pytest.mark.xfail(reason=why, raises=UsageError, strict=True))
+    if "desk" in request.fixturenames:
+        for key, value in target_scope.env().items():
+            monkeypatch.setenv(key, value)
+        yield chosen
+        return
     with contextlib.ExitStack() as stack:
         if chosen.environment is not None:
             env = stack.enter_context(chosen.environment())
@@ -216,18 +304,12 @@ def _destroy_leftovers() -> None:
 
 
 @pytest.fixture
-def desk(target: Target) -> Iterator[Desktop]:
-    """An open desktop of the target at its pinned geometry, destroyed after the test (and checked gone)."""
-    import deskctl
-
-    desktop = deskctl.open_desktop(**{**target.open_kwargs, "geometry": target.geometry})
-    handle = desktop.handle
-    try:
-        yield desktop
-    finally:
-        desktop.close()
-        if handle is not None:
-            assert target.leftovers(handle) == []
+def desk(request: pytest.FixtureRequest, target: Target, target_scope: SharedDesktop) -> Iterator[Desktop]:
+    """An open desktop of the target at its pinned geometry: the module's shared one (:class:`SharedDesktop`),
+    discarded (closed and checked gone) after a test that failed, so that the next test gets a fresh one."""
+    yield target_scope.open()
+    if request.node.stash.get(_CALL_FAILED, False):
+        target_scope.discard()
 
 
 def probe_opener(target: Target, desk: Desktop) -> Callable[[], Any]:

@@ -338,8 +338,11 @@ def test_sigkill_leaves_a_desktop_that_reap_removes(target: Target) -> None:
 
 
 def _cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True, timeout=180,
-                          env=dict(os.environ))
+    """``deskctl ARGS`` through its entry point, in this process (tests/_cli.py): each call attaches to the
+    desktop anew, as a separate ``deskctl`` process would."""
+    from _cli import deskctl
+
+    done = deskctl(*args)
     if check:
         assert done.returncode == 0, f"deskctl {' '.join(args)}: {done.stdout}{done.stderr}"
     return done

@@ -12,6 +12,8 @@ from deskctl import aio
 from deskctl.ledger import open_ledger
 from docker_provider._docker_target import docker_leftovers
 
+pytestmark = pytest.mark.docker
+
 
 @pytest.mark.timeout(240, method="thread")  # a regression hangs on the endless command: end the run
 def test_a_task_cancelled_mid_action_leaves_no_container(docker_sdk: Any) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from _cli import deskctl
+from _cli import deskctl_process as deskctl
 
 pytestmark = [pytest.mark.docker, pytest.mark.harbor, pytest.mark.slow]
 

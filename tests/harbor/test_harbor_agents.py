@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from test_harbor import ENVIRONMENT, VENV, containers, harbor_env, ledger_rows
 
-from _cli import deskctl
+from _cli import deskctl_process as deskctl
 from _procs import wait_until
 from fakes.scripted_model import FORM_ACTIONS, ScriptedModel
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import deskctl
+from _cli import deskctl_process as deskctl
 from deskctl.ledger import SessionRecord, open_ledger
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -33,6 +34,21 @@ def test_a_provider_whose_module_cannot_import_names_the_install_hint(monkeypatc
     with pytest.raises(UsageError) as info:
         load_provider_class("broken")
     assert info.value.code == "usage.provider_unavailable" and info.value.remedy == "pip install thing"
+
+
+def test_no_install_hint_asks_for_a_package_deskctl_always_installs() -> None:
+    """A dependency of deskctl itself (pyproject's ``dependencies``) is there whenever deskctl is: a provider that
+    cannot be imported then has a broken install, and a hint to ``pip install`` that package sends the user the
+    wrong way."""
+    from importlib.metadata import requires
+
+    hard = {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower()
+            for r in requires("deskctl") or [] if "extra ==" not in r}
+    assert {"docker", "paramiko", "httpx"} <= hard
+    for name, (_target, hint) in PROVIDERS.items():
+        asked = {word.strip("'\"").lower()
+                 for part in re.findall(r"pip install ([^;(]+)", hint) for word in part.split()}
+        assert not asked & hard, f"{name}: {hint!r} asks to install {sorted(asked & hard)}, which deskctl depends on"
 
 
 def test_a_third_party_provider_registers_by_entry_point(tmp_path: Path) -> None:

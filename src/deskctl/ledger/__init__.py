@@ -20,7 +20,7 @@ last user and checkpoints and deletes ``-wal``/``-shm`` under the live one (rows
 The file is made private (mode 0600) before SQLite ever sees it, by linking a fresh temporary file into place
 (:func:`_create_private_file`); ``-wal`` and ``-shm`` take the mode of the database file.
 
-Every text written is passed through :func:`deskctl.credentials.redact`: secrets never reach the ledger.
+Every text written is passed through :func:`deskctl._redact.redact`: secrets never reach the ledger.
 
 Every failure of the database is a :class:`~deskctl.errors.InfrastructureError` with code
 ``ledger.unavailable`` (exit 20); a malformed URL or a missing driver is :class:`~deskctl.errors.ConfigInvalid`.

@@ -36,14 +36,17 @@ __all__ = [
 
 DEFAULT_PROVIDER = "xvfb"
 
+#: the hint of a provider whose libraries are deskctl's own dependencies: failing to import, it is a broken install
+_REINSTALL = "reinstall deskctl (one of its own dependencies is missing)"
+
 #: name -> (import path, install hint)
 PROVIDERS: dict[str, tuple[str, str]] = {
     "xvfb": ("deskctl.providers.xvfb:XvfbProvider", "apt-get install xvfb"),
-    "docker": ("deskctl.providers.docker:DockerProvider", "pip install docker; apt-get install docker.io"),
-    "ssh": ("deskctl.providers.ssh:SSHProvider", "pip install paramiko"),
-    "daytona": ("deskctl.providers.daytona:DaytonaProvider", "pip install httpx tenacity"),
-    "cua-cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", "pip install httpx tenacity"),
-    "use-computer": ("deskctl.providers.use_computer:UseComputerProvider", "pip install httpx tenacity"),
+    "docker": ("deskctl.providers.docker:DockerProvider", _REINSTALL),
+    "ssh": ("deskctl.providers.ssh:SSHProvider", _REINSTALL),
+    "daytona": ("deskctl.providers.daytona:DaytonaProvider", _REINSTALL),
+    "cua-cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", _REINSTALL),
+    "use-computer": ("deskctl.providers.use_computer:UseComputerProvider", _REINSTALL),
     "kubernetes": ("deskctl.providers.kubernetes:KubernetesProvider", "pip install 'deskctl[kubernetes]'"),
     "memory": ("deskctl.providers.memory:MemoryProvider", "part of deskctl: reinstall deskctl"),
 }

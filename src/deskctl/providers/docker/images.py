@@ -241,7 +241,7 @@ def connect(timeout: float = 60.0, engine: str | None = None,
         import docker
     except ImportError as exc:
         raise UsageError("the docker provider needs the docker package", code="usage.provider_unavailable",
-                         provider=_PROVIDER, remedy="pip install docker") from exc
+                         provider=_PROVIDER, remedy="reinstall deskctl (docker is one of its dependencies)") from exc
     with docker_errors("reach the Docker daemon", engine=engine):
         from docker.utils import kwargs_from_env
 
