@@ -89,6 +89,7 @@ AGENT_FILES = (
     "deskctl/core/png.py",
     "deskctl/core/shell.py",
     "deskctl/core/x11.py",
+    "deskctl/core/x11wire.py",
     "deskctl/agent/__init__.py",
     "deskctl/agent/__main__.py",
     "deskctl/agent/protocol.py",
