@@ -390,9 +390,17 @@ class Desktop:
                              remedy="open it with record=DIR (deskctl up --record DIR)")
         return self._recorder.annotate(self.id, step, fields)
 
-    def screenshot(self) -> Screenshot:
-        """A PNG whose pixel grid is the action coordinate space."""
-        return self._screenshot(count=True)
+    def screenshot(self, *, max_size: Any = None, scale: Any = None, region: Any = None) -> Screenshot:
+        """A PNG whose pixel grid is the action coordinate space. With ``max_size=(w, h)`` (fit inside, never
+        enlarged), ``scale=`` or ``region=(x, y, w, h)`` (zoom): a :class:`~deskctl.observe.transform.
+        TransformedScreenshot` of that part at that size, whose points pointer actions take with ``space=shot``
+        (docs/observation.md)."""
+        if max_size is None and scale is None and region is None:
+            return self._screenshot(count=True)
+        from deskctl.observe import transform
+
+        with self._guard("screenshot"):
+            return transform.take(self, max_size=max_size, scale=scale, region=region)
 
     def _screenshot(self, *, count: bool) -> Screenshot:
         """``count=False``: deskctl's own shots (a recording's before/after) are not the caller's actions."""
@@ -417,45 +425,54 @@ class Desktop:
             )
         return frame
 
-    def _at(self, x: int | None, y: int | None) -> tuple[int, int]:
-        """``(x, y)``, or where the pointer is when both are None (an action "at the current position")."""
+    def _at(self, x: int | None, y: int | None, space: Any = None) -> tuple[int, int]:
+        """``(x, y)``, or where the pointer is when both are None (an action "at the current position"); a point
+        of a transformed screenshot's image when ``space`` names it (mapped back to the desktop)."""
         if x is None and y is None:
             return self.cursor_position()
         if x is None or y is None:
             raise UsageError("give both x and y, or neither (the pointer's position)", code="usage.invalid")
+        if space is not None:
+            from deskctl.observe.transform import as_transform
+
+            return as_transform(space).to_desktop(x, y)
         return x, y
 
-    def click(self, x: int | None = None, y: int | None = None, button: str = "left", count: int = 1) -> None:
-        """Click at ``(x, y)``, or where the pointer is when both are None."""
-        self.act(act.Click(*self._at(x, y), act.validate_button(button), count))
+    def click(self, x: int | None = None, y: int | None = None, button: str = "left", count: int = 1, *,
+              space: Any = None) -> None:
+        """Click at ``(x, y)``, or where the pointer is when both are None. ``space``: the points are in the
+        image of that transformed screenshot (every pointer action takes it)."""
+        self.act(act.Click(*self._at(x, y, space), act.validate_button(button), count))
 
-    def double_click(self, x: int | None = None, y: int | None = None, button: str = "left") -> None:
-        self.click(x, y, button, 2)
+    def double_click(self, x: int | None = None, y: int | None = None, button: str = "left", *,
+                     space: Any = None) -> None:
+        self.click(x, y, button, 2, space=space)
 
-    def triple_click(self, x: int | None = None, y: int | None = None) -> None:
-        self.click(x, y, "left", 3)
+    def triple_click(self, x: int | None = None, y: int | None = None, *, space: Any = None) -> None:
+        self.click(x, y, "left", 3, space=space)
 
-    def right_click(self, x: int | None = None, y: int | None = None) -> None:
-        self.click(x, y, "right")
+    def right_click(self, x: int | None = None, y: int | None = None, *, space: Any = None) -> None:
+        self.click(x, y, "right", space=space)
 
-    def middle_click(self, x: int | None = None, y: int | None = None) -> None:
-        self.click(x, y, "middle")
+    def middle_click(self, x: int | None = None, y: int | None = None, *, space: Any = None) -> None:
+        self.click(x, y, "middle", space=space)
 
-    def move(self, x: int, y: int) -> None:
-        self.act(act.Move(x, y))
+    def move(self, x: int, y: int, *, space: Any = None) -> None:
+        self.act(act.Move(*self._at(x, y, space)))
 
-    def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left") -> None:
-        self.act(act.Drag(x1, y1, x2, y2, act.validate_button(button)))
+    def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left", *, space: Any = None) -> None:
+        self.act(act.Drag(*self._at(x1, y1, space), *self._at(x2, y2, space), act.validate_button(button)))
 
-    def scroll(self, x: int | None = None, y: int | None = None, dx: int = 0, dy: int = 0) -> None:
+    def scroll(self, x: int | None = None, y: int | None = None, dx: int = 0, dy: int = 0, *,
+               space: Any = None) -> None:
         """Wheel clicks at ``(x, y)`` (or where the pointer is): ``dy`` > 0 down, ``dx`` > 0 right."""
-        self.act(act.Scroll(*self._at(x, y), dx, dy))
+        self.act(act.Scroll(*self._at(x, y, space), dx, dy))
 
-    def mouse_down(self, x: int, y: int, button: str = "left") -> None:
-        self.act(act.MouseDown(x, y, act.validate_button(button)))
+    def mouse_down(self, x: int, y: int, button: str = "left", *, space: Any = None) -> None:
+        self.act(act.MouseDown(*self._at(x, y, space), act.validate_button(button)))
 
-    def mouse_up(self, x: int, y: int, button: str = "left") -> None:
-        self.act(act.MouseUp(x, y, act.validate_button(button)))
+    def mouse_up(self, x: int, y: int, button: str = "left", *, space: Any = None) -> None:
+        self.act(act.MouseUp(*self._at(x, y, space), act.validate_button(button)))
 
     def type(self, text: str) -> None:
         self.act(act.TypeText(text))

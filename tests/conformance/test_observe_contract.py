@@ -1,0 +1,98 @@
+"""Observation beyond pixels, for every target in conftest.TARGETS: screenshots resized or cropped for a model and
+clicks mapped back from their images (every provider: the transform is deskctl's own), and the top-level windows
+(skipped by the ``window_management`` capability flag where a provider has none).
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from deskctl.errors import GeometryOutOfBounds, UsageError
+from deskctl.session import Desktop
+
+BLOCK = 64
+
+
+def _paint_blocks(probe: Any, size: tuple[int, int], rng: random.Random) -> dict[tuple[int, int], tuple[int, ...]]:
+    """Cover the probe window with BLOCK-pixel squares of random colours; their colours by block index."""
+    colours: dict[tuple[int, int], tuple[int, ...]] = {}
+    for by in range(0, size[1], BLOCK):
+        for bx in range(0, size[0], BLOCK):
+            colour = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
+            probe.paint(bx, by, BLOCK, BLOCK, colour)
+            colours[bx // BLOCK, by // BLOCK] = colour
+    return colours
+
+
+def _near_edge(x: int, y: int, margin: float) -> bool:
+    return min(x % BLOCK, BLOCK - 1 - x % BLOCK, y % BLOCK, BLOCK - 1 - y % BLOCK) < margin
+
+
+def test_a_click_at_a_point_of_a_transformed_image_lands_on_the_pixel_it_shows(desk: Desktop, probe: Any) -> None:
+    rng = random.Random(20)
+    width, height = desk.size
+    colours = _paint_blocks(probe, (width, height), rng)
+    shots = 0
+    expected: list[tuple[int, int]] = []
+    while shots < 8:
+        rw, rh = rng.randint(BLOCK * 2, width), rng.randint(BLOCK * 2, height)
+        region = (rng.randint(0, width - rw), rng.randint(0, height - rh), rw, rh)
+        how = rng.choice(["max_size", "scale", "zoom"])
+        if how == "max_size":
+            shot = desk.screenshot(max_size=(rng.randint(200, 1280), rng.randint(150, 800)))
+        elif how == "scale":
+            shot = desk.screenshot(scale=rng.uniform(0.3, 2.5), region=region)
+        else:
+            shot = desk.screenshot(region=(region[0], region[1], BLOCK * 2, BLOCK * 2), max_size=(700, 700),
+                                   scale=4)
+        transform = shot.transform  # type: ignore[attr-defined]
+        image = Image.open(io.BytesIO(shot.png)).convert("RGB")
+        assert image.size == (shot.width, shot.height) == transform.size
+        (rx, ry, rw, rh), (iw, ih) = transform.region, transform.size
+        # a resampling filter blends a few image pixels' worth of the desktop: stay that far from block edges
+        margin = 4 * max(rw / iw, rh / ih, 1.0)
+        for _ in range(40):
+            u, v = rng.randrange(iw), rng.randrange(ih)
+            x, y = int(rx + (u + 0.5) * rw / iw), int(ry + (v + 0.5) * rh / ih)
+            if not _near_edge(x, y, margin):
+                break
+        else:
+            continue
+        shown = image.getpixel((u, v))
+        assert isinstance(shown, tuple)
+        assert max(abs(a - b) for a, b in zip(shown, colours[x // BLOCK, y // BLOCK], strict=True)) <= 3
+        desk.click(u, v, space=shot)
+        expected.append((x, y))
+        shots += 1
+    probe.wait_for(lambda p: len(p.releases(1)) >= len(expected), f"{len(expected)} clicks")
+    assert [e.pos for e in probe.presses(1)] == expected
+    # the space may also be the transform's dict, as the CLI and MCP print it
+    shot = desk.screenshot(max_size=(320, 240))
+    desk.right_click(159, 119, space=shot.transform.to_dict())  # type: ignore[attr-defined]
+    iw, ih = shot.width, shot.height
+    point = (int((159 + 0.5) * width / iw), int((119 + 0.5) * height / ih))
+    probe.wait_for(lambda p: p.releases(3), "a right click")
+    assert [e.pos for e in probe.presses(3)] == [point]
+
+def test_transform_bad_input_is_a_usage_error_before_the_screen(desk: Desktop) -> None:
+    width, height = desk.size
+    with pytest.raises(GeometryOutOfBounds):
+        desk.screenshot(region=(width - 10, 0, 20, 20))
+    with pytest.raises(UsageError) as bad:
+        desk.screenshot(max_size="big")
+    assert bad.value.code == "usage.bad_space"
+    with pytest.raises(UsageError) as bad:
+        desk.screenshot(scale=0)
+    assert bad.value.code == "usage.bad_space"
+    shot = desk.screenshot(max_size=(100, 100))
+    assert max(shot.width, shot.height) == 100
+    with pytest.raises(GeometryOutOfBounds):
+        desk.click(shot.width, 0, space=shot)
+    with pytest.raises(UsageError) as bad:
+        desk.click(1, 1, space={"region": [0, 0]})
+    assert bad.value.code == "usage.bad_space"
