@@ -78,6 +78,10 @@ BOUNDS: dict[str, Bound] = {
                          unit="pixels", code="usage.bad_geometry"),
     "window_offset": Bound(-8192, 8192, "position of the start-URL window (--window-geometry WxH+X+Y)",
                            integer=True, unit="pixels", code="usage.bad_geometry"),
+    "a11y_depth": Bound(1, 1000, "levels of an accessibility tree below the desktop (max_depth)", integer=True),
+    "a11y_nodes": Bound(1, 100_000, "nodes of one accessibility tree (max_nodes)", integer=True),
+    "quiet_ms": Bound(0, 60_000, "milliseconds the screen must not change to count as stable (quiet_ms)",
+                      integer=True, unit="ms"),
     # -- input -----------------------------------------------------------------------------------------------
     "click_count": Bound(1, 3, "clicks of one click action (2: double, 3: triple)", integer=True),
     "scroll_clicks": Bound(-1000, 1000, "wheel clicks of one scroll (dx, dy; negative: up / left)", integer=True),

@@ -88,10 +88,12 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def action_fields(action: act.Action) -> dict[str, Any]:
+def action_fields(action: act.Action | dict[str, Any]) -> dict[str, Any]:
     """The action as a JSON object in pinned coordinates: ``{"kind": "click", "x": .., "y": .., ...}``."""
     from deskctl._redact import redact
 
+    if isinstance(action, dict):  # a step that is no input action (focus, move_window) comes as its fields
+        return dict(action)
     fields: dict[str, Any] = {"kind": act.action_kind(action)}
     for key, value in act.action_values(action).items():
         if isinstance(value, tuple):
@@ -325,7 +327,7 @@ class Recorder:
             return _Shot(time.monotonic(), shot=desk._screenshot(count=False))
         return _Shot(time.monotonic(), frame=desk.raw_frame())
 
-    def step(self, desk: Desktop, action: act.Action, perform: Callable[[], None]) -> None:
+    def step(self, desk: Desktop, action: act.Action | dict[str, Any], perform: Callable[[], None]) -> None:
         """Record one action: the before capture, ``perform()``, the after capture; the PNGs and the row are
         written by the worker. A deskctl error of the captures or the action is written in the row's ``error``
         and raised again."""

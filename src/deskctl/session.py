@@ -62,6 +62,8 @@ if TYPE_CHECKING:
     from deskctl.episodes.store import Snapshot
     from deskctl.ledger import Ledger, ModelUsage, SessionRecord
     from deskctl.metering import Rate
+    from deskctl.observe.accessibility import AccessibilityTree, AccessibleNode
+    from deskctl.observe.windows import Window
     from deskctl.recording import Recorder
     from deskctl.spec import DesktopSpec
 
@@ -600,6 +602,85 @@ class Desktop:
         with self._guard("window_titles", count=False):
             return self.provider.window_titles(self._require_handle())
 
+    # -- windows (deskctl.observe.windows) -------------------------------------------------------------------
+    def windows(self) -> list[Window]:
+        """The top-level windows (id, title, class, pid, geometry, focused), bottom to top; ``usage.unsupported``
+        without the ``window_management`` capability."""
+        from deskctl.observe import windows
+
+        with self._guard("windows", count=False):
+            return windows.list_windows(self)
+
+    def focus(self, window: Any) -> Window:
+        """Raise ``window`` (a :class:`~deskctl.observe.windows.Window`, its id, or its title) and focus it."""
+        from deskctl.observe import windows
+
+        found: Window = self._observed_step({"kind": "focus", "window": str(window)}, "focus",
+                                            lambda: windows.focus(self, window))
+        return found
+
+    def move_window(self, window: Any, x: int, y: int, width: int, height: int) -> Window:
+        """Put ``window``'s client area at ``(x, y)`` with that size; the window as it is afterwards."""
+        from deskctl.observe import windows
+
+        moved: Window = self._observed_step(
+            {"kind": "move_window", "window": str(window), "geometry": [x, y, width, height]}, "move_window",
+            lambda: windows.move_window(self, window, x, y, width, height))
+        return moved
+
+    def wait_until_stable(self, region: Any = None, quiet_ms: int = 500, timeout: float = 30.0) -> float:
+        """Return once the screen (or ``region`` = (x, y, w, h)) has not changed for ``quiet_ms`` ms (raw frames
+        compared, no PNG); the seconds it took. ``wait.timeout`` (exit 6) when it keeps changing."""
+        from deskctl.observe.readiness import wait_until_stable
+
+        return wait_until_stable(self, region, quiet_ms, timeout)
+
+    # -- accessibility (deskctl.observe.accessibility) --------------------------------------------------------
+    def accessibility_tree(self, window: str | None = None, max_depth: int = 40,
+                           max_nodes: int = 5000) -> AccessibilityTree:
+        """The accessibility tree (AT-SPI on Linux) of the windows whose title contains ``window``, or of every
+        application: nodes with role, name, description, value, states, bounds in screen pixels, children."""
+        from deskctl.observe import accessibility
+
+        with self._guard("accessibility_tree", count=False):
+            return accessibility.tree(self, window, max_depth, max_nodes)
+
+    def find(self, role: str | None = None, name: str | None = None, window: str | None = None) -> list[AccessibleNode]:
+        """The nodes of the accessibility tree with this role (``push button``) and name (exact, else contained)."""
+        from deskctl.observe import accessibility
+
+        return accessibility.find(self.accessibility_tree(window), role, name)
+
+    def click_element(self, node: Any, button: str = "left") -> None:
+        """Click the centre of a node's bounds (a node of :meth:`accessibility_tree` or :meth:`find`)."""
+        from deskctl.observe.accessibility import center_of
+
+        x, y = center_of(self, node)
+        name = node.get("name") if isinstance(node, Mapping) else getattr(node, "name", "")
+        role = node.get("role") if isinstance(node, Mapping) else getattr(node, "role", "")
+        click = act.Click(x, y, act.validate_button(button), 1)
+        self._observed_step({"kind": "click_element", "role": role, "name": name, "x": x, "y": y, "button": button},
+                            None, lambda: self._act(click))
+
+    def _observed_step(self, fields: dict[str, Any], kind: str | None, perform: Callable[[], Any]) -> Any:
+        """Run ``perform`` as an action counted as ``kind`` (None: ``perform`` counts itself), recorded as the step
+        ``fields`` when the session is recorded."""
+        self._check_usable()
+        result: list[Any] = []
+
+        def run() -> None:
+            if kind is None:
+                result.append(perform())
+                return
+            with self._guard(kind):
+                result.append(perform())
+
+        if self._recorder is not None:
+            self._recorder.step(self, fields, run)
+        else:
+            run()
+        return result[0]
+
     def wait_for(self, what: str | Callable[[Desktop], Any], timeout: float = 30.0, interval: float = 0.25) -> Any:
         """Wait until a window whose title contains ``what`` exists (returns that title), or until
         ``what(desktop)`` is truthy (returns its value). ``wait.timeout`` (exit 6) when ``timeout`` passes."""
@@ -638,6 +719,7 @@ def open_desktop(
     record: str | os.PathLike[str] | None = None,
     record_settle: float = 0.0,
     from_snapshot: Snapshot | str | None = None,
+    ready_when: Any = None,
 ) -> Desktop:
     """Open a desktop and return it, ready and verified. Use it as a context manager::
 
@@ -652,6 +734,10 @@ def open_desktop(
 
     ``from_snapshot``: start from a snapshot (:meth:`Desktop.snapshot`; a name or id of the ledger) instead of
     the provider's fresh desktop (docs/episodes.md).
+
+    ``ready_when``: then wait (within ``ready_timeout`` more seconds) for the application: a window title,
+    ``{"url": ...}`` (a DevTools page), ``{"command": ...}`` (exits 0) or a callable (docs/observation.md); not in
+    time is ``readiness.timeout`` (exit 20) and the desktop is destroyed.
     """
     if spec is None:
         from deskctl.spec import DesktopSpec
@@ -663,15 +749,25 @@ def open_desktop(
             labels=dict(labels or {}),
             provider_options=dict(provider_options or {}),
         )
+    if ready_when is not None:
+        from deskctl.observe.readiness import condition
+
+        condition(ready_when)  # a malformed condition is refused before anything is created
     if from_snapshot is not None:
         from deskctl.episodes import open_from_snapshot
 
-        return open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
+        desk = open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
                                   detached=detached, run_preflight=preflight, record=record,
                                   record_settle=record_settle)
-    desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight,
-                   record=record, record_settle=record_settle)
-    return desk.open()
+    else:
+        desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached,
+                       run_preflight=preflight, record=record, record_settle=record_settle)
+        desk.open()
+    if ready_when is not None:
+        from deskctl.observe.readiness import ready_or_destroyed
+
+        ready_or_destroyed(desk, ready_when, ready_timeout)
+    return desk
 
 
 def attach(session_id: str, *, ledger: Ledger | None = None) -> Desktop:

@@ -96,6 +96,10 @@ class Capabilities:
     #: :meth:`deskctl.Desktop.snapshot` / :meth:`deskctl.Desktop.restore` work (a backend in
     #: :data:`deskctl.episodes.BACKENDS`)
     snapshots: bool = False
+    #: ``Desktop.windows()`` (id, title, class, pid, geometry, focused), ``focus`` and ``move_window`` work
+    window_management: bool = False
+    #: ``Desktop.accessibility_tree()``, ``find`` and ``click_element`` work (AT-SPI inside a Linux desktop)
+    accessibility: bool = False
     #: how the provider bills: free | per_second | per_minute | per_hour | external (the host's owner bills it,
     #: deskctl does not know the price: cost "unknown" unless the user's price catalog names one)
     billing: str = "free"
@@ -125,6 +129,8 @@ class Capabilities:
             "exec_as_user": self.exec_as_user,
             "browser": self.browser,
             "snapshots": self.snapshots,
+            "window_management": self.window_management,
+            "accessibility": self.accessibility,
             "billing": self.billing,
         }
 

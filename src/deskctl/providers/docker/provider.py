@@ -79,6 +79,8 @@ class DockerProvider(_DockerFiles):
         windows=True,
         browser=True,
         snapshots=True,
+        window_management=True,
+        accessibility=True,
     )
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:

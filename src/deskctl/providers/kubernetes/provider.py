@@ -74,6 +74,8 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
         cursor_position=True,
         clipboard=True,
         windows=True,
+        window_management=True,
+        accessibility=True,
     )
     # a path, not a secret; none is required: ~/.kube/config serves when it is there (the preflight says when not)
     credentials: ClassVar[CredentialSet] = CredentialSet(

@@ -178,6 +178,8 @@ class SSHProvider(SshFiles):
         cursor_position=True,
         clipboard=True,
         windows=True,
+        window_management=True,
+        accessibility=True,
     )
     # none required (a key file, the agent or a default identity may do); secret: the names with KEY or PASS
     credentials = CredentialSet(

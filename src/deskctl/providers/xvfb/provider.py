@@ -126,6 +126,8 @@ class XvfbProvider(_XvfbPreflight):
         clipboard=True,
         windows=True,
         browser=True,
+        window_management=True,
+        accessibility=True,
     )
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
