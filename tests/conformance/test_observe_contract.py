@@ -80,7 +80,7 @@ def test_a_click_at_a_point_of_a_transformed_image_lands_on_the_pixel_it_shows(d
     assert [e.pos for e in probe.presses(3)] == [point]
 
 def test_transform_bad_input_is_a_usage_error_before_the_screen(desk: Desktop) -> None:
-    width, height = desk.size
+    width = desk.size[0]
     with pytest.raises(GeometryOutOfBounds):
         desk.screenshot(region=(width - 10, 0, 20, 20))
     with pytest.raises(UsageError) as bad:
@@ -96,3 +96,83 @@ def test_transform_bad_input_is_a_usage_error_before_the_screen(desk: Desktop) -
     with pytest.raises(UsageError) as bad:
         desk.click(1, 1, space={"region": [0, 0]})
     assert bad.value.code == "usage.bad_space"
+
+
+# -- windows -----------------------------------------------------------------------------------------------------
+
+
+class _Client:
+    """A real X client on the desktop's display: plain top-level windows with a title, a WM_CLASS and a pid."""
+
+    def __init__(self, address: Any, cookie: bytes | None) -> None:
+        from deskctl.providers._x11 import connect_display
+
+        self.display: Any = connect_display(address, cookie)
+
+    def window(self, title: str, wm_class: tuple[str, str], pid: int, geometry: tuple[int, int, int, int]) -> Any:
+        from Xlib import X, Xatom
+
+        d = self.display
+        x, y, w, h = geometry
+        screen = d.screen()
+        window = screen.root.create_window(x, y, w, h, 0, screen.root_depth, X.InputOutput, X.CopyFromParent,
+                                           background_pixel=screen.white_pixel, event_mask=X.StructureNotifyMask)
+        window.set_wm_name(title)
+        window.change_property(d.intern_atom("_NET_WM_NAME"), d.intern_atom("UTF8_STRING"), 8, title.encode())
+        window.set_wm_class(*wm_class)
+        window.change_property(d.intern_atom("_NET_WM_PID"), Xatom.CARDINAL, 32, [pid])
+        window.set_wm_normal_hints(flags=1 | 4, x=x, y=y)  # USPosition | USSize: a window manager keeps them
+        window.map()
+        d.sync()
+        return window
+
+    def focus_of(self) -> int:
+        return int(self.display.get_input_focus().focus.id)
+
+    def geometry_of(self, window: Any) -> tuple[int, int, int, int]:
+        geo = window.get_geometry()
+        at = window.translate_coords(self.display.screen().root, 0, 0)
+        return -int(at.x), -int(at.y), int(geo.width), int(geo.height)
+
+    def close(self) -> None:
+        self.display.close()
+
+
+def _client(desk: Desktop, target: Any) -> _Client:
+    if not desk.provider.capabilities.window_management:
+        with pytest.raises(UsageError) as refused:
+            desk.windows()
+        assert refused.value.code == "usage.unsupported"
+        pytest.skip(f"{target.name} has no window_management capability (refused with usage.unsupported)")
+    assert target.probe_address is not None
+    return _Client(*target.probe_address(desk))
+
+
+def test_windows_list_focus_and_move(desk: Desktop, target: Any) -> None:
+    client = _client(desk, target)
+    try:
+        first = client.window("deskctl observe one", ("obsone", "ObsOne"), 4242, (30, 40, 200, 100))
+        client.window("deskctl observe two", ("obstwo", "ObsTwo"), 4343, (300, 200, 160, 120))
+        desk.wait_for("deskctl observe two", timeout=30)
+        found = {w.title: w for w in desk.windows()}
+        one = found["deskctl observe one"]
+        assert (one.wm_class, one.instance, one.pid, one.id) == ("ObsOne", "obsone", 4242, int(first.id))
+        assert one.geometry == client.geometry_of(first)
+        assert found["deskctl observe two"].pid == 4343
+        assert one.to_dict()["class"] == "ObsOne"
+
+        focused = desk.focus("deskctl observe one")
+        assert focused.focused and focused.id == int(first.id)
+        assert client.focus_of() == int(first.id)
+        assert [w.title for w in desk.windows() if w.focused] == ["deskctl observe one"]
+
+        moved = desk.move_window(int(first.id), 120, 130, 320, 180)
+        assert moved.geometry == (120, 130, 320, 180) == client.geometry_of(first)
+
+        with pytest.raises(UsageError) as missing:
+            desk.focus("no such window title")
+        assert missing.value.code == "usage.not_found"
+        with pytest.raises(UsageError):
+            desk.move_window("deskctl observe one", 0, 0, 0, 10)
+    finally:
+        client.close()

@@ -27,6 +27,8 @@ from typing import Any
 _STATES = ("active", "checked", "editable", "enabled", "expanded", "focusable", "focused", "pressed", "selected",
            "sensitive", "showing", "visible", "multi-line", "indeterminate", "modal", "read-only")
 _TEXT_CHARS = 500
+#: roles whose text is their value (a container's text is its children's, shown as U+FFFC placeholders)
+_TEXT_ROLES = ("entry", "password text", "text", "spin button", "combo box", "terminal")
 
 
 def _bus_address() -> str:
@@ -92,8 +94,8 @@ class _Walk:
         value = None
         try:
             text = acc.get_text_iface()
-            if text is not None and role not in ("label", "push button", "frame", "dialog"):
-                value = text.get_text(0, min(text.get_character_count(), _TEXT_CHARS))
+            if text is not None and (role in _TEXT_ROLES or "editable" in states):
+                value = text.get_text(0, min(text.get_character_count(), _TEXT_CHARS)).replace("\ufffc", "")
             numeric = acc.get_value_iface()
             if numeric is not None and value is None:
                 value = numeric.get_current_value()

@@ -33,6 +33,15 @@ if [ "${DESKCTL_SERVE_AGENT:-0}" = "1" ]; then
     PYTHONPATH=/opt/deskctl-agent python3 -m deskctl.agent --listen 0.0.0.0 \
         --port "${DESKCTL_AGENT_PORT:-7390}" --display ":$d" --xauthority "$XAUTHORITY" &
 fi
+if [ -x /usr/libexec/at-spi-bus-launcher ] && command -v dbus-launch >/dev/null 2>&1; then
+    # the accessibility bus, before any application: each finds it on the root window (AT_SPI_BUS) at its start
+    DISPLAY=":$d" dbus-launch --exit-with-x11 /usr/libexec/at-spi-bus-launcher --launch-immediately \
+        >/tmp/at-spi.log 2>&1 &
+    i=0
+    while [ "$i" -lt 200 ] && ! DISPLAY=":$d" xprop -root AT_SPI_BUS 2>/dev/null | grep -q '"'; do
+        i=$((i + 1)); sleep 0.05
+    done
+fi
 if [ "${DESKCTL_WM:-0}" = "1" ]; then
     openbox >/tmp/openbox.log 2>&1 &
 fi
@@ -41,7 +50,7 @@ if [ -n "${DESKCTL_START_URL:-}" ]; then
     # DevTools on the container's loopback only (verifiers expect 127.0.0.1:9222; deskctl reaches it by exec)
     set -- --remote-debugging-address=127.0.0.1 --remote-debugging-port=9222 \
         --no-first-run --no-default-browser-check --disable-dev-shm-usage --no-sandbox \
-        --password-store=basic --user-data-dir=/home/desk/.chromium
+        --password-store=basic --user-data-dir=/home/desk/.chromium --force-renderer-accessibility
     if [ -n "$size" ]; then
         w=${size%%x*}; rest=${size#*x}; h=${rest%%[+-]*}; pos=${rest#"$h"}
         x=$(echo "$pos" | cut -d+ -f2); y=$(echo "$pos" | cut -d+ -f3)
@@ -49,7 +58,7 @@ if [ -n "${DESKCTL_START_URL:-}" ]; then
     else
         set -- "$@" --start-maximized
     fi
-    chromium "$@" "$DESKCTL_START_URL" >/tmp/chromium.log 2>&1 &
+    ACCESSIBILITY_ENABLED=1 chromium "$@" "$DESKCTL_START_URL" >/tmp/chromium.log 2>&1 &
 fi
 if [ -n "${DESKCTL_TTL:-}" ]; then
     ( sleep "$DESKCTL_TTL"; kill "$xvfb" ) >/dev/null 2>&1 &
