@@ -99,8 +99,8 @@ def test_chromium_form_controls_have_names_and_bounds_that_match_the_screenshot(
     # Chromium joins the accessibility bus with ACCESSIBILITY_ENABLED=1 (no GNOME setting says so here), and
     # exposes its pages' content with --force-renderer-accessibility
     desk.exec(f"ACCESSIBILITY_ENABLED=1 {chromium} --no-sandbox --no-first-run --disable-gpu "
-              f"--force-renderer-accessibility --user-data-dir={tmp_path / 'profile'} --window-position=0,0 --window-size=900,700 "
-              f"--app=file://{page}", background=True)
+              f"--force-renderer-accessibility --user-data-dir={tmp_path / 'profile'} --window-position=0,0 "
+              f"--window-size=900,700 --app=file://{page}", background=True)
     desk.wait_for("deskctl form", timeout=90)
 
     def button(d: Desktop) -> object:
