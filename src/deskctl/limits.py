@@ -74,9 +74,11 @@ BOUNDS: dict[str, Bound] = {
                         "be on the pinned screen (else geometry.out_of_bounds)", integer=True, unit="pixels"),
     "screen_side": Bound(64, 8192, "width or height of a desktop (--geometry WxH)", integer=True, unit="pixels",
                          code="usage.bad_geometry"),
-    "window_side": Bound(1, 8192, "width or height of the start-URL window (--window-geometry WxH)", integer=True,
+    "window_side": Bound(1, 8192, "width or height of the start-URL window (--window-geometry WxH) or of a moved "
+                         "window (move_window)", integer=True,
                          unit="pixels", code="usage.bad_geometry"),
-    "window_offset": Bound(-8192, 8192, "position of the start-URL window (--window-geometry WxH+X+Y)",
+    "window_offset": Bound(-8192, 8192, "position of the start-URL window (--window-geometry WxH+X+Y) or of a "
+                           "moved window (move_window)",
                            integer=True, unit="pixels", code="usage.bad_geometry"),
     "a11y_depth": Bound(1, 1000, "levels of an accessibility tree below the desktop (max_depth)", integer=True),
     "a11y_nodes": Bound(1, 100_000, "nodes of one accessibility tree (max_nodes)", integer=True),

@@ -176,3 +176,31 @@ def test_windows_list_focus_and_move(desk: Desktop, target: Any) -> None:
             desk.move_window("deskctl observe one", 0, 0, 0, 10)
     finally:
         client.close()
+
+
+# -- accessibility -----------------------------------------------------------------------------------------------
+
+
+def test_a_gtk_dialog_is_driven_through_the_accessibility_tree(desk: Desktop, target: Any) -> None:
+    if not desk.provider.capabilities.accessibility:
+        with pytest.raises(UsageError) as refused:
+            desk.accessibility_tree()
+        assert refused.value.code == "usage.unsupported"
+        pytest.skip(f"{target.name} has no accessibility capability (refused with usage.unsupported)")
+    empty = desk.accessibility_tree()  # starts the desktop's accessibility bus where it was not started with it
+    assert empty.root.role == "desktop"
+    status = f"/tmp/deskctl-a11y-{desk.id}"
+    desk.exec(f"zenity --question --title 'deskctl a11y {desk.id}' --text 'Go on?'; echo $? > {status}",
+              background=True)
+    desk.wait_for(f"deskctl a11y {desk.id}", timeout=60)
+    (yes,) = desk.find(role="push button", name="Yes", window=f"deskctl a11y {desk.id}")
+    assert yes.bounds is not None
+    x, y, w, h = yes.bounds
+    assert x + w <= desk.size[0] and y + h <= desk.size[1] and min(x, y) >= 0
+    desk.click_element(yes)
+
+    def exited(d: Desktop) -> str:
+        return str(d.exec(f"cat {status} 2>/dev/null").stdout.strip())
+
+    assert desk.wait_for(exited, timeout=30) == "0"  # zenity --question: 0 is Yes
+    desk.exec(f"rm -f {status}")

@@ -26,18 +26,38 @@ def _ledger() -> Ledger:
 
 @click.command()
 @desktop_options
+@click.option("--wait-for", "wait_title", metavar="TITLE", default=None,
+              help="Then wait (within --ready-timeout) for a window whose title contains TITLE.")
+@click.option("--wait-for-url", "wait_url", metavar="URL", default=None,
+              help="Then wait for a browser page whose URL or title contains URL (Chromium's DevTools list on "
+                   "port 9222).")
+@click.option("--wait-for-command", "wait_command", metavar="CMD", default=None,
+              help="Then wait until CMD, run on the desktop, exits 0.")
 @json_option
 def up(provider: str, platform: str, geometry: str, window_geometry: str | None, start_url: str | None,
        window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
        budget: str | None, unknown_cost: str | None, labels: tuple[str, ...], options: tuple[str, ...],
        host: str | None, accept_new_host_key: bool,
-       ready_timeout: float, record: str | None, record_settle: float, as_json: bool) -> None:
+       ready_timeout: float, record: str | None, record_settle: float, wait_title: str | None,
+       wait_url: str | None, wait_command: str | None, as_json: bool) -> None:
     """Bring a detached desktop up: preflight, create, wait, verify geometry; print its id.
 
     It keeps running after this command returns, until `deskctl down ID`, its --ttl, or `deskctl reap`.
+    With --wait-for/--wait-for-url/--wait-for-command it also waits for the application; not in time is
+    readiness.timeout (exit 20) and the desktop is destroyed (docs/observation.md).
     """
     from deskctl.cli._spec import check_environment, spec_from_flags
     from deskctl.session import Desktop
+
+    waits = [w for w in ({"title": wait_title}, {"url": wait_url}, {"command": wait_command})
+             if next(iter(w.values())) is not None]
+    if len(waits) > 1:
+        raise UsageError("give one of --wait-for, --wait-for-url and --wait-for-command", code="usage.invalid")
+    ready_when = waits[0] if waits else None
+    if ready_when is not None:
+        from deskctl.observe.readiness import condition
+
+        condition(ready_when)
 
     spec = spec_from_flags(
         _config(), provider=provider, options=options, host=host, accept_new_host_key=accept_new_host_key,
@@ -54,6 +74,11 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress,
                    record=record, record_settle=record_settle)
     desk.open()
+    if ready_when is not None:
+        from deskctl.observe.readiness import ready_or_destroyed
+
+        progress(f"waiting for {next(iter(ready_when.values()))!r}")
+        ready_or_destroyed(desk, ready_when, ready_timeout)
     try:
         info = _describe(desk)
         if desk.recording is not None:
