@@ -6,7 +6,8 @@ Runs with the desktop's system ``python3`` (Debian: ``python3-gi`` and ``gir1.2-
 - ``{"op": "enable"}``: make sure the desktop has an accessibility bus (a D-Bus session and
   ``at-spi-bus-launcher``, which puts the bus address on the X root window as ``AT_SPI_BUS`` for every client of
   the display); answers whether one was there already. Applications started before the bus are not in the tree.
-- ``{"op": "tree", "window": title or null, "max_depth": N, "max_nodes": N}``: the tree as nested JSON nodes
+- ``{"op": "tree", "window": title or null, "max_depth": N, "max_nodes": N}`` (the bus started first where there
+  is none): the tree as nested JSON nodes
   (role, name, description, value, states, bounds [x, y, w, h] in screen pixels or null, children), under a
   root of role ``desktop``; ``truncated`` says whether a limit cut it.
 
@@ -29,6 +30,8 @@ _STATES = ("active", "checked", "editable", "enabled", "expanded", "focusable", 
 _TEXT_CHARS = 500
 #: roles whose text is their value (a container's text is its children's, shown as U+FFFC placeholders)
 _TEXT_ROLES = ("entry", "password text", "text", "spin button", "combo box", "terminal")
+#: roles whose number is their value
+_VALUE_ROLES = ("slider", "scroll bar", "progress bar", "spin button", "level bar", "dial")
 
 
 def _bus_address() -> str:
@@ -75,11 +78,11 @@ class _Walk:
             return None
         self.count += 1
         try:
-            role = acc.get_role_name() or ""
+            role = atspi.role_get_name(acc.get_role()) or ""  # the name locally: get_role_name is a round trip
             name = acc.get_name() or ""
             description = acc.get_description() or ""
-            states = [s for s in _STATES
-                      if acc.get_state_set().contains(getattr(atspi.StateType, s.upper().replace("-", "_")))]
+            held = {state.value_nick for state in acc.get_state_set().get_states()}
+            states = [s for s in _STATES if s in held]
         except Exception:  # the application went away meanwhile
             return None
         bounds = None
@@ -93,12 +96,14 @@ class _Walk:
                 bounds = None
         value = None
         try:
-            text = acc.get_text_iface()
-            if text is not None and (role in _TEXT_ROLES or "editable" in states):
-                value = text.get_text(0, min(text.get_character_count(), _TEXT_CHARS)).replace("\ufffc", "")
-            numeric = acc.get_value_iface()
-            if numeric is not None and value is None:
-                value = numeric.get_current_value()
+            if role in _TEXT_ROLES or "editable" in states:
+                text = acc.get_text_iface()
+                if text is not None:
+                    value = text.get_text(0, min(text.get_character_count(), _TEXT_CHARS)).replace("\ufffc", "")
+            elif role in _VALUE_ROLES:
+                numeric = acc.get_value_iface()
+                if numeric is not None:
+                    value = numeric.get_current_value()
         except Exception:
             value = None
         out: dict[str, Any] = {"role": role, "name": name, "description": description, "value": value,
@@ -128,9 +133,8 @@ class _Walk:
 
 
 def tree(window: str | None, max_depth: int, max_nodes: int) -> dict[str, Any]:
-    if not _bus_address() and not os.environ.get("AT_SPI_BUS_ADDRESS"):
-        raise RuntimeError("no accessibility bus on this desktop (take the tree once, or enable accessibility, "
-                           "before starting the applications)")
+    if not os.environ.get("AT_SPI_BUS_ADDRESS"):
+        enable()  # no application can be on a bus started now: the tree is then empty
     import gi  # type: ignore[import-not-found]
 
     gi.require_version("Atspi", "2.0")

@@ -4,7 +4,7 @@ On a Linux desktop the tree comes from AT-SPI, walked inside the desktop by :mod
 (run over exec with the desktop's system ``python3``), so it works alike on ``xvfb``, ``docker``, ``ssh`` and
 through the agent. The desktop needs ``at-spi2-core``, ``dbus-x11``, ``python3-gi`` and ``gir1.2-atspi-2.0``
 (the deskctl desktop image has them); applications must start after the accessibility bus exists:
-:func:`enable` starts it where the desktop did not (the image starts it at boot), and the first tree calls it.
+:func:`enable` starts it where the desktop did not (the image starts it at boot), and the first tree starts it too.
 Chromium shows its pages' content only with ``--force-renderer-accessibility``. A provider without the
 ``accessibility`` capability refuses with ``usage.unsupported``.
 """
@@ -106,7 +106,6 @@ def tree(desk: Desktop, window: str | None = None, max_depth: int = 40, max_node
     if window is not None and (not isinstance(window, str) or not window):
         raise UsageError("window is (part of) a window title", code="usage.invalid")
     _check(desk)
-    enable(desk)
     raw = guest_call(desk, "_atspi_guest", {"op": "tree", "window": window, "max_depth": max_depth,
                                             "max_nodes": max_nodes}, "read the accessibility tree")
     return AccessibilityTree(AccessibleNode.from_dict(raw["tree"]), int(raw["nodes"]), bool(raw["truncated"]))
