@@ -3,7 +3,8 @@
 # Xvfb desktop's accessibility stack and the real applications driven through it. at-spi2-core (the accessibility
 # bus and registry), dbus-x11 (dbus-launch starts the bus's D-Bus session with the desktop), python3-gi and
 # gir1.2-atspi-2.0 (the system python3 walks the tree: deskctl runs its walk with /usr/bin/python3 inside the
-# desktop), zenity (a GTK dialog to click through the tree) and chromium (a page's form controls).
+# desktop), gir1.2-gtk-3.0 (the conformance suite's GTK dialog in python3), zenity (a GTK dialog to click through
+# the tree) and chromium (a page's form controls).
 # Idempotent and fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,6 +16,6 @@ have dbus-launch || need+=(dbus-x11)
 have xprop || need+=(x11-utils)
 have zenity || need+=(zenity)
 have chromium || need+=(chromium)
-/usr/bin/python3 -c "import gi; gi.require_version('Atspi', '2.0')" >/dev/null 2>&1 \
-  || need+=(python3-gi gir1.2-atspi-2.0)
+/usr/bin/python3 -c "import gi; gi.require_version('Atspi', '2.0'); gi.require_version('Gtk', '3.0')" \
+  >/dev/null 2>&1 || need+=(python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0)
 apt_install "${need[@]}"
