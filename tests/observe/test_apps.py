@@ -185,3 +185,25 @@ def test_focus_and_click_element_are_recorded_steps(tmp_path: Path) -> None:
     steps = [r["action"] for r in rows if r.get("type") == "step"]
     assert [s["kind"] for s in steps] == ["focus", "move_window"]
     assert steps[1]["geometry"] == [10, 20, 300, 100]
+
+
+def test_ready_when_a_devtools_page_is_there(tmp_path: Path) -> None:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed")
+    page = tmp_path / "ready.html"
+    page.write_text("<!doctype html><title>deskctl ready page</title><p>ready</p>")
+    port = 9333
+    with deskctl.open_desktop("xvfb", geometry="640x480") as desk:
+        from deskctl.observe.readiness import wait_ready_when
+
+        desk.exec(f"{chromium} --headless=new --no-sandbox --disable-gpu --remote-debugging-port={port} "
+                  f"--user-data-dir={tmp_path / 'profile'} file://{page}", background=True)
+        found = wait_ready_when(desk, {"url": "ready.html", "port": port}, 90)
+        assert str(found).endswith("ready.html")
+        assert wait_ready_when(desk, {"url": "deskctl ready page", "port": port}, 30)  # by its title too
+        with pytest.raises(ReadinessTimeout):
+            wait_ready_when(desk, {"url": "no-such-page", "port": port}, 1)
+    # a callable condition, as open_desktop takes it
+    with deskctl.open_desktop("xvfb", geometry="640x480", ready_when=lambda d: d.size == (640, 480)) as desk:
+        assert desk.size == (640, 480)
