@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from deskctl.browser import BrowserEndpoint, Page
     from deskctl.episodes.store import Snapshot
     from deskctl.ledger import Ledger, ModelUsage
+    from deskctl.observe.accessibility import AccessibilityTree, AccessibleNode
+    from deskctl.observe.windows import Window
     from deskctl.providers.base import ExecResult, Provider, RawFrame, RemoteHandle, Screenshot
     from deskctl.recording import Recorder
     from deskctl.spec import DesktopSpec
@@ -336,41 +338,44 @@ class AsyncDesktop:
         ends the session when it passes a cap)."""
         return await self._call(lambda: self._desk.meter(role, model, input_tokens, output_tokens, usd))
 
-    async def screenshot(self) -> Screenshot:
-        return await self._call(self._desk.screenshot)
+    async def screenshot(self, *, max_size: Any = None, scale: Any = None, region: Any = None) -> Screenshot:
+        return await self._call(lambda: self._desk.screenshot(max_size=max_size, scale=scale, region=region))
 
     async def raw_frame(self) -> RawFrame:
         return await self._call(self._desk.raw_frame)
 
-    async def click(self, x: int | None = None, y: int | None = None, button: str = "left", count: int = 1) -> None:
-        await self._call(self._desk.click, x, y, button, count)
+    async def click(self, x: int | None = None, y: int | None = None, button: str = "left", count: int = 1, *,
+                    space: Any = None) -> None:
+        await self._call(lambda: self._desk.click(x, y, button, count, space=space))
 
-    async def double_click(self, x: int | None = None, y: int | None = None, button: str = "left") -> None:
-        await self._call(self._desk.double_click, x, y, button)
+    async def double_click(self, x: int | None = None, y: int | None = None, button: str = "left", *,
+                           space: Any = None) -> None:
+        await self._call(lambda: self._desk.double_click(x, y, button, space=space))
 
-    async def triple_click(self, x: int | None = None, y: int | None = None) -> None:
-        await self._call(self._desk.triple_click, x, y)
+    async def triple_click(self, x: int | None = None, y: int | None = None, *, space: Any = None) -> None:
+        await self._call(lambda: self._desk.triple_click(x, y, space=space))
 
-    async def right_click(self, x: int | None = None, y: int | None = None) -> None:
-        await self._call(self._desk.right_click, x, y)
+    async def right_click(self, x: int | None = None, y: int | None = None, *, space: Any = None) -> None:
+        await self._call(lambda: self._desk.right_click(x, y, space=space))
 
-    async def middle_click(self, x: int | None = None, y: int | None = None) -> None:
-        await self._call(self._desk.middle_click, x, y)
+    async def middle_click(self, x: int | None = None, y: int | None = None, *, space: Any = None) -> None:
+        await self._call(lambda: self._desk.middle_click(x, y, space=space))
 
-    async def move(self, x: int, y: int) -> None:
-        await self._call(self._desk.move, x, y)
+    async def move(self, x: int, y: int, *, space: Any = None) -> None:
+        await self._call(lambda: self._desk.move(x, y, space=space))
 
-    async def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left") -> None:
-        await self._call(self._desk.drag, x1, y1, x2, y2, button)
+    async def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left", *, space: Any = None) -> None:
+        await self._call(lambda: self._desk.drag(x1, y1, x2, y2, button, space=space))
 
-    async def scroll(self, x: int | None = None, y: int | None = None, dx: int = 0, dy: int = 0) -> None:
-        await self._call(self._desk.scroll, x, y, dx, dy)
+    async def scroll(self, x: int | None = None, y: int | None = None, dx: int = 0, dy: int = 0, *,
+                     space: Any = None) -> None:
+        await self._call(lambda: self._desk.scroll(x, y, dx, dy, space=space))
 
-    async def mouse_down(self, x: int, y: int, button: str = "left") -> None:
-        await self._call(self._desk.mouse_down, x, y, button)
+    async def mouse_down(self, x: int, y: int, button: str = "left", *, space: Any = None) -> None:
+        await self._call(lambda: self._desk.mouse_down(x, y, button, space=space))
 
-    async def mouse_up(self, x: int, y: int, button: str = "left") -> None:
-        await self._call(self._desk.mouse_up, x, y, button)
+    async def mouse_up(self, x: int, y: int, button: str = "left", *, space: Any = None) -> None:
+        await self._call(lambda: self._desk.mouse_up(x, y, button, space=space))
 
     async def type(self, text: str) -> None:
         await self._call(self._desk.type, text)
@@ -431,6 +436,30 @@ class AsyncDesktop:
 
     async def request_takeover(self, reason: str, timeout: float | None = None) -> float:
         return await self._call(self._desk.request_takeover, reason, timeout)
+
+    # -- deskctl.observe (docs/observation.md) ------------------------------------------------------------
+    async def windows(self) -> list[Window]:
+        return await self._call(self._desk.windows)
+
+    async def focus(self, window: Any) -> Window:
+        return await self._call(self._desk.focus, window)
+
+    async def move_window(self, window: Any, x: int, y: int, width: int, height: int) -> Window:
+        return await self._call(self._desk.move_window, window, x, y, width, height)
+
+    async def wait_until_stable(self, region: Any = None, quiet_ms: int = 500, timeout: float = 30.0) -> float:
+        return await self._call(self._desk.wait_until_stable, region, quiet_ms, timeout)
+
+    async def accessibility_tree(self, window: str | None = None, max_depth: int = 40,
+                                 max_nodes: int = 5000) -> AccessibilityTree:
+        return await self._call(self._desk.accessibility_tree, window, max_depth, max_nodes)
+
+    async def find(self, role: str | None = None, name: str | None = None,
+                   window: str | None = None) -> list[AccessibleNode]:
+        return await self._call(self._desk.find, role, name, window)
+
+    async def click_element(self, node: Any, button: str = "left") -> None:
+        await self._call(self._desk.click_element, node, button)
 
     async def wait_for(self, what: str | Callable[[AsyncDesktop], Any], timeout: float = 30.0,
                        interval: float = 0.25) -> Any:
@@ -538,6 +567,7 @@ def open_desktop(
     record: str | os.PathLike[str] | None = None,
     record_settle: float = 0.0,
     from_snapshot: Snapshot | str | None = None,
+    ready_when: Any = None,
 ) -> _Opening:
     """:func:`deskctl.open_desktop`, awaited: same parameters, same errors, same guarantees::
 
@@ -569,18 +599,35 @@ def open_desktop(
         # it got through before it saw the cancel: destroy it, detached or not (as a Ctrl-C during open does)
         made._teardown(status="failed", reason=_Cancelled.code)
 
+    if ready_when is not None:
+        from deskctl.observe.readiness import condition
+
+        condition(ready_when)  # a malformed condition is refused before anything is created
+
+    def ready(desk: Desktop) -> Desktop:
+        if ready_when is not None:
+            from deskctl.observe.readiness import ready_or_destroyed
+
+            ready_or_destroyed(desk, ready_when, ready_timeout)  # a sync condition, run in the opening thread
+        return desk
+
     if from_snapshot is not None:
         from deskctl.episodes import open_from_snapshot
 
         def from_snap() -> Desktop:
-            return open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
-                                      detached=detached, run_preflight=preflight, progress=progress, record=record,
-                                      record_settle=record_settle)
+            return ready(open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
+                                            detached=detached, run_preflight=preflight, progress=progress,
+                                            record=record, record_settle=record_settle))
 
         return _Opening(lambda: _start(from_snap, undo, stop.set, spec.provider))
     desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight,
                    progress=progress, record=record, record_settle=record_settle)
-    return _Opening(lambda: _start(desk.open, undo, stop.set, spec.provider))
+
+    def make() -> Desktop:
+        desk.open()
+        return ready(desk)
+
+    return _Opening(lambda: _start(make, undo, stop.set, spec.provider))
 
 
 def attach(session_id: str, *, ledger: Ledger | None = None) -> _Opening:

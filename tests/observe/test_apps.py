@@ -207,3 +207,21 @@ def test_ready_when_a_devtools_page_is_there(tmp_path: Path) -> None:
     # a callable condition, as open_desktop takes it
     with deskctl.open_desktop("xvfb", geometry="640x480", ready_when=lambda d: d.size == (640, 480)) as desk:
         assert desk.size == (640, 480)
+
+
+def test_the_async_surface_observes_too() -> None:
+    import asyncio
+
+    from deskctl import aio
+
+    async def run() -> tuple[object, tuple[int, int], list[object]]:
+        async with aio.open_desktop("xvfb", geometry="640x480", ready_when={"command": "true"}) as desk:
+            shot = await desk.screenshot(max_size=(320, 240))
+            await desk.move(10, 10, space=shot)
+            position = await desk.cursor_position()
+            return shot.transform, position, await desk.windows()  # type: ignore[attr-defined]
+
+    transform, position, windows = asyncio.run(run())
+    assert transform.size == (320, 240)  # type: ignore[attr-defined]
+    assert position == (21, 21)  # image pixel 10 of a half-size image shows desktop pixel 21
+    assert windows == []
