@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -221,28 +222,53 @@ def _check_output(output: str) -> None:
 @click.argument("session_id")
 @click.option("--output", "-o", "output", required=True,
               help="PNG file to write ('-' for stdout).")
+@click.option("--max-size", "max_size", metavar="WxH", default=None,
+              help="Shrink the image to fit inside WxH (aspect kept, never enlarged).")
+@click.option("--scale", type=float, default=None, help="Image pixels per desktop pixel (0 < scale <= 8).")
+@click.option("--region", metavar="X,Y,W,H", default=None, help="Only this part of the screen (a zoom).")
 @json_option
-def screenshot(session_id: str, output: str, as_json: bool) -> None:
-    """Save a PNG screenshot of a desktop; its pixels are the action coordinate space."""
+def screenshot(session_id: str, output: str, max_size: str | None, scale: float | None, region: str | None,
+               as_json: bool) -> None:
+    """Save a PNG screenshot of a desktop; its pixels are the action coordinate space.
+
+    With --max-size, --scale or --region the image is resized or cropped; its transform is printed (stderr, or
+    "transform" with --json), and `deskctl do ID click X Y --space TRANSFORM` maps a point of it back.
+    """
+    if max_size is not None or scale is not None or region is not None:
+        from deskctl.observe.transform import parse_region, parse_size
+
+        if max_size is not None:
+            parse_size(max_size)  # refused before the desktop is reached
+        if region is not None:
+            parse_region(region)
     if output != "-":
         _check_output(output)  # before the desktop is reached: a bad path costs nothing
     from deskctl.core.x11 import prefer_wire
 
     prefer_wire()  # one capture in this process: over the X11 wire, without python-xlib
     with _attached(session_id) as desk:
-        shot = desk.screenshot()
+        shot = desk.screenshot(max_size=max_size, scale=scale, region=region)
+    transform = getattr(shot, "transform", None)
+    described = transform.to_dict() if transform is not None else None
     if output == "-":
         sys.stdout.buffer.write(shot.png)
+        if described is not None:
+            note(f"transform: {json.dumps(described)}")
         return
     try:
         shot.save(output)
     except OSError as exc:
         raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}", code="usage.bad_path") from None
     if as_json:
-        echo_json({"id": session_id, "path": output, "width": shot.width, "height": shot.height,
-                   "bytes": len(shot.png)})
+        document = {"id": session_id, "path": output, "width": shot.width, "height": shot.height,
+                    "bytes": len(shot.png)}
+        if described is not None:
+            document["transform"] = described
+        echo_json(document)
     else:
         note(f"{output}: {shot.width}x{shot.height} PNG, {len(shot.png)} bytes")
+        if described is not None:
+            note(f"transform: {json.dumps(described)}")
 
 
 def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
