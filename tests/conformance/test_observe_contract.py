@@ -144,7 +144,8 @@ def _client(desk: Desktop, target: Any) -> _Client:
             desk.windows()
         assert refused.value.code == "usage.unsupported"
         pytest.skip(f"{target.name} has no window_management capability (refused with usage.unsupported)")
-    assert target.probe_address is not None
+    if target.probe_address is None:
+        pytest.skip(f"{target.name} is no X display: the suite cannot open windows of its own on it")
     return _Client(*target.probe_address(desk))
 
 
