@@ -2,9 +2,8 @@
 
 The suite is one contract every provider passes (``tests/conformance/`` of deskctl's source tree: geometry,
 screenshots, every input action seen by a probe window, exec, files, clipboard, windows, screenshot transforms
-mapped back by clicks, window management and the accessibility tree (skipped where the provider's
-``window_management`` / ``accessibility`` capability flags are False, after checking it refuses with
-``usage.unsupported``), destroy leaves nothing,
+mapped back by clicks, window management and the accessibility tree (where the provider's ``window_management`` /
+``accessibility`` capability flags are False: that it refuses with ``usage.unsupported``), destroy leaves nothing,
 the ledger's times and cost, SIGTERM/SIGINT/SIGKILL then ``deskctl reap``, the CLI's ``up``/``do``/``down``,
 ``deskctl view``, recording). It is not shipped in the wheel yet; until it is, a third party runs it from a
 checkout of deskctl at the version it depends on:
