@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["ACTIONS", "CLI_FORMS", "KINDS", "REQUIRED", "RESULTS", "SURFACES", "ActionSpec", "Param", "by_cli_name",
-           "by_mcp_name", "by_name", "cli_usage", "invoke", "markdown",
+           "by_mcp_name", "by_name", "cli_usage", "invoke", "jsonable", "markdown",
            "numbers_metavar"]
 
 
@@ -174,13 +174,22 @@ def _xy(doc: str = "", optional: bool = False) -> tuple[Param, Param]:
 _BUTTON = Param("button", "str", "left", doc="left, middle or right", choices=("left", "middle", "right"))
 _AT_POINTER = " (without them: where the pointer is)"
 _NO_CLI = frozenset({"mcp", "aio"})
+#: the coordinate space of a pointer action: a transformed screenshot's transform (deskctl.observe.transform)
+_SPACE = Param("space", "json", None, cli="none",
+               doc='the points are in this screenshot\'s image: its transform {"region": [x, y, w, h], '
+                   '"size": [w, h]}, as screenshot with max_size, scale or region gave it (docs/observation.md)')
+_WINDOW = Param("window", "str", doc="the window: its id, or (part of) its title")
 
 ACTIONS: tuple[ActionSpec, ...] = (
     # -- observe -------------------------------------------------------------------------------------
     # the CLI's screenshot is the top-level `deskctl screenshot ID -o FILE` (a PNG is a file, not a line)
     ActionSpec("screenshot", "Take a screenshot of the whole desktop (PNG). Its pixels are the coordinate space "
-               "of every other action.", result="image", group="observe", recorded=False, surfaces=_NO_CLI,
-               cli_command="screenshot"),
+               "of every other action.",
+               (Param("max_size", "str", None, doc="fit the image inside WIDTHxHEIGHT (aspect kept, never "
+                      "enlarged); the result then carries its transform, which pointer actions take as space"),
+                Param("scale", "float", None, doc="image pixels per desktop pixel (0 < scale <= 8)"),
+                Param("region", "str", None, doc="only the part X,Y,WIDTH,HEIGHT of the screen (a zoom)")),
+               result="image", group="observe", recorded=False, surfaces=_NO_CLI, cli_command="screenshot"),
     ActionSpec("cursor_position", "Where the mouse pointer is, in screenshot pixels.", result="json",
                result_fields=("x", "y"), group="observe", capability="cursor_position", recorded=False),
     ActionSpec("windows", "List the titles of the desktop's top-level windows.", method="window_titles",
@@ -204,33 +213,70 @@ ACTIONS: tuple[ActionSpec, ...] = (
                        "usage.no_browser (exit 2) when no Chromium with DevTools runs: start it with deskctl up "
                        "--start-url URL or open-url URL --browser chromium.",
                result="json", result_key="pages", group="observe", capability="browser", recorded=False),
+    ActionSpec("list_windows", "List the top-level windows: id, title, class, pid, geometry [x, y, w, h] and "
+               "whether each has the focus.", method="windows", result="json", result_key="windows",
+               group="observe", capability="window_management", recorded=False),
+    ActionSpec("focus", "Raise a window and give it the keyboard focus; gives the window as it is then.",
+               (_WINDOW,), result="json", result_key="window", group="observe", capability="window_management"),
+    ActionSpec("move_window", "Move and resize a window (its client area); gives the window as it is then.",
+               (_WINDOW,
+                Param("x", "int", doc="left edge", bound="window_offset"),
+                Param("y", "int", doc="top edge", bound="window_offset"),
+                Param("width", "int", doc="width", bound="window_side"),
+                Param("height", "int", doc="height", bound="window_side")),
+               result="json", result_key="window", group="observe", capability="window_management"),
+    ActionSpec("wait_until_stable", "Wait until the screen has not changed for quiet_ms milliseconds; gives the "
+               "seconds it took (wait.timeout, exit 6, when it keeps changing).",
+               (Param("region", "str", None, doc="only this part X,Y,WIDTH,HEIGHT of the screen"),
+                Param("quiet_ms", "int", 500, doc="milliseconds without a change", bound="quiet_ms"),
+                Param("timeout", "float", 30.0, doc="seconds to wait", bound="wait_timeout",
+                      mcp_bound="mcp_wait_timeout")),
+               result="json", result_key="seconds", group="observe", recorded=False),
+    ActionSpec("accessibility_tree", "The accessibility tree (AT-SPI): nodes with role, name, description, value, "
+               "states, bounds [x, y, w, h] in screen pixels, and children.",
+               (Param("window", "str", None, doc="only the windows whose title contains this"),
+                Param("max_depth", "int", 40, doc="levels below the desktop", bound="a11y_depth"),
+                Param("max_nodes", "int", 5000, doc="most nodes", bound="a11y_nodes")),
+               result="json", result_key="tree", group="observe", capability="accessibility", recorded=False,
+               cli_name="a11y"),
+    ActionSpec("find", "The nodes of the accessibility tree with this role (push button, entry ...) and name "
+               "(exact, else contained).",
+               (Param("role", "str", None, doc="the AT-SPI role name"), Param("name", "str", None, doc="the name"),
+                Param("window", "str", None, doc="only the windows whose title contains this")),
+               result="json", result_key="nodes", group="observe", capability="accessibility", recorded=False),
+    ActionSpec("click_element", "Click the centre of an accessibility node's bounds (a node that find gave).",
+               (Param("node", "json", doc="the node (its bounds are used)"), _BUTTON),
+               group="observe", capability="accessibility", surfaces=_NO_CLI),
     # -- pointer -------------------------------------------------------------------------------------
     ActionSpec("click", "Click at X Y" + _AT_POINTER + ".",
                (*_xy(optional=True), _BUTTON,
-                Param("count", "int", 1, doc="1, 2 (double) or 3 (triple)", bound="click_count", cli="none"))),
-    ActionSpec("double_click", "Double-click at X Y" + _AT_POINTER + ".", (*_xy(optional=True), _BUTTON)),
+                Param("count", "int", 1, doc="1, 2 (double) or 3 (triple)", bound="click_count", cli="none"),
+                _SPACE)),
+    ActionSpec("double_click", "Double-click at X Y" + _AT_POINTER + ".", (*_xy(optional=True), _BUTTON, _SPACE)),
     ActionSpec("triple_click", "Triple-click at X Y" + _AT_POINTER + "; selects a line in most programs.",
-               _xy(optional=True)),
-    ActionSpec("right_click", "Right-click at X Y" + _AT_POINTER + ".", _xy(optional=True)),
-    ActionSpec("middle_click", "Middle-click at X Y" + _AT_POINTER + ".", _xy(optional=True)),
-    ActionSpec("move", "Move the pointer to X Y without clicking.", _xy()),
+               (*_xy(optional=True), _SPACE)),
+    ActionSpec("right_click", "Right-click at X Y" + _AT_POINTER + ".", (*_xy(optional=True), _SPACE)),
+    ActionSpec("middle_click", "Middle-click at X Y" + _AT_POINTER + ".", (*_xy(optional=True), _SPACE)),
+    ActionSpec("move", "Move the pointer to X Y without clicking.", (*_xy(), _SPACE)),
     ActionSpec("drag", "Drag from X1 Y1 to X2 Y2: press there, move holding the button, release.",
                (Param("x1", "int", bound="coordinate", doc="where the drag starts"),
                 Param("y1", "int", bound="coordinate", doc="where the drag starts"),
                 Param("x2", "int", bound="coordinate", doc="where it ends"),
-                Param("y2", "int", bound="coordinate", doc="where it ends"), _BUTTON)),
+                Param("y2", "int", bound="coordinate", doc="where it ends"), _BUTTON, _SPACE)),
     # the CLI's form is `scroll [X Y] [DY] [--dx N]`: the most common scroll is the shortest command
     ActionSpec("scroll", "Scroll at X Y (or the pointer) by wheel clicks: DY > 0 scrolls down, DX > 0 right.",
                (Param("x", "int", None, doc="x in screenshot pixels", bound="coordinate", cli="numbers"),
                 Param("y", "int", None, doc="y in screenshot pixels", bound="coordinate", cli="numbers"),
                 Param("dx", "int", 0, doc="Sideways wheel clicks (positive: right)", bound="scroll_clicks"),
-                Param("dy", "int", 0, doc="wheel clicks (positive: down)", bound="scroll_clicks", cli="numbers")),
+                Param("dy", "int", 0, doc="wheel clicks (positive: down)", bound="scroll_clicks", cli="numbers"),
+                _SPACE),
                details="Without X Y it scrolls where the pointer is.\n\n\b\n"
                        "scroll 100 200 -3   three clicks up at (100, 200)\n"
                        "scroll 3            three clicks down where the pointer is\n"
                        "scroll 100 200 --dx 2"),
-    ActionSpec("mouse_down", "Move to X Y and press a mouse button without releasing it.", (*_xy(), _BUTTON)),
-    ActionSpec("mouse_up", "Move to X Y and release a mouse button.", (*_xy(), _BUTTON)),
+    ActionSpec("mouse_down", "Move to X Y and press a mouse button without releasing it.",
+               (*_xy(), _BUTTON, _SPACE)),
+    ActionSpec("mouse_up", "Move to X Y and release a mouse button.", (*_xy(), _BUTTON, _SPACE)),
     # -- keyboard ------------------------------------------------------------------------------------
     ActionSpec("type", "Type TEXT (any Unicode) at the keyboard focus.",
                (Param("text", "str", doc="the text", bound="type_chars"),), group="keyboard"),
@@ -314,6 +360,16 @@ def invoke(target: Any, action: ActionSpec, values: Mapping[str, Any]) -> Any:
         else:
             keywords[p.py] = value
     return getattr(target, action.method)(*args, **keywords)
+
+
+def jsonable(value: Any) -> Any:
+    """A result as JSON data: an object with ``to_dict()`` (a window, an accessibility tree) as its dict, a list of
+    them as a list of dicts; anything else as it is."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, list) and any(hasattr(item, "to_dict") for item in value):
+        return [item.to_dict() if hasattr(item, "to_dict") else item for item in value]
+    return value
 
 
 def by_name(name: str) -> ActionSpec:

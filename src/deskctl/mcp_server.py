@@ -33,7 +33,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
-from deskctl.action_table import ACTIONS, ActionSpec, Param, invoke
+from deskctl.action_table import ACTIONS, ActionSpec, Param, invoke, jsonable
 from deskctl.errors import DeskctlError, UsageError
 from deskctl.limits import BOUNDS, check_number
 
@@ -156,10 +156,18 @@ def _none(spec: ActionSpec, value: Any, arguments: dict[str, Any]) -> CallToolRe
 
 
 def _image(spec: ActionSpec, value: Any, arguments: dict[str, Any]) -> CallToolResult:
+    import json
+
+    structured: dict[str, Any] = {"width": value.width, "height": value.height}
+    text = f"{value.width}x{value.height}"
+    transform = getattr(value, "transform", None)
+    if transform is not None:  # a resized or cropped shot: the space its points are in (pass it as space)
+        structured["transform"] = transform.to_dict()
+        text += f"; transform (pass as space to pointer tools): {json.dumps(structured['transform'])}"
     return CallToolResult(
         content=[ImageContent(type="image", data=base64.b64encode(value.png).decode("ascii"), mime_type="image/png"),
-                 TextContent(type="text", text=f"{value.width}x{value.height}")],
-        structured_content={"width": value.width, "height": value.height},
+                 TextContent(type="text", text=text)],
+        structured_content=structured,
     )
 
 
@@ -168,8 +176,7 @@ def _value(spec: ActionSpec, value: Any, arguments: dict[str, Any]) -> CallToolR
     under ``mcp_result_key``); the text is the value as a person reads it."""
     import json
 
-    if hasattr(value, "to_dict"):
-        value = value.to_dict()
+    value = jsonable(value)
     if spec.result_fields:
         structured = dict(zip(spec.result_fields, value, strict=True))
         return _text(json.dumps(structured), structured)
@@ -177,7 +184,7 @@ def _value(spec: ActionSpec, value: Any, arguments: dict[str, Any]) -> CallToolR
     if isinstance(value, str):
         text = value
     elif isinstance(value, list):
-        text = "\n".join(str(item) for item in value) if value else "(none)"
+        text = "\n".join(json.dumps(item) if isinstance(item, dict) else str(item) for item in value) or "(none)"
     else:
         text = json.dumps(value)
     return _text(text, value if isinstance(value, dict) else {spec.mcp_result_key: value})

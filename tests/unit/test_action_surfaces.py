@@ -183,10 +183,10 @@ def test_the_fast_do_table_is_made_from_the_table() -> None:
 
 
 # -- the MCP tools, through the official client --------------------------------------------------------------------
-def _listed_tools() -> list[Any]:
+def _listed_tools(provider: str = "memory") -> list[Any]:
     mcp = pytest.importorskip("mcp")
     params = mcp.StdioServerParameters(command=sys.executable, env=dict(os.environ),
-                                       args=["-m", "deskctl", "mcp", "--provider", "memory", "--geometry", "320x240",
+                                       args=["-m", "deskctl", "mcp", "--provider", provider, "--geometry", "320x240",
                                              "--allow-exec"])
     tools: list[Any] = []
 
@@ -200,18 +200,26 @@ def _listed_tools() -> list[Any]:
 
 @pytest.fixture(scope="module")
 def mcp_tools() -> dict[str, Any]:
-    return {tool.name: tool for tool in _listed_tools()}
+    """The memory provider's tools, and those of the actions whose capability it lacks from an Xvfb desktop's
+    server (window management, the accessibility tree)."""
+    tools = {tool.name: tool for tool in _listed_tools()}
+    return {**{tool.name: tool for tool in _listed_tools("xvfb")}, **tools}
 
 
 def test_the_mcp_tools_are_the_tables_mcp_actions(mcp_tools: dict[str, Any]) -> None:
     # --allow-exec offers the tools that run programs; the rest is the memory provider's capabilities (all of
     # those of the actions this table was written with)
     from deskctl.providers.memory import MemoryProvider
+    from deskctl.providers.xvfb import XvfbProvider
 
     has = MemoryProvider.capabilities
     assert has.cursor_position and has.clipboard and has.windows and has.exec
+    memory = {tool.name for tool in _listed_tools()}
+    assert memory == {spec.mcp_name for spec in ACTIONS if "mcp" in spec.surfaces
+                      and (spec.capability is None or getattr(has, spec.capability))}
+    xvfb = XvfbProvider.capabilities
     assert set(mcp_tools) == {spec.mcp_name for spec in ACTIONS if "mcp" in spec.surfaces
-                              and (spec.capability is None or getattr(has, spec.capability))}
+                              and (spec.capability is None or getattr(xvfb, spec.capability))}
 
 
 def _memory_has(spec: ActionSpec) -> bool:
@@ -251,8 +259,8 @@ def test_scroll_and_exec_agree_across_surfaces(mcp_tools: dict[str, Any]) -> Non
     exec's timeout had no bound where the CLI's --timeout has limits' exec_timeout."""
     from deskctl.cli.session_cmds import exec_cmd
 
-    assert list(mcp_tools["scroll"].input_schema["properties"]) == ["x", "y", "dx", "dy"]
-    assert list(inspect.signature(session.Desktop.scroll).parameters)[1:] == ["x", "y", "dx", "dy"]
+    assert list(mcp_tools["scroll"].input_schema["properties"]) == ["x", "y", "dx", "dy", "space"]
+    assert list(inspect.signature(session.Desktop.scroll).parameters)[1:] == ["x", "y", "dx", "dy", "space"]
     timeout = mcp_tools["exec"].input_schema["properties"]["timeout"]
     cli_timeout = next(p for p in exec_cmd.params if p.name == "timeout")
     bound = BOUNDS[cli_timeout.type.bound]  # type: ignore[attr-defined]

@@ -6,13 +6,19 @@ from typing import Any
 #: what the action commands take as a negative number, not an option
 NEGATIVE_NUMBER = "^-\\d+$"
 
+# left to click: a11y (a json result, printed by the click command)
 # left to click: browser-pages (a json result, printed by the click command)
 # left to click: clipboard (a text result, printed by the click command)
 # left to click: clipboard-set (a parameter the Desktop method names otherwise, or that reads stdin)
 # left to click: cursor-position (a json result, printed by the click command)
+# left to click: find (a json result, printed by the click command)
+# left to click: focus (a json result, printed by the click command)
 # left to click: launch (a json result, printed by the click command)
+# left to click: list-windows (a json result, printed by the click command)
+# left to click: move-window (a json result, printed by the click command)
 # left to click: scroll (numbers: a parameter kind the fast path does not parse)
 # left to click: wait-for (a text result, printed by the click command)
+# left to click: wait-until-stable (a json result, printed by the click command)
 # left to click: windows (a json result, printed by the click command)
 VERBS: dict[str, Any] = {
     "click": {

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from deskctl.action_table import ACTIONS, ActionSpec, Param, invoke, numbers_metavar
+from deskctl.action_table import ACTIONS, ActionSpec, Param, invoke, jsonable, numbers_metavar
 from deskctl.cli._common import Number, SuggestingGroup, echo_json, json_option, note
 from deskctl.cli._do_fast import act as _act
 from deskctl.cli._do_fast import attached as _attached
@@ -163,11 +163,15 @@ def _all_or_none(spec: ActionSpec, values: dict[str, Any]) -> None:
 
 # -- output ----------------------------------------------------------------------------------------------------
 def _plain(spec: ActionSpec, value: Any, values: dict[str, Any]) -> None:
+    value = jsonable(value)
     if spec.result_fields:
         click.echo(" ".join(str(v) for v in value))
     elif isinstance(value, list | tuple):
         for item in value:
-            click.echo(str(item))
+            if isinstance(item, dict):
+                echo_json(item)  # a window, a node: one JSON object a line
+            else:
+                click.echo(str(item))
     elif isinstance(value, dict):
         echo_json(value)
     elif value is not None:
@@ -194,8 +198,7 @@ def _document(spec: ActionSpec, session_id: str, value: Any, values: dict[str, A
     shown = {p.name: list(values[p.name]) if p.kind == "strs" else values[p.name]
              for p in spec.params_on("cli") if p.cli in ("argument", "variadic", "numbers")}
     doc: dict[str, Any] = {"id": session_id, "action": spec.cli_name, "ok": True, **shown}
-    if hasattr(value, "to_dict"):
-        value = value.to_dict()
+    value = jsonable(value)
     if spec.result_fields:
         doc.update(zip(spec.result_fields, value, strict=True))
     else:
