@@ -36,10 +36,13 @@ CLIPBOARD_TOOLS = {"clipboard_get", "clipboard_set"}
 WINDOW_TOOLS = {"window_titles", "wait_for", "open_url"}
 _XVFB = XvfbProvider.capabilities
 # the harness tools are listed where the provider's capabilities say it has them (the test below checks xvfb does)
+OBSERVE_TOOLS = ({"list_windows", "focus", "move_window"} if _XVFB.window_management else set()) | (
+    {"accessibility_tree", "find", "click_element"} if _XVFB.accessibility else set())
 BASE_TOOLS = ({"screenshot", "click", "double_click", "triple_click", "right_click", "middle_click", "mouse_down",
-               "mouse_up", "move", "drag", "scroll", "type", "key", "key_down", "key_up", "wait", "cursor_position"}
+               "mouse_up", "move", "drag", "scroll", "type", "key", "key_down", "key_up", "wait", "cursor_position",
+               "wait_until_stable"}
               | (CLIPBOARD_TOOLS if _XVFB.clipboard else set()) | (WINDOW_TOOLS if _XVFB.windows else set())
-              | ({"browser_pages"} if _XVFB.browser else set()))
+              | ({"browser_pages"} if _XVFB.browser else set()) | OBSERVE_TOOLS)
 EXEC_TOOLS = {"exec"} | ({"launch"} if _XVFB.windows else set())
 
 

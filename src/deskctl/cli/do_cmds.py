@@ -16,6 +16,7 @@ everything after its arguments as that parameter (``launch APP ARGS...``, option
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -169,7 +170,7 @@ def _plain(spec: ActionSpec, value: Any, values: dict[str, Any]) -> None:
     elif isinstance(value, list | tuple):
         for item in value:
             if isinstance(item, dict):
-                echo_json(item)  # a window, a node: one JSON object a line
+                click.echo(json.dumps(item, ensure_ascii=False))  # a window, a node: one JSON object a line
             else:
                 click.echo(str(item))
     elif isinstance(value, dict):

@@ -174,8 +174,9 @@ def move(display: Any, window_id: int, x: int, y: int, width: int, height: int) 
     if _wm(display):
         # gravity static (10): x, y are the client's own position, not its frame's; flags: x, y, w, h given; source 2
         _client_message(display, window, "_NET_MOVERESIZE_WINDOW", [10 | (0xF << 8) | (2 << 12), x, y, width, height])
-    else:
-        window.configure(x=x, y=y, width=width, height=height)
+    else:  # a window's position is its border's: the client area starts border_width further in
+        border = int(window.get_geometry().border_width)
+        window.configure(x=x - border, y=y - border, width=width, height=height)
     display.sync()
     _settle(lambda: _geometry(display, window) == [x, y, width, height])
     return _geometry(display, window)
