@@ -2,8 +2,7 @@
 
 The suite is one contract every provider passes (``tests/conformance/`` of deskctl's source tree: geometry,
 screenshots, every input action seen by a probe window, exec, files, clipboard, windows, screenshot transforms
-mapped back by clicks, window management and the accessibility tree (where the provider's ``window_management`` /
-``accessibility`` capability flags are False: that it refuses with ``usage.unsupported``), destroy leaves nothing,
+mapped back by clicks, window management and the accessibility tree, destroy leaves nothing,
 the ledger's times and cost, SIGTERM/SIGINT/SIGKILL then ``deskctl reap``, the CLI's ``up``/``do``/``down``,
 ``deskctl view``, recording). It is not shipped in the wheel yet; until it is, a third party runs it from a
 checkout of deskctl at the version it depends on:
@@ -55,6 +54,8 @@ CAPABILITY_TESTS: dict[str, str] = {
     "test_clipboard_of_a_mebibyte_round_trips": "clipboard",
     "test_launch_then_wait_for_its_window": "windows",
     "test_open_url_hands_the_url_to_the_browser": "windows",
+    "test_windows_list_focus_and_move": "window_management",
+    "test_a_gtk_dialog_is_driven_through_the_accessibility_tree": "accessibility",
 }
 
 #: names the modules of extra conformance targets: ``module:attribute[,module:attribute...]``

@@ -1,7 +1,7 @@
 """Observation beyond pixels, for every target in conftest.TARGETS: screenshots resized or cropped for a model and
 clicks mapped back from their images (every provider: the transform is deskctl's own), and the top-level windows
-(where a provider lacks the ``window_management`` or ``accessibility`` capability flag, the tests check that it
-refuses with ``usage.unsupported`` instead).
+(a provider without the ``window_management`` or ``accessibility`` capability flag must fail those tests with
+``usage.unsupported``: deskctl.testing.CAPABILITY_TESTS).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class _Client:
     """A real X client on the desktop's display: plain top-level windows with a title, a WM_CLASS and a pid."""
 
     def __init__(self, address: Any, cookie: bytes | None) -> None:
-        from deskctl.providers._x11 import connect_display
+        from deskctl.core.x11 import connect_display
 
         self.display: Any = connect_display(address, cookie)
 
@@ -139,20 +139,8 @@ class _Client:
         self.display.close()
 
 
-def _refuses(desk: Desktop, capability: str, call: Any) -> bool:
-    """True when the provider lacks ``capability``, having checked that it refuses the call with
-    usage.unsupported: the contract of a provider without it (a skip would fail a CI run, where nothing may skip)."""
-    if getattr(desk.provider.capabilities, capability):
-        return False
-    with pytest.raises(UsageError) as refused:
-        call()
-    assert refused.value.code == "usage.unsupported"
-    return True
-
-
 def test_windows_list_focus_and_move(desk: Desktop, target: Any) -> None:
-    if _refuses(desk, "window_management", desk.windows):
-        return
+    desk.windows()  # usage.unsupported without window_management (deskctl.testing.CAPABILITY_TESTS)
     if target.probe_address is None:
         pytest.skip(f"{target.name} is no X display: the suite cannot open windows of its own on it")
     client = _Client(*target.probe_address(desk))
@@ -202,9 +190,9 @@ sys.exit(0 if dialog.run() == Gtk.ResponseType.YES else 1)
 
 
 def test_a_gtk_dialog_is_driven_through_the_accessibility_tree(desk: Desktop, target: Any) -> None:
-    if _refuses(desk, "accessibility", desk.accessibility_tree):
-        return
-    empty = desk.accessibility_tree()  # starts the desktop's accessibility bus where it was not started with it
+    # usage.unsupported without accessibility (CAPABILITY_TESTS); else it starts the desktop's accessibility bus
+    # where the desktop was not started with one
+    empty = desk.accessibility_tree()
     assert empty.root.role == "desktop"
     title = f"deskctl a11y {desk.id}"
     status = f"/tmp/deskctl-a11y-{desk.id}"
