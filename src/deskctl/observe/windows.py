@@ -93,8 +93,8 @@ def _call(desk: Desktop, request: Mapping[str, Any], doing: str) -> Any:
     provider = desk.provider
     if not getattr(provider.capabilities, "window_management", False):
         raise _unsupported(desk, "window_management", doing)
-    from deskctl.observe import _xwindows
     from deskctl.core.x11 import X11Driver
+    from deskctl.observe import _xwindows
     from deskctl.providers._x11provider import X11Provider
 
     handle = desk._require_handle()
