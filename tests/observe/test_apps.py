@@ -181,7 +181,8 @@ def test_focus_and_click_element_are_recorded_steps(tmp_path: Path) -> None:
         desk.wait_for("deskctl rec", timeout=30)
         window = desk.focus("deskctl rec")
         desk.move_window(window, 10, 20, 300, 100)
-        rows = [json.loads(line) for line in (record / "trajectory.jsonl").read_text().splitlines()]
+    # read once the session ended: the recorder writes its rows in the background
+    rows = [json.loads(line) for line in (record / "trajectory.jsonl").read_text().splitlines()]
     steps = [r["action"] for r in rows if r.get("type") == "step"]
     assert [s["kind"] for s in steps] == ["focus", "move_window"]
     assert steps[1]["geometry"] == [10, 20, 300, 100]
