@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +35,10 @@ def _json(*args: str) -> Any:
 def test_do_list_windows_focus_move_window_stable_and_a11y(session: str) -> None:
     cli("exec", session, "--background", "xmessage -title 'deskctl surfaces' hello", check=True)
     cli("do", session, "wait-for", "deskctl surfaces", check=True)
+    # the title is set before the window is mapped, and without a window manager only mapped windows are listed
+    deadline = time.monotonic() + 30
+    while not [w for w in _json("do", session, "list-windows")["windows"] if w["title"] == "deskctl surfaces"]:
+        assert time.monotonic() < deadline, "the xmessage window was never listed"
     listed = _json("do", session, "list-windows")["windows"]
     (window,) = [w for w in listed if w["title"] == "deskctl surfaces"]
     assert window["class"] == "Xmessage" and len(window["geometry"]) == 4
