@@ -78,3 +78,30 @@ def test_mcp_screenshot_for_a_model_and_a_click_in_its_space() -> None:
             assert bad.is_error and bad.structured_content["error"]["code"] == "geometry.out_of_bounds"
 
     anyio.run(main)
+
+
+def test_a_do_action_run_in_this_process_leaves_full_drivers_behind(session: str) -> None:
+    """`deskctl do ID click` takes the wire driver (no python-xlib) for its one action; a harness that calls the
+    CLI's main() in its own process gets full drivers afterwards, and windows are listed through whichever
+    driver a session holds (this host has no python3-xlib for the in-desktop fallback)."""
+    from deskctl.core import x11
+
+    cli("do", session, "click", "5", "5", check=True)  # in this process: the fast `do` path
+    assert x11._wire_first is False
+    cli("exec", session, "--background", "xmessage -title 'after a do' hello", check=True)
+    cli("do", session, "wait-for", "after a do", check=True)
+    deadline = time.monotonic() + 30
+    while not [w for w in _json("do", session, "list-windows")["windows"] if w["title"] == "after a do"]:
+        assert time.monotonic() < deadline, "the xmessage window was never listed"
+    x11.prefer_wire()
+    try:
+        from deskctl import attach
+
+        desk = attach(session)
+        try:
+            desk.click(6, 6)  # the session's driver is now a wire driver
+            assert any(w.title == "after a do" for w in desk.windows())
+        finally:
+            desk.release()
+    finally:
+        x11.prefer_wire(False)

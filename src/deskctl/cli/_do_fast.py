@@ -55,8 +55,11 @@ def act(session_id: str, name: str, as_json: bool, apply: Callable[[Desktop], ob
     from deskctl.core.x11 import prefer_wire
 
     prefer_wire()  # one action in this process: X11 input over the wire, without python-xlib
-    with attached(session_id) as desk:
-        apply(desk)
+    try:
+        with attached(session_id) as desk:
+            apply(desk)
+    finally:
+        prefer_wire(False)  # a process that goes on (a harness calling main()) gets full drivers again
     if as_json:
         echo_json({"id": session_id, "action": name, "ok": True, **args})
 

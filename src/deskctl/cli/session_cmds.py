@@ -246,8 +246,11 @@ def screenshot(session_id: str, output: str, max_size: str | None, scale: float 
     from deskctl.core.x11 import prefer_wire
 
     prefer_wire()  # one capture in this process: over the X11 wire, without python-xlib
-    with _attached(session_id) as desk:
-        shot = desk.screenshot(max_size=max_size, scale=scale, region=region)
+    try:
+        with _attached(session_id) as desk:
+            shot = desk.screenshot(max_size=max_size, scale=scale, region=region)
+    finally:
+        prefer_wire(False)  # a process that goes on (a harness calling main()) gets full drivers again
     transform = getattr(shot, "transform", None)
     described = transform.to_dict() if transform is not None else None
     if output == "-":

@@ -100,6 +100,10 @@ def _call(desk: Desktop, request: Mapping[str, Any], doing: str) -> Any:
     handle = desk._require_handle()
     if isinstance(provider, X11Provider):
         def work(driver: Any) -> Any:
+            from deskctl.core.x11wire import WireDriver
+
+            if isinstance(driver, WireDriver):  # a `deskctl do` process's input-only driver: the full one reads windows
+                driver = driver._to_full()
             if isinstance(driver, X11Driver):
                 with driver._lock, driver._errors(doing):
                     return _xwindows.run(driver._display, dict(request))
