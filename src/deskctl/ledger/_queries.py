@@ -67,13 +67,12 @@ class Ledger(LedgerBase):
             self._event(tx, session_id, *event)
 
     def _update_in(self, tx: Transaction, session_id: str, assignments: dict[str, Any]) -> None:
-        rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
-        if not rows:
+        # one statement under the write lock: the rows it matched say whether the session exists
+        columns = ", ".join(f"{name} = ?" for name in assignments)
+        if not tx.change(f"UPDATE sessions SET {columns} WHERE session_id = ?", (*assignments.values(), session_id)):
             from deskctl.errors import NotFound
 
             raise NotFound(f"no session {session_id!r} in the ledger")
-        columns = ", ".join(f"{name} = ?" for name in assignments)
-        tx.run(f"UPDATE sessions SET {columns} WHERE session_id = ?", (*assignments.values(), session_id))
 
     def record_create_sent(self, session_id: str, at: float) -> None:
         """The create request is about to go out: billable time starts at ``at``."""
@@ -115,16 +114,16 @@ class Ledger(LedgerBase):
         ``ready``, so a process killed between the destroy and the end record (or a ledger that could not take
         it) leaves a row that ``deskctl reap`` finishes. ``by`` is the ``host:pid`` doing it."""
         with self.transaction() as tx:
-            rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
-            if not rows:
-                from deskctl.errors import NotFound
+            # one statement under the write lock: an end (the reaper's, another process's) is never reopened
+            if not tx.change(
+                f"UPDATE sessions SET status = ?, reason = ? WHERE session_id = ? AND status NOT IN ({_TERMINAL_SQL})",
+                (SessionStatus.DESTROYING.value, redact(reason), session_id),
+            ):
+                if not tx.run("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
+                    from deskctl.errors import NotFound
 
-                raise NotFound(f"no session {session_id!r} in the ledger")
-            if rows[0][0] in TERMINAL_STATUSES:
-                return  # the reaper (or another process) recorded the end already: an end is never reopened
-            # the row is known to exist: one statement less while this transaction holds the write lock
-            tx.run("UPDATE sessions SET status = ?, reason = ? WHERE session_id = ?",
-                   (SessionStatus.DESTROYING.value, redact(reason), session_id))
+                    raise NotFound(f"no session {session_id!r} in the ledger")
+                return  # over already: nothing to write
             self._event(tx, session_id, "destroying", {"reason": redact(reason), "by": by}, time.time())
 
     def record_meter(self, session_id: str, *, rate_usd_per_hour: float | None, rate_source: str | None,
