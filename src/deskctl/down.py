@@ -49,13 +49,13 @@ def destroy_session(ledger: Ledger, session_id: str, *, ignore_missing: bool) ->
     try:
         desk = attach(session_id, ledger=ledger)
         desk.close()
-        record = ledger.get(session_id)
-        return Destroyed(session_id, "destroyed", record.cost_usd if record else None)
+        row = ledger.status_and_cost(session_id)
+        return Destroyed(session_id, "destroyed", row[1] if row else None)
     except SessionClosed as exc:
-        record = ledger.get(session_id)
-        if record is None or record.status not in TERMINAL_STATUSES:
+        row = ledger.status_and_cost(session_id)
+        if row is None or row[0] not in TERMINAL_STATUSES:
             return Destroyed(session_id, "error", error=exc)
-        return Destroyed(session_id, f"already_{record.status}", record.cost_usd)
+        return Destroyed(session_id, f"already_{row[0]}", row[1])
     except NotFound as exc:
         if not ignore_missing:
             return Destroyed(session_id, "error", error=exc)

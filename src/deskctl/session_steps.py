@@ -235,13 +235,13 @@ def attached(desk: Desktop, record: SessionRecord, *, ledger: Ledger, owns_ledge
     desk._owned = False
     desk._limit_on_use = True
     # `deskctl up --record DIR` keeps recording (its event is recording.LEDGER_EVENT; the module loads only then)
-    events = ledger.events(record.session_id)
-    if any(event.kind == "recording" for event in events):
+    # (only its `recording` events, and the model spend, in one read of the ledger)
+    events, (desk._model_usd, desk._model_unknown) = ledger.attach_state(record.session_id, event_kind="recording")
+    if events:
         from deskctl.recording import recorder_from_events
 
         desk._recorder = recorder_from_events(events)
     desk._recorded_usd_per_hour = record.rate_usd_per_hour
-    desk._model_usd, desk._model_unknown = ledger.model_spend([record.session_id]).get(record.session_id, (0.0, 0))
     desk._create_sent_at = record.created_at
     desk._expires_at = record.expires_at
     desk.handle = RemoteHandle.from_dict(record.handle)

@@ -86,6 +86,12 @@ def test_a_destroy_written_ahead_never_reopens_an_end(ledger: Ledger) -> None:
 def test_update_of_unknown_session_is_not_found(ledger: Ledger) -> None:
     with pytest.raises(NotFound):
         ledger.record_create_sent("dk-nope", 1.0)
+    with pytest.raises(NotFound):
+        ledger.record_destroying("dk-nope", reason="closed", by="host:1")
+    with pytest.raises(NotFound):
+        ledger.record_end("dk-nope", status="ended", reason="closed", ended_at=1.0, billable_seconds=0.0,
+                          cost_usd=0.0)
+    assert ledger.events("dk-nope") == []  # nothing written for a session the ledger does not know
 
 
 def test_action_counts_add_up(ledger: Ledger) -> None:

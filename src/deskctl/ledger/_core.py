@@ -41,6 +41,11 @@ class Transaction:
             return []
         return [tuple(row) for row in self._cursor.fetchall()]
 
+    def change(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run an UPDATE or DELETE; the number of rows it matched (one statement where a SELECT would take two)."""
+        self._cursor.execute(self._ledger._sql(sql), tuple(params))
+        return int(self._cursor.rowcount)
+
     # Typed helpers used by the budget module, so that it stays free of SQL dialects.
     def budget(self, name: str) -> Budget | None:
         rows = self.run(f"SELECT {', '.join(_BUDGET_COLUMNS)} FROM budgets WHERE name = ?", (name,))

@@ -67,13 +67,12 @@ class Ledger(LedgerBase):
             self._event(tx, session_id, *event)
 
     def _update_in(self, tx: Transaction, session_id: str, assignments: dict[str, Any]) -> None:
-        rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
-        if not rows:
+        # one statement under the write lock: the rows it matched say whether the session exists
+        columns = ", ".join(f"{name} = ?" for name in assignments)
+        if not tx.change(f"UPDATE sessions SET {columns} WHERE session_id = ?", (*assignments.values(), session_id)):
             from deskctl.errors import NotFound
 
             raise NotFound(f"no session {session_id!r} in the ledger")
-        columns = ", ".join(f"{name} = ?" for name in assignments)
-        tx.run(f"UPDATE sessions SET {columns} WHERE session_id = ?", (*assignments.values(), session_id))
 
     def record_create_sent(self, session_id: str, at: float) -> None:
         """The create request is about to go out: billable time starts at ``at``."""
@@ -115,10 +114,16 @@ class Ledger(LedgerBase):
         ``ready``, so a process killed between the destroy and the end record (or a ledger that could not take
         it) leaves a row that ``deskctl reap`` finishes. ``by`` is the ``host:pid`` doing it."""
         with self.transaction() as tx:
-            rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
-            if rows and rows[0][0] in TERMINAL_STATUSES:
-                return  # the reaper (or another process) recorded the end already: an end is never reopened
-            self._update_in(tx, session_id, {"status": SessionStatus.DESTROYING.value, "reason": redact(reason)})
+            # one statement under the write lock: an end (the reaper's, another process's) is never reopened
+            if not tx.change(
+                f"UPDATE sessions SET status = ?, reason = ? WHERE session_id = ? AND status NOT IN ({_TERMINAL_SQL})",
+                (SessionStatus.DESTROYING.value, redact(reason), session_id),
+            ):
+                if not tx.run("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
+                    from deskctl.errors import NotFound
+
+                    raise NotFound(f"no session {session_id!r} in the ledger")
+                return  # over already: nothing to write
             self._event(tx, session_id, "destroying", {"reason": redact(reason), "by": by}, time.time())
 
     def record_meter(self, session_id: str, *, rate_usd_per_hour: float | None, rate_source: str | None,
@@ -344,6 +349,24 @@ class Ledger(LedgerBase):
             ):
                 out[str(sid)] = str(budget)
         return out
+
+    def attach_state(self, session_id: str, *, event_kind: str) -> tuple[list[Event], tuple[float, int]]:
+        """What attaching to a session reads beside its row, in one snapshot: its events of ``event_kind``
+        (oldest first) and its model spend (sum of known costs, number of calls of unknown price)."""
+        with self.transaction(readonly=True) as tx:
+            rows = tx.run("SELECT session_id, at, kind, data FROM events WHERE session_id = ? AND kind = ? "
+                          "ORDER BY id", (session_id, event_kind))  # fmt: skip
+            spend = tx.model_spend([session_id]).get(session_id, (0.0, 0))
+        return [Event(str(s), float(a), str(k), _loads(d) or {}) for s, a, k, d in rows], spend
+
+    def status_and_cost(self, session_id: str) -> tuple[str, float | None] | None:
+        """The status and recorded cost of a session (None when the ledger does not know it): one row, without
+        the action counts :meth:`get` reads too."""
+        rows = self._read("SELECT status, cost_usd FROM sessions WHERE session_id = ?", (session_id,))
+        if not rows:
+            return None
+        status, cost = rows[0]
+        return str(status), None if cost is None else float(cost)
 
     def events(self, session_id: str) -> list[Event]:
         rows = self._read("SELECT session_id, at, kind, data FROM events WHERE session_id = ? ORDER BY id",
