@@ -158,6 +158,20 @@ def test_expired_snapshots_are_deleted_by_snapshot_rm_expired(docker_sdk: Any) -
     assert _snapshot_images(docker_sdk, kept.snapshot_id) == []
 
 
+def test_deskctl_reap_deletes_expired_snapshots_like_leftover_desktops(docker_sdk: Any) -> None:
+    with deskctl.open_desktop("docker", geometry="320x240") as desk:
+        short = desk.snapshot("reap-short", ttl=0.001)
+        kept = desk.snapshot("reap-kept")
+    assert json.loads(run_cli("reap", "--dry-run", "--json", check=True).stdout)["snapshots"] == []
+    assert len(_snapshot_images(docker_sdk, short.snapshot_id)) == 1  # a dry run deletes nothing
+    assert json.loads(run_cli("reap", "--provider", "xvfb", "--json", check=True).stdout)["snapshots"] == []
+    out = json.loads(run_cli("reap", "--json", check=True).stdout)
+    assert [s["snapshot_id"] for s in out["snapshots"]] == [short.snapshot_id]
+    assert _snapshot_images(docker_sdk, short.snapshot_id) == []
+    assert len(_snapshot_images(docker_sdk, kept.snapshot_id)) == 1
+    run_cli("snapshot", "rm", "reap-kept", check=True)
+
+
 def test_restored_browser_opens_its_committed_profile(docker_sdk: Any) -> None:
     """The start app (Chromium on the start URL) comes back after a restore with the profile it had: Chromium's
     host locks are kept out of the snapshot (committed, they make it refuse the profile), and left in place on the

@@ -335,6 +335,16 @@ def exec_cmd(session_id: str, command: tuple[str, ...], cwd: str | None, env_pai
     current_app().exit(result.exit_code)
 
 
+def _reap_snapshots(book: Any, providers: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Delete the ledger's snapshots that are due (their ttl passed, or a dead process left them deleting)."""
+    from deskctl.episodes import reap_snapshots
+    from deskctl.providers import resolve_name
+
+    wanted = {resolve_name(p) for p in providers}
+    done = reap_snapshots(book, provider_filter=wanted or None)
+    return [snap.to_dict() for snap in done]
+
+
 @click.command()
 @click.option("--provider", "providers", multiple=True, help="Only sweep this provider (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Say what would be destroyed; destroy nothing.")
@@ -390,11 +400,14 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, confirmed:
             note(f"  to fix the ledger: {exc.remedy}")
         results = do_reap(None, providers=list(providers) or None, dry_run=dry_run, everything=everything,
                           provider_options=config.providers, ledger_label=ledger_id())
+        snapshots = []
         unreadable = True
     else:
         with book:
             results = do_reap(book, providers=list(providers) or None, dry_run=dry_run, everything=everything,
                               provider_options=config.providers)
+            # snapshots are reaped like desktops: past their ttl, or left half-deleted by a process that died
+            snapshots = [] if dry_run else _reap_snapshots(book, providers)
         unreadable = False
     failed = [r for r in results if r.action == "failed"]
     unconfirmed = [r for r in results if r.action == "unconfirmed"]
@@ -410,13 +423,16 @@ def reap(providers: tuple[str, ...], dry_run: bool, everything: bool, confirmed:
         err = CleanupIncomplete("; ".join(parts), remedy="; ".join(remedies),
                                 details={"left": [r.session_id for r in [*failed, *unconfirmed]]})
     if as_json:
-        doc: dict[str, Any] = {"reaped": [r.to_dict() for r in results], "ledger": "unreadable" if unreadable else "ok"}
+        doc: dict[str, Any] = {"reaped": [r.to_dict() for r in results], "ledger": "unreadable" if unreadable else "ok",
+                               "snapshots": snapshots}
         if err is not None:
             doc.update(err.to_dict())
         echo_json(doc)
     else:
         for r in results:
             click.echo(f"{r.session_id}\t{r.provider}\t{r.action}\t{r.reason}" + (f"\t{r.error}" if r.error else ""))
+        for snap in snapshots:
+            click.echo(f"{snap['snapshot_id']}\t{snap['provider']}\tsnapshot deleted\t{snap['name']}")
         if not results:
             note("nothing to reap")
     if err is not None:

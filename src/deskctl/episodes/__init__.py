@@ -300,9 +300,11 @@ def delete_snapshot(ledger: Ledger, snap: Snapshot | str, *, provider: Provider 
     return snap
 
 
-def reap_snapshots(ledger: Ledger, *, now: float | None = None, owner_alive: Any = None) -> list[Snapshot]:
+def reap_snapshots(ledger: Ledger, *, now: float | None = None, owner_alive: Any = None,
+                   provider_filter: set[str] | None = None) -> list[Snapshot]:
     """Delete the snapshots whose expiry has passed, and retry the ones left ``leaked`` or ``deleting`` by a
-    process that died. Returns what was deleted; a snapshot that cannot be deleted stays ``leaked``."""
+    process that died (only those of ``provider_filter``'s providers when given). Returns what was deleted; a
+    snapshot that cannot be deleted stays ``leaked``. ``deskctl reap`` calls it."""
     from deskctl.episodes import store
 
     if owner_alive is None:
@@ -313,6 +315,8 @@ def reap_snapshots(ledger: Ledger, *, now: float | None = None, owner_alive: Any
     now = time.time() if now is None else now
     done = []
     for snap in store.list_snapshots(ledger):
+        if provider_filter is not None and snap.provider not in provider_filter:
+            continue
         due = snap.expires_at is not None and snap.expires_at <= now
         stuck = snap.status == "leaked" or (snap.status == "deleting" and not owner_alive(snap.owner))
         if not (due or stuck):
