@@ -205,6 +205,10 @@ def test_ready_when_a_devtools_page_is_there(tmp_path: Path) -> None:
         assert wait_ready_when(desk, {"url": "deskctl ready page", "port": port}, 30)  # by its title too
         with pytest.raises(ReadinessTimeout):
             wait_ready_when(desk, {"url": "no-such-page", "port": port}, 1)
+    # no port: the page is read through the session's own DevTools (xvfb's Chromium takes a free port, not 9222)
+    with deskctl.open_desktop("xvfb", geometry="640x480", start_url=f"file://{page}",
+                              ready_when={"url": "deskctl ready page"}, ready_timeout=90) as desk:
+        assert [p.title for p in desk.browser_pages()] == ["deskctl ready page"]
     # a callable condition, as open_desktop takes it
     with deskctl.open_desktop("xvfb", geometry="640x480", ready_when=lambda d: d.size == (640, 480)) as desk:
         assert desk.size == (640, 480)

@@ -5,7 +5,8 @@ CMD`` wait after the desktop itself is ready for one of:
 
 - a window whose title contains a text (``"Inbox"`` or ``{"title": "Inbox"}``),
 - a page of the desktop's Chromium, by its DevTools list (``{"url": "example.com"}``: a page whose URL or title
-  contains it; Chromium must run with ``--remote-debugging-port``, 9222 unless ``{"port": N}`` says otherwise),
+  contains it; read through :meth:`Desktop.browser_pages` where the provider reaches DevTools (``start_url`` and
+  ``open_url`` start Chromium with it), else at port 9222 on the desktop's loopback unless ``{"port": N}`` says),
 - a command on the desktop that exits 0 (``{"command": "test -e /tmp/ready"}``),
 - or any ``callable(desk)`` that returns something truthy.
 
@@ -32,6 +33,30 @@ __all__ = ["condition", "ready_or_destroyed", "wait_ready_when", "wait_until_sta
 _POLL = 0.1
 
 
+def _pages(desk: Desktop, port: int | None) -> list[Any]:
+    """The desktop's browser pages: through :meth:`Desktop.browser_pages` where the provider reaches the browser's
+    DevTools (it knows the port this session's Chromium took), else from the desktop's own loopback by a command
+    (port 9222 unless given). An empty list while no browser answers yet."""
+    import json
+
+    from deskctl.browser import DEVTOOLS_PORT, NO_BROWSER, parse_pages
+
+    if port is None and getattr(desk.provider.capabilities, "browser", False):
+        try:
+            return list(desk.browser_pages())
+        except UsageError as exc:
+            if exc.code == NO_BROWSER:
+                return []
+            raise
+    result = desk.exec(_devtools_probe(DEVTOOLS_PORT if port is None else port), timeout=15)
+    if result.exit_code != 0:
+        return []
+    try:
+        return parse_pages(json.loads(result.stdout))
+    except ValueError:
+        return []
+
+
 def _devtools_probe(port: int) -> str:
     """A command for the desktop that prints the DevTools target list of the browser on ``port``."""
     return ('p=/usr/bin/python3; [ -x "$p" ] || p=python3; "$p" -c "import urllib.request,sys;'
@@ -54,23 +79,15 @@ def condition(what: Any) -> tuple[str, Callable[[Desktop], Any]]:
         return (f"a window titled {title!r}",
                 lambda desk: next((t for t in desk.window_titles() if title in t), None))
     if "url" in what:
-        import json
-
         url = str(what["url"])
-        port = int(what.get("port", 9222))
+        port = what.get("port")
 
         def page(desk: Desktop) -> Any:
-            result = desk.exec(_devtools_probe(port), timeout=15)
-            if result.exit_code != 0:
-                return None
-            try:
-                targets = json.loads(result.stdout)
-            except ValueError:
-                return None
-            return next((t.get("url") for t in targets if t.get("type") == "page"
-                         and (url in str(t.get("url", "")) or url in str(t.get("title", "")))), None)
+            found = _pages(desk, None if port is None else int(port))
+            return next((p.url for p in found if url in p.url or url in p.title), None)
 
-        return f"a browser page at {url!r} (DevTools port {port})", page
+        where = "its DevTools" if port is None else f"DevTools port {int(port)}"
+        return f"a browser page at {url!r} ({where})", page
     command = str(what["command"])
     return f"the command {command!r} to exit 0", lambda desk: desk.exec(command, timeout=60).exit_code == 0
 
