@@ -314,7 +314,7 @@ class WireDriver:
     def _key_events(self, wire: WireConnection, action: Action) -> list[tuple[int, int]] | None:
         """The (event type, keycode) sequence of a keyboard action, or None when a key needs a borrowed
         keycode (the full driver binds one)."""
-        from deskctl.core.x11 import _SHIFT, keysym_for_char, keysym_for_key
+        from deskctl.core.x11keys import _SHIFT, keysym_for_char, keysym_for_key
 
         def code(keysym: int) -> tuple[int, bool] | None:
             return self._keycode(wire, keysym)
@@ -364,7 +364,7 @@ class WireDriver:
 
     def _send(self, wire: WireConnection, action: Action) -> bool:
         """Queue the requests of ``action``; False (nothing queued) when the full driver is to run it."""
-        from deskctl.core.x11 import _SCROLL_DOWN, _SCROLL_LEFT, _SCROLL_RIGHT, _SCROLL_UP, _button_number
+        from deskctl.core.x11keys import _SCROLL_DOWN, _SCROLL_LEFT, _SCROLL_RIGHT, _SCROLL_UP, _button_number
 
         match action:
             case Move(x=x, y=y):
