@@ -46,19 +46,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from deskctl.actions import (
-    Action,
-    Click,
-    Drag,
-    KeyDown,
-    KeyPress,
-    KeyUp,
-    MouseDown,
-    MouseUp,
-    Move,
-    Scroll,
-    TypeText,
-)
+from deskctl.actions import Action, Click, Drag, KeyDown, KeyPress, KeyUp, MouseDown, MouseUp, Move, Scroll, TypeText
 from deskctl.core.frames import RawFrame, Screenshot
 from deskctl.core.png import encode_png
 from deskctl.core.x11auth import COOKIE_PROTOCOL, X11Address, new_cookie, read_cookie, write_xauthority

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from deskctl.actions import (
-    normalize_key,
-)
+from deskctl.actions import normalize_key
 from deskctl.errors import UsageError
 
 _BUTTONS = {"left": 1, "middle": 2, "right": 3}
