@@ -29,6 +29,7 @@ __all__ = [
     "Scroll",
     "TypeText",
     "action_values",
+    "check_action",
     "normalize_chord",
     "normalize_key",
 ]
@@ -281,3 +282,26 @@ def action_kind(action: Action) -> str:
         Click: "click", Move: "move", Drag: "drag", Scroll: "scroll", MouseDown: "mouse_down",
         MouseUp: "mouse_up", TypeText: "type", KeyPress: "key", KeyDown: "key_down", KeyUp: "key_up",
     }[type(action)]
+
+
+def check_action(action: Any) -> None:
+    """Check the fields of one action against :data:`deskctl.limits.BOUNDS` (coordinates, click count, scroll
+    clicks, text length): what :class:`~deskctl.Desktop` and the in-desktop agent run before an action."""
+    from deskctl.limits import check_number, check_text
+
+    for field, value in action_values(action).items():
+        if field in ("x", "y", "x1", "y1", "x2", "y2"):
+            check_number("coordinate", value, what=field, strings=False)
+        elif field == "count":
+            check_number("click_count", value, what="count", strings=False)
+        elif field in ("dx", "dy"):
+            check_number("scroll_clicks", value, what=field, strings=False)
+        elif field == "text":
+            check_text("type_chars", value, what="text")
+        elif field == "key":
+            check_text("key_chars", value, what="key")
+        elif field == "keys":
+            if not isinstance(value, tuple) or not value:
+                raise UsageError("keys must be a non-empty list of key names", code="usage.invalid")
+            for key in value:
+                check_text("key_chars", key, what="key")

@@ -24,7 +24,7 @@ from typing import Any
 
 from deskctl.errors import ConfigInvalid, UsageError
 
-__all__ = ["BOUNDS", "VIEW_WHEEL_STEP", "Bound", "check_action", "check_number", "check_text", "describe"]
+__all__ = ["BOUNDS", "VIEW_WHEEL_STEP", "Bound", "check_number", "check_text", "describe"]
 
 OUT_OF_RANGE = "usage.out_of_range"
 NOT_A_NUMBER = "usage.not_a_number"
@@ -210,26 +210,3 @@ def check_text(name: str, value: Any, *, what: str | None = None) -> str:
                          remedy=f"{name}: {bound.doc}",
                          details={"parameter": name, "min": bound.lo, "max": bound.hi, "length": len(value)})
     return value
-
-
-def check_action(action: Any) -> None:
-    """Check the fields of one :mod:`deskctl.actions` action against the table (coordinates, click count, scroll
-    clicks, text length): what :class:`~deskctl.Desktop` and the in-desktop agent run before an action."""
-    from deskctl import actions as act
-
-    for field, value in act.action_values(action).items():
-        if field in ("x", "y", "x1", "y1", "x2", "y2"):
-            check_number("coordinate", value, what=field, strings=False)
-        elif field == "count":
-            check_number("click_count", value, what="count", strings=False)
-        elif field in ("dx", "dy"):
-            check_number("scroll_clicks", value, what=field, strings=False)
-        elif field == "text":
-            check_text("type_chars", value, what="text")
-        elif field == "key":
-            check_text("key_chars", value, what="key")
-        elif field == "keys":
-            if not isinstance(value, tuple) or not value:
-                raise UsageError("keys must be a non-empty list of key names", code="usage.invalid")
-            for key in value:
-                check_text("key_chars", key, what="key")

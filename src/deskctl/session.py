@@ -240,7 +240,7 @@ class Desktop(SessionState):
                 )
 
     def _act(self, action: act.Action) -> None:
-        from deskctl.limits import check_action
+        from deskctl.actions import check_action
 
         check_action(action)  # before the screen: a 1e9-click scroll is a usage error, not hours of input
         self._bounds(*act.action_points(action))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from deskctl import actions
+from deskctl.actions import check_action
 from deskctl.agent import DEFAULT_PORT, TOKEN_FILE
 from deskctl.agent.protocol import (
     BYTES_PER_PIXEL,
@@ -50,7 +51,7 @@ from deskctl.core.png import encode_png
 from deskctl.core.shell import background_pid, check_exec_options, posix_line, run_here
 from deskctl.core.x11 import X11Driver, read_cookie
 from deskctl.errors import DeskctlError, ProviderApiError, SessionLost, UsageError
-from deskctl.limits import check_action, check_number
+from deskctl.limits import check_number
 
 __all__ = ["AgentServer", "main", "read_token"]
 
