@@ -38,6 +38,7 @@ data file ``guest/start-xvfb.sh``, and the options, typed, in :mod:`.options` (d
 
 from deskctl.providers.docker.common import LABEL_AGENT, is_remote, parse_memory
 from deskctl.providers.docker.provider import DockerProvider
-from deskctl.providers.docker.watcher import _watch, _Watcher
+from deskctl.providers.docker.watch import _watch
+from deskctl.providers.docker.watcher import _Watcher
 
 __all__ = ["LABEL_AGENT", "DockerProvider", "_Watcher", "_watch", "is_remote", "parse_memory"]

@@ -10,15 +10,11 @@ import sys
 import threading
 from typing import TYPE_CHECKING, ClassVar
 
-from deskctl.errors import (
-    DeskctlError,
-)
-
 if TYPE_CHECKING:
 
     pass
 
-__all__ = ["_Watcher", "_watch"]
+__all__ = ["_Watcher"]
 
 
 class _Watcher:
@@ -67,30 +63,3 @@ class _Watcher:
             current = cls._instance
         if current is not None and current.pid == os.getpid():
             current.forget(name)
-
-
-def _watch() -> None:
-    """Body of the watcher process: keep the set of registered names until stdin closes, then remove them."""
-    import signal
-
-    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(signum, signal.SIG_IGN)
-    names: dict[str, str] = {}  # name -> the engine it runs on ("": the environment's)
-    for raw in sys.stdin:
-        line = raw.strip()
-        if line.startswith("+"):
-            name, _, engine = line[1:].partition("\t")
-            names[name] = engine
-        elif line.startswith("-"):
-            names.pop(line[1:], None)
-    if not names:
-        return
-    from deskctl.providers.docker.provider import DockerProvider
-
-    provider = DockerProvider()
-    try:
-        for name, engine in names.items():
-            with contextlib.suppress(DeskctlError):
-                provider._remove_by_name(name, engine)
-    finally:
-        provider.close()
