@@ -2,7 +2,9 @@
 
 The graph is read from the source (ast): an import at a module's top level is an edge (the body of an
 ``if TYPE_CHECKING:`` is not: it never runs); importing ``a.b.c`` also imports the packages ``a.b`` and ``a``.
-Imports inside functions are left out: they run when called, after every module involved has loaded.
+The first test reads the imports at a module's top level; the second counts the imports inside functions too
+(the import a call makes later is still an edge of the layering: a circle through one means two modules that
+cannot be understood, tested or moved apart), and names every circle it finds.
 """
 
 from __future__ import annotations
@@ -45,6 +47,21 @@ def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
+def _everywhere(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Every import statement of a module, in functions and classes too, but not in an ``if TYPE_CHECKING:``."""
+    out: list[ast.stmt] = []
+    pending: list[ast.AST] = list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            pending += node.orelse
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            out.append(node)
+        else:
+            pending += ast.iter_child_nodes(node)
+    return out
+
+
 def _parse(source: str) -> ast.Module:
     """``ast.parse`` with the garbage collector held. On CPython 3.11.2 the whole unit run failed here with
     "SystemError: AST constructor recursion depth mismatch" (a module the test parses alone without fault) and
@@ -63,7 +80,7 @@ def _parse(source: str) -> ast.Module:
 
 def _imports(name: str, path: Path, modules: dict[str, Path], *, everywhere: bool = False) -> set[str]:
     tree = _parse(path.read_text(encoding="utf-8"))
-    nodes = list(ast.walk(tree)) if everywhere else _top_level(tree.body)
+    nodes = _everywhere(tree.body) if everywhere else _top_level(tree.body)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in nodes:
@@ -131,3 +148,59 @@ def test_errors_import_nothing_above_them() -> None:
     assert _imports("deskctl._redact", modules["deskctl._redact"], modules, everywhere=True) == set()
     credentials = _imports("deskctl.credentials", modules["deskctl.credentials"], modules)
     assert credentials <= {"deskctl._redact", "deskctl.providers", "deskctl.providers.base"}  # no provider module
+
+
+#: circles through imports inside functions that are known and not yet removed, as the edge to leave out (one per
+#: circle). Keep this short: each entry is a debt, to be removed by moving the shared piece down.
+KNOWN_FUNCTION_LEVEL_EDGES = {
+    # cli/_do_fast.py (owned by the fast `do` path's helpers) holds the generator of cli/_do_table.py, which reads
+    # do_cmds' click commands, while do_cmds takes act/attached from _do_fast: the generator belongs in a module of
+    # its own above both
+    ("deskctl.cli._do_fast", "deskctl.cli.do_cmds"),
+}
+
+
+def _all_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Circles of ``graph`` until none is left, each found after breaking the first edge of the one before."""
+    found: list[list[str]] = []
+    remaining = {name: set(edges) for name, edges in graph.items()}
+    while (circle := _cycle(remaining)) is not None:
+        found.append(circle)
+        remaining[circle[0]].discard(circle[1])  # break it and look again, so every circle gets named
+    return found
+
+
+def test_no_circle_even_through_imports_inside_functions() -> None:
+    """Counting the imports functions make when called (not those under ``if TYPE_CHECKING:``)."""
+    modules = _modules()
+    graph = {name: _imports(name, path, modules, everywhere=True) for name, path in modules.items()}
+    assert "deskctl.core.x11wire" in graph["deskctl.core.x11"]  # a function-level import was read
+    for source, target in KNOWN_FUNCTION_LEVEL_EDGES:
+        graph[source].discard(target)
+    circles = _all_cycles(graph)
+    assert not circles, "\n".join(" -> ".join(circle) for circle in circles)
+
+
+def test_the_function_level_reader_sees_inside_functions_and_skips_type_checking(tmp_path: Path) -> None:
+    source = tmp_path / "mod.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from deskctl import b\n"
+                      "def f():\n    from deskctl import c\n"
+                      "class K:\n    def g(self):\n        import deskctl.d\n", encoding="utf-8")
+    modules = {name: source for name in ("deskctl", "deskctl.a", "deskctl.b", "deskctl.c", "deskctl.d")}
+    assert _imports("deskctl.a", source, modules, everywhere=True) == {"deskctl.c", "deskctl.d"}
+    assert _imports("deskctl.a", source, modules) == set()
+    assert _all_cycles({"a": {"b"}, "b": {"a", "c"}, "c": {"b"}}) == [["a", "b", "a"], ["b", "c", "b"]]
+
+
+#: modules longer than :data:`MAX_LINES` that are known, each with the reason it is not split yet
+KNOWN_LONG_MODULES = {
+    "deskctl.view": "being changed on other branches (episodes' takeover); split it once they have landed",
+}
+MAX_LINES = 620  # "about 600"
+
+
+def test_no_module_is_longer_than_about_600_lines() -> None:
+    long = {name: n for name, path in _modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES and name not in KNOWN_LONG_MODULES}
+    assert not long, f"split these modules by concern: {long}"
