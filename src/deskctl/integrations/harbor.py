@@ -54,6 +54,14 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from deskctl.errors import DeskctlError, PreflightError, ProviderApiError, UsageError
 from deskctl.integrations.harbor_compose import ComposeMixin
+from deskctl.integrations.harbor_dockerfile import _declares_arg, _dockerfile_problem, _from_images
+from deskctl.integrations.harbor_spend import (
+    LABEL_HARBOR_SESSION,
+    _label_value,
+    agent_usage,
+    meter_trial,
+    record_agent_context,
+)
 
 if TYPE_CHECKING:
     from deskctl.aio import AsyncDesktop
@@ -65,7 +73,6 @@ __all__ = ["DeskctlEnvironment", "DeskctlOptions", "agent_usage", "meter_trial",
 BASE_ARG = "DESKCTL_IMAGE"
 #: repository of the images built from tasks' Dockerfiles
 TASK_REPOSITORY = "deskctl-harbor"
-LABEL_HARBOR_SESSION = "harbor.session"
 LABEL_HARBOR_TASK = "harbor.task"
 #: the X display of a desktop in Harbor mode: where Harbor's computer-1 agent looks (/tmp/.X11-unix/X1)
 HARBOR_DISPLAY = 1
@@ -546,10 +553,6 @@ def _owner_may_retry(command: str) -> bool:
     return bool(re.match(r"\s*chmod\s", command)) and not re.search(r"[;&|`$<>\n]", command)
 
 
-def _label_value(value: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.@-]", "-", value)[:63] or "-"
-
-
 def _tag_part(value: str) -> str:
     part = re.sub(r"[^a-z0-9_.-]", "-", value.lower()).strip(".-")[:60]
     return part or "task"
@@ -559,33 +562,6 @@ def _missing_images(client: Any, images: list[str]) -> list[str]:
     from deskctl.providers.docker.images import image_exists
 
     return [image for image in images if not image_exists(client, image)]
-
-
-def _declares_arg(dockerfile: str, name: str) -> bool:
-    return re.search(rf"(?im)^\s*ARG\s+{re.escape(name)}\b", dockerfile) is not None
-
-
-_FROM_RE = re.compile(r"(?im)^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?\s*$")
-_ARG_RE = re.compile(r"(?im)^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?\s*$")
-
-
-def _from_images(dockerfile: str, buildargs: Mapping[str, str]) -> list[str]:
-    """The images a Dockerfile's FROM lines name (``${ARG}`` resolved from the build arguments and the ARG
-    defaults before the first FROM; build stages and ``scratch`` left out)."""
-    text = re.sub(r"\\\n", " ", dockerfile)
-    first = _FROM_RE.search(text)
-    defaults = {m.group(1): (m.group(2) or "").strip("\"'") for m in
-                _ARG_RE.finditer(text[:first.start() if first else 0])}
-    values = {**defaults, **buildargs}
-    stages: set[str] = set()
-    images: list[str] = []
-    for match in _FROM_RE.finditer(text):
-        ref = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: values.get(m.group(1), ""), match.group(1))
-        if ref and ref.lower() != "scratch" and ref.lower() not in stages:
-            images.append(ref)
-        if match.group(2):
-            stages.add(match.group(2).lower())
-    return list(dict.fromkeys(images))
 
 
 class _OutputRelay:
@@ -611,93 +587,3 @@ class _OutputRelay:
         self._loop.call_soon(self._queue.put_nowait, None)
         with contextlib.suppress(Exception):
             await asyncio.shield(self._task)
-
-
-def _dockerfile_problem(dockerfile: str) -> str | None:
-    """Why deskctl cannot make a desktop of the image a Dockerfile builds, when the text alone tells (nothing is
-    built): no FROM, a final stage FROM scratch (no shell to start Xvfb with), a Windows base."""
-    text = re.sub(r"\\\n", " ", dockerfile)
-    froms = list(_FROM_RE.finditer(text))
-    if not froms:
-        return "has no FROM line"
-    stages = {m.group(2).lower(): m.group(1) for m in froms if m.group(2)}
-    last = froms[-1].group(1)
-    seen: set[str] = set()
-    while last.lower() in stages and last.lower() not in seen:  # FROM a build stage: what that stage is FROM
-        seen.add(last.lower())
-        last = stages[last.lower()]
-    if last.lower() == "scratch":
-        return "ends FROM scratch: the image has no shell in which deskctl could start the display"
-    if re.search(r"(^|/)(windows|nanoserver|servercore)([:/]|$)", last.lower()):
-        return f"ends FROM {last}, a Windows image: deskctl's docker desktops are Linux"
-    return None
-
-
-# -- model spend -----------------------------------------------------------------------------------------
-
-
-def agent_usage(context: Any, model: str | None = None) -> list[tuple[str, int, int, float | None]]:
-    """``(model, input tokens, output tokens, usd)`` of a Harbor ``AgentContext``: one per model of its
-    ``model_usage`` when the agent reported it, else one for its totals under ``model`` (else ``"unknown"``);
-    nothing when it reports no tokens. Input tokens include cached ones, as Harbor counts them; a missing cost
-    is None (deskctl's catalog or the genai-prices library may price it), never 0."""
-    if context is None:
-        return []
-    out: list[tuple[str, int, int, float | None]] = []
-    for name, used in sorted((getattr(context, "model_usage", None) or {}).items()):
-        out.append((str(name), int(used.n_input_tokens or 0), int(used.n_output_tokens or 0),
-                    None if used.cost_usd is None else float(used.cost_usd)))
-    if out:
-        return out
-    tokens_in, tokens_out = getattr(context, "n_input_tokens", None), getattr(context, "n_output_tokens", None)
-    if tokens_in is None and tokens_out is None:
-        return []
-    cost = getattr(context, "cost_usd", None)
-    return [(model or "unknown", int(tokens_in or 0), int(tokens_out or 0), None if cost is None else float(cost))]
-
-
-def record_agent_context(harbor_session: str, context: Any, *, model: str | None = None, role: str = "agent",
-                         ledger_url: str | None = None) -> list[Any]:
-    """Add the token use of ``context`` (Harbor's ``AgentContext``) to the ledger row of the desktop whose
-    ``harbor.session`` label starts with ``harbor_session`` (a trial name), and return the rows written (none when
-    no desktop of that trial is in the ledger). Every number is checked as ``Desktop.meter`` checks it."""
-    import time
-
-    from deskctl import metering
-    from deskctl.ledger import ModelUsage, open_ledger
-
-    entries = agent_usage(context, model)
-    if not entries:
-        return []
-    wanted = _label_value(harbor_session)
-    with open_ledger(ledger_url) as book:
-        session = next((r for r in reversed(book.sessions())
-                        if str(r.labels.get(LABEL_HARBOR_SESSION, "")).startswith(wanted)
-                        or str((r.spec.get("labels") or {}).get(LABEL_HARBOR_SESSION, "")).startswith(wanted)),
-                       None)  # fmt: skip
-        if session is None:
-            return []
-        written = []
-        for name, tokens_in, tokens_out, usd in entries:
-            role_, name, tokens_in, tokens_out, usd = metering.check_model_usage(role, name, tokens_in, tokens_out,
-                                                                                 usd)
-            price = metering.ModelPrice(usd, "harbor agent context") if usd is not None else \
-                metering.model_cost(name, tokens_in, tokens_out)
-            usage = ModelUsage(session.session_id, time.time(), role_, name, tokens_in, tokens_out, price.usd,
-                               price.source)
-            book.record_model_usage(usage)
-            written.append(usage)
-    return written
-
-
-async def meter_trial(event: Any) -> None:
-    """A Harbor trial hook (``job.on_trial_ended(meter_trial)``): the trial's agent token use into the ledger,
-    beside its desktop's cost. Never fails the trial: a problem is left out of the ledger, not raised."""
-    result = event.result
-    info = getattr(getattr(result, "agent_info", None), "model_info", None)
-    model = getattr(info, "name", None)
-    contexts = [result.agent_result] if getattr(result, "agent_result", None) is not None else \
-        [s.agent_result for s in (getattr(result, "step_results", None) or []) if s.agent_result is not None]
-    for context in contexts:
-        with contextlib.suppress(Exception):
-            await asyncio.to_thread(record_agent_context, str(event.config.trial_name), context, model=model)
