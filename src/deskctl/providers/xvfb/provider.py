@@ -76,8 +76,8 @@ from deskctl.providers.base import (
     ExecResult,
     RemoteHandle,
 )
+from deskctl.providers.xvfb.browser import _XvfbBrowser
 from deskctl.providers.xvfb.display import (
-    BROWSERS,
     WATCHER,
     claim_lock,
     default_geometry,
@@ -88,7 +88,6 @@ from deskctl.providers.xvfb.display import (
     listening,
     lock_owner,
 )
-from deskctl.providers.xvfb.preflight import _XvfbPreflight
 
 if TYPE_CHECKING:
     from deskctl.providers.xvfb.options import Options
@@ -97,11 +96,9 @@ if TYPE_CHECKING:
 __all__ = ["XvfbProvider"]
 
 _TERM_GRACE = 5.0
-#: seconds a starting Chromium (its process runs) has to open its DevTools port
-BROWSER_STARTING = 60.0
 
 
-class XvfbProvider(_XvfbPreflight):
+class XvfbProvider(_XvfbBrowser):
     """Desktops on the host's Xvfb. ``handle.data``: ``display`` (":N"), ``display_number``, ``cookie_file`` (also
     as ``xauthority``: the value for XAUTHORITY), ``dir``, ``marker``, ``geometry``, ``procs`` ([{"role", "pid",
     "ticks"}]). The cookie itself stays in its 0600 file."""
@@ -264,89 +261,6 @@ class XvfbProvider(_XvfbPreflight):
                 raise ProviderApiError(f"cannot start {argv[0]}: {exc.strerror}", provider=self.name) from exc
         self._remember(handle, role, proc)
         return proc
-
-    def _start_browser(self, handle: RemoteHandle, spec: DesktopSpec, geometry: Geometry) -> None:
-        browser = self._browser()
-        if browser is None:
-            raise ProviderUnreachable(f"--start-url needs a browser; none of {', '.join(BROWSERS)} is installed",
-                                      provider=self.name, remedy="apt-get install chromium")
-        window = spec.window_geometry
-        box = (window.x, window.y, window.width, window.height) if window else (0, 0, geometry.width,
-                                                                                geometry.height)
-        self._spawn(handle, "browser", self._browser_argv(handle, browser, str(spec.start_url), box))
-
-    def _browser_argv(self, handle: RemoteHandle, browser: str, url: str, box: tuple[int, int, int, int]) -> list[str]:
-        """The browser's command line: its profile in the session directory; Chromium with DevTools on the
-        loopback at a port it picks (the host is shared: two desktops never fight over 9222; the port is in the
-        profile's DevToolsActivePort, which :meth:`browser_endpoint` reads), or at the ``devtools_port`` option."""
-        from deskctl.browser import chromium_flags, is_chromium
-
-        x, y, w, h = box
-        profile = Path(handle.data["dir"]) / "browser-profile"
-        profile.mkdir(mode=0o700, exist_ok=True)
-        if "firefox" in Path(browser).name:
-            return [browser, "--no-remote", "--profile", str(profile), "--width", str(w), "--height", str(h), url]
-        argv = [browser, f"--user-data-dir={profile}", "--no-first-run", "--no-default-browser-check",
-                "--disable-gpu", "--disable-dev-shm-usage", f"--window-position={x},{y}",
-                f"--window-size={w},{h}", "--new-window", url]
-        if is_chromium(browser):
-            argv[1:1] = chromium_flags(int(handle.data.get("devtools_port") or 0))
-        if os.geteuid() == 0:
-            argv.insert(1, "--no-sandbox")
-        return argv
-
-    # -- the browser's DevTools ------------------------------------------------------------------------------
-    def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
-        """Chromium (``browser="chromium"``, or no ``browser`` while the desktop's Chromium runs) opens ``url``
-        in the session's profile with DevTools on (a running one takes it as a new window); any other
-        ``browser``, or none while no Chromium runs, is the guest's way (``xdg-open``)."""
-        from deskctl.browser import active_port, is_chromium
-
-        profile = Path(handle.data["dir"]) / "browser-profile"
-        running = active_port(profile) is not None
-        program = shutil.which(browser) if browser else (self._browser() if running else None)
-        if program is None or not is_chromium(program):
-            super().open_url(handle, url, browser)
-            return
-        width, height = (int(v) for v in str(handle.data["geometry"]).split("x")[:2])
-        argv = self._browser_argv(handle, program, url, (0, 0, width, height))
-        self._launch_detached(handle, argv[0], argv[1:])
-        deadline = time.monotonic() + 30.0
-        while active_port(profile) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-
-    def browser_endpoint(self, handle: RemoteHandle) -> Any:
-        """The loopback port of the session's Chromium (the caller is on the same host): the one its profile's
-        DevToolsActivePort names, else the ``devtools_port`` option's. A Chromium of this session that is still
-        starting (its process runs) has a while to open it; none running is ``usage.no_browser`` at once."""
-        from deskctl.browser import active_port, endpoint_at, no_browser
-        from deskctl.errors import UsageError
-
-        profile = Path(handle.data["dir"]) / "browser-profile"
-        deadline = time.monotonic() + BROWSER_STARTING
-        while True:
-            port = active_port(profile) or int(handle.data.get("devtools_port") or 0)
-            try:
-                if port:
-                    return endpoint_at(port, self.name)
-                raise no_browser(self.name)
-            except UsageError:
-                if time.monotonic() > deadline or not self._browser_runs(handle, profile):
-                    raise
-            time.sleep(0.25)
-
-    @staticmethod
-    def _browser_runs(handle: RemoteHandle, profile: Path) -> bool:
-        """A process of this session runs Chromium on ``profile``."""
-        flag = f"--user-data-dir={profile}".encode()
-        for pid, _ in tagged_processes(handle.session_id):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                    if flag in fh.read().split(b"\0"):
-                        return True
-            except OSError:
-                continue
-        return False
 
     def _start_watcher(self, handle: RemoteHandle, options: Options) -> None:
         if not options.owner_watch:
