@@ -1,4 +1,4 @@
-"""Whether the process that owns a desktop or a budget hold (``host:pid``) is still alive.
+"""The owner of a desktop or a budget hold (``host:pid``, :func:`owner_id`) and whether it is still alive.
 
 Kept apart from :mod:`deskctl.reaper` so that a budget check, which asks this for every hold, does not import the
 providers (and pydantic) to do it.
@@ -10,7 +10,12 @@ import contextlib
 import os
 import socket
 
-__all__ = ["owner_alive"]
+__all__ = ["owner_alive", "owner_id"]
+
+
+def owner_id() -> str:
+    """``host:pid`` of this process, as stored in the ``deskctl.owner`` label."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def owner_alive(owner: str | None) -> bool | None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import socket
 import threading
 import time
 from collections import Counter
@@ -31,6 +29,7 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.lifecycle import TERMINAL_STATUSES, SessionStatus
+from deskctl.owners import owner_id
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_DETACHED,
@@ -61,11 +60,6 @@ def new_session_id() -> str:
     import secrets  # here: its import (hashlib, random) is a cost every `deskctl do` would pay
 
     return "dk-" + secrets.token_hex(5)
-
-
-def owner_id() -> str:
-    """``host:pid`` of this process, as stored in the ``deskctl.owner`` label."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 # -- open -------------------------------------------------------------------------------------------------
