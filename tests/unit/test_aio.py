@@ -126,7 +126,10 @@ def _every_outcome_read(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 def test_the_async_surface_mirrors_the_sync_one() -> None:
     def public(cls: type) -> dict[str, Any]:
-        return {name: value for name, value in vars(cls).items() if not name.startswith("_")}
+        found: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__[:-1]):  # Desktop's state and properties are on its base, SessionState
+            found.update(vars(klass))
+        return {name: value for name, value in found.items() if not name.startswith("_")}
 
     sync, asynchronous = public(session.Desktop), public(aio.AsyncDesktop)
     sync_methods = {n for n, v in sync.items() if inspect.isfunction(v)} - {"open"}  # aio.open_desktop opens
