@@ -615,7 +615,8 @@ def open_desktop(
         from deskctl.episodes import open_from_snapshot
 
         def from_snap() -> Desktop:
-            return ready(open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
+            return ready(open_from_snapshot(spec, from_snapshot, ledger=ledger, desktop_class=Desktop,
+                                            ready_timeout=ready_timeout,
                                             detached=detached, run_preflight=preflight, progress=progress,
                                             record=record, record_settle=record_settle))
 

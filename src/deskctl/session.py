@@ -662,7 +662,8 @@ def open_desktop(
     if from_snapshot is not None:
         from deskctl.episodes import open_from_snapshot
 
-        desk = open_from_snapshot(spec, from_snapshot, ledger=ledger, ready_timeout=ready_timeout,
+        desk = open_from_snapshot(spec, from_snapshot, ledger=ledger, desktop_class=Desktop,
+                                  ready_timeout=ready_timeout,
                                   detached=detached, run_preflight=preflight, record=record,
                                   record_settle=record_settle)
     else:

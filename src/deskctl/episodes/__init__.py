@@ -51,6 +51,7 @@ __all__ = [
     "Taken",
     "backend_for",
     "delete_snapshot",
+    "open_from_snapshot",
     "reap_snapshots",
     "resolve",
     "restore",
@@ -325,3 +326,38 @@ def reap_snapshots(ledger: Ledger, *, now: float | None = None, owner_alive: Any
         except DeskctlError:
             continue
     return done
+
+
+def open_from_snapshot(spec: DesktopSpec, snap: Snapshot | str, *, ledger: Ledger | None, desktop_class: type[Desktop],
+                       **desktop: Any) -> Desktop:
+    """A new desktop that starts as ``snap`` (what :func:`deskctl.open_desktop` does with ``from_snapshot``).
+    ``desktop_class`` is :class:`deskctl.session.Desktop`, passed in by its callers: this package is below the
+    session module, which calls it for snapshots and the takeover check."""
+    from deskctl.episodes import store
+    from deskctl.ledger import open_ledger
+    from deskctl.providers import get_provider
+
+    book = ledger if ledger is not None else open_ledger()
+    try:
+        found = resolve(book, snap)
+        provider = get_provider(spec.provider, dict(spec.provider_options))
+        try:
+            backend = backend_for(provider)
+            restored = restore_spec(spec, found, provider)
+        finally:
+            provider.close()
+    except BaseException:
+        if ledger is None:
+            book.close()
+        raise
+    desk = desktop_class(restored, ledger=book, **desktop)
+    desk._owns_ledger = ledger is None
+    desk.open()
+    try:
+        backend.after_ready(desk.provider, desk._require_handle(), found)
+    except BaseException:
+        desk._teardown(status="failed", reason="restore.failed")
+        raise
+    store.record_restore(book, found.snapshot_id)
+    book.record_event(desk.id, "restore", {"snapshot": found.snapshot_id, "name": found.name})
+    return desk
