@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from deskctl import actions as act
@@ -40,24 +39,22 @@ from deskctl import session_spend, session_steps, supervisor
 from deskctl.call_args import check_url as _check_url
 from deskctl.call_args import wait_terms as wait_terms  # aio.py takes it from here
 from deskctl.errors import (
-    BudgetExceeded,
     GeometryMismatch,
     GeometryOutOfBounds,
     InfrastructureError,
     NotFound,
-    SessionClosed,
     UsageError,
 )
-from deskctl.lifecycle import SessionStatus, check_move
+from deskctl.lifecycle import SessionStatus
 from deskctl.providers import DEFAULT_PROVIDER
-from deskctl.providers.base import ExecResult, RawFrame, RemoteHandle, Screenshot
+from deskctl.providers.base import ExecResult, RawFrame, Screenshot
 from deskctl.session_state import SessionState
 from deskctl.session_steps import new_session_id, owner_id
 
 if TYPE_CHECKING:
     from deskctl.browser import BrowserEndpoint, Page
     from deskctl.episodes.store import Snapshot
-    from deskctl.ledger import Ledger, ModelUsage, SessionRecord
+    from deskctl.ledger import Ledger, ModelUsage
     from deskctl.observe.accessibility import AccessibilityTree, AccessibleNode
     from deskctl.observe.windows import Window
     from deskctl.spec import DesktopSpec
@@ -106,16 +103,6 @@ class Desktop(SessionState):
 
             self._recorder = Recorder.create(record, record_settle)
 
-    @classmethod
-    def from_record(cls, record: SessionRecord, *, ledger: Ledger, owns_ledger: bool = False) -> Desktop:
-        """A session that runs already, as ``ledger`` records it (what :func:`attach` returns): leaving a ``with``
-        block releases it, :meth:`close` destroys it. ``owns_ledger``: close ``ledger`` with the session.
-        Reads the stored spec as plain data: it was validated when the session was opened. Raises
-        :class:`~deskctl.errors.SessionClosed` for a session that ended (or never got a desktop)."""
-        desk = cls.__new__(cls)
-        session_steps.attached(desk, record, ledger=ledger, owns_ledger=owns_ledger)
-        return desk
-
     @property
     def size(self) -> tuple[int, int]:
         """(width, height) of the live display, verified against the pinned geometry at open."""
@@ -126,80 +113,7 @@ class Desktop(SessionState):
     def __repr__(self) -> str:
         return f"<Desktop {self.id} {self.spec.provider} {self.spec.geometry_label()} {self.state.value}>"
 
-    # -- lifecycle -------------------------------------------------------------------------------
-    def __enter__(self) -> Desktop:
-        if self.state is SessionStatus.NEW:
-            self.open()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if not self._owned or self.detached:
-            self.release()
-            return
-        reason = "closed"
-        if exc is not None:
-            reason = getattr(exc, "code", None) or type(exc).__name__
-            if isinstance(exc, KeyboardInterrupt):
-                reason = "interrupted"
-        self._teardown(status="ended" if exc is None else "failed", reason=reason)
-
-    def open(self) -> Desktop:
-        """Run lifecycle steps 1-5. On any failure, whatever was made is destroyed before re-raising."""
-        session_steps.open_session(self)
-        return self
-
-    def _step(self, what: str) -> None:
-        if self._progress is not None:
-            self._progress(what)
-
-    def _move(self, status: SessionStatus) -> None:
-        """Go to ``status``: a move of :data:`deskctl.lifecycle.TRANSITIONS`, else ``ValueError`` (a bug)."""
-        self.state = check_move(self.state, status)
-
-    def labels(self) -> dict[str, str]:
-        return session_steps.labels(self)
-
-    def _watchdog_seconds(self) -> float | None:
-        return supervisor.watchdog_seconds(self)
-
-    def _end_at_limit(self) -> BudgetExceeded:
-        return supervisor.end_at_limit(self)
-
-    # -- teardown ------------------------------------------------------------------------------------
-    def close(self) -> None:
-        """Destroy the desktop (confirmed), record the end and the cost. Idempotent."""
-        self._teardown(status=SessionStatus.ENDED, reason="closed")
-
-    def release(self) -> None:
-        """Let go of the desktop without destroying it (detached sessions, :func:`attach`)."""
-        session_steps.release(self)
-
-    def _teardown(self, *, status: str, reason: str) -> None:
-        session_steps.teardown(self, status=status, reason=reason)
-
-    def _end_if_gone(self, code: str) -> None:
-        session_steps.end_if_gone(self, code)
-
     # -- actions -----------------------------------------------------------------------------------
-    def _check_usable(self) -> None:
-        if self.state is State.READY:
-            if self._limit_on_use and self._watchdog_seconds() == 0:
-                # a detached session has no watchdog thread: its limit is enforced when it is next used
-                raise self._end_at_limit()
-            return
-        if self._ended_error is not None:
-            raise self._ended_error
-        raise SessionClosed(
-            f"session {self.id} is {self.state.value}; it cannot be used", provider=self._provider_name
-        )
-
-    def _require_handle(self) -> RemoteHandle:
-        if self.handle is None:
-            raise SessionClosed(f"session {self.id} has no desktop", provider=self._provider_name)
-        return self.handle
-
     def _guard(self, kind: str, *, count: bool = True) -> Any:
         """Checks the session is usable, counts the call in the ledger (``count``), and ends the session in the
         ledger when the provider says the desktop is lost."""

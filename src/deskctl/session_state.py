@@ -1,5 +1,6 @@
-"""The state of a :class:`deskctl.session.Desktop` and its public properties (the base class it is built on; the
-lifecycle and the actions are the methods of :class:`~deskctl.session.Desktop`)."""
+"""The base class of :class:`deskctl.session.Desktop`: its state, its public properties and its lifecycle (open,
+``with``, close, release; the steps themselves are :mod:`deskctl.session_steps` and :mod:`deskctl.supervisor`).
+The actions are the methods of :class:`~deskctl.session.Desktop` itself."""
 
 from __future__ import annotations
 
@@ -8,19 +9,21 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
 
-from deskctl.call_args import wait_terms as wait_terms  # aio.py takes it from here
-from deskctl.errors import CleanupIncomplete, DeskctlError
-from deskctl.lifecycle import SessionStatus
+from deskctl import session_steps, supervisor
+from deskctl.errors import BudgetExceeded, CleanupIncomplete, DeskctlError, SessionClosed
+from deskctl.lifecycle import SessionStatus, check_move
 from deskctl.providers import get_provider
 from deskctl.providers.base import Provider, RemoteHandle
 from deskctl.session_steps import new_session_id
 
 if TYPE_CHECKING:
-    from deskctl.ledger import Ledger
+    from deskctl.ledger import Ledger, SessionRecord
     from deskctl.metering import Rate
     from deskctl.recording import Recorder
+    from deskctl.session import Desktop
     from deskctl.spec import DesktopSpec
 
 __all__ = ["SessionState"]
@@ -120,3 +123,91 @@ class SessionState:
     def recording(self) -> Recorder | None:
         """The trajectory recorder (``directory``, ``last_step``), or None when the session is not recorded."""
         return self._recorder
+
+    def _desktop(self) -> Desktop:
+        """This object as the :class:`~deskctl.session.Desktop` it is (this class is only ever its base), for the
+        steps of :mod:`deskctl.session_steps` and :mod:`deskctl.supervisor`, which take a Desktop."""
+        return cast("Desktop", self)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> Desktop:
+        if self.state is SessionStatus.NEW:
+            self.open()
+        return self._desktop()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self._owned or self.detached:
+            self.release()
+            return
+        reason = "closed"
+        if exc is not None:
+            reason = getattr(exc, "code", None) or type(exc).__name__
+            if isinstance(exc, KeyboardInterrupt):
+                reason = "interrupted"
+        self._teardown(status="ended" if exc is None else "failed", reason=reason)
+
+    def open(self) -> Desktop:
+        """Run lifecycle steps 1-5. On any failure, whatever was made is destroyed before re-raising."""
+        session_steps.open_session(self._desktop())
+        return self._desktop()
+
+    def _step(self, what: str) -> None:
+        if self._progress is not None:
+            self._progress(what)
+
+    def _move(self, status: SessionStatus) -> None:
+        """Go to ``status``: a move of :data:`deskctl.lifecycle.TRANSITIONS`, else ``ValueError`` (a bug)."""
+        self.state = check_move(self.state, status)
+
+    def labels(self) -> dict[str, str]:
+        return session_steps.labels(self._desktop())
+
+    def _watchdog_seconds(self) -> float | None:
+        return supervisor.watchdog_seconds(self._desktop())
+
+    def _end_at_limit(self) -> BudgetExceeded:
+        return supervisor.end_at_limit(self._desktop())
+
+    # -- teardown ------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Destroy the desktop (confirmed), record the end and the cost. Idempotent."""
+        self._teardown(status=SessionStatus.ENDED, reason="closed")
+
+    def release(self) -> None:
+        """Let go of the desktop without destroying it (detached sessions, :func:`~deskctl.session.attach`)."""
+        session_steps.release(self._desktop())
+
+    def _teardown(self, *, status: str, reason: str) -> None:
+        session_steps.teardown(self._desktop(), status=status, reason=reason)
+
+    def _end_if_gone(self, code: str) -> None:
+        session_steps.end_if_gone(self._desktop(), code)
+
+    @classmethod
+    def from_record(cls, record: SessionRecord, *, ledger: Ledger, owns_ledger: bool = False) -> Desktop:
+        """A session that runs already, as ``ledger`` records it (what :func:`~deskctl.session.attach` returns):
+        leaving a ``with`` block releases it, :meth:`close` destroys it. ``owns_ledger``: close ``ledger`` with the
+        session. Reads the stored spec as plain data: it was validated when the session was opened. Raises
+        :class:`~deskctl.errors.SessionClosed` for a session that ended (or never got a desktop)."""
+        desk = cls.__new__(cls)
+        session_steps.attached(desk._desktop(), record, ledger=ledger, owns_ledger=owns_ledger)
+        return desk._desktop()
+
+    def _check_usable(self) -> None:
+        if self.state is SessionStatus.READY:
+            if self._limit_on_use and self._watchdog_seconds() == 0:
+                # a detached session has no watchdog thread: its limit is enforced when it is next used
+                raise self._end_at_limit()
+            return
+        if self._ended_error is not None:
+            raise self._ended_error
+        raise SessionClosed(
+            f"session {self.id} is {self.state.value}; it cannot be used", provider=self._provider_name
+        )
+
+    def _require_handle(self) -> RemoteHandle:
+        if self.handle is None:
+            raise SessionClosed(f"session {self.id} has no desktop", provider=self._provider_name)
+        return self.handle
