@@ -11,7 +11,7 @@ before this table (the CLI's ``windows`` and ``clipboard``, the MCP tool ``windo
 
 Adding an action is one entry here and one ``Desktop`` method (a few lines that delegate to its own module):
 ``deskctl do ID <cli_name>``, the MCP tool, docs/actions.md (``python -m deskctl.action_table --markdown``) and
-the fast ``do`` table (``python -m deskctl.cli._do_fast``) follow from it; the ``AsyncDesktop`` method is written
+the fast ``do`` table (``python -m deskctl.cli._do_gen``) follow from it; the ``AsyncDesktop`` method is written
 by hand (a static signature for mypy and IDEs) and the surfaces test says when it is missing.
 
 Plain classes with ``__slots__`` (not dataclasses): the fast ``deskctl do`` path may read this module, and the
@@ -443,7 +443,7 @@ def markdown() -> str:
              "(exit 2) with the range's code on every surface ([reliability](reliability.md#every-input-is-bounded)).",
              "`library` is `Desktop` and `AsyncDesktop` (the same parameters; `AsyncDesktop`'s are coroutines).", "",
              "To add an action: an entry in the table, a `Desktop` method (and its `AsyncDesktop` twin); then "
-             "regenerate this file", "and the fast `do` table (`python -m deskctl.cli._do_fast`). The CLI command "
+             "regenerate this file", "and the fast `do` table (`python -m deskctl.cli._do_gen`). The CLI command "
              "and the MCP tool need no code.", "",
              "| action | CLI | MCP tool | capability | recorded | gives |", "|---|---|---|---|---|---|"]
     for a in ACTIONS:

@@ -173,12 +173,12 @@ def test_do_loads_no_click_pydantic_or_what_an_action_does_not_use(session: str,
 
 def test_the_table_is_made_from_the_click_commands() -> None:
     """_do_table.py is what build_table() reads from the click commands now: after changing an action's arguments,
-    `python -m deskctl.cli._do_fast` rewrites it."""
-    from deskctl.cli import _do_fast, _do_table
+    `python -m deskctl.cli._do_gen` rewrites it."""
+    from deskctl.cli import _do_gen, _do_table
 
-    verbs, _ = _do_fast.build_table()
-    assert verbs == _do_table.VERBS, "stale: run python -m deskctl.cli._do_fast"
-    assert Path(_do_table.__file__).read_text() == _do_fast.render_table(), "run python -m deskctl.cli._do_fast"
+    verbs, _ = _do_gen.build_table()
+    assert verbs == _do_table.VERBS, "stale: run python -m deskctl.cli._do_gen"
+    assert Path(_do_table.__file__).read_text() == _do_gen.render_table(), "run python -m deskctl.cli._do_gen"
 
 
 @pytest.mark.parametrize(

@@ -171,7 +171,7 @@ def test_the_top_level_commands_of_actions_take_the_same_bounds() -> None:
 
 
 def test_the_fast_do_table_is_made_from_the_table() -> None:
-    from deskctl.cli._do_fast import build_table
+    from deskctl.cli._do_gen import build_table
     from deskctl.cli._do_table import VERBS
 
     verbs, skipped = build_table()

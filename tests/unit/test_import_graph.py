@@ -152,12 +152,7 @@ def test_errors_import_nothing_above_them() -> None:
 
 #: circles through imports inside functions that are known and not yet removed, as the edge to leave out (one per
 #: circle). Keep this short: each entry is a debt, to be removed by moving the shared piece down.
-KNOWN_FUNCTION_LEVEL_EDGES = {
-    # cli/_do_fast.py (owned by the fast `do` path's helpers) holds the generator of cli/_do_table.py, which reads
-    # do_cmds' click commands, while do_cmds takes act/attached from _do_fast: the generator belongs in a module of
-    # its own above both
-    ("deskctl.cli._do_fast", "deskctl.cli.do_cmds"),
-}
+KNOWN_FUNCTION_LEVEL_EDGES: set[tuple[str, str]] = set()
 
 
 def _all_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
