@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -63,7 +65,7 @@ def _intent(url: str | None, session_id: str, owner: str) -> None:
         book.record_create_sent(session_id, time.time() - 120)
 
 
-def test_reap_touches_only_the_desktops_of_its_own_ledger(docker_sdk: Any, tmp_path: Path,
+def test_reap_touches_only_the_desktops_of_its_own_ledger(docker_sdk: Any, request: pytest.FixtureRequest,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True, check=True)  # fmt: skip
@@ -75,7 +77,9 @@ def test_reap_touches_only_the_desktops_of_its_own_ledger(docker_sdk: Any, tmp_p
     provider = DockerProvider({"reaper": False})  # as if each owner's watcher had died with it
     _intent(None, ours_id, dead_owner)
     ours = provider.create(spec, ours_id, {LABEL_SESSION: ours_id, **expired})
-    other_home = tmp_path / "other-home"
+    # short: the desktop's X socket lives under it (a unix socket path holds 107 bytes; xdist's tmp_path is long)
+    other_home = Path(tempfile.mkdtemp(prefix="dk-home-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(other_home, ignore_errors=True))
     with monkeypatch.context() as other:  # another DESKCTL_HOME on the same engine, with its own ledger
         other.setenv("DESKCTL_HOME", str(other_home))
         _intent(None, foreign_id, dead_owner)

@@ -225,7 +225,8 @@ def test_the_engine_lets_in_only_a_client_with_its_certificate(engine: str, sdk2
     assert error["code"] == "provider.unreachable", error
     assert "demands TLS" in error["message"] and "DOCKER_CERT_PATH" in error["remedy"], error
     assert "Traceback" not in refused.stderr
-    assert {c["Id"] for c in sdk2.api.containers(all=True)} == before
+    # nothing made (another xdist worker's desktops on this engine may come and go meanwhile)
+    assert {c["Id"] for c in sdk2.api.containers(all=True)} - before == set()
     import docker
 
     with pytest.raises(docker.errors.DockerException, match="HTTPS"):  # the plain SDK neither

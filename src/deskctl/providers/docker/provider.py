@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DockerProvider"]
 
+#: seconds to wait, after the display is lost, for a still-running container to stop so its reason can be told
+LOST_STOP_WAIT = 20
+
 
 class DockerProvider(_DockerFiles):
     """Desktops in containers on the local Docker engine; see the package docstring."""
@@ -328,9 +331,10 @@ class DockerProvider(_DockerFiles):
             state = self._state(container, engine)
             if state is not None and state.get("Running"):
                 # The display went away a moment before the container stops (its init still reaps): wait for
-                # the stop, briefly, so that the reason (out of memory, exit code) can be told.
+                # the stop, boundedly, so that the reason (out of memory, exit code) can be told. 5 s was too short
+                # on a loaded machine (the OOM was then reported as a plain lost display).
                 with contextlib.suppress(Exception):
-                    self._client_on(engine).api.wait(container, timeout=5)
+                    self._client_on(engine).api.wait(container, timeout=LOST_STOP_WAIT)
                 state = self._state(container, engine)
         except DeskctlError:
             state = {"Running": True}
