@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from deskctl import actions as act
 from deskctl import session_spend, session_steps, supervisor
 from deskctl.call_args import check_url as _check_url
-from deskctl.call_args import wait_terms as wait_terms  # aio.py takes it from here
+from deskctl.call_args import wait_terms as wait_terms  # aio_desktop.py takes it from here
 from deskctl.errors import (
     GeometryMismatch,
     GeometryOutOfBounds,

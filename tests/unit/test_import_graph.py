@@ -191,8 +191,6 @@ def test_the_function_level_reader_sees_inside_functions_and_skips_type_checking
 #: modules longer than :data:`MAX_LINES` that are known, each with the reason it is not split yet
 KNOWN_LONG_MODULES = {
     "deskctl.view": "being changed on other branches (episodes' takeover); split it once they have landed",
-    "deskctl.aio": "grew past the limit as observe's methods landed during this split; the opening machinery "
-                   "(_Opening, _start, open_desktop, attach) can go apart from AsyncDesktop's method mirror",
 }
 MAX_LINES = 620  # "about 600"
 
