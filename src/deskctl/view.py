@@ -18,52 +18,40 @@ What a caller may rely on:
 
 Endpoints (all need ``token``): ``GET /`` the page, ``GET /stream`` the live stream, ``GET /frame.jpg`` one fresh
 frame, ``GET /info`` JSON about the desktop, ``POST /input`` one input event as JSON (see :func:`input_action`).
+
+The parts: :mod:`deskctl.view_feed` (capture and encoding), :mod:`deskctl.view_page` (the HTML page) and this
+module (input events, the HTTP server); every name stays importable from here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hmac
-import io
 import json
 import secrets
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from deskctl import actions as act
 from deskctl._fds import wait_readable
-from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, RateLimited, UsageError
+from deskctl.errors import DeskctlError, UsageError
+from deskctl.view_feed import DEFAULT_FPS, DEFAULT_QUALITY, EncodedFrame, FrameFeed, encode_jpeg
+from deskctl.view_page import render_page
 
 if TYPE_CHECKING:
-    from deskctl.providers.base import RawFrame
     from deskctl.session import Desktop
 
-__all__ = ["BOUNDARY", "FrameFeed", "ViewServer", "encode_jpeg", "input_action", "to_desktop"]
+__all__ = ["BOUNDARY", "DEFAULT_FPS", "DEFAULT_QUALITY", "EncodedFrame", "FrameFeed", "ViewServer", "encode_jpeg",
+           "input_action", "render_page", "to_desktop"]
 
 #: the part separator of the multipart stream
 BOUNDARY = "deskctl-frame"
-DEFAULT_FPS = 30.0
-DEFAULT_QUALITY = 80
 #: largest input request body accepted (a typed text of a few thousand characters fits)
 MAX_INPUT_BYTES = 64 * 1024
-#: errors after which capturing again may succeed (a cloud API that throttles or hiccups): keep the last frame
-_TRANSIENT = (RateLimited, ProviderUnreachable, ProviderApiError)
-
-
-def encode_jpeg(frame: RawFrame, quality: int = DEFAULT_QUALITY) -> bytes:
-    """A baseline JPEG of ``frame`` (4:2:0 chroma, as video does: a third faster to encode than 4:4:4 at 1024x900,
-    and text in a screen's usual dark-on-light stays sharp; only coloured text softens)."""
-    image = frame.pil_view()
-    out = io.BytesIO()
-    image.save(out, format="JPEG", quality=quality, subsampling=2)
-    return out.getvalue()
-
 
 def to_desktop(x: float, y: float, shown_width: float, shown_height: float, size: tuple[int, int]) -> tuple[int, int]:
     """A point on the image as the page shows it (``shown_width`` x ``shown_height`` CSS pixels) -> the
@@ -122,313 +110,6 @@ def input_action(event: Mapping[str, Any], size: tuple[int, int]) -> act.Action:
         return act.KeyPress(act.normalize_chord(chord))
     raise UsageError(f"unknown input type {kind!r}; allowed: down, up, click, move, scroll, type, key",
                      code="usage.bad_input")
-
-
-# -- frames -----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EncodedFrame:
-    """One JPEG of the stream; ``seq`` grows by one with every frame that differs from the one before."""
-
-    seq: int
-    jpeg: bytes
-    width: int
-    height: int
-
-
-class FrameFeed:
-    """Captures the screen while at least one viewer watches (at most ``fps`` times a second), encodes a frame
-    only when its pixels changed, and hands the latest to every viewer.
-
-    ``grab`` raises deskctl errors: a transient one (rate limit, an unreachable or failing API) keeps the last
-    frame and retries with back-off; any other ends the feed, and :attr:`error` holds it.
-    """
-
-    def __init__(self, grab: Callable[[], RawFrame], *, fps: float = DEFAULT_FPS,
-                 quality: int = DEFAULT_QUALITY) -> None:
-        self._grab = grab
-        self.interval = 1.0 / fps if fps > 0 else 0.0
-        self.quality = quality
-        self._cond = threading.Condition()
-        self._viewers = 0
-        self._stopped = False
-        self._latest: EncodedFrame | None = None
-        self._last_data: bytes | None = None
-        self._captures = 0
-        self.error: DeskctlError | None = None
-        self.last_transient: DeskctlError | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- the capture loop ------------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="deskctl-view-capture", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
-    def _run(self) -> None:
-        failures = 0
-        while True:
-            with self._cond:
-                while self._viewers == 0 and not self._stopped:
-                    self._cond.wait()
-                if self._stopped:
-                    return
-            started = time.monotonic()
-            try:
-                frame = self._grab()
-            except _TRANSIENT as exc:
-                failures += 1
-                self.last_transient = exc
-                retry_after = getattr(exc, "retry_after", None)
-                self._pause(float(retry_after) if retry_after is not None else min(5.0, 0.25 * 2 ** min(failures, 5)))
-                continue
-            except DeskctlError as exc:
-                self._fail(exc)
-                return
-            except Exception as exc:  # a bug must end the view visibly, not freeze it
-                self._fail(DeskctlError(f"capture failed: {type(exc).__name__}: {exc}"))
-                return
-            failures = 0
-            data = frame.data
-            changed = self._last_data is None or data != self._last_data or self._latest is None or (
-                (frame.width, frame.height) != (self._latest.width, self._latest.height))
-            encoded = None
-            if changed:
-                try:
-                    jpeg = encode_jpeg(frame, self.quality)
-                except (ValueError, OSError) as exc:
-                    self._fail(DeskctlError(f"cannot encode a {frame.width}x{frame.height} {frame.mode} frame: {exc}"))
-                    return
-                seq = self._latest.seq + 1 if self._latest is not None else 1
-                encoded = EncodedFrame(seq, jpeg, frame.width, frame.height)
-            with self._cond:
-                if encoded is not None:
-                    self._latest = encoded
-                    self._last_data = bytes(data)
-                self._captures += 1
-                self._cond.notify_all()
-            self._pause(self.interval - (time.monotonic() - started))
-
-    def _pause(self, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        with self._cond:
-            deadline = time.monotonic() + seconds
-            while not self._stopped and (remaining := deadline - time.monotonic()) > 0:
-                self._cond.wait(remaining)
-
-    def _fail(self, error: DeskctlError) -> None:
-        with self._cond:
-            self.error = error
-            self._stopped = True
-            self._cond.notify_all()
-
-    # -- viewers ---------------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def watching(self) -> Iterator[None]:
-        """Count a viewer in while the block runs (capture runs only while someone watches)."""
-        with self._cond:
-            self._viewers += 1
-            self._cond.notify_all()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._viewers -= 1
-
-    @property
-    def viewers(self) -> int:
-        return self._viewers
-
-    def captures(self) -> int:
-        with self._cond:
-            return self._captures
-
-    def wait(self, *, after_seq: int = 0, after_capture: int | None = None, timeout: float) -> EncodedFrame | None:
-        """The latest frame once it is newer than ``after_seq`` and was captured after capture number
-        ``after_capture`` (None: any); None when ``timeout`` passes first or the feed stopped. Call it inside
-        :meth:`watching`, else nothing is captured."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                latest = self._latest
-                if latest is not None and latest.seq > after_seq and (
-                        after_capture is None or self._captures > after_capture):
-                    return latest
-                remaining = deadline - time.monotonic()
-                if self._stopped or remaining <= 0:
-                    return None
-                self._cond.wait(remaining)
-
-
-# -- the page -----------------------------------------------------------------------------------------------------
-
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="referrer" content="no-referrer">
-<link rel="icon" href="data:,">
-<title>deskctl view __ID__</title>
-<style>
-html, body { margin: 0; background: #1d2026; color: #c9ced6; font: 13px/1.4 system-ui, sans-serif; }
-#bar { height: 24px; padding: 2px 8px; display: flex; gap: 16px; align-items: center; }
-#bar b { color: #fff; }
-#screen { display: block; max-width: 100vw; max-height: calc(100vh - 28px); width: auto; height: auto;
-          image-rendering: auto; outline: none; user-select: none; -webkit-user-drag: none; }
-body.control #screen { cursor: crosshair; }
-#status.err { color: #ff8a80; }
-#help { color: #ffd54f; }
-</style></head>
-<body class="__CLASS__">
-<div id="bar"><b>deskctl view</b><span>__ID__</span><span>__PROVIDER__</span><span>__WIDTH__x__HEIGHT__</span>
-<span id="mode">__MODE__</span><span id="status"></span>
-<button id="takeover" hidden>Take control</button><span id="help"></span></div>
-<img id="screen" alt="desktop __ID__" width="__WIDTH__" height="__HEIGHT__" tabindex="0" draggable="false">
-<script>
-"use strict";
-const token = new URLSearchParams(location.search).get("token") || "";
-const control = __CONTROL__;
-const takeoverMode = __TAKEOVER__;
-const takeoverButton = document.getElementById("takeover");
-const help_ = document.getElementById("help");
-let holding = false;
-const screen_ = document.getElementById("screen");
-const status_ = document.getElementById("status");
-// after the load event: a stream never ends, and an image still loading would hold the page's load forever
-window.addEventListener("load", () => { screen_.src = "/stream?token=" + encodeURIComponent(token); });
-screen_.addEventListener("error", () => { status_.textContent = "stream ended"; status_.className = "err"; });
-const pending = [];
-let busy = false;
-function send(event) {
-  // One request at a time, in order (a press must reach the desktop before its release). Keys typed while a
-  // request is out are joined into one text, and a drag's moves into the latest, so a fast typist is not
-  // held back by one round trip per key.
-  const last = pending.length ? pending[pending.length - 1] : null;
-  if (last && event.type === "type" && last.event.type === "type") { last.event.text += event.text; last.n++; }
-  else if (last && event.type === "move" && last.event.type === "move") { last.event = event; last.n++; }
-  else pending.push({event: event, n: 1});
-  if (!busy) pump();
-}
-async function pump() {
-  busy = true;
-  while (pending.length) {
-    const item = pending.shift();
-    try {
-      const r = await fetch("/input?token=" + encodeURIComponent(token), {
-        method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(item.event)});
-      if (!r.ok) {
-        status_.textContent = "input refused: " + r.status + " " + await r.text();
-        status_.className = "err";
-      } else {  // for tests and the curious: how many of the page's input events the desktop has taken
-        window.deskctlInputsDone = (window.deskctlInputsDone || 0) + item.n;
-      }
-    } catch (e) { status_.textContent = "input failed: " + e; status_.className = "err"; }
-  }
-  busy = false;
-}
-if (takeoverMode) {
-  // --takeover: the page drives the desktop only while the person holds it; the agent's actions wait meanwhile
-  takeoverButton.hidden = false;
-  takeoverButton.addEventListener("click", async () => {
-    const r = await fetch("/takeover?token=" + encodeURIComponent(token), {
-      method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({hold: !holding})});
-    if (r.ok) show(await r.json());
-    else { status_.textContent = "takeover refused: " + r.status + " " + await r.text(); status_.className = "err"; }
-  });
-  function show(info) {
-    holding = info.held;
-    takeoverButton.textContent = holding ? "Release" : "Take control";
-    document.getElementById("mode").textContent = holding ? "you hold control: the agent waits"
-                                                          : "the agent has control";
-    help_.textContent = info.request ? "the agent asks for help: " + info.request.reason : "";
-  }
-  async function poll() {
-    try {
-      const r = await fetch("/takeover?token=" + encodeURIComponent(token));
-      if (r.ok) show(await r.json());
-    } catch (e) {}
-    setTimeout(poll, 500);
-  }
-  poll();
-}
-function point(e) {
-  const r = screen_.getBoundingClientRect();
-  return {x: e.clientX - r.left, y: e.clientY - r.top, w: r.width, h: r.height};
-}
-const BUTTONS = ["left", "middle", "right"];
-const KEYS = {Enter: "enter", Backspace: "backspace", Tab: "tab", Escape: "escape", Delete: "delete",
-  Home: "home", End: "end", PageUp: "pageup", PageDown: "pagedown", Insert: "insert", ArrowUp: "up",
-  ArrowDown: "down", ArrowLeft: "left", ArrowRight: "right", " ": "space", ContextMenu: "menu"};
-if (control) {
-  let held = 0;
-  let pendingMove = null;
-  screen_.addEventListener("mousedown", (e) => {
-    e.preventDefault(); screen_.focus();
-    held |= 1 << e.button;
-    send(Object.assign({type: "down", button: BUTTONS[e.button] || "left"}, point(e)));
-  });
-  window.addEventListener("mouseup", (e) => {
-    if (!(held & (1 << e.button))) return;
-    held &= ~(1 << e.button);
-    send(Object.assign({type: "up", button: BUTTONS[e.button] || "left"}, point(e)));
-  });
-  screen_.addEventListener("mousemove", (e) => {
-    if (!held) return;  // hovering sends nothing; a drag sends its path, one move per animation frame
-    const first = pendingMove === null;
-    pendingMove = point(e);
-    if (first) requestAnimationFrame(() => { send(Object.assign({type: "move"}, pendingMove)); pendingMove = null; });
-  });
-  screen_.addEventListener("contextmenu", (e) => e.preventDefault());
-  screen_.addEventListener("wheel", (e) => {
-    e.preventDefault();
-    const steps = (d) => d === 0 ? 0 : Math.sign(d) * Math.max(1, Math.round(Math.abs(d) / 100));
-    send(Object.assign({type: "scroll", dx: steps(e.deltaX), dy: steps(e.deltaY)}, point(e)));
-  }, {passive: false});
-  window.addEventListener("keydown", (e) => {
-    if (e.isComposing) return;
-    const mods = [];
-    if (e.ctrlKey) mods.push("ctrl");
-    if (e.altKey) mods.push("alt");
-    if (e.metaKey) mods.push("super");
-    let name = KEYS[e.key] || (/^F([1-9]|1[0-9]|2[0-4])$/.test(e.key) ? e.key.toLowerCase() : null);
-    if (name === null && e.key.length === 1 && mods.length === 0) {
-      e.preventDefault(); send({type: "type", text: e.key}); return;
-    }
-    if (name === null && e.key.length === 1) name = e.key.toLowerCase();
-    if (name === null) return;  // a lone modifier, or a key the desktop has no name for
-    if (e.shiftKey) mods.push("shift");
-    e.preventDefault();
-    send({type: "key", chord: mods.concat([name]).join("+")});
-  });
-}
-</script>
-</body></html>
-"""
-
-
-def render_page(session_id: str, provider: str, size: tuple[int, int], control: bool,
-                takeover: bool = False) -> bytes:
-    import html
-
-    values = {"__ID__": html.escape(session_id), "__PROVIDER__": html.escape(provider),
-              "__WIDTH__": str(size[0]), "__HEIGHT__": str(size[1]),
-              "__MODE__": "control on: clicks and keys go to the desktop" if control else "view only",
-              "__CLASS__": "control" if control else "", "__CONTROL__": "true" if control else "false",
-              "__TAKEOVER__": "true" if takeover else "false"}
-    page = _PAGE
-    for key, value in values.items():
-        page = page.replace(key, value)
-    return page.encode()
 
 
 # -- the server ---------------------------------------------------------------------------------------------------
