@@ -209,15 +209,17 @@ def test_up_with_the_host_option_through_the_cli_end_to_end(engine: str, sdk2: A
     assert _session_containers(sdk2, session_id) == []
 
 
-def test_the_engine_lets_in_only_a_client_with_its_certificate(engine: str, sdk2: Any) -> None:
+def test_the_engine_lets_in_only_a_client_with_its_certificate(engine: str, sdk2: Any, tmp_path: Path) -> None:
     """The second engine is root on this machine: over TCP it demands a client certificate of its CA (the Docker
     clients' DOCKER_TLS_VERIFY + DOCKER_CERT_PATH, which deskctl reads as they do). Without them `deskctl up` on it
     is refused with a translated error, nothing made; with them it serves (every other test here)."""
     if not docker2_tls_env():
         pytest.skip(f"the engine at {engine} was started without TLS (by an older setup): restart it with "
                     "scripts/setup.d/25-docker-remote.sh")
-    before = {c["Id"] for c in sdk2.api.containers(all=True)}
+    # a ledger of its own: what the refused `up` could have made carries that ledger's label
+    ledger = tmp_path / "refused.sqlite3"
     plain = {k: v for k, v in os.environ.items() if k not in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")}
+    plain["DESKCTL_LEDGER_URL"] = f"sqlite://{ledger}"
     refused = subprocess.run([*DESKCTL, "up", "--provider", "docker", "-o", f"host={engine}", "--json"],
                              capture_output=True, text=True, timeout=180, env=plain)
     assert refused.returncode == 20, refused.stderr
@@ -225,8 +227,12 @@ def test_the_engine_lets_in_only_a_client_with_its_certificate(engine: str, sdk2
     assert error["code"] == "provider.unreachable", error
     assert "demands TLS" in error["message"] and "DOCKER_CERT_PATH" in error["remedy"], error
     assert "Traceback" not in refused.stderr
-    # nothing made (another xdist worker's desktops on this engine may come and go meanwhile)
-    assert {c["Id"] for c in sdk2.api.containers(all=True)} - before == set()
+    # nothing made (another xdist worker's desktops on this engine come and go meanwhile: they are not counted)
+    from deskctl.ledger import ledger_id
+    from deskctl.providers.base import LABEL_LEDGER
+
+    made = sdk2.api.containers(all=True, filters={"label": f"{LABEL_LEDGER}={ledger_id(f'sqlite://{ledger}')}"})
+    assert made == []
     import docker
 
     with pytest.raises(docker.errors.DockerException, match="HTTPS"):  # the plain SDK neither
