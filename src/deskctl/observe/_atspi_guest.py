@@ -63,6 +63,14 @@ def enable() -> dict[str, Any]:
     return {"started": True}
 
 
+#: how long one call into an application may take (ms), and for an application started in the last few seconds:
+#: libatspi's own default for a new application is 15 s a call, so one unresponsive dialog made a tree take minutes
+_CALL_TIMEOUT_MS = 2000
+_STARTUP_TIMEOUT_MS = 5000
+#: how long a whole walk may take (s): past it the tree is cut (``truncated``) and given as far as it got
+_WALK_SECONDS = 20.0
+
+
 class _Walk:
     def __init__(self, atspi: Any, max_depth: int, max_nodes: int) -> None:
         self.atspi = atspi
@@ -70,10 +78,11 @@ class _Walk:
         self.max_nodes = max_nodes
         self.count = 0
         self.truncated = False
+        self.deadline = time.monotonic() + _WALK_SECONDS
 
     def node(self, acc: Any, depth: int) -> dict[str, Any] | None:
         atspi = self.atspi
-        if self.count >= self.max_nodes:
+        if self.count >= self.max_nodes or time.monotonic() > self.deadline:
             self.truncated = True
             return None
         self.count += 1
@@ -140,6 +149,8 @@ def tree(window: str | None, max_depth: int, max_nodes: int) -> dict[str, Any]:
     gi.require_version("Atspi", "2.0")
     from gi.repository import Atspi  # type: ignore[import-not-found]
 
+    if hasattr(Atspi, "set_timeout"):
+        Atspi.set_timeout(_CALL_TIMEOUT_MS, _STARTUP_TIMEOUT_MS)
     walk = _Walk(Atspi, max_depth, max_nodes)
     desktop = Atspi.get_desktop(0)
     root: dict[str, Any] = {"role": "desktop", "name": "", "description": "", "value": None, "states": [],
@@ -153,9 +164,13 @@ def tree(window: str | None, max_depth: int, max_nodes: int) -> dict[str, Any]:
             if made is not None:
                 root["children"].append(made)
             continue
-        for top_index in range(app.get_child_count()):  # the application's windows: keep the one named
-            top = app.get_child_at_index(top_index)
+        try:
+            tops = app.get_child_count()
+        except Exception:  # the application went away (or does not answer)
+            continue
+        for top_index in range(tops):  # the application's windows: keep the one named
             try:
+                top = app.get_child_at_index(top_index)
                 named = top is not None and window in (top.get_name() or "")
             except Exception:
                 named = False
@@ -163,7 +178,8 @@ def tree(window: str | None, max_depth: int, max_nodes: int) -> dict[str, Any]:
                 made = walk.node(top, 1)
                 if made is not None:
                     root["children"].append(made)
-        if walk.count >= max_nodes:
+        if walk.count >= max_nodes or time.monotonic() > walk.deadline:
+            walk.truncated = True
             break
     return {"tree": root, "nodes": walk.count, "truncated": walk.truncated}
 
