@@ -252,3 +252,66 @@ def test_a_snapshot_whose_maker_died_is_found_by_name_and_reaped(daytona_env: Fa
     with open_ledger() as book:
         assert [s.snapshot_id for s in reap_snapshots(book)] == [snap.snapshot_id]
     assert fake.live_snapshots() == []
+
+
+def test_the_fake_is_strict_about_snapshots_forks_and_pauses(daytona_env: FakeDaytona,
+                                                            provider: DaytonaProvider) -> None:
+    """What the fake refuses, as the service does (daytona-api-client 0.231's descriptions): memory snapshots of
+    a container, filesystem snapshots of a started VM, pause of a container, a duplicate snapshot name; and what
+    fork and pause do."""
+    import time
+
+    import httpx
+
+    from deskctl.spec import DesktopSpec
+
+    fake = daytona_env
+    fake.quota = (100, 100, 1000)  # a windows and a linux sandbox at once
+    api = fake.api_url
+    auth = {"Authorization": f"Bearer {fake.api_key}"}
+    spec = DesktopSpec(provider="daytona", platform="ubuntu", geometry="640x480")
+    win = DesktopSpec(provider="daytona", platform="windows", geometry="1024x768")
+    made = []
+    try:
+        for one, session in ((spec, "dk-strict1"), (win, "dk-strict2")):
+            made.append(provider.create(one, session, {}))
+            provider.wait_ready(made[-1], time.monotonic() + 30)
+        linux, windows = made
+        def post(path: str, body: Any = None) -> httpx.Response:
+            return httpx.post(f"{api}{path}", json=body, headers=auth)
+
+        memory = post(f"/sandbox/{linux.resource_id}/snapshot", {"name": "m", "includeMemory": True})
+        assert memory.status_code == 400 and "memory" in memory.json()["message"]
+        files_only = post(f"/sandbox/{windows.resource_id}/snapshot", {"name": "w"})
+        assert files_only.status_code == 400 and "stopped" in files_only.json()["message"]
+        assert post(f"/sandbox/{linux.resource_id}/pause").status_code == 400
+        assert post(f"/sandbox/{linux.resource_id}/snapshot", {"name": "dup"}).status_code == 200
+        assert post(f"/sandbox/{linux.resource_id}/snapshot", {"name": "dup"}).status_code == 409  # snapshotting
+        assert httpx.get(f"{api}/snapshots/dup", headers=auth).json()["state"] in ("snapshotting", "active")
+        assert httpx.get(f"{api}/snapshots/dup", headers=auth).json()["state"] == "active"
+        assert httpx.get(f"{api}/sandbox/{linux.resource_id}", headers=auth).json()["state"] == "started"
+        again = post(f"/sandbox/{linux.resource_id}/snapshot", {"name": "dup"})
+        assert again.status_code == 409 and "already exists" in again.json()["message"]
+
+        with open(os.path.join(fake.root_of(linux.resource_id), "home", "daytona", "f.txt"), "w") as fh:
+            fh.write("forked")
+        forked = post(f"/sandbox/{linux.resource_id}/fork", {"name": "dk-fork"}).json()
+        assert forked["name"] == "dk-fork" and forked["id"] != linux.resource_id
+        with open(os.path.join(fake.root_of(forked["id"]), "home", "daytona", "f.txt")) as fh:
+            assert fh.read() == "forked"
+        assert httpx.delete(f"{api}/sandbox/{forked['id']}", headers=auth).status_code == 200
+
+        paused = post(f"/sandbox/{windows.resource_id}/pause").json()
+        assert paused["state"] == "paused"
+        toolbox = httpx.get(f"{fake.toolbox_url}/{windows.resource_id}/computeruse/status", headers=auth)
+        assert toolbox.status_code == 400
+        assert post(f"/sandbox/{windows.resource_id}/start").json()["state"] == "started"
+        dup = httpx.get(f"{api}/snapshots/dup", headers=auth).json()
+        assert httpx.delete(f"{api}/snapshots/{dup['id']}", headers=auth).status_code == 200
+    finally:
+        for handle in made:
+            provider.destroy(handle)
+    assert httpx.get(f"{api}/snapshots/dup", headers=auth).status_code in (200, 404)  # removing, then gone
+    assert httpx.get(f"{api}/snapshots/dup", headers=auth).status_code == 404
+    assert fake.live_snapshots() == []
+    assert [s["name"] for s in fake.live() if s["state"] != "destroying"] == []
