@@ -2,10 +2,11 @@
 of the Gymnasium environment (one action and one screen observation per step) next to a hand-written loop over
 ``docker exec xdotool`` + ``docker exec scrot`` (the PNG read back and decoded to an array, as an agent needs it).
 
-    .venv/bin/python bench/bench_episodes.py [--resets N] [--steps N]
+    .venv/bin/python bench/bench_episodes.py [--resets N] [--steps N] [--only daytona|docker|gym]
 
 Prints medians (milliseconds), steps per second and ratios. Needs a Docker engine with the desktop image, host
-Xvfb, and the ``gym`` extra.
+Xvfb, and the ``gym`` extra. Daytona runs against the loopback fake (tests/fakes/daytona: real HTTP, a real Xvfb
+per sandbox), so its figures are deskctl's and the fake's share, not the service's.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def reset_by_restore(provider: str, rounds: int) -> float:
+def reset_by_restore(provider: str, rounds: int, **open_kwargs: Any) -> float:
     import deskctl
 
-    with deskctl.open_desktop(provider, geometry="1024x768") as desk:
+    with deskctl.open_desktop(provider, geometry="1024x768", **open_kwargs) as desk:
         desk.exec("echo start > /tmp/state")
         snap = desk.snapshot(f"bench-{desk.id}")
         samples = []
@@ -46,16 +47,16 @@ def reset_by_restore(provider: str, rounds: int) -> float:
     return _median_ms(samples)
 
 
-def reset_by_recreate(provider: str, rounds: int) -> float:
+def reset_by_recreate(provider: str, rounds: int, **open_kwargs: Any) -> float:
     import deskctl
 
-    desk = deskctl.open_desktop(provider, geometry="1024x768")
+    desk = deskctl.open_desktop(provider, geometry="1024x768", **open_kwargs)
     samples = []
     try:
         for _ in range(rounds):
             started = time.perf_counter()
             desk.close()
-            desk = deskctl.open_desktop(provider, geometry="1024x768")
+            desk = deskctl.open_desktop(provider, geometry="1024x768", **open_kwargs)
             samples.append(time.perf_counter() - started)
     finally:
         desk.close()
@@ -118,19 +119,52 @@ def naive_docker_steps_per_second(steps: int) -> float:
         return steps / (time.perf_counter() - started)
 
 
+def daytona_resets(rounds: int) -> tuple[float, float]:
+    """Reset by restore and by destroy + create on Daytona, against a loopback fake of its own (torn down after)."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from fakes.daytona import FakeDaytona
+
+    saved = {k: os.environ.get(k) for k in ("DAYTONA_API_KEY", "DAYTONA_API_URL", "DESKCTL_HTTP_RETRY_SCALE")}
+    fake = FakeDaytona(quota=(1000, 1000, 1000))
+    fake.start()
+    try:
+        os.environ.update(fake.env(), DESKCTL_HTTP_RETRY_SCALE="0")
+        options = {"provider_options": {"poll_interval": 0.005, "poll_max_interval": 0.05}}
+        restore = reset_by_restore("daytona", rounds, **options)
+        recreate = reset_by_recreate("daytona", rounds, **options)
+        assert fake.live() == [] and fake.live_snapshots() == [], "the bench left something on the fake"
+        return restore, recreate
+    finally:
+        fake.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--resets", type=int, default=5, help="resets timed per way and provider")
     parser.add_argument("--steps", type=int, default=100, help="gym steps timed per provider")
+    parser.add_argument("--only", choices=("daytona", "docker", "gym"), help="one part only")
     args = parser.parse_args()
     os.environ.setdefault("DESKCTL_HOME", tempfile.mkdtemp(prefix="deskctl-bench-"))
 
     print("reset (median ms)        restore    destroy+create   ratio")
-    restore = reset_by_restore("docker", args.resets)
-    recreate = reset_by_recreate("docker", args.resets)
-    print(f"  docker               {restore:9.0f}  {recreate:15.0f}   {recreate / restore:5.2f}x")
-    recreate_x = reset_by_recreate("xvfb", args.resets)
-    print(f"  xvfb                 {'(none)':>9}  {recreate_x:15.0f}   (xvfb has no snapshots: reset recreates)")
+    if args.only in (None, "daytona"):
+        restore_t, recreate_t = daytona_resets(args.resets)
+        print(f"  daytona (fake)       {restore_t:9.0f}  {recreate_t:15.0f}   {recreate_t / restore_t:5.2f}x")
+    if args.only in (None, "docker"):
+        restore = reset_by_restore("docker", args.resets)
+        recreate = reset_by_recreate("docker", args.resets)
+        print(f"  docker               {restore:9.0f}  {recreate:15.0f}   {recreate / restore:5.2f}x")
+        recreate_x = reset_by_recreate("xvfb", args.resets)
+        print(f"  xvfb                 {'(none)':>9}  {recreate_x:15.0f}   (xvfb has no snapshots: reset recreates)")
+    if args.only not in (None, "gym"):
+        return 0
 
     print("steps/s (move + 1024x768 observation)")
     gym_x = gym_steps_per_second("xvfb", args.steps)

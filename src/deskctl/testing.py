@@ -56,6 +56,7 @@ CAPABILITY_TESTS: dict[str, str] = {
     "test_open_url_hands_the_url_to_the_browser": "windows",
     "test_windows_list_focus_and_move": "window_management",
     "test_a_gtk_dialog_is_driven_through_the_accessibility_tree": "accessibility",
+    "test_restore_brings_back_a_file_and_drops_a_later_one": "snapshots",
 }
 
 #: names the modules of extra conformance targets: ``module:attribute[,module:attribute...]``

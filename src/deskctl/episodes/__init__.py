@@ -65,6 +65,7 @@ DEFAULT_SNAPSHOT_TTL = 7 * 86400.0
 LABEL_SNAPSHOT = "deskctl.snapshot"
 #: provider -> "module:Class" of its snapshot backend; a provider whose capabilities say ``snapshots`` has one
 BACKENDS: dict[str, str] = {
+    "daytona": "deskctl.providers.daytona.snapshots:DaytonaSnapshots",
     "docker": "deskctl.episodes._docker:DockerSnapshots",
     "memory": "deskctl.episodes._memory:MemorySnapshots",
 }

@@ -49,6 +49,7 @@ from urllib.parse import unquote
 
 from fakes._desktop import XvfbDesktop
 from fakes._http import Drop, HttpError, Injection, JsonHandler, LoggedRequest, LoopbackService
+from fakes.daytona.snapshots import SnapshotRoutes
 
 __all__ = ["SNAPSHOTS", "FakeDaytona", "Injection", "LoggedRequest"]
 
@@ -168,7 +169,7 @@ def _form_field(disposition: str, key: str) -> str | None:
     return match.group(1) if match else None
 
 
-class FakeDaytona(LoopbackService):
+class FakeDaytona(SnapshotRoutes, LoopbackService):
     """The fake service. Use as a context manager (or :meth:`start` / :meth:`stop` in ``finally``)."""
 
     handler_class = _Handler
@@ -183,7 +184,7 @@ class FakeDaytona(LoopbackService):
         api_key: str = "dtn_fake_key_0123456789",
         jwt: str | None = None,
         org_id: str = "org-fake-1",
-        scopes: frozenset[str] = frozenset({"write:sandboxes", "delete:sandboxes"}),
+        scopes: frozenset[str] = frozenset({"write:sandboxes", "delete:sandboxes", "write:snapshots"}),
         list_shape: str = "items",
         quota: tuple[float, float, float] = (10, 10, 30),
         windows_size: tuple[int, int] = (1024, 768),
@@ -220,6 +221,7 @@ class FakeDaytona(LoopbackService):
         #: what the last bulk-upload carried (part name -> path, or the file's name and size): the request log
         self.last_upload: dict[str, Any] = {}
         self._release = threading.Event()
+        self._init_snapshots()  # snapshot, fork and pause: fakes.daytona.snapshots
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -227,6 +229,7 @@ class FakeDaytona(LoopbackService):
         super().stop()
         for root in self.roots.values():
             shutil.rmtree(root, ignore_errors=True)
+        self._stop_snapshots()
 
     def root_of(self, sandbox_id: str) -> str:
         """The folder of a sandbox on this host (where a Windows sandbox's drives are)."""
@@ -369,6 +372,8 @@ class FakeDaytona(LoopbackService):
                 return 200, self._current_key(headers, path)
             if rel == "/sandbox" and method == "GET":
                 return 200, self._list(query, path)
+            if rel == "/snapshots" or rel.startswith("/snapshots/"):
+                return self.snapshot_api(method, rel, query, body, path)
             if rel == "/sandbox" and method == "POST":
                 if "write:sandboxes" not in self.scopes:
                     raise self._error(403, "Forbidden resource", path)
@@ -390,7 +395,8 @@ class FakeDaytona(LoopbackService):
                     "totalMemoryQuota": self.quota[1], "currentMemoryUsage": mem,
                     "totalDiskQuota": self.quota[2], "currentDiskUsage": disk,
                     "totalGpuQuota": 0, "currentGpuUsage": 0, "maxCpuPerSandbox": 4,
-                }], "totalSnapshotQuota": 100, "currentSnapshotUsage": 0, "totalVolumeQuota": 100,
+                }], "totalSnapshotQuota": self.snapshot_quota, "currentSnapshotUsage": len(self.snapshots),
+                    "totalVolumeQuota": 100,
                     "currentVolumeUsage": 0}
             match = re.fullmatch(r"/sandbox/([^/]+)(/.*)?", rel)
             if match is None:
@@ -453,7 +459,8 @@ class FakeDaytona(LoopbackService):
                 errors.append(f"{key} must not be less than 0")
         return errors
 
-    def _create(self, body: Any, path: str) -> tuple[int, Any]:
+    def _create(self, body: Any, path: str, *, copy_from: str | None = None) -> tuple[int, Any]:
+        """A new sandbox (``copy_from``: a fork's source folder, copied into the new one's)."""
         errors = self._validate_create(body, path)
         if errors:
             raise self._error(400, errors, path)
@@ -468,9 +475,14 @@ class FakeDaytona(LoopbackService):
         if body.get("buildInfo") is not None:
             raise self._error(400, "the fake does not build images", path)
         snapshot = snapshot or DEFAULT_SNAPSHOT
-        if snapshot not in SNAPSHOTS:
+        made_from = self.snapshot_for_create(snapshot, path) if snapshot not in SNAPSHOTS else None
+        if snapshot not in SNAPSHOTS and made_from is None:
             raise self._error(400, f"Snapshot {snapshot} not found. Did you add it through the Dashboard?", path)
-        cpu, memory, disk, sandbox_class = SNAPSHOTS[snapshot]
+        if made_from is not None:
+            cpu, memory, disk = made_from["cpu"], made_from["mem"], made_from["disk"]
+            sandbox_class = made_from["sandboxClass"]
+        else:
+            cpu, memory, disk, sandbox_class = SNAPSHOTS[snapshot]
         target = body.get("target") or self.default_region
         if sandbox_class == "windows" and target not in self.windows_regions:
             raise self._error(403, f"Region {target} is not available to the organization for class windows", path)
@@ -514,6 +526,10 @@ class FakeDaytona(LoopbackService):
                 sandbox["errorReason"] = "runner failed to start the sandbox"
             root = tempfile.mkdtemp(prefix="fake-daytona-")
             self.roots[sandbox_id] = root
+            if made_from is not None:
+                self.copy_snapshot_into(made_from, root)
+            elif copy_from is not None:
+                shutil.copytree(copy_from, root, symlinks=True, dirs_exist_ok=True)
             if sandbox_class == "windows":
                 sandbox["_workdir"] = "C:\\Users\\daytona"  # UNVERIFIED: the live Windows work dir
             else:
@@ -554,6 +570,10 @@ class FakeDaytona(LoopbackService):
             if sandbox["_polls"] < 0:
                 sandbox["state"] = "started"
         if method == "GET" and sub == "":
+            if sandbox["state"] == "snapshotting":  # time passes in reads: its snapshot comes along
+                for made in list(self.snapshots.values()):
+                    if made["sourceSandboxId"] == sandbox_id:
+                        self._advance_snapshot(made)
             if sandbox["state"] == "destroying":
                 sandbox["_destroy_polls"] -= 1
                 if sandbox["_destroy_polls"] < 0:
@@ -566,7 +586,8 @@ class FakeDaytona(LoopbackService):
         if method == "DELETE" and sub == "":
             if "delete:sandboxes" not in self.scopes:
                 raise self._error(403, "Forbidden resource", path)
-            if self.conflict_deletes > 0 or sandbox["state"] in ("creating", "starting", "stopping"):
+            if self.conflict_deletes > 0 or sandbox["state"] in ("creating", "starting", "stopping", "snapshotting",
+                                                                 "forking", "pausing"):
                 self.conflict_deletes = max(0, self.conflict_deletes - 1)
                 raise self._error(409, "Sandbox state change in progress", path)
             sandbox["desiredState"] = "destroyed"
@@ -589,7 +610,7 @@ class FakeDaytona(LoopbackService):
                 self._remove(sandbox_id)
             return 200, None
         if method == "POST" and sub == "/start":
-            if sandbox["state"] == "stopped":
+            if sandbox["state"] in ("stopped", "paused"):  # start also resumes a paused sandbox
                 sandbox["state"] = "started"
             return 200, self._public(sandbox)
         if method == "PUT" and sub == "/labels":
@@ -604,6 +625,9 @@ class FakeDaytona(LoopbackService):
             key = {"autostop": "autoStopInterval", "autodelete": "autoDeleteInterval", "ttl": "ttlMinutes"}
             sandbox[key[match.group(1)]] = int(match.group(2))
             return 200, None
+        answered = self.sandbox_snapshot_route(method, sub, sandbox, body, path)
+        if answered is not None:
+            return answered
         raise self._error(404, f"Cannot {method} {path}", path)
 
     # -- the toolbox ---------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ The contract was read from github.com/daytonaio/daytona (v0.190.0) and the gener
   multipart answer streamed to disk; an ``error`` part for a missing file is ``usage.no_such_file``),
   ``files/info``, ``files/folder`` and ``files/permissions``; directories as one tar unpacked by ``exec``
   (:class:`~deskctl.providers._files.FileTransfer`). Relative paths resolve against the sandbox's work dir.
+- **Snapshots**: ``POST /sandbox/{id}/snapshot`` (with memory on a VM class), waited until ``active``; a restore is
+  a sandbox created from it under the same name (:mod:`.snapshots`, docs/episodes.md).
 - **Pointer**: ``computeruse/mouse/position``. Clipboard, launch, open_url and window titles are commands on
   the guest (:class:`~deskctl.providers._guest.GuestActions`).
 

@@ -21,4 +21,5 @@ TABLE: dict[str, OptionRow] = {
     'auto_stop_minutes': ('int', None, None, 'provider_option'),
     'ttl_minutes': ('int', None, None, 'provider_option'),
     'create_timeout': ('float', 120.0, None, 'provider_option'),
+    'snapshot_timeout': ('float', 600.0, None, 'provider_option'),
 }

@@ -285,6 +285,36 @@ class DaytonaApi(HttpProvider):
             seen_cursors.add(cursor)
         return handles
 
+    # -- snapshots (daytona-api-client 0.231: SandboxApi.create_sandbox_snapshot, SnapshotsApi) ----------------
+    def _snapshot_sandbox(self, handle: RemoteHandle, name: str, *, include_memory: bool,
+                          deadline: float) -> dict[str, Any]:
+        """``POST /sandbox/{id}/snapshot`` ``{name, includeMemory}`` (``CreateSandboxSnapshot``): answers the
+        sandbox, now ``snapshotting``. Never retried: a lost answer is settled by :meth:`_get_snapshot`."""
+        response = self._api("POST", f"/sandbox/{handle.resource_id}/snapshot", "snapshot the sandbox",
+                             idempotent=False, json={"name": name, "includeMemory": include_memory},
+                             api_url=handle.data.get("api_url"), deadline=deadline)
+        answer = self._json(response)
+        return answer if isinstance(answer, dict) else {}
+
+    def _get_snapshot(self, id_or_name: str, *, api_url: str | None = None,
+                      deadline: float | None = None) -> dict[str, Any] | None:
+        """``GET /snapshots/{idOrName}`` (``SnapshotDto``), None when there is none (404)."""
+        from urllib.parse import quote
+
+        response = self._api("GET", f"/snapshots/{quote(id_or_name, safe='')}", "read the snapshot",
+                             idempotent=True, ok=frozenset({404}), api_url=api_url, deadline=deadline)
+        if response.status_code == 404:
+            return None
+        snapshot = self._json(response)
+        return snapshot if isinstance(snapshot, dict) else None
+
+    def _delete_snapshot(self, snapshot_id: str, *, api_url: str | None = None, deadline: float | None = None) -> None:
+        """``DELETE /snapshots/{id}`` (``SnapshotsApi.remove_snapshot``); a 404 is success."""
+        from urllib.parse import quote
+
+        self._api("DELETE", f"/snapshots/{quote(snapshot_id, safe='')}", "delete the snapshot", idempotent=True,
+                  ok=frozenset({404}), api_url=api_url, deadline=deadline)
+
     def is_alive(self, handle: RemoteHandle) -> bool:
         return self._get_sandbox(handle) is not None
 

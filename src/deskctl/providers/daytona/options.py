@@ -28,3 +28,5 @@ class Options(HttpOptions):
                   "0 disables)", bound="provider_option", ge=0)
     destroy_timeout: float = number(300.0, "how long a destroy waits for the sandbox to go, seconds")
     create_timeout: float = number(120.0, "timeout of the create request, seconds")
+    snapshot_timeout: float = number(600.0, "how long a snapshot (deskctl snapshot) may take to become active, "
+                                            "seconds")

@@ -77,6 +77,7 @@ class DaytonaProvider(DaytonaChecks, DaytonaToolbox):
         clipboard=True,
         windows=True,
         billing="per_second",
+        snapshots=True,
     )
     credentials = CredentialSet(
         variables=("DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL",
@@ -123,7 +124,8 @@ class DaytonaProvider(DaytonaChecks, DaytonaToolbox):
             "autoDeleteInterval": 0,
             "ttlMinutes": ttl,
         }
-        snapshot = self._snapshot(spec.platform)
+        # a restore names its snapshot in the spec (deskctl.providers.daytona.snapshots); else the option's
+        snapshot = str(spec.provider_options.get("snapshot") or "") or self._snapshot(spec.platform)
         if snapshot:
             body["snapshot"] = snapshot
         target = self._target(spec.platform)
