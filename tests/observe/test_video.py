@@ -119,6 +119,7 @@ def test_up_video_has_the_pinned_geometry_shows_the_change_and_down_stops_it(tmp
         assert launched.returncode == 0, launched.stderr
         assert deskctl("do", session, "wait-for", "xterm").returncode == 0
         assert deskctl("do", session, "wait-until-stable").returncode == 0
+        assert deskctl("do", session, "click", "300", "230").returncode == 0  # a recorded step, inside the video
         writers = _ffmpeg_writing(record / "video.mp4")
         assert len(writers) == 1
     finally:
@@ -135,8 +136,20 @@ def test_up_video_has_the_pinned_geometry_shows_the_change_and_down_stops_it(tmp
     assert len(frames) == end["frames"]
     assert not _reddish(_pixel(frames[0], 320, *RED_CHECK))
     assert _reddish(_pixel(frames[-1], 320, *RED_CHECK))  # the last frame is the screen at the stop
-    ledger = deskctl("ls", "--all", "--json")
-    assert session in ledger.stdout
+    # the recording reads back whole: the video rows are no damaged lines, a step knows its moment in the video
+    shown = deskctl("trajectory", "show", str(record), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["damaged_lines"] == []
+    from deskctl.trajectory import read_trajectory
+
+    recorded = read_trajectory(record)
+    clicks = [row for row in recorded.steps if row["action"]["kind"] == "click"]
+    offset = recorded.video_offset(clicks[-1])
+    assert offset is not None and 0 < offset <= end["seconds"]
+    page = tmp_path / "page.html"
+    assert deskctl("trajectory", "html", str(record), "-o", str(page)).returncode == 0
+    html = page.read_text()
+    assert 'src="rec/video.mp4"' in html and f'href="rec/video.mp4#t={offset:.3f}"' in html
 
 
 @pytest.mark.slow
