@@ -267,3 +267,37 @@ def test_a_docker_desktop_video_has_its_geometry(tmp_path: Path) -> None:
     stream = _probe(record / "video.mp4")
     assert (stream["width"], stream["height"]) == (640, 480)
     assert int(stream["nb_read_frames"]) == end["frames"] >= 2
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_an_ssh_desktop_video_has_its_geometry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Frames over the ssh connection (a connection of the video's own) into ffmpeg on this host."""
+    import deskctl
+    from ssh._ssh_target import server_env, stop_server
+    from ssh._sshd import SshServer, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    server = SshServer().start()
+    try:
+        env = server_env(server)
+        known_hosts = tmp_path / "known_hosts"
+        known_hosts.write_text(Path(env["DESKCTL_SSH_KNOWN_HOSTS"]).read_text())
+        env["DESKCTL_SSH_KNOWN_HOSTS"] = str(known_hosts)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        for var in ("SSH_AUTH_SOCK", "DESKCTL_SSH_PASSWORD", "DESKCTL_SSH_PRIVATE_KEY", "DESKCTL_SSH_KEY_PASSPHRASE"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        record = tmp_path / "rec"
+        with deskctl.open_desktop("ssh", geometry="320x240", record=record, video=True) as desk:
+            _await_frames(record / "video.mp4")
+            desk.click(5, 5)
+        end = _await_row(record, "video_end", timeout=0)
+        stream = _probe(record / "video.mp4")
+        assert (stream["width"], stream["height"]) == (320, 240)
+        assert int(stream["nb_read_frames"]) == end["frames"] >= 2
+    finally:
+        stop_server(server)
