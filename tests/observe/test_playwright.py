@@ -39,7 +39,7 @@ def _until(what: str, check: Callable[[], Any], timeout: float = 90.0) -> Any:
         time.sleep(0.2)
 
 
-def _drive(desk: deskctl.Desktop) -> None:
+def _drive(desk: deskctl.Desktop, url: str = PAGE) -> None:
     endpoint = desk.browser()
     _until("the page in the DevTools list", lambda: any(t == TITLE for _, t in desk.browser_pages()))
     with playwright_api.sync_playwright() as pw:
@@ -49,7 +49,7 @@ def _drive(desk: deskctl.Desktop) -> None:
         try:
             page = _until("the page in Playwright", lambda: next(
                 (p for c in browser.contexts for p in c.pages if p.title() == TITLE), None))
-            assert page.url.startswith("data:text/html,<title>deskctl")
+            assert page.url == url
             assert page.locator("#said").text_content() == "not yet"
             assert page.locator("button").count() == 1
             box = page.locator("#go").bounding_box()

@@ -274,23 +274,9 @@ def test_a_docker_desktop_video_has_its_geometry(tmp_path: Path) -> None:
 def test_an_ssh_desktop_video_has_its_geometry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Frames over the ssh connection (a connection of the video's own) into ffmpeg on this host."""
     import deskctl
-    from ssh._ssh_target import server_env, stop_server
-    from ssh._sshd import SshServer, unavailable_reason
+    from observe._ssh_env import ssh_desktop_env
 
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    server = SshServer().start()
-    try:
-        env = server_env(server)
-        known_hosts = tmp_path / "known_hosts"
-        known_hosts.write_text(Path(env["DESKCTL_SSH_KNOWN_HOSTS"]).read_text())
-        env["DESKCTL_SSH_KNOWN_HOSTS"] = str(known_hosts)
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        for var in ("SSH_AUTH_SOCK", "DESKCTL_SSH_PASSWORD", "DESKCTL_SSH_PRIVATE_KEY", "DESKCTL_SSH_KEY_PASSPHRASE"):
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with ssh_desktop_env(tmp_path, monkeypatch):
         record = tmp_path / "rec"
         with deskctl.open_desktop("ssh", geometry="320x240", record=record, video=True) as desk:
             _await_frames(record / "video.mp4")
@@ -299,5 +285,3 @@ def test_an_ssh_desktop_video_has_its_geometry(tmp_path: Path, monkeypatch: pyte
         stream = _probe(record / "video.mp4")
         assert (stream["width"], stream["height"]) == (320, 240)
         assert int(stream["nb_read_frames"]) == end["frames"] >= 2
-    finally:
-        stop_server(server)
