@@ -14,7 +14,14 @@ PNG encoding of the two screenshots is most of the cost. Rounds of the ways are 
 noise falls on all of them alike. Prints medians, the overhead (recorded - plain; the target is <= 10 ms) and
 the ratios.
 
+With ``--video`` the recorded desktop also records its video (``video=True``, ``--video-fps``): the table is
+then the step cost with the video's capture thread and ffmpeg running beside it (both desktops are in this
+process, so ``plain`` shares the machine with them too), and a last line gives the video's CPU cost: CPU
+seconds (this process's capture thread and the ffmpeg child) per minute of video of an idle desktop showing the
+picture, against the same minute without a video.
+
     .venv/bin/python bench/bench_record.py [--actions 120] [--geometry 1024x768] [--providers xvfb,docker]
+        [--video [--video-fps 10] [--video-seconds 30]]
 """
 
 from __future__ import annotations
@@ -40,7 +47,11 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=120, help="actions of each kind, per way")
     parser.add_argument("--geometry", default="1024x768")
     parser.add_argument("--providers", default="xvfb,docker")
+    parser.add_argument("--video", action="store_true", help="the recorded desktop also records its video")
+    parser.add_argument("--video-fps", type=int, default=10)
+    parser.add_argument("--video-seconds", type=float, default=30.0, help="length of the CPU-cost measurement")
     args = parser.parse_args()
+    video = {"fps": args.video_fps} if args.video else None
     width, height = (int(v) for v in args.geometry.split("x"))
 
     work = Path(tempfile.mkdtemp(prefix="deskctl-bench-record-"))
@@ -53,7 +64,11 @@ def main() -> None:
     try:
         for provider in args.providers.split(","):
             try:
-                run_provider(deskctl, provider, args.geometry, width, height, args.actions, wallpaper, work)
+                run_provider(deskctl, provider, args.geometry, width, height, args.actions, wallpaper, work,
+                             video)
+                if video is not None:
+                    video_cpu(deskctl, provider, args.geometry, wallpaper, work, args.video_fps,
+                              args.video_seconds)
             except deskctl.DeskctlError as exc:
                 print(f"\n{provider}: skipped ({exc.code}: {exc.message})")
     finally:
@@ -69,13 +84,53 @@ def show_picture_docker(desk: Any, wallpaper: Path) -> None:
         print("  (no feh in the image: the docker desktops show the plain background)")
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process (all its threads) and of its children that ended (ffmpeg, once reaped)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def video_cpu(deskctl: Any, provider: str, geometry: str, wallpaper: Path, work: Path, fps: int,
+              seconds: float) -> None:
+    """CPU seconds per minute of video: an idle desktop showing the picture for ``seconds``, with and without."""
+    from deskctl.recording_video import VideoOptions
+
+    costs = {}
+    for way in ("without video", "with video"):
+        record = work / f"video-cpu-{provider}-{way.replace(' ', '-')}"
+        options = VideoOptions(fps=fps) if way == "with video" else None
+        shown = None
+        with deskctl.open_desktop(provider, geometry=geometry, record=record, video=options) as desk:
+            if provider == "xvfb":
+                shown = show_picture_on(desk.handle.data, wallpaper)
+            else:
+                show_picture_docker(desk, wallpaper)
+            started = _cpu_seconds()
+            time.sleep(seconds)
+            if shown is not None:
+                shown.close()
+            desk.close()  # the video ends here: ffmpeg is reaped, its CPU counted
+            costs[way] = _cpu_seconds() - started
+    per_minute = (costs["with video"] - costs["without video"]) * 60.0 / seconds
+    video_file = work / f"video-cpu-{provider}-with-video" / "video.mp4"
+    size = video_file.stat().st_size if video_file.exists() else 0
+    print(f"video ({fps} fps, {geometry}, H.264 ultrafast): {per_minute:.1f} CPU-seconds per minute of video "
+          f"({costs['with video']:.1f}s with, {costs['without video']:.1f}s without, over {seconds:.0f}s); "
+          f"{size * 60 / seconds / 1024:.0f} KiB per minute of a still picture")
+
+
 def run_provider(deskctl: Any, provider: str, geometry: str, width: int, height: int, actions: int,
-                 wallpaper: Path, work: Path) -> None:
+                 wallpaper: Path, work: Path, video: dict[str, int] | None = None) -> None:
+    from deskctl.recording_video import VideoOptions
+
     record = work / f"recorded-{provider}"
     by_hand = work / f"by-hand-{provider}"
     by_hand.mkdir()
+    options = VideoOptions(fps=video["fps"]) if video else None
     with deskctl.open_desktop(provider, geometry=geometry) as plain, \
-            deskctl.open_desktop(provider, geometry=geometry, record=record) as recorded:
+            deskctl.open_desktop(provider, geometry=geometry, record=record, video=options) as recorded:
         shown = []
         for desk in (plain, recorded):
             if provider == "xvfb":
@@ -109,7 +164,8 @@ def run_provider(deskctl: Any, provider: str, geometry: str, width: int, height:
         for desk in (plain, recorded):  # warm: connections open, first PNG encoded
             desk.click(1, 1)
         recorder.flush()
-        print(f"\n{provider}:")
+        print(f"\n{provider}" + (f" (the recorded desktop also records a {video['fps']} fps video)" if video else "")
+              + ":")
         print(f"{'action':<11} {'plain':>9} {'recorded':>9} {'b-to-b':>9} {'by hand':>9}   {'overhead':>9}"
               f"   {'rec/plain':>9} {'rec/hand':>9} {'btb/hand':>9}")
         for name, do in kinds.items():
@@ -138,7 +194,8 @@ def run_provider(deskctl: Any, provider: str, geometry: str, width: int, height:
             print(f"{name:<11} {p:7.2f}ms {r:7.2f}ms {b:7.2f}ms {h:7.2f}ms   {r - p:7.2f}ms   {r / p:8.1f}x "
                   f"{r / h:8.2f}x {b / h:8.2f}x")
         recorder.flush()
-        steps = [json.loads(line) for line in (record / "trajectory.jsonl").read_text().splitlines()]
+        steps = [row for row in map(json.loads, (record / "trajectory.jsonl").read_text().splitlines())
+                 if row.get("type") == "step"]
         size = sum((record / s[w]["path"]).stat().st_size for s in steps for w in ("before", "after"))
         print(f"overhead = recorded - plain (target <= 10 ms); b-to-b = a step of a loop that never pauses, the "
               f"worker's flush included.\na recorded step writes two PNGs (~{size // max(1, 2 * len(steps)) // 1024}"

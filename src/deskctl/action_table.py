@@ -175,7 +175,8 @@ _BUTTON = Param("button", "str", "left", doc="left, middle or right", choices=("
 _AT_POINTER = " (without them: where the pointer is)"
 _NO_CLI = frozenset({"mcp", "aio"})
 #: the coordinate space of a pointer action: a transformed screenshot's transform (deskctl.observe.transform)
-_SPACE = Param("space", "json", None, cli="none",
+#: (the CLI's --space takes it as JSON text, as `deskctl screenshot --max-size ... --json` prints it)
+_SPACE = Param("space", "json", None,
                doc='the points are in this screenshot\'s image: its transform {"region": [x, y, w, h], '
                    '"size": [w, h]}, as screenshot with max_size, scale or region gave it (docs/observation.md)')
 _WINDOW = Param("window", "str", doc="the window: its id, or (part of) its title")

@@ -14,12 +14,13 @@ verifier's view (inside the desktop) and the caller's view are parsed by the sam
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-__all__ = ["DEVTOOLS_PORT", "NO_BROWSER", "BrowserEndpoint", "Page", "active_port", "chromium_flags", "endpoint_at",
-           "is_chromium", "no_browser", "pages", "parse_pages"]
+__all__ = ["DEVTOOLS_PORT", "NO_BROWSER", "BrowserEndpoint", "ChannelForwarder", "Page", "active_port",
+           "chromium_flags", "endpoint_at", "is_chromium", "no_browser", "pages", "parse_pages"]
 
 #: where the DevTools endpoint answers inside a desktop of its own (a container): task verifiers expect it there
 DEVTOOLS_PORT = 9222
@@ -128,3 +129,95 @@ def parse_pages(document: Any) -> list[Page]:
 def pages(endpoint: BrowserEndpoint, provider: str) -> list[Page]:
     """The browser's pages as ``[(url, title)]``, read from the endpoint's ``/json/list``."""
     return parse_pages(_get(endpoint.port, "/json/list", provider))
+
+
+class ChannelForwarder:
+    """A listener on the caller's 127.0.0.1 (a port the system picks) whose every connection is carried, both
+    ways, over a stream ``open_channel()`` opens to the desktop's loopback DevTools port (an ssh ``direct-tcpip``
+    channel: anything with ``recv``, ``sendall`` and ``close``). Closed with the desktop (:meth:`close`).
+    ``target``: what the channels reach (the desktop's port), for the owner to tell a stale forwarder."""
+
+    def __init__(self, open_channel: Callable[[], Any], target: Any = None) -> None:
+        import socket
+        import threading
+
+        self._open_channel = open_channel
+        self.target = target
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port: int = self._listener.getsockname()[1]
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._open: set[Any] = set()
+        threading.Thread(target=self._accept, name=f"deskctl-devtools-{self.port}", daemon=True).start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._carry, args=(client,), daemon=True).start()
+
+    def _carry(self, client: Any) -> None:
+        import threading
+
+        try:
+            channel = self._open_channel()
+        except Exception:  # the desktop's port does not answer: the client sees its connection closed
+            client.close()
+            return
+        with self._lock:
+            self._open.update((client, channel))
+        back = threading.Thread(target=self._pump, args=(channel, client), daemon=True)
+        back.start()
+        self._pump(client, channel)
+        back.join()
+        with self._lock:
+            self._open.difference_update((client, channel))
+
+    @staticmethod
+    def _pump(source: Any, target: Any) -> None:
+        """Copy until either end closes, then close both (the other pump ends with them)."""
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                target.sendall(data)
+        except Exception:  # either end went away
+            pass
+        finally:
+            for end in (source, target):
+                try:
+                    end.close()
+                except Exception:  # already closed
+                    pass
+
+    def close(self) -> None:
+        import socket
+
+        self._closed.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (a close alone leaves it listening)
+        except OSError:
+            pass
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        with self._lock:
+            ends, self._open = list(self._open), set()
+        for end in ends:
+            try:
+                end.close()
+            except Exception:  # already closed
+                pass

@@ -46,7 +46,8 @@ from deskctl.trajectory import JSONL_NAME, SCHEMA_VERSION, Trajectory, _sha256, 
 
 if TYPE_CHECKING:
     from deskctl.ledger import Event
-    from deskctl.providers.base import RawFrame, Screenshot
+    from deskctl.providers.base import Provider, RawFrame, Screenshot
+    from deskctl.recording_video import VideoOptions, VideoThread
     from deskctl.session import Desktop
 
 __all__ = [
@@ -111,9 +112,14 @@ class Recorder:
     :func:`recorder_from_events` (a detached session reached again by ``attach``).
     """
 
-    def __init__(self, directory: Path, settle: float = 0.0) -> None:
+    def __init__(self, directory: Path, settle: float = 0.0, video: VideoOptions | None = None,
+                 video_process: dict[str, Any] | None = None) -> None:
         self.directory = directory
         self.settle = settle
+        #: the session's video (:mod:`deskctl.recording_video`), None without one
+        self.video = video
+        self._video_process = video_process  # a detached session's video process: pid and start time
+        self._video_thread: VideoThread | None = None
         #: the last step this recorder handed out (None before its first)
         self.last_step: int | None = None
         self._lock = threading.Lock()  # one step (or annotation) of this process at a time
@@ -127,12 +133,21 @@ class Recorder:
         self._worker: threading.Thread | None = None
 
     @classmethod
-    def create(cls, directory: str | os.PathLike[str], settle: float = 0.0) -> Recorder:
+    def create(cls, directory: str | os.PathLike[str], settle: float = 0.0, *, video: Any = None,
+               provider: Provider | None = None) -> Recorder:
         """Make ``directory`` (and parents) and its lock file; a directory that cannot be made or written is
-        ``usage.bad_record_dir`` (exit 2), raised before any desktop exists."""
+        ``usage.bad_record_dir`` (exit 2), raised before any desktop exists; so is a ``video`` (True or
+        :class:`~deskctl.recording_video.VideoOptions`) that ``provider`` cannot make (``usage.unsupported``)."""
         from deskctl.limits import check_number
 
         settle = check_number("record_settle", settle)
+        options = None
+        if video is not None and video is not False:
+            from deskctl.recording_video import VideoOptions, check_supported
+
+            options = VideoOptions.build(video)
+            if provider is not None:
+                check_supported(type(provider), provider.name)
         if not str(os.fspath(directory)).strip():  # Path("") is the current directory: never meant
             raise UsageError("an empty recording directory", code="usage.bad_record_dir",
                              remedy="name the directory to record into (it is made when missing)")
@@ -146,7 +161,7 @@ class Recorder:
         except OSError as exc:
             raise UsageError(f"cannot record into {path}: {exc.strerror or exc}", code="usage.bad_record_dir",
                              remedy="name a directory you can write (it is made when missing)") from exc
-        return cls(path, settle)
+        return cls(path, settle, options)
 
     @property
     def jsonl(self) -> Path:
@@ -154,10 +169,40 @@ class Recorder:
 
     def ledger_data(self) -> dict[str, Any]:
         """What the session's ``recording`` ledger event stores, for later ``deskctl do`` processes."""
-        return {"dir": str(self.directory), "settle": self.settle}
+        data: dict[str, Any] = {"dir": str(self.directory), "settle": self.settle}
+        if self.video is not None:
+            from deskctl.recording_video import VIDEO_NAME
+
+            data["video"] = {**self.video.to_data(), "path": str(self.directory / VIDEO_NAME),
+                             "process": self._video_process}
+        return data
 
     def started(self, desk: Desktop) -> None:
+        """The desktop is ready: start its video (if any), then name the recording in the ledger."""
+        if self.video is not None:
+            from deskctl.recording_video import VideoThread, start_video_process
+
+            if desk.detached:  # this process goes away: a video process of its own, stopped at teardown
+                self._video_process = start_video_process(desk, self)
+            else:
+                self._video_thread = VideoThread(desk, self, self.video)
         desk.ledger.record_event(desk.id, LEDGER_EVENT, self.ledger_data())
+
+    def stop_video(self) -> None:
+        """End the session's video (the file finished, ffmpeg gone); at the session's teardown. Idempotent."""
+        thread, self._video_thread = self._video_thread, None
+        if thread is not None:
+            thread.stop()
+        process, self._video_process = self._video_process, None
+        if process is not None:
+            from deskctl.recording_video import stop_video_process
+
+            stop_video_process(process)
+
+    def append_row(self, row: Mapping[str, Any]) -> None:
+        """Append a row that is no step (the video's) under the directory's lock, after this process's steps."""
+        with self._locked():
+            self._append({"v": SCHEMA_VERSION, **row})
 
     # -- writing -------------------------------------------------------------------------------------
     def _open_lock(self) -> int:
@@ -479,5 +524,12 @@ def recorder_from_events(events: list[Event]) -> Recorder | None:
     """The recorder of a session whose ledger events name a recording directory (the latest one), else None."""
     for event in reversed(events):
         if event.kind == LEDGER_EVENT and isinstance(event.data.get("dir"), str):
-            return Recorder(Path(event.data["dir"]), float(event.data.get("settle") or 0.0))
+            video = event.data.get("video")
+            options = process = None
+            if isinstance(video, dict):
+                from deskctl.recording_video import VideoOptions
+
+                options, process = VideoOptions.from_data(video), video.get("process")
+            return Recorder(Path(event.data["dir"]), float(event.data.get("settle") or 0.0), options,
+                            process if isinstance(process, dict) else None)
     return None

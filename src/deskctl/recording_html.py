@@ -183,6 +183,10 @@ def _step_section(trajectory: Trajectory, row: dict[str, Any], page_dir: Path, e
         meta.append(f"<span><b>step</b> {float(row['step_ms']):.1f} ms</span>")
     if changed:
         meta.append(f'<span class="badge">{changed}</span>')
+    offset = trajectory.video_offset(row)
+    if offset is not None:  # a media fragment: the browser opens the video at the step
+        meta.append(f'<span><a class="video-at" href="{escape(_video_src(trajectory, page_dir))}#t={offset:.3f}">'
+                    f"video at {offset:.1f} s</a></span>")
     if error:
         meta.append(f'<span class="error">{escape(str(error.get("code")))}: {escape(str(error.get("message")))}</span>')
     notes = row.get("annotations") or {}
@@ -198,6 +202,25 @@ def _step_section(trajectory: Trajectory, row: dict[str, Any], page_dir: Path, e
         f'<div class="pair">{_figure(trajectory, row, "before", page_dir, embed)}'
         f"{_figure(trajectory, row, 'after', page_dir, embed)}</div></section>"
     )
+
+
+def _video_src(trajectory: Trajectory, page_dir: Path) -> str:
+    from deskctl.recording_video import VIDEO_NAME
+
+    return quote(Path(os.path.relpath(trajectory.directory / VIDEO_NAME, page_dir)).as_posix())
+
+
+def _video_player(trajectory: Trajectory, page_dir: Path) -> str:
+    """The session's video (linked, also with ``--embed``: a video is too big to inline), when there is one."""
+    if not any(v.get("type") == "video" for v in trajectory.videos):
+        return ""
+    ended = [v for v in trajectory.videos if v.get("type") == "video_end"]
+    note = ""
+    if ended:
+        note = f" &middot; {escape(str(ended[-1].get('seconds')))} s, {escape(str(ended[-1].get('reason')))}"
+    return (f'<section class="video" id="video"><h2>Video{note}</h2>'
+            f'<video controls preload="metadata" src="{escape(_video_src(trajectory, page_dir))}" '
+            'style="max-width:100%"></video><p>each step links to its moment in the video</p></section>')
 
 
 def _value(value: Any) -> str:
@@ -235,5 +258,6 @@ def render_html(trajectory: Trajectory, page_path: Path, *, embed: bool = False)
         f"<header><h1>{escape(title)}</h1><p>{escape(' · '.join(f for f in facts if f))}</p>"
         f"<p>{escape(str(trajectory.directory))}</p>{damaged}</header>"
         f'<div class="layout"><nav><ol id="step-list">{"".join(items)}</ol></nav>'
-        f"<main>{sections or '<p>no steps recorded</p>'}</main></div></body></html>\n"
+        f"<main>{_video_player(trajectory, page_dir)}{sections or '<p>no steps recorded</p>'}</main></div>"
+        "</body></html>\n"
     )

@@ -85,6 +85,7 @@ class Desktop(SessionState):
         progress: Callable[[str], None] | None = None,
         record: str | os.PathLike[str] | None = None,
         record_settle: float = 0.0,
+        video: Any = False,
     ) -> None:
         self._spec: DesktopSpec | None = spec
         #: an attached session's spec as the ledger stores it, validated into ``spec`` only when that is read:
@@ -101,7 +102,10 @@ class Desktop(SessionState):
         if record is not None:  # checked before anything is created or paid for
             from deskctl.recording import Recorder
 
-            self._recorder = Recorder.create(record, record_settle)
+            self._recorder = Recorder.create(record, record_settle, video=video, provider=self.provider)
+        elif video:
+            raise UsageError("a video is part of a recording: name its directory too", code="usage.invalid",
+                             remedy="open_desktop(record=DIR, video=True) / deskctl up --record DIR --video")
 
     @property
     def size(self) -> tuple[int, int]:
@@ -538,6 +542,7 @@ def open_desktop(
     spec: DesktopSpec | None = None,
     record: str | os.PathLike[str] | None = None,
     record_settle: float = 0.0,
+    video: Any = False,
     from_snapshot: Snapshot | str | None = None,
     ready_when: Any = None,
 ) -> Desktop:
@@ -550,7 +555,8 @@ def open_desktop(
     failed (preflight: exit 3, budget: 4, infrastructure: 20); nothing is left behind when it raises.
 
     ``record=DIR`` writes a trajectory there (docs/recording.md): a JSONL row per action with the screen before
-    and after it; ``record_settle`` is how long the after shot may wait for the screen to change.
+    and after it; ``record_settle`` is how long the after shot may wait for the screen to change; ``video=True``
+    (or :class:`~deskctl.recording_video.VideoOptions`) adds the session's video (docs/observation.md).
 
     ``from_snapshot``: start from a snapshot (:meth:`Desktop.snapshot`; a name or id of the ledger) instead of
     the provider's fresh desktop (docs/episodes.md).
@@ -576,13 +582,17 @@ def open_desktop(
     if from_snapshot is not None:
         from deskctl.episodes import open_from_snapshot
 
+        if video:
+            raise UsageError("a video of a session started from a snapshot is not supported",
+                             code="usage.unsupported")
+
         desk = open_from_snapshot(spec, from_snapshot, ledger=ledger, desktop_class=Desktop,
                                   ready_timeout=ready_timeout,
                                   detached=detached, run_preflight=preflight, record=record,
                                   record_settle=record_settle)
     else:
         desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached,
-                       run_preflight=preflight, record=record, record_settle=record_settle)
+                       run_preflight=preflight, record=record, record_settle=record_settle, video=video)
         desk.open()
     if ready_when is not None:
         from deskctl.observe.readiness import ready_or_destroyed

@@ -276,11 +276,14 @@ def flush_actions(desk: Desktop, *, force: bool) -> None:
         desk._counts.update(counts)
 
 
-def finish_recording(desk: Desktop) -> DeskctlError | None:
-    """Wait for the recorder's background writes (its steps are captured already); their error, if any."""
+def finish_recording(desk: Desktop, *, ending: bool = False) -> DeskctlError | None:
+    """Wait for the recorder's background writes (its steps are captured already); their error, if any.
+    ``ending``: the desktop is about to go, its video ends first."""
     if desk._recorder is None:
         return None
     try:
+        if ending:
+            desk._recorder.stop_video()
         desk._recorder.close()
     except DeskctlError as exc:
         return exc
@@ -328,7 +331,7 @@ def teardown(desk: Desktop, *, status: str, reason: str) -> None:
         if desk.state.settled:
             return
         # the recording's last steps are written before the end is: a write that failed ends the session failed
-        recording_error = finish_recording(desk)
+        recording_error = finish_recording(desk, ending=True)
         if recording_error is not None and wanted is SessionStatus.FAILED:
             recording_error = None  # the failure being reported comes first
         elif recording_error is not None:

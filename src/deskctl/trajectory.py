@@ -38,6 +38,17 @@ class Trajectory:
     steps: list[dict[str, Any]] = field(default_factory=list)
     damaged: list[int] = field(default_factory=list)
     orphan_annotations: list[dict[str, Any]] = field(default_factory=list)
+    #: the session video's rows (``video`` when it started, ``video_end`` when it ended), in file order
+    videos: list[dict[str, Any]] = field(default_factory=list)
+
+    def video_offset(self, row: Mapping[str, Any]) -> float | None:
+        """Seconds into the video (``video.mp4``) where step ``row`` was sent, or None (no video then)."""
+        started = [v for v in self.videos if v.get("type") == "video" and v.get("session") == row.get("session")
+                   and isinstance(v.get("monotonic"), int | float)]
+        when = row.get("monotonic")
+        if not started or not isinstance(when, int | float) or when < started[-1]["monotonic"]:
+            return None
+        return round(float(when) - float(started[-1]["monotonic"]), 3)
 
     def image_status(self, image: Mapping[str, Any] | None) -> str:
         """``ok``, ``missing`` or ``mismatch`` (the file's sha256 is not the row's); ``none`` when no shot."""
@@ -143,6 +154,8 @@ def read_trajectory(directory: str | os.PathLike[str]) -> Trajectory:
             by_step[row["step"]] = row
         elif row.get("type") == "annotation":
             annotations.append(row)
+        elif row.get("type") in ("video", "video_end"):
+            trajectory.videos.append(row)
         else:
             trajectory.damaged.append(number)
     for note in annotations:

@@ -184,11 +184,14 @@ def test_the_table_is_made_from_the_click_commands() -> None:
 @pytest.mark.parametrize(
     ("tail", "parsed"),
     [
-        (["click", "5", "6"], {"x": 5, "y": 6, "button": "left"}),
-        (["click", "-5", "+6", "--button=-x"], {"x": -5, "y": 6, "button": "-x"}),
-        (["click", "5", "6", "--button", "-5", "--button", "right"], {"x": 5, "y": 6, "button": "right"}),
+        (["click", "5", "6"], {"x": 5, "y": 6, "button": "left", "space": None}),
+        (["click", "-5", "+6", "--button=-x"], {"x": -5, "y": 6, "button": "-x", "space": None}),
+        (["click", "5", "6", "--button", "-5", "--button", "right"],
+         {"x": 5, "y": 6, "button": "right", "space": None}),
         (["drag", "1", "2", "-3", "4", "--button", "right"],
-         {"x1": 1, "y1": 2, "x2": -3, "y2": 4, "button": "right"}),
+         {"x1": 1, "y1": 2, "x2": -3, "y2": 4, "button": "right", "space": None}),
+        (["move", "1", "2", "--space", '{"region": [0, 0, 4, 4], "size": [2, 2]}'],
+         {"x": 1, "y": 2, "space": '{"region": [0, 0, 4, 4], "size": [2, 2]}'}),
         (["type", "-"], {"text": "-"}),
         (["key", "ctrl+-"], {"chord": "ctrl+-"}),
     ],

@@ -56,3 +56,47 @@ def test_bad_transform_flags_are_usage_errors(session: str, tmp_path: Path, flag
     assert done.returncode == 2, done.stderr
     assert json.loads(done.stdout)["error"]["code"] == code
     assert not (tmp_path / "x.png").exists()
+
+
+def test_do_pointer_commands_take_the_screenshots_space(session: str, tmp_path: Path) -> None:
+    """A point of a resized or zoomed screenshot, given to `deskctl do ... --space TRANSFORM` (a real CLI process,
+    the fast path), lands on the desktop pixel that the image point shows."""
+    from _cli import deskctl_process
+    from deskctl.observe.transform import ImageTransform
+
+    zoom = cli("screenshot", session, "-o", str(tmp_path / "zoom.png"), "--region", "100,50,40,30", "--scale",
+               "4", "--json")
+    assert zoom.returncode == 0, zoom.stderr
+    small = cli("screenshot", session, "-o", str(tmp_path / "small.png"), "--max-size", "300x300", "--json")
+    assert small.returncode == 0, small.stderr
+    for document in (json.loads(zoom.stdout), json.loads(small.stdout)):
+        space = json.dumps(document["transform"])
+        mapped = ImageTransform.from_dict(document["transform"])
+        width, height = document["width"], document["height"]
+        for verb, x, y in (("move", 0, 0), ("click", width - 1, height - 1), ("right-click", width // 3, 7),
+                           ("mouse-down", 5, height // 2), ("mouse-up", 6, height // 2)):
+            done = deskctl_process("do", session, verb, str(x), str(y), "--space", space)
+            assert done.returncode == 0, (verb, done.stderr)
+            where = deskctl_process("do", session, "cursor-position", "--json")
+            assert (json.loads(where.stdout)["x"], json.loads(where.stdout)["y"]) == mapped.to_desktop(x, y), verb
+    # drag: both ends in the image's space (the pointer ends at the second)
+    done = deskctl_process("do", session, "drag", "1", "2", "30", "20", "--space", json.dumps(
+        json.loads(zoom.stdout)["transform"]))
+    assert done.returncode == 0, done.stderr
+    where = json.loads(deskctl_process("do", session, "cursor-position", "--json").stdout)
+    assert (where["x"], where["y"]) == (100 + 30 // 4, 50 + 20 // 4)
+
+
+@pytest.mark.parametrize(("space", "code"), [("not json", "usage.bad_space"), ('{"region": [0, 0]}', "usage.bad_space"),
+                                             ('{"region": [0, 0, 40, 30], "size": [160, 120]}',
+                                              "geometry.out_of_bounds")])
+def test_a_bad_space_is_a_usage_error_and_nothing_moves(session: str, space: str, code: str) -> None:
+    from _cli import deskctl_process
+
+    assert deskctl_process("do", session, "move", "3", "4").returncode == 0
+    done = deskctl_process("do", session, "click", "200", "5", "--space", space, "--json")
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == code
+    assert "Traceback" not in done.stderr
+    where = json.loads(deskctl_process("do", session, "cursor-position", "--json").stdout)
+    assert (where["x"], where["y"]) == (3, 4)

@@ -107,6 +107,13 @@ def desktop_options(func: F) -> F:
                      help="Record a trajectory of every action into this directory (docs/recording.md)."),
         click.option("--record-settle", type=Number("record_settle"), default=0.0, show_default=True,
                      help="Seconds the after shot of a recorded action may wait for the screen to change."),
+        click.option("--video", is_flag=True,
+                     help="With --record: also record the session's screen as DIR/video.mp4 (needs ffmpeg)."),
+        click.option("--video-fps", type=int, default=None, help="Video frames a second, 1-30 [default: 10]."),
+        click.option("--video-max-seconds", type=float, default=None,
+                     help="The video ends after this many seconds (the session goes on) [default: 3600]."),
+        click.option("--video-max-mb", type=float, default=None,
+                     help="The video ends at this file size in MiB [default: 1024]."),
     ]
     for decorate in reversed(decorators):
         func = decorate(func)

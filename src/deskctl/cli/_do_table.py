@@ -30,6 +30,7 @@ VERBS: dict[str, Any] = {
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "double-click": {
@@ -41,6 +42,7 @@ VERBS: dict[str, Any] = {
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "drag": {
@@ -54,6 +56,7 @@ VERBS: dict[str, Any] = {
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "key": {
@@ -91,6 +94,7 @@ VERBS: dict[str, Any] = {
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "mouse-down": {
@@ -102,6 +106,7 @@ VERBS: dict[str, Any] = {
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "mouse-up": {
@@ -113,6 +118,7 @@ VERBS: dict[str, Any] = {
         "options": {
             "--button": {"name": "button", "type": "str", "default": "left"},
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "move": {
@@ -123,6 +129,7 @@ VERBS: dict[str, Any] = {
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "open-url": {
@@ -143,6 +150,7 @@ VERBS: dict[str, Any] = {
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "triple-click": {
@@ -153,6 +161,7 @@ VERBS: dict[str, Any] = {
         ],
         "options": {
             "--json": {"name": "as_json", "type": "flag", "default": False},
+            "--space": {"name": "space", "type": "str", "default": None},
         },
     },
     "type": {

@@ -88,7 +88,7 @@ def do(ctx: click.Context, session_id: str) -> None:
 
 # -- parameters ----------------------------------------------------------------------------------------------
 def _click_type(param: Param, *, positional: bool) -> click.ParamType[Any, Any]:
-    if param.kind == "str":
+    if param.kind in ("str", "json"):  # JSON as text: the Desktop method parses it (a bad one is its usage error)
         return click.STRING
     if param.kind in ("int", "float"):
         if param.bound is not None and not positional:

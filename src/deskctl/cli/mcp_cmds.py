@@ -39,7 +39,8 @@ def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None
         window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
         budget: str | None, unknown_cost: str | None, labels: tuple[str, ...], options: tuple[str, ...],
         host: str | None, accept_new_host_key: bool, ready_timeout: float, record: str | None,
-        record_settle: float, transport: str, bind: str, port: int,
+        record_settle: float, video: bool, video_fps: int | None, video_max_seconds: float | None,
+        video_max_mb: float | None, transport: str, bind: str, port: int,
         http_path: str, allow_exec: bool, as_json: bool) -> None:
     """Serve one desktop to an MCP client: screenshot, clicks, move, drag, scroll, type, keys, cursor position,
     wait (and exec with --allow-exec).
@@ -85,7 +86,10 @@ def mcp(provider: str, platform: str, geometry: str, window_geometry: str | None
     started = time.monotonic()
     note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
     try:
+        from deskctl.recording_video import VideoOptions
+
         with Desktop(spec, ready_timeout=ready_timeout, record=record, record_settle=record_settle,
+                     video=VideoOptions.from_flags(video, video_fps, video_max_seconds, video_max_mb),
                      progress=lambda step: note(f"  {time.monotonic() - started:6.2f}s  {step}")) as desk:
             width, height = desk.size
             where = listener.url if listener is not None else "stdio"

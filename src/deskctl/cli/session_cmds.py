@@ -39,7 +39,8 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
        window_manager: bool, ttl: str | None, max_minutes: float | None, max_usd: float | None,
        budget: str | None, unknown_cost: str | None, labels: tuple[str, ...], options: tuple[str, ...],
        host: str | None, accept_new_host_key: bool,
-       ready_timeout: float, record: str | None, record_settle: float, wait_title: str | None,
+       ready_timeout: float, record: str | None, record_settle: float, video: bool, video_fps: int | None,
+       video_max_seconds: float | None, video_max_mb: float | None, wait_title: str | None,
        wait_url: str | None, wait_command: str | None, as_json: bool) -> None:
     """Bring a detached desktop up: preflight, create, wait, verify geometry; print its id.
 
@@ -48,6 +49,7 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     readiness.timeout (exit 20) and the desktop is destroyed (docs/observation.md).
     """
     from deskctl.cli._spec import check_environment, spec_from_flags
+    from deskctl.recording_video import VideoOptions
     from deskctl.session import Desktop
 
     waits = [w for w in ({"title": wait_title}, {"url": wait_url}, {"command": wait_command})
@@ -73,7 +75,8 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
         note(f"  {time.monotonic() - started:6.2f}s  {step}")
 
     desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress,
-                   record=record, record_settle=record_settle)
+                   record=record, record_settle=record_settle,
+                   video=VideoOptions.from_flags(video, video_fps, video_max_seconds, video_max_mb))
     desk.open()
     if ready_when is not None:
         from deskctl.observe.readiness import ready_or_destroyed

@@ -112,6 +112,7 @@ from deskctl.providers.ssh.desktop import (
     _printf_escaped,
     _xauthority_bytes,
 )
+from deskctl.providers.ssh.devtools import SshBrowser
 from deskctl.providers.ssh.files import SshFiles
 from deskctl.providers.ssh.scripts import (
     _DESTROY_BY_ID_SCRIPT,
@@ -143,7 +144,7 @@ if TYPE_CHECKING:
 __all__ = ["SSHProvider", "SshTarget", "host_key_fingerprint"]
 
 
-class SSHProvider(SshFiles):
+class SSHProvider(SshBrowser, SshFiles):
     """Desktops on a Linux host over SSH. ``handle.data``: ``host``, ``port``, ``user``, ``key_file``,
     ``known_hosts``, ``agent``, ``xvfb_path``, ``remote_dir``, ``dir`` (the session directory on the host),
     ``display`` (int), ``xvfb_pid``, ``watcher_pid``, ``detached``, ``geometry``. No secret: the cookie stays in
@@ -180,6 +181,7 @@ class SSHProvider(SshFiles):
         windows=True,
         window_management=True,
         accessibility=True,
+        browser=True,
     )
     # none required (a key file, the agent or a default identity may do); secret: the names with KEY or PASS
     credentials = CredentialSet(
@@ -418,6 +420,7 @@ class SSHProvider(SshFiles):
                 display.next_event()
 
     def destroy(self, handle: RemoteHandle) -> None:
+        self.close_browser(handle.session_id)
         self._drop_driver(handle.session_id)
         with self._lock:
             desk = self._desktops.pop(handle.session_id, None)
