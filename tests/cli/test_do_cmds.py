@@ -46,7 +46,7 @@ def test_double_click_takes_a_button_as_desktop_double_click_does(sid: str) -> N
     with _probe(sid) as probe:
         done = deskctl("do", sid, "double-click", "12", "34", "--button", "right", "--json", check=True)
         assert json.loads(done.stdout) == {"id": sid, "action": "double-click", "ok": True, "x": 12, "y": 34,
-                                           "button": "right"}
+                                           "button": "right", "space": None}
         probe.wait_for(lambda p: len(p.releases(3)) >= 2, "a double right click")
         assert [e.pos for e in probe.presses(3)] == [(12, 34), (12, 34)] and probe.presses(1) == []
 

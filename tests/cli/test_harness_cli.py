@@ -306,7 +306,8 @@ def test_do_click_and_scroll_at_the_pointer(sid: str) -> None:
     with Probe.open(X11Address(display=str(data["display"])), read_cookie(data["cookie_file"])) as probe:
         deskctl("do", sid, "move", "123", "145", check=True)
         clicked = json.loads(deskctl("do", sid, "click", "--json", check=True).stdout)
-        assert clicked == {"id": sid, "action": "click", "ok": True, "x": None, "y": None, "button": "left"}
+        assert clicked == {"id": sid, "action": "click", "ok": True, "x": None, "y": None, "button": "left",
+                           "space": None}
         deskctl("do", sid, "scroll", "2", check=True)  # one number: DY, at the pointer
         deskctl("do", sid, "right-click", check=True)
         deskctl("do", sid, "scroll", "300", "200", "-1", check=True)  # the old form still works
