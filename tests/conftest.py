@@ -61,6 +61,9 @@ def session_deskctl_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
         home = tmp_path_factory.mktemp("deskctl-home-session")
         patch.setenv("DESKCTL_HOME", str(home))
         patch.delenv("DESKCTL_LEDGER_URL", raising=False)
+        # a loaded machine (2 cores, two workers, other work beside) answers a check in more than 10 s at times:
+        # the preflight before every `up` waits up to this (tests of the timeout itself pass their own)
+        patch.setenv("DESKCTL_PREFLIGHT_TIMEOUT", os.environ.get("DESKCTL_PREFLIGHT_TIMEOUT") or "45")
         yield home
 
 

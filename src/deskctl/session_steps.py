@@ -106,10 +106,10 @@ def _prepare(desk: Desktop) -> None:
     raise_open_file_limit()  # a process with a hundred desktops needs more than the usual soft limit
     provider = desk.provider
     if desk.run_preflight:
-        from deskctl.checks.runner import raise_for_failures, run_checks
+        from deskctl.checks.runner import default_timeout, raise_for_failures, run_checks
 
         desk._step("preflight")
-        raise_for_failures(run_checks(desk.spec, provider), provider.name)
+        raise_for_failures(run_checks(desk.spec, provider, default_timeout()), provider.name)
 
     from deskctl import budget, metering
 

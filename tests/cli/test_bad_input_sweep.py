@@ -129,8 +129,8 @@ def _env_cases() -> list[tuple[str, dict[str, str], list[str]]]:
             for kind, value in {"nan": "nan", "inf": "inf", "huge": "1e308", "negative": "-1", "zero": "0"}.items()] \
         + [(kind, {"DESKCTL_TTL": value}, ["up", "--json"]) for kind, value in
            {"huge": "99999999999999h", "nan": "nan", "zero": "0"}.items()] \
-        + [(kind, {"DESKCTL_PREFLIGHT_TIMEOUT": value}, ["preflight", "--json"]) for kind, value in
-           {"nan": "nan", "inf": "inf", "zero": "0"}.items()]
+        + [(kind, {"DESKCTL_PREFLIGHT_TIMEOUT": value}, [command, "--json"]) for kind, value in
+           {"nan": "nan", "inf": "inf", "zero": "0", "text": "soon"}.items() for command in ("preflight", "up")]
 
 
 #: [defaults] of a deskctl.toml: key, TOML value, the command that reads it
@@ -281,7 +281,7 @@ def _mcp_outcomes() -> list[Outcome]:
 
 # -- the sweep -----------------------------------------------------------------------------------------------------
 def test_hundreds_of_bad_inputs_on_every_surface_are_usage_errors_with_no_internal_no_traceback_no_leak(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     up = subprocess.run([sys.executable, "-m", "deskctl", "up", "--geometry", "320x240", "--ttl", "30m", "--json"],
                         capture_output=True, text=True, timeout=120, check=True)
     session_id = json.loads(up.stdout)["id"]
@@ -289,6 +289,7 @@ def test_hundreds_of_bad_inputs_on_every_surface_are_usage_errors_with_no_intern
     try:
         outcomes += [_cli_outcome(kind, args) for kind, args in _cli_cases(session_id)]
         outcomes += [_cli_outcome(kind, args, env=env, surface="env") for kind, env, args in _env_cases()]
+        monkeypatch.delenv("DESKCTL_PREFLIGHT_TIMEOUT")  # the environment beats deskctl.toml's `timeout`
         for index, (kind, key, value, args) in enumerate(CONFIG_CASES):
             project = tmp_path / f"config-{index}"
             project.mkdir()

@@ -13,8 +13,10 @@ import pytest
 
 from deskctl.checks import CheckResult
 from deskctl.checks.runner import (
+    DEFAULT_TIMEOUT,
     Check,
     PreflightRequest,
+    default_timeout,
     error_for,
     preflight,
     raise_for_failures,
@@ -358,3 +360,23 @@ def test_a_spec_keeps_its_ttl_and_window_for_the_checks(prices: Path) -> None:
     codes = {r.code for r in report.results}
     assert {"geometry.window_fill", "budget.exceeded"} <= codes
     assert report.exit_code == 3
+
+
+def test_the_preflight_before_up_takes_its_timeout_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DESKCTL_PREFLIGHT_TIMEOUT", raising=False)
+    assert default_timeout() == DEFAULT_TIMEOUT == 10.0
+    monkeypatch.setenv("DESKCTL_PREFLIGHT_TIMEOUT", " 45 ")
+    assert default_timeout() == 45.0
+    for bad in ("0", "-1", "nan", "soon", "1e9"):
+        monkeypatch.setenv("DESKCTL_PREFLIGHT_TIMEOUT", bad)
+        with pytest.raises(UsageError) as refused:
+            default_timeout()
+        assert refused.value.code == "usage.bad_limit" and "DESKCTL_PREFLIGHT_TIMEOUT" in str(refused.value)
+    # the session's preflight waits as long as that says: a check slower than 0.2 s is a timeout
+    monkeypatch.setenv("DESKCTL_PREFLIGHT_TIMEOUT", "0.2")
+    release = threading.Event()
+    try:
+        results = run_checks(_spec(), StubProvider(blocking_behaviour(release)), default_timeout())
+    finally:
+        release.set()
+    assert any(r.code == "stub.preflight.timeout" and "0.2s" in r.message for r in results)

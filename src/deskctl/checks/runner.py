@@ -274,8 +274,26 @@ def _merge(pairs: list[tuple[Check, list[CheckResult]]]) -> list[CheckResult]:
     return _sorted(flat)
 
 
+#: seconds each check may take when nobody says otherwise
+DEFAULT_TIMEOUT = 10.0
+
+
+def default_timeout() -> float:
+    """Seconds each preflight check may take: ``$DESKCTL_PREFLIGHT_TIMEOUT`` (the default of ``deskctl preflight
+    --timeout``, and of the preflight that ``up`` and ``open_desktop`` run first: a slow network or a loaded
+    machine needs more than 10 s alike), else 10. A bad value is ``usage.bad_limit``, naming the variable."""
+    import os
+
+    raw = os.environ.get("DESKCTL_PREFLIGHT_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    from deskctl.limits import check_number
+
+    return float(check_number("preflight_timeout", raw, what="DESKCTL_PREFLIGHT_TIMEOUT"))
+
+
 def run_checks(
-    spec: DesktopSpec, provider: Provider, timeout: float = 10.0, *, agent: str | None = None,
+    spec: DesktopSpec, provider: Provider, timeout: float = DEFAULT_TIMEOUT, *, agent: str | None = None,
     task_os: str | None = None,
 ) -> list[CheckResult]:
     """Every check for one provider: request compat (agent x task OS), platform x provider, geometry,
