@@ -130,6 +130,7 @@ def open_desktop(
     spec: DesktopSpec | None = None,
     record: str | os.PathLike[str] | None = None,
     record_settle: float = 0.0,
+    video: Any = False,
     from_snapshot: Snapshot | str | None = None,
     ready_when: Any = None,
 ) -> _Opening:
@@ -178,6 +179,12 @@ def open_desktop(
     if from_snapshot is not None:
         from deskctl.episodes import open_from_snapshot
 
+        if video:
+            from deskctl.errors import UsageError
+
+            raise UsageError("a video of a session started from a snapshot is not supported",
+                             code="usage.unsupported")
+
         def from_snap() -> Desktop:
             return ready(open_from_snapshot(spec, from_snapshot, ledger=ledger, desktop_class=Desktop,
                                             ready_timeout=ready_timeout,
@@ -186,7 +193,7 @@ def open_desktop(
 
         return _Opening(lambda: _start(from_snap, undo, stop.set, spec.provider))
     desk = Desktop(spec, ledger=ledger, ready_timeout=ready_timeout, detached=detached, run_preflight=preflight,
-                   progress=progress, record=record, record_settle=record_settle)
+                   progress=progress, record=record, record_settle=record_settle, video=video)
 
     def make() -> Desktop:
         desk.open()

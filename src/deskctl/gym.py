@@ -24,7 +24,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from deskctl.action_table import ActionSpec, by_name
+from deskctl.action_table import REQUIRED, ActionSpec, Param, by_name
 from deskctl.errors import DeskctlError
 
 if TYPE_CHECKING:
@@ -73,6 +73,12 @@ def observation_of(desk: Desktop) -> NDArray[np.uint8]:
         pixels = np.frombuffer(frame.data, np.uint8).reshape(frame.height, stride)[:, :frame.width * 4]
         return np.ascontiguousarray(pixels.reshape(frame.height, frame.width, 4)[:, :, 2::-1])
     return np.asarray(frame.image(), dtype=np.uint8)
+
+
+def _in_space(param: Param) -> bool:
+    """Whether the action space has ``param``: not one the CLI never takes, nor an optional structured one (a
+    pointer command's coordinate ``space``: the agent acts in the screen's own pixels)."""
+    return param.cli != "none" and not (param.kind == "json" and param.default is not REQUIRED)
 
 
 def _param_space(spec: ActionSpec, name: str, kind: str, choices: tuple[str, ...], size: tuple[int, int]) -> Any:
@@ -127,7 +133,7 @@ class DesktopEnv(gymnasium.Env[Any, dict[str, Any]]):
         params: dict[str, Any] = {"action": spaces.Discrete(len(self.action_specs))}
         for spec in self.action_specs:
             for p in spec.params:
-                if p.cli == "none" or p.name in params:
+                if not _in_space(p) or p.name in params:
                     continue
                 params[p.name] = _param_space(spec, p.name, p.kind, p.choices, self.size)
         self.action_space = spaces.Dict(params)
@@ -233,9 +239,9 @@ class DesktopEnv(gymnasium.Env[Any, dict[str, Any]]):
 
     def _apply(self, spec: ActionSpec, action: Mapping[str, Any]) -> None:
         assert self.desk is not None
-        args: list[Any] = []
+        args: dict[str, Any] = {}
         for p in spec.params:
-            if p.cli == "none":
+            if not _in_space(p):
                 continue
             value = action[p.name]
             if p.choices:
@@ -244,8 +250,8 @@ class DesktopEnv(gymnasium.Env[Any, dict[str, Any]]):
                 value = int(value)
             elif p.kind == "str":
                 value = str(value)
-            args.append(value)
-        getattr(self.desk, spec.method)(*args)
+            args[p.name] = value
+        getattr(self.desk, spec.method)(**args)
 
     def _evaluate(self) -> tuple[float, bool]:
         assert self.desk is not None
