@@ -95,8 +95,11 @@ class Taken:
 
 
 def backend_for(provider: Provider) -> SnapshotBackend:
-    """The snapshot backend of ``provider``; ``usage.unsupported`` when its capabilities say it has none."""
-    path = BACKENDS.get(provider.name)
+    """The snapshot backend of ``provider`` (or of the provider class it derives from: a third party's subclass of
+    a provider inherits its snapshots with its capabilities); ``usage.unsupported`` when its capabilities say it
+    has none."""
+    path = next((BACKENDS[name] for name in (getattr(cls, "name", None) for cls in type(provider).__mro__)
+                 if isinstance(name, str) and name in BACKENDS), None)
     if not getattr(provider.capabilities, "snapshots", False) or path is None:
         raise UsageError(f"provider {provider.name!r} cannot snapshot or restore a desktop", code="usage.unsupported",
                          provider=provider.name,
