@@ -16,6 +16,7 @@ import pytest
 from deskctl.providers._handle_data import HandleData
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.cua_cloud.handle_data import CuaHandleData
+from deskctl.providers.daytona.handle_data import DaytonaHandleData
 from deskctl.providers.kubernetes.handle_data import KubernetesHandleData
 from deskctl.providers.memory.handle_data import MemoryHandleData
 from deskctl.providers.ssh.handle_data import SshHandleData
@@ -53,6 +54,11 @@ OLD_ROWS: dict[str, tuple[type[HandleData], dict[str, Any], dict[str, Any]]] = {
         "base_url": "http://127.0.0.1:9", "namespace": "osgym-linux", "warmpool": "pool-a", "svc_suffix": "",
         "sandbox": "sb-1", "platform": "linux", "claim_ttl": 600.0, "expires_at": 1900000000.5,
     }, {"namespace": "osgym-linux", "sandbox": "sb-1", "claim_ttl": 600.0, "expires_at": 1900000000.5}),
+    "daytona": (DaytonaHandleData, {
+        "api_url": "http://127.0.0.1:9/api", "toolbox_url": "http://127.0.0.1:9/toolbox", "name": "s1",
+        "platform": "ubuntu", "target": "us", "snapshot": None, "sandbox_class": "small", "cpu": 2, "memory": 4,
+        "ttl_minutes": 30, "auto_destroy_at": "2026-12-01T22:00:00Z",
+    }, {"toolbox_url": "http://127.0.0.1:9/toolbox", "cpu": 2, "gpu": None, "ttl_minutes": 30, "snapshot": None}),
 }
 
 
@@ -99,6 +105,7 @@ def test_values_stored_as_text_read_as_their_types() -> None:
     assert (xvfb.display_number, xvfb.devtools_port) == (None, 9222)  # a number not stored as one is not trusted
     cua = CuaHandleData.from_data({"expires_at": "soon", "claim_ttl": "60"})
     assert (cua.expires_at, cua.claim_ttl) == (None, 60.0)
+    assert DaytonaHandleData.from_data({"cpu": "2", "memory": True}).cpu is None
 
 
 #: provider -> (its class, a row, code reading the handle ``h`` through the provider ``p``, what it prints)
@@ -118,6 +125,9 @@ PROBES = {
                      "('powershell', 'powershell', 'http://127.0.0.1:9/api')"),
     "cua_cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", OLD_ROWS["cua_cloud"][1], "p._claim_url(h)",
                   "/api/k8s/apis/osgym.cua.ai/v1alpha1/namespaces/osgym-linux/osgymsandboxclaims/r"),
+    "daytona": ("deskctl.providers.daytona:DaytonaProvider", OLD_ROWS["daytona"][1],
+                "__import__('deskctl.providers.daytona.handle_data', fromlist=['_']).DaytonaHandleData.of(h).api_url",
+                "http://127.0.0.1:9/api"),
 }
 
 
