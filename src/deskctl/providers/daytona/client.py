@@ -283,7 +283,7 @@ class DaytonaApi(HttpProvider):
         sandbox, now ``snapshotting``. Never retried: a lost answer is settled by :meth:`_get_snapshot`."""
         response = self._api("POST", f"/sandbox/{handle.resource_id}/snapshot", "snapshot the sandbox",
                              idempotent=False, json={"name": name, "includeMemory": include_memory},
-                             api_url=handle.data.get("api_url"), deadline=deadline)
+                             api_url=DaytonaHandleData.of(handle).api_url or None, deadline=deadline)
         answer = self._json(response)
         return answer if isinstance(answer, dict) else {}
 
