@@ -34,6 +34,7 @@ from deskctl.providers.base import (
     RemoteHandle,
 )
 from deskctl.providers.cua_cloud._option_table import TABLE
+from deskctl.providers.cua_cloud.handle_data import CuaHandleData
 
 if TYPE_CHECKING:
     import httpx
@@ -203,25 +204,23 @@ class CuaCloudApi(HttpProvider):
         spec = claim.get("spec") if isinstance(claim.get("spec"), dict) else {}
         assert isinstance(spec, dict)
         name = str(metadata.get("name") or session_id)
-        data: dict[str, Any] = {"base_url": self.base_url, "namespace": namespace, "warmpool": spec.get("warmpool"),
-                                "svc_suffix": self.opts.svc_suffix or ""}
-        sandbox = _bound_sandbox(claim)
-        if sandbox:
-            data["sandbox"] = sandbox
-        platform = next((p.value for p in Platform if namespace.endswith(f"-{p.value}")), None)
-        if platform:
-            data["platform"] = platform
+        warmpool = spec.get("warmpool")
+        data = CuaHandleData(
+            base_url=self.base_url, namespace=namespace, warmpool=None if warmpool is None else str(warmpool),
+            svc_suffix=self.opts.svc_suffix or "", sandbox=_bound_sandbox(claim) or "",
+            platform=next((p.value for p in Platform if namespace.endswith(f"-{p.value}")), ""),
+        ).to_data()
         return RemoteHandle(provider=self.name, session_id=str(annotations.get(LABEL_SESSION) or session_id),
                             resource_id=name, labels={str(k): str(v) for k, v in annotations.items()}, data=data)
 
     def _claim_url(self, handle: RemoteHandle) -> str:
-        namespace = str(handle.data.get("namespace") or self.namespace(Platform.UBUNTU))
+        namespace = CuaHandleData.of(handle).namespace or self.namespace(Platform.UBUNTU)
         return f"{self._claims_path(namespace)}/{handle.resource_id}"
 
     def _get_claim(self, handle: RemoteHandle, *, deadline: float | None = None) -> dict[str, Any] | None:
         """The claim, or None when it is gone (404)."""
         response = self._api("GET", self._claim_url(handle), "read the claim", idempotent=True, ok=frozenset({404}),
-                             base_url=handle.data.get("base_url"), deadline=deadline)
+                             base_url=CuaHandleData.of(handle).base_url or None, deadline=deadline)
         if response.status_code == 404:
             return None
         claim = self._json(response)
@@ -281,7 +280,7 @@ class CuaCloudApi(HttpProvider):
         return self._get_claim(handle) is not None
 
     def _sandbox_name(self, handle: RemoteHandle) -> str:
-        name = handle.data.get("sandbox") or self._sandboxes.get(handle.resource_id)
+        name = CuaHandleData.of(handle).sandbox or self._sandboxes.get(handle.resource_id)
         if name:
             return str(name)
         claim = self._get_claim(handle)
@@ -294,9 +293,9 @@ class CuaCloudApi(HttpProvider):
 
     def _guest(self, handle: RemoteHandle, method: str, path: str, action: str, *, idempotent: bool,
                deadline: float | None = None, **kwargs: Any) -> httpx.Response:
-        base = str(handle.data.get("base_url") or self.base_url).rstrip("/")
-        url = (f"{base}/api/svc/{handle.data.get('namespace')}/{self._sandbox_name(handle)}-server"
-               f"{handle.data.get('svc_suffix') or ''}{path}")
+        data = CuaHandleData.of(handle)
+        base = (data.base_url or self.base_url).rstrip("/")
+        url = f"{base}/api/svc/{data.namespace}/{self._sandbox_name(handle)}-server{data.svc_suffix}{path}"
         try:
             return self._request(method, url, action, idempotent=idempotent, deadline=deadline, **kwargs)
         except ProviderApiError as err:

@@ -42,6 +42,7 @@ from deskctl.providers.cua_cloud.client import (
     GUEST_EXEC_CAP,
     CuaCloudApi,
 )
+from deskctl.providers.cua_cloud.handle_data import CuaHandleData
 from deskctl.providers.cua_cloud.input import (
     _LINUX_INPUT,
     linux_input_ops,
@@ -79,7 +80,7 @@ class CuaGuest(FileTransfer, GuestActions, CuaCloudApi):
         return result
 
     def act(self, handle: RemoteHandle, action: Action) -> None:
-        if handle.data.get("platform") == Platform.WINDOWS.value:
+        if CuaHandleData.of(handle).platform == Platform.WINDOWS.value:
             command = ["python", "-c", windows_input_code(action)]
         else:
             command = ["python3", "-c", _LINUX_INPUT, json.dumps(linux_input_ops(action)),
@@ -100,7 +101,7 @@ class CuaGuest(FileTransfer, GuestActions, CuaCloudApi):
         seconds = max(1, math.ceil(min(timeout, GUEST_EXEC_CAP - 5)))
         wrapped: list[str] | str
         runs_for: float | None = None
-        if handle.data.get("platform") == Platform.WINDOWS.value:
+        if CuaHandleData.of(handle).platform == Platform.WINDOWS.value:
             # nothing on the guest ends a Windows command at its timeout: only the guest's cap does, so the
             # answer is awaited that long (a shorter wait would fail a command that is still running there)
             runs_for = float(GUEST_EXEC_CAP)

@@ -7,6 +7,7 @@ import json
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from deskctl._redact import redact
@@ -47,6 +48,7 @@ from deskctl.providers.cua_cloud.client import (
     _rfc3339,
 )
 from deskctl.providers.cua_cloud.guest import CuaGuest
+from deskctl.providers.cua_cloud.handle_data import CuaHandleData
 
 if TYPE_CHECKING:
     from deskctl.spec import DesktopSpec
@@ -120,11 +122,9 @@ class CuaCloudProvider(CuaChecks, CuaGuest):
         namespace = self.namespace(spec.platform)
         claim = self._post_claim(namespace, session_id, self.claim_body(spec, session_id, labels))
         handle = self._handle_from(claim, namespace, session_id)
-        handle.data["platform"] = spec.platform.value
-        handle.data["claim_ttl"] = self._ttl(spec, labels)
         expires = _float(labels.get(LABEL_EXPIRES))
-        if math.isfinite(expires):
-            handle.data["expires_at"] = expires
+        replace(CuaHandleData.of(handle), platform=spec.platform.value, claim_ttl=self._ttl(spec, labels),
+                expires_at=expires if math.isfinite(expires) else None).store(handle)
         return handle
 
     def _post_claim(self, namespace: str, session_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,7 +154,7 @@ class CuaCloudProvider(CuaChecks, CuaGuest):
                          "annotations": dict(metadata.get("annotations") or {})},
             "spec": dict(failed.get("spec") or {}),
         }
-        self._post_claim(str(handle.data.get("namespace")), handle.session_id, body)
+        self._post_claim(CuaHandleData.of(handle).namespace, handle.session_id, body)
 
     @staticmethod
     def _create_may_have_made_something(err: DeskctlError) -> bool:
@@ -215,7 +215,7 @@ class CuaCloudProvider(CuaChecks, CuaGuest):
             phase = str(status.get("phase") or "Pending")
             last = f"phase {phase}"
             if phase == "Bound" and _bound_sandbox(claim):
-                handle.data["sandbox"] = _bound_sandbox(claim)
+                replace(CuaHandleData.of(handle), sandbox=_bound_sandbox(claim) or "").store(handle)
                 break
             if phase == "Failed":
                 conditions = [c for c in (status.get("conditions") or []) if isinstance(c, dict)]
@@ -228,7 +228,8 @@ class CuaCloudProvider(CuaChecks, CuaGuest):
                     continue
                 raise CapacityUnavailable(
                     f"cua-cloud: claim {handle.resource_id} failed to bind a sandbox from pool "
-                    f"{handle.data.get('warmpool')}: {redact(reason)} (claims made: {rebinds + 1})", provider=self.name,
+                    f"{CuaHandleData.of(handle).warmpool}: {redact(reason)} (claims made: {rebinds + 1})",
+                    provider=self.name,
                     remedy="retry later: the warm pool is drained (a pending claim makes it scale up)",
                     details={"phase": phase},
                 )
@@ -245,9 +246,9 @@ class CuaCloudProvider(CuaChecks, CuaGuest):
                 last = f"guest server not answering yet (HTTP {err.status})"
                 continue
             reported = _PLATFORM_NAMES.get(response.text.strip().lower())
-            wanted = handle.data.get("platform")
+            wanted = CuaHandleData.of(handle).platform
             if reported is not None and wanted and reported.value != wanted:
-                raise CompatError(f"cua-cloud: pool {handle.data.get('warmpool')} gave a {reported.value} guest, "
+                raise CompatError(f"cua-cloud: pool {CuaHandleData.of(handle).warmpool} gave a {reported.value} guest, "
                                   f"not {wanted}", code="compat.platform_mismatch", provider=self.name,
                                   remedy="choose the pool of this platform with -o namespace=...")
             break
@@ -265,8 +266,9 @@ class CuaCloudProvider(CuaChecks, CuaGuest):
     # -- destroy and listing -----------------------------------------------------------------------------------
     def destroy(self, handle: RemoteHandle) -> None:
         deadline = time.monotonic() + self.destroy_timeout
-        base_url = handle.data.get("base_url")
-        left = {"left": [f"claim {handle.data.get('namespace')}/{handle.resource_id}"], "session": handle.session_id}
+        data = CuaHandleData.of(handle)
+        base_url = data.base_url or None
+        left = {"left": [f"claim {data.namespace}/{handle.resource_id}"], "session": handle.session_id}
         remedy = f"deskctl down {handle.session_id} (the claim's shutdownTime releases it at the latest)"
         last = ""
         try:
@@ -295,14 +297,13 @@ class CuaCloudProvider(CuaChecks, CuaGuest):
 
     def keepalive(self, handle: RemoteHandle) -> None:
         """Move the claim's ``shutdownTime`` forward by its TTL, never past the session's own expiry."""
-        ttl = float(handle.data.get("claim_ttl") or self.claim_ttl)
-        until = time.time() + ttl
-        expires = _float(handle.data.get("expires_at"))
-        if math.isfinite(expires):
-            until = min(until, max(time.time() + 60.0, expires + 300.0))
+        data = CuaHandleData.of(handle)
+        until = time.time() + float(data.claim_ttl or self.claim_ttl)
+        if data.expires_at is not None:
+            until = min(until, max(time.time() + 60.0, data.expires_at + 300.0))
         response = self._api(
             "PATCH", self._claim_url(handle), "renew the claim", idempotent=True, ok=frozenset({404}),
-            base_url=handle.data.get("base_url"), headers={"Content-Type": "application/merge-patch+json"},
+            base_url=data.base_url or None, headers={"Content-Type": "application/merge-patch+json"},
             content=json.dumps({"spec": {"lifecycle": {"shutdownTime": _rfc3339(until)}}}).encode(),
         )
         if response.status_code == 404:

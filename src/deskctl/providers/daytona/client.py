@@ -27,6 +27,7 @@ from deskctl.providers.base import (
     LABEL_SESSION,
     RemoteHandle,
 )
+from deskctl.providers.daytona.handle_data import DaytonaHandleData
 
 if TYPE_CHECKING:
     import httpx
@@ -155,7 +156,7 @@ class DaytonaApi(HttpProvider):
         self, handle: RemoteHandle, method: str, path: str, action: str, *, idempotent: bool,
         deadline: float | None = None, **kwargs: Any,
     ) -> httpx.Response:
-        base = str(handle.data.get("toolbox_url") or "").rstrip("/")
+        base = DaytonaHandleData.of(handle).toolbox_url.rstrip("/")
         if not base:
             raise ProviderApiError(f"daytona: the handle of {handle.session_id} has no toolbox URL",
                                    provider=self.name)
@@ -210,23 +211,12 @@ class DaytonaApi(HttpProvider):
         if platform is None:
             platform = Platform.WINDOWS if sandbox_class == "windows" or sandbox.get("snapshot") == WINDOWS_SNAPSHOT \
                 else Platform.UBUNTU
-        data: dict[str, Any] = {
-            "api_url": self.api_url,
-            "toolbox_url": str(sandbox.get("toolboxProxyUrl") or "").rstrip("/"),
-            "name": sandbox.get("name"),
-            "platform": platform.value,
-            "target": sandbox.get("target"),
-            "snapshot": sandbox.get("snapshot"),
-            "sandbox_class": sandbox_class,
-        }
-        for key in ("cpu", "memory", "disk", "gpu"):
-            value = sandbox.get(key)
-            if isinstance(value, int | float):
-                data[key] = value
-        if isinstance(sandbox.get("ttlMinutes"), int | float):
-            data["ttl_minutes"] = sandbox["ttlMinutes"]
-        if sandbox.get("autoDestroyAt"):
-            data["auto_destroy_at"] = str(sandbox["autoDestroyAt"])
+        said = {key: sandbox.get(key) for key in ("name", "target", "snapshot", "cpu", "memory", "disk", "gpu")}
+        data = DaytonaHandleData.from_data({
+            **said, "api_url": self.api_url, "toolbox_url": str(sandbox.get("toolboxProxyUrl") or "").rstrip("/"),
+            "platform": platform.value, "sandbox_class": sandbox_class, "ttl_minutes": sandbox.get("ttlMinutes"),
+            "auto_destroy_at": str(sandbox["autoDestroyAt"]) if sandbox.get("autoDestroyAt") else None,
+        }).to_data()
         return RemoteHandle(
             provider=self.name,
             session_id=str(labels.get(LABEL_SESSION) or session_id),
@@ -239,7 +229,8 @@ class DaytonaApi(HttpProvider):
     def _get_sandbox(self, handle: RemoteHandle, *, deadline: float | None = None) -> dict[str, Any] | None:
         """The sandbox, or None when it is gone (404 or ``destroyed``)."""
         response = self._api("GET", f"/sandbox/{handle.resource_id}", "read the sandbox", idempotent=True,
-                             ok=frozenset({404}), api_url=handle.data.get("api_url"), deadline=deadline)
+                             ok=frozenset({404}), api_url=DaytonaHandleData.of(handle).api_url or None,
+                             deadline=deadline)
         if response.status_code == 404:
             return None
         sandbox = self._json(response)
@@ -292,7 +283,7 @@ class DaytonaApi(HttpProvider):
         sandbox, now ``snapshotting``. Never retried: a lost answer is settled by :meth:`_get_snapshot`."""
         response = self._api("POST", f"/sandbox/{handle.resource_id}/snapshot", "snapshot the sandbox",
                              idempotent=False, json={"name": name, "includeMemory": include_memory},
-                             api_url=handle.data.get("api_url"), deadline=deadline)
+                             api_url=DaytonaHandleData.of(handle).api_url or None, deadline=deadline)
         answer = self._json(response)
         return answer if isinstance(answer, dict) else {}
 

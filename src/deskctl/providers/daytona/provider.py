@@ -7,6 +7,7 @@ import contextlib
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import (
@@ -34,6 +35,7 @@ from deskctl.providers.base import (
     RemoteHandle,
     lifetime_seconds,
 )
+from deskctl.providers.daytona.handle_data import DaytonaHandleData
 
 if TYPE_CHECKING:
     from deskctl.spec import DesktopSpec
@@ -213,7 +215,8 @@ class DaytonaProvider(DaytonaChecks, DaytonaToolbox):
             last = f"state {state}"
             if state == "started":
                 if sandbox.get("toolboxProxyUrl"):
-                    handle.data["toolbox_url"] = str(sandbox["toolboxProxyUrl"]).rstrip("/")
+                    toolbox_url = str(sandbox["toolboxProxyUrl"]).rstrip("/")
+                    replace(DaytonaHandleData.of(handle), toolbox_url=toolbox_url).store(handle)
                 break
             if state in FAILED_STATES:
                 raise ProviderApiError(
@@ -238,7 +241,8 @@ class DaytonaProvider(DaytonaChecks, DaytonaToolbox):
                                       idempotent=True, deadline=deadline)
                     except ProviderApiError as err:
                         # on Windows the desktop is always there and start is a no-op: its answer is advisory
-                        if handle.data.get("platform") != Platform.WINDOWS.value or err.status in (502, 503, 504):
+                        windows = DaytonaHandleData.of(handle).platform == Platform.WINDOWS.value
+                        if not windows or err.status in (502, 503, 504):
                             raise
                         last = f"computer use start answered HTTP {err.status} (advisory on windows)"
                     started = True
@@ -270,7 +274,7 @@ class DaytonaProvider(DaytonaChecks, DaytonaToolbox):
     # -- destroy and listing -------------------------------------------------------------------------------
     def destroy(self, handle: RemoteHandle) -> None:
         deadline = time.monotonic() + self.destroy_timeout
-        api_url = handle.data.get("api_url")
+        api_url = DaytonaHandleData.of(handle).api_url or None
         left = {"left": [handle.resource_id], "session": handle.session_id}
         remedy = f"deskctl down {handle.session_id} (or delete sandbox {handle.resource_id} in the Daytona dashboard)"
         last = ""
@@ -318,9 +322,11 @@ class DaytonaProvider(DaytonaChecks, DaytonaToolbox):
         sandbox: dict[str, Any] | None = None
         with contextlib.suppress(DeskctlError):
             sandbox = self._get_sandbox(handle)
-        source: Mapping[str, Any] = sandbox or handle.data
-        ends_at = source.get("autoDestroyAt") or source.get("auto_destroy_at")
-        ttl = source.get("ttlMinutes") if sandbox else source.get("ttl_minutes")
+        if sandbox:
+            ends_at, ttl = sandbox.get("autoDestroyAt"), sandbox.get("ttlMinutes")
+        else:
+            data = DaytonaHandleData.of(handle)
+            ends_at, ttl = data.auto_destroy_at, data.ttl_minutes
         if ends_at:
             backstop = f"its TTL destroys it at {ends_at}"
         elif isinstance(ttl, int | float) and ttl > 0:
@@ -338,7 +344,7 @@ class DaytonaProvider(DaytonaChecks, DaytonaToolbox):
 
     def keepalive(self, handle: RemoteHandle) -> None:
         response = self._api("POST", f"/sandbox/{handle.resource_id}/last-activity", "record activity",
-                             idempotent=True, ok=frozenset({404}), api_url=handle.data.get("api_url"))
+                             idempotent=True, ok=frozenset({404}), api_url=DaytonaHandleData.of(handle).api_url or None)
         if response.status_code == 404:
             # the sandbox, or an API without the route: the sandbox's own GET says which
             lost = self._toolbox_lost(handle, ProviderApiError(

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 from deskctl.episodes import Taken
 from deskctl.errors import DeskctlError, InfrastructureError, ProviderApiError
 from deskctl.providers._http import answer_lost
+from deskctl.providers.daytona.handle_data import DaytonaHandleData
 
 if TYPE_CHECKING:
     from deskctl.episodes.store import Snapshot
@@ -69,9 +70,10 @@ class DaytonaSnapshots:
              labels: Mapping[str, str]) -> Taken:
         api = _api(provider)
         deadline = time.monotonic() + api.opts.snapshot_timeout
-        api_url = handle.data.get("api_url")
+        data = DaytonaHandleData.of(handle)
+        api_url = data.api_url or None
         sandbox = api._get_sandbox(handle, deadline=deadline) or {}
-        sandbox_class = str(sandbox.get("sandboxClass") or handle.data.get("sandbox_class") or "container")
+        sandbox_class = str(sandbox.get("sandboxClass") or data.sandbox_class or "container")
         include_memory = sandbox_class in VM_CLASSES
         resource = snapshot_name(snapshot_id)
         last = "not sent"
@@ -110,7 +112,7 @@ class DaytonaSnapshots:
     def _wait_active(api: DaytonaProvider, handle: RemoteHandle, resource: str, deadline: float) -> dict[str, Any]:
         """Until the snapshot is ``active`` and the sandbox has left ``snapshotting`` (it is the desktop still in
         use); the snapshot's DTO."""
-        api_url = handle.data.get("api_url")
+        api_url = DaytonaHandleData.of(handle).api_url or None
         last = "not polled"
         snapshot: dict[str, Any] | None = None
         for _ in api._polls(deadline):

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,6 +29,7 @@ from deskctl.providers.kubernetes.client import (
     KubernetesApi,
     _describe,
 )
+from deskctl.providers.kubernetes.handle_data import KubernetesHandleData
 
 if TYPE_CHECKING:
     from deskctl.agent.client import AgentDriver
@@ -38,10 +40,10 @@ class KubernetesDesktop(FileTransfer, KubernetesApi):
 
     def _ns(self, handle: RemoteHandle) -> str:
         """The namespace of a handle's desktop: where it was made, whatever this process's kubeconfig says."""
-        return str(handle.data.get("namespace") or self.namespace)
+        return KubernetesHandleData.of(handle).namespace or self.namespace
 
     def _token(self, handle: RemoteHandle) -> str:
-        secret = self._get("secret", str(handle.data.get("secret_name") or _secret_name(handle.session_id)),
+        secret = self._get("secret", KubernetesHandleData.of(handle).secret_name or _secret_name(handle.session_id),
                            "read the session's secret", self._ns(handle))
         raw = ((secret or {}).get("data") or {}).get(TOKEN_KEY)
         if not raw:
@@ -57,7 +59,8 @@ class KubernetesDesktop(FileTransfer, KubernetesApi):
     def _open_driver(self, handle: RemoteHandle) -> DisplayDriver:
         from deskctl.agent.client import AgentDriver
 
-        port = int(handle.data.get("agent_port") or _default_port())
+        data = KubernetesHandleData.of(handle)
+        port = data.agent_port or _default_port()
         remembered = self._recall(handle)
         if remembered is not None:
             # the address and token this home kept: a `deskctl do` reaches the agent without the API (and
@@ -65,13 +68,13 @@ class KubernetesDesktop(FileTransfer, KubernetesApi):
             with contextlib.suppress(DeskctlError):
                 return AgentDriver.connect(remembered[0], port, remembered[1], provider=self.name,
                                            timeout=self._timeout())
-        ip = str(handle.data.get("pod_ip") or "")
+        ip = data.pod_ip
         if not ip:
-            pod = self._get("pod", str(handle.data.get("pod")), "read the pod", self._ns(handle))
+            pod = self._get("pod", data.pod, "read the pod", self._ns(handle))
             ip = str(((pod or {}).get("status") or {}).get("podIP") or "")
             if not ip:
                 raise self._gone(handle, pod, "reach the desktop")
-            handle.data["pod_ip"] = ip
+            replace(data, pod_ip=ip).store(handle)
         token = self._token(handle)
         try:
             driver = AgentDriver.connect(ip, port, token, provider=self.name, timeout=self._timeout())
@@ -86,7 +89,7 @@ class KubernetesDesktop(FileTransfer, KubernetesApi):
         fallback = cause if isinstance(cause, DeskctlError) else SessionLost(
             f"lost the desktop {handle.session_id}: {cause}", provider=self.name)
         try:
-            pod = self._get("pod", str(handle.data.get("pod")), "read the pod", self._ns(handle))
+            pod = self._get("pod", KubernetesHandleData.of(handle).pod, "read the pod", self._ns(handle))
         except DeskctlError:
             return fallback
         if pod is None or (pod.get("status") or {}).get("phase") not in ("Pending", "Running") \
@@ -95,7 +98,7 @@ class KubernetesDesktop(FileTransfer, KubernetesApi):
         return fallback
 
     def _gone(self, handle: RemoteHandle, pod: dict[str, Any] | None, doing: str) -> DeskctlError:
-        name = handle.data.get("pod")
+        name = KubernetesHandleData.of(handle).pod
         if pod is None:
             return SessionLost(f"the pod {name} no longer exists (deleted from outside) while trying to {doing}",
                                provider=self.name, details={"pod": name, "state": "gone"})
@@ -117,7 +120,7 @@ class KubernetesDesktop(FileTransfer, KubernetesApi):
             partial = path.with_suffix(".part")
             fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as out:
-                json.dump({"pod_uid": handle.data.get("uid"), "pod_ip": ip, "token": token}, out)
+                json.dump({"pod_uid": KubernetesHandleData.of(handle).uid, "pod_ip": ip, "token": token}, out)
             os.replace(partial, path)
 
     def _recall(self, handle: RemoteHandle) -> tuple[str, str] | None:
@@ -125,7 +128,8 @@ class KubernetesDesktop(FileTransfer, KubernetesApi):
             kept = json.loads(self._memory_file(handle.session_id).read_text())
         except (OSError, ValueError):
             return None
-        if not isinstance(kept, dict) or kept.get("pod_uid") != handle.data.get("uid") or not kept.get("token"):
+        uid = KubernetesHandleData.of(handle).uid
+        if not isinstance(kept, dict) or kept.get("pod_uid") != uid or not kept.get("token"):
             return None
         from deskctl._redact import register_secret
 

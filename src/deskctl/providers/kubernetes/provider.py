@@ -12,6 +12,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl.errors import (
@@ -48,6 +49,7 @@ from deskctl.providers.kubernetes.client import (
     label_value,
 )
 from deskctl.providers.kubernetes.desktop import KubernetesDesktop, _default_port, _secret_name
+from deskctl.providers.kubernetes.handle_data import KubernetesHandleData
 
 if TYPE_CHECKING:
     from deskctl.spec import DesktopSpec
@@ -188,10 +190,10 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
             raise
         return RemoteHandle(
             provider=self.name, session_id=session_id, resource_id=session_id, labels=all_labels,
-            data={"pod": session_id, "namespace": self.namespace, "uid": pod["metadata"]["uid"],
-                  "secret_name": _secret_name(session_id), "agent_port": port, "image": str(image),
-                  "context": self.opts.context, "resource_version": pod["metadata"].get("resourceVersion"),
-                  "platform": Platform.UBUNTU.value},
+            data=KubernetesHandleData(
+                pod=session_id, namespace=self.namespace, uid=pod["metadata"]["uid"],
+                secret_name=_secret_name(session_id), agent_port=port, image=str(image), context=self.opts.context,
+                resource_version=pod["metadata"].get("resourceVersion"), platform=Platform.UBUNTU.value).to_data(),
         )
 
     # -- readiness -------------------------------------------------------------------------------------------------
@@ -200,22 +202,23 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
 
         pod = self._wait_running(handle, deadline)
         ip = str((pod.get("status") or {}).get("podIP") or "")
-        handle.data["pod_ip"] = ip
+        data = replace(KubernetesHandleData.of(handle), pod_ip=ip)
+        data.store(handle)
         token = self._tokens.get(handle.session_id) or self._token(handle)
         try:
-            wait_ready(ip, int(handle.data["agent_port"]), token, provider=self.name, deadline=deadline)
+            wait_ready(ip, int(data.agent_port or 0), token, provider=self.name, deadline=deadline)
             self._remember(handle, ip, token)
         except ReadinessTimeout as exc:
-            now = self._get("pod", str(handle.data["pod"]), "read the pod", self._ns(handle))
+            now = self._get("pod", data.pod, "read the pod", self._ns(handle))
             problem = _pod_problem(now) if now is not None else None
             if problem is not None:
                 raise problem from exc
             raise ReadinessTimeout(f"{exc.message}; the pod is {_describe(now)}", provider=self.name,
-                                   remedy=f"look at `kubectl logs {handle.data['pod']} -n {self._ns(handle)}`") from exc
+                                   remedy=f"look at `kubectl logs {data.pod} -n {self._ns(handle)}`") from exc
 
     def _wait_running(self, handle: RemoteHandle, deadline: float) -> dict[str, Any]:
         """Watch the pod until it runs with an IP; raise what keeps it from running."""
-        name, namespace = str(handle.data["pod"]), self._ns(handle)
+        name, namespace = KubernetesHandleData.of(handle).pod, self._ns(handle)
         pod = self._get("pod", name, f"read the pod {name}", namespace)
         while True:
             if pod is None:
@@ -261,8 +264,9 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
     # -- destroy, list ----------------------------------------------------------------------------------------------
     def destroy(self, handle: RemoteHandle) -> None:
         self._drop_driver(handle.session_id)
-        name = str(handle.data.get("pod") or "")
-        secret = str(handle.data.get("secret_name") or (_secret_name(name) if name else ""))
+        data = KubernetesHandleData.of(handle)
+        name = data.pod
+        secret = data.secret_name or (_secret_name(name) if name else "")
         self._delete_all(name, secret=secret, confirm=True, namespace=self._ns(handle))
         self._forget(handle.session_id)
 
@@ -338,11 +342,11 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
             labels = _exact_labels(meta)
             handles.append(RemoteHandle(
                 provider=self.name, session_id=labels.get(LABEL_SESSION, meta["name"]), resource_id=meta["name"],
-                labels=labels, data={"pod": meta["name"], "namespace": self.namespace, "uid": meta.get("uid"),
-                                     "secret_name": _secret_name(meta["name"]), "agent_port": _agent_port(pod),
-                                     "pod_ip": (pod.get("status") or {}).get("podIP"),
-                                     "phase": (pod.get("status") or {}).get("phase"),
-                                     "platform": Platform.UBUNTU.value},
+                labels=labels, data=KubernetesHandleData(
+                    pod=meta["name"], namespace=self.namespace, uid=meta.get("uid"),
+                    secret_name=_secret_name(meta["name"]), agent_port=_agent_port(pod),
+                    pod_ip=str((pod.get("status") or {}).get("podIP") or ""),
+                    phase=(pod.get("status") or {}).get("phase"), platform=Platform.UBUNTU.value).to_data(),
                 created_at=_created(meta)))
         for secret in found_secrets.get("items") or []:
             meta = secret["metadata"]
@@ -352,13 +356,13 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
                 continue
             # a secret whose pod is gone (a crash between the two creates, or a cluster without the collector)
             handles.append(RemoteHandle(provider=self.name, session_id=session, resource_id=f"secret/{meta['name']}",
-                                        labels=labels, data={"pod": "", "secret_name": meta["name"],
-                                                             "namespace": self.namespace},
+                                        labels=labels, data=KubernetesHandleData(
+                                            secret_name=meta["name"], namespace=self.namespace).to_data(),
                                         created_at=_created(meta)))
         return handles
 
     def is_alive(self, handle: RemoteHandle) -> bool:
-        name = str(handle.data.get("pod") or "")
+        name = KubernetesHandleData.of(handle).pod
         if not name:
             return False
         pod = self._get("pod", name, f"read the pod {name}", self._ns(handle))

@@ -64,6 +64,7 @@ from deskctl.providers.base import (
     RemoteHandle,
     Screenshot,
 )
+from deskctl.providers.memory.handle_data import MemoryHandleData
 from deskctl.providers.memory.screen import DESKTOP_ENV, MARKS, Input, MemoryScreen
 
 if TYPE_CHECKING:
@@ -83,8 +84,7 @@ def _tools() -> str:
 
 
 class MemoryProvider(GuestActions, FileTransfer, Provider):
-    """Desktops that are a pixel buffer in a folder. ``handle.data``: ``dir`` (the desktop's folder),
-    ``geometry`` (``WxH``), ``platform``."""
+    """Desktops that are a pixel buffer in a folder. ``handle.data``: :class:`MemoryHandleData`."""
 
     name = "memory"
     options_model = "deskctl.providers.memory.options:Options"
@@ -126,6 +126,10 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
         base.mkdir(mode=0o700, exist_ok=True)
         return base
 
+    def _dir(self, handle: RemoteHandle) -> Path:
+        """The desktop's folder (the provider's folder for the session in a row that does not name it)."""
+        return Path(MemoryHandleData.of(handle).dir or self._base() / handle.session_id)
+
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
         from deskctl.checks.compat import require_platform
 
@@ -144,8 +148,8 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
         labels = {LABEL_SESSION: session_id, LABEL_OWNER: f"{socket.gethostname()}:{os.getpid()}",
                   LABEL_CREATED: str(int(time.time())), **labels}
         handle = RemoteHandle(provider=self.name, session_id=session_id, resource_id=f"memory:{session_id}",
-                              labels=labels, data={"dir": str(directory), "geometry": f"{width}x{height}",
-                                                   "platform": spec.platform.value})
+                              labels=labels, data=MemoryHandleData(dir=str(directory), geometry=f"{width}x{height}",
+                                                                    platform=spec.platform.value).to_data())
         screen = MemoryScreen(directory)
         try:
             # the marker first: from here on, a crash leaves a desktop list_owned finds by its labels
@@ -177,14 +181,14 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
             path.chmod(0o755)
 
     def _screen(self, handle: RemoteHandle) -> MemoryScreen:
-        screen = MemoryScreen(handle.data.get("dir") or self._base() / handle.session_id)
+        screen = MemoryScreen(self._dir(handle))
         if not screen.exists():
             raise SessionLost(f"the memory desktop of {handle.session_id} is gone", provider=self.name)
         return screen
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         """Ready as soon as create returned: the folder holds a whole frame buffer of the asked size."""
-        screen = MemoryScreen(handle.data["dir"])
+        screen = MemoryScreen(self._dir(handle))
         width, height = screen.size if screen.exists() else (0, 0)
         if not screen.exists() or (screen.dir / "screen").stat().st_size != width * height * 4:
             raise ReadinessTimeout(f"the memory desktop in {screen.dir} is incomplete", provider=self.name)
@@ -192,7 +196,7 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
     def destroy(self, handle: RemoteHandle) -> None:
         """End what ``exec`` started on the desktop, then remove its folder. Idempotent."""
         left = [f"process {pid}" for pid in self._end_processes(handle.session_id)]
-        directory = Path(handle.data.get("dir") or self._base() / handle.session_id)
+        directory = self._dir(handle)
         shutil.rmtree(directory, ignore_errors=True)
         if directory.exists():
             left.append(str(directory))
@@ -223,10 +227,10 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
             return found
         for directory in sorted(p for p in base.iterdir() if p.is_dir()):
             marker = MemoryScreen(directory).read_marker()
-            try:
+            try:  # a folder without marker: a create that died at once
                 handle = RemoteHandle.from_dict(marker["handle"]) if marker else RemoteHandle(
                     self.name, directory.name, f"memory:{directory.name}", labels={LABEL_SESSION: directory.name},
-                    data={"dir": str(directory)})  # a folder without marker: a create that died at once
+                    data=MemoryHandleData(dir=str(directory)).to_data())
             except (KeyError, TypeError, ValueError):
                 continue
             if selector and any(handle.labels.get(k) != v for k, v in selector.items()):
@@ -235,7 +239,7 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
         return found
 
     def is_alive(self, handle: RemoteHandle) -> bool:
-        return Path(handle.data.get("dir") or self._base() / handle.session_id).exists()
+        return self._dir(handle).exists()
 
     # -- while open ------------------------------------------------------------------------------------------
     def display_size(self, handle: RemoteHandle) -> tuple[int, int]:

@@ -33,6 +33,7 @@ from deskctl.providers.base import (
 from deskctl.providers.ssh._option_table import TABLE
 from deskctl.providers.ssh.connection import _bridge, _Connection
 from deskctl.providers.ssh.frames import _FrameCache
+from deskctl.providers.ssh.handle_data import SshHandleData
 from deskctl.providers.ssh.scripts import (
     _STATE_SCRIPT,
     _sh,
@@ -231,7 +232,7 @@ class SshDesktops(X11Provider):
             return fn()
 
     def _remote_state(self, handle: RemoteHandle, conn: _Connection) -> dict[str, str]:
-        remote_path = str(handle.data.get("dir") or "")
+        remote_path = SshHandleData.of(handle).dir
         status, out, _err = conn.call(_sh(_STATE_SCRIPT, remote_path), timeout=conn.settings.connect_timeout)
         text = out.decode(errors="replace")
         if status != 0 or text.strip() == "missing":
@@ -259,7 +260,7 @@ class SshDesktops(X11Provider):
             from deskctl._redact import register_secret
 
             register_secret(cookie.hex())
-            desk = _Desktop(conn=conn, display=int(state.get("display", "0")), dir=str(handle.data["dir"]),
+            desk = _Desktop(conn=conn, display=int(state.get("display", "0")), dir=SshHandleData.of(handle).dir,
                             cookie=cookie)
         except BaseException:
             conn.close()

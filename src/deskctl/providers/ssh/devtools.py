@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl.errors import UsageError
+from deskctl.providers.ssh.handle_data import SshHandleData
 
 if TYPE_CHECKING:
     from deskctl.browser import ChannelForwarder
@@ -38,7 +39,7 @@ class SshBrowser:
 
     @staticmethod
     def _profile(handle: RemoteHandle) -> str:
-        return f"{handle.data['dir']}/browser-profile"
+        return f"{SshHandleData.of(handle).dir}/browser-profile"
 
     def _remote(self, handle: RemoteHandle, command: str) -> str:
         result = self.exec(handle, command, 30.0)

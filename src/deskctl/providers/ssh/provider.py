@@ -78,6 +78,7 @@ import functools
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import (
@@ -114,6 +115,7 @@ from deskctl.providers.ssh.desktop import (
 )
 from deskctl.providers.ssh.devtools import SshBrowser
 from deskctl.providers.ssh.files import SshFiles
+from deskctl.providers.ssh.handle_data import SshHandleData
 from deskctl.providers.ssh.scripts import (
     _DESTROY_BY_ID_SCRIPT,
     _DESTROY_SCRIPT,
@@ -310,10 +312,9 @@ class SSHProvider(SshBrowser, SshFiles):
         except BaseException:
             conn.close()
             raise
-        data = settings.to_data() | {
-            "dir": remote_path, "display": display, "xvfb_pid": xvfb_pid, "watcher_pid": watcher_pid,
-            "detached": detached, "geometry": str(geometry), "window_manager": bool(self._window_manager(spec)),
-        }
+        data = replace(settings.handle_data(), dir=remote_path, display=display, xvfb_pid=xvfb_pid,
+                       watcher_pid=watcher_pid, detached=detached, geometry=str(geometry),
+                       window_manager=bool(self._window_manager(spec))).to_data()
         handle = RemoteHandle(provider=PROVIDER, session_id=session_id,
                               resource_id=f"ssh://{settings.target}{remote_path}", labels=dict(labels), data=data)
         with self._lock:
@@ -380,7 +381,7 @@ class SSHProvider(SshBrowser, SshFiles):
         address = self._address(desk)
         try:
             _x11.wait_for_display(address, desk.cookie, deadline)
-            if handle.data.get("window_manager"):
+            if SshHandleData.of(handle).window_manager:
                 self._await_window_manager(desk, address, deadline)
         except DeskctlError as err:
             err.provider = PROVIDER
@@ -424,7 +425,7 @@ class SSHProvider(SshBrowser, SshFiles):
         self._drop_driver(handle.session_id)
         with self._lock:
             desk = self._desktops.pop(handle.session_id, None)
-        remote_path = str(handle.data.get("dir") or "")
+        remote_path, host = SshHandleData.of(handle).dir, SshHandleData.of(handle).host or None
         if not remote_path:
             return  # create never got as far as a directory
         conn: _Connection | None = None
@@ -443,7 +444,7 @@ class SSHProvider(SshBrowser, SshFiles):
                     conn = self._control(_Settings.from_handle(handle, self.opts))
                 except DeskctlError as err:
                     raise CleanupIncomplete(
-                        f"cannot confirm that {handle.session_id} is gone from {handle.data.get('host')}: "
+                        f"cannot confirm that {handle.session_id} is gone from {host}: "
                         f"{err.message}", provider=PROVIDER, remedy=f"deskctl reap once the host is reachable "
                         f"(on the host: rm -rf {remote_path} and kill its Xvfb)",
                         details={"left": [handle.resource_id], "cause": err.code},
@@ -451,13 +452,13 @@ class SSHProvider(SshBrowser, SshFiles):
             try:
                 status, out, err_out = conn.call(_sh(_DESTROY_SCRIPT, remote_path), timeout=60)
             except DeskctlError as err:
-                raise CleanupIncomplete(f"destroy of {handle.session_id} on {handle.data.get('host')} could not "
+                raise CleanupIncomplete(f"destroy of {handle.session_id} on {host} could not "
                                         f"be confirmed: {err.message}", provider=PROVIDER,
                                         details={"left": [handle.resource_id], "cause": err.code}) from err
             text = out.decode(errors="replace").strip()
             if status != 0 or not text.endswith("gone"):
                 raise CleanupIncomplete(
-                    f"{handle.session_id} on {handle.data.get('host')} is not confirmed gone: "
+                    f"{handle.session_id} on {host} is not confirmed gone: "
                     f"{text or err_out.decode(errors='replace').strip()}", provider=PROVIDER,
                     remedy=f"on the host: kill the Xvfb whose command line holds {remote_path}; then deskctl reap",
                     details={"left": [handle.resource_id]},
@@ -491,7 +492,7 @@ class SSHProvider(SshBrowser, SshFiles):
             raise desk.conn.lost("detach") from exc
         desk.owner = None
         owner.close()
-        handle.data["detached"] = True
+        replace(SshHandleData.of(handle), detached=True).store(handle)
 
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
         try:
@@ -515,11 +516,12 @@ class SSHProvider(SshBrowser, SshFiles):
             if selector and any(labels.get(k) != v for k, v in selector.items()):
                 continue
             remote_path = block["dir"]
-            data = settings.to_data() | {
-                "dir": remote_path, "display": _int(block.get("display")), "xvfb_pid": _int(block.get("xvfb_pid")),
-                "watcher_pid": _int(block.get("watcher_pid")), "detached": block.get("mode") == "detached",
-                "geometry": meta.get("geometry"), "alive": block.get("alive") == "yes",
-            }
+            geometry = meta.get("geometry")
+            data = replace(settings.handle_data(), dir=remote_path, display=_int(block.get("display")),
+                           xvfb_pid=_int(block.get("xvfb_pid")), watcher_pid=_int(block.get("watcher_pid")),
+                           detached=block.get("mode") == "detached",
+                           geometry=None if geometry is None else str(geometry),
+                           alive=block.get("alive") == "yes").to_data()
             handles.append(RemoteHandle(provider=PROVIDER, session_id=session_id,
                                         resource_id=f"ssh://{settings.target}{remote_path}", labels=labels,
                                         data=data, created_at=float(meta.get("created") or time.time())))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import ConfigInvalid, PreflightError, UsageError
 from deskctl.providers.base import RemoteHandle
+from deskctl.providers.ssh.handle_data import SshHandleData
 
 if TYPE_CHECKING:
     from deskctl.providers.ssh.options import Options
@@ -127,12 +128,6 @@ def _ssh_config_entry(raw: Any, alias: str) -> dict[str, Any]:
                             remedy="fix the file, or -o ssh_config=false") from exc
 
 
-def _bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
 @dataclass(frozen=True)
 class _Settings:
     """Everything needed to connect, from provider options (and, for a handle, from ``handle.data``).
@@ -186,33 +181,34 @@ class _Settings:
 
     @classmethod
     def from_handle(cls, handle: RemoteHandle, options: Options) -> _Settings:
-        data = handle.data
-        if not data.get("host"):
+        data = SshHandleData.of(handle)
+        if not data.host:
             return cls.from_options(options)
         given_timeout = "connect_timeout" in options.given()
         return cls(
-            target=SshTarget(user=str(data["user"]), host=str(data["host"]), port=int(data.get("port", 22))),
-            key_file=data.get("key_file") or options.key_file or None,
-            known_hosts=data.get("known_hosts"),
+            target=SshTarget(user=data.user, host=data.host, port=data.port),
+            key_file=data.key_file or options.key_file or None,
+            known_hosts=data.known_hosts,
             accept_new_host_key=False,  # the key was recorded when the desktop was made
-            agent=_bool(data.get("agent", True)),
-            xvfb_path=str(data.get("xvfb_path") or "Xvfb"),
-            remote_dir=str(data.get("remote_dir") or ""),
+            agent=data.agent,
+            xvfb_path=data.xvfb_path or "Xvfb",
+            remote_dir=data.remote_dir,
             connect_timeout=float(options.connect_timeout if given_timeout
-                                  else data.get("connect_timeout") or options.connect_timeout),
-            compression=_bool(data.get("compression", False)),
-            identity_files=tuple(str(p) for p in data.get("identity_files") or ()),
-            jump=_parse_jump(str(data.get("jump") or ""), str(data["user"])),
+                                  else data.connect_timeout or options.connect_timeout),
+            compression=data.compression,
+            identity_files=data.identity_files,
+            jump=_parse_jump(data.jump, data.user),
         )
 
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "host": self.target.host, "port": self.target.port, "user": self.target.user,
-            "key_file": self.key_file, "known_hosts": self.known_hosts, "agent": self.agent,
-            "xvfb_path": self.xvfb_path, "remote_dir": self.remote_dir, "compression": self.compression,
-            "identity_files": list(self.identity_files),
-            "jump": ",".join(str(hop) for hop in self.jump),
-        }
+    def handle_data(self) -> SshHandleData:
+        """How to reach the host again, as the handle keeps it (the desktop's own fields left at their
+        defaults)."""
+        return SshHandleData(
+            host=self.target.host, port=self.target.port, user=self.target.user, key_file=self.key_file,
+            known_hosts=self.known_hosts, agent=self.agent, xvfb_path=self.xvfb_path, remote_dir=self.remote_dir,
+            compression=self.compression, identity_files=self.identity_files,
+            jump=",".join(str(hop) for hop in self.jump),
+        )
 
     @property
     def known_hosts_path(self) -> Path:

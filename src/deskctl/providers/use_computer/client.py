@@ -24,6 +24,7 @@ from deskctl.providers.base import (
     RemoteHandle,
 )
 from deskctl.providers.use_computer._option_table import TABLE
+from deskctl.providers.use_computer.handle_data import UseComputerHandleData
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -150,7 +151,7 @@ class UseComputerApi(HttpProvider):
         is :class:`SessionLost`; still there is a route the service lacks (:class:`ProviderApiError`)."""
         try:
             return self._api(method, f"/v1/sandboxes/{handle.resource_id}{sub}", action, idempotent=idempotent,
-                             base_url=handle.data.get("base_url"), deadline=deadline, **kwargs)
+                             base_url=self._made_on(handle), deadline=deadline, **kwargs)
         except CredentialsForbidden as err:
             if not _reservation_expired(err):
                 raise
@@ -181,17 +182,16 @@ class UseComputerApi(HttpProvider):
             ) from err
 
 
+    @staticmethod
+    def _made_on(handle: RemoteHandle) -> str | None:
+        """The API the handle's sandbox was made on (None: this process's ``base_url``)."""
+        return UseComputerHandleData.of(handle).base_url or None
+
     def _handle_from(self, sandbox: Mapping[str, Any], session_id: str, platform: Platform,
                      labels: Mapping[str, str]) -> RemoteHandle:
-        data: dict[str, Any] = {
-            "base_url": self.base_url,
-            "platform": platform.value,
-            "ephemeral": self.ephemeral,
-        }
-        for key in ("host", "version", "vm_ip"):
-            value = sandbox.get(key)
-            if isinstance(value, str) and value:
-                data[key] = value
+        said = {key: value for key in ("host", "version", "vm_ip") if isinstance(value := sandbox.get(key), str)}
+        data = UseComputerHandleData(base_url=self.base_url, platform=platform.value, ephemeral=self.ephemeral,
+                                     **said).to_data()
         all_labels = {str(k): str(v) for k, v in labels.items()}
         all_labels[LABEL_SESSION] = session_id
         return RemoteHandle(provider=self.name, session_id=session_id, resource_id=str(sandbox["sandbox_id"]),
@@ -203,7 +203,7 @@ class UseComputerApi(HttpProvider):
         """The sandbox, or None when it is gone (404, or a state that says so)."""
         try:
             response = self._api("GET", f"/v1/sandboxes/{handle.resource_id}", "read the sandbox", idempotent=True,
-                                 ok=frozenset({404}), base_url=handle.data.get("base_url"), deadline=deadline,
+                                 ok=frozenset({404}), base_url=self._made_on(handle), deadline=deadline,
                                  policy=policy)
         except CredentialsForbidden as err:
             if _reservation_expired(err):

@@ -48,6 +48,7 @@ from deskctl.providers.use_computer.client import (
     UseComputerApi,
     _FileBody,
 )
+from deskctl.providers.use_computer.handle_data import UseComputerHandleData
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -123,7 +124,7 @@ class UseComputerDesktop(FileTransfer, GuestActions, UseComputerApi):
         return Screenshot(png=png, width=width, height=height)
 
     def act(self, handle: RemoteHandle, action: Action) -> None:
-        platform = Platform(handle.data.get("platform") or Platform.MACOS.value)
+        platform = Platform(UseComputerHandleData.of(handle).platform or Platform.MACOS.value)
         for path, body in self.action_requests(action, platform):
             self._sandbox(handle, "POST", path, f"send {path.strip('/').replace('/', ' ')}", idempotent=False,
                           json=body)
@@ -176,7 +177,7 @@ class UseComputerDesktop(FileTransfer, GuestActions, UseComputerApi):
         if cwd or clean_env or user or background:
             if dialect == "posix":
                 # macOS has no setsid(1); nohup alone keeps the command past the SSH session
-                setsid = handle.data.get("platform") != Platform.MACOS.value
+                setsid = UseComputerHandleData.of(handle).platform != Platform.MACOS.value
                 command = posix_line(command, cwd=cwd, env=clean_env, user=user, background=background,
                                      setsid=setsid)
             else:
@@ -185,7 +186,7 @@ class UseComputerDesktop(FileTransfer, GuestActions, UseComputerApi):
                     command = build(command, cwd=cwd, env=clean_env, user=user, background=background)
                 except UsageError as err:
                     raise UsageError(f"use-computer: {err.message}", code=err.code, provider=self.name) from err
-        if handle.data.get("platform") == Platform.UBUNTU.value:
+        if UseComputerHandleData.of(handle).platform == Platform.UBUNTU.value:
             # the Ubuntu desktop is DISPLAY=:0 (spec); an exec environment without it could start no GUI app
             command = f'export DISPLAY="${{DISPLAY:-:0}}"; {command}'
         body: dict[str, Any] = {"command": command, "timeout": seconds}
@@ -211,10 +212,10 @@ class UseComputerDesktop(FileTransfer, GuestActions, UseComputerApi):
         if self.opts.shell:
             return self.opts.shell
         return {Platform.UBUNTU.value: "bash", Platform.WINDOWS.value: "powershell"}.get(
-            str(handle.data.get("platform") or ""))
+            UseComputerHandleData.of(handle).platform)
 
     def _guest_dialect(self, handle: RemoteHandle) -> str:
-        if handle.data.get("platform") != Platform.WINDOWS.value:
+        if UseComputerHandleData.of(handle).platform != Platform.WINDOWS.value:
             return "posix"
         return "cmd" if self._shell(handle) == "cmd" else "powershell"
 

@@ -215,7 +215,7 @@ class UseComputerProvider(UseComputerChecks, UseComputerDesktop):
         try:
             try:
                 self._api("DELETE", f"/v1/sandboxes/{handle.resource_id}", "delete the sandbox", idempotent=True,
-                          ok=frozenset({404}), base_url=handle.data.get("base_url"), deadline=deadline)
+                          ok=frozenset({404}), base_url=self._made_on(handle), deadline=deadline)
             except CredentialsForbidden as err:
                 if not _reservation_expired(err):
                     raise

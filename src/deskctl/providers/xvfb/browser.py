@@ -14,6 +14,7 @@ from deskctl.errors import ProviderUnreachable, UsageError
 from deskctl.providers._procs import tagged_processes
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.xvfb.display import BROWSERS
+from deskctl.providers.xvfb.handle_data import XvfbHandleData
 from deskctl.providers.xvfb.preflight import _XvfbPreflight
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class _XvfbBrowser(_XvfbPreflight):
         from deskctl.browser import chromium_flags, is_chromium
 
         x, y, w, h = box
-        profile = Path(handle.data["dir"]) / "browser-profile"
+        profile = Path(XvfbHandleData.of(handle).dir) / "browser-profile"
         profile.mkdir(mode=0o700, exist_ok=True)
         if "firefox" in Path(browser).name:
             return [browser, "--no-remote", "--profile", str(profile), "--width", str(w), "--height", str(h), url]
@@ -56,7 +57,7 @@ class _XvfbBrowser(_XvfbPreflight):
                 "--disable-gpu", "--disable-dev-shm-usage", f"--window-position={x},{y}",
                 f"--window-size={w},{h}", "--new-window", url]
         if is_chromium(browser):
-            argv[1:1] = chromium_flags(int(handle.data.get("devtools_port") or 0))
+            argv[1:1] = chromium_flags(XvfbHandleData.of(handle).devtools_port)
         if os.geteuid() == 0:
             argv.insert(1, "--no-sandbox")
         return argv
@@ -68,13 +69,13 @@ class _XvfbBrowser(_XvfbPreflight):
         ``browser``, or none while no Chromium runs, is the guest's way (``xdg-open``)."""
         from deskctl.browser import active_port, is_chromium
 
-        profile = Path(handle.data["dir"]) / "browser-profile"
+        profile = Path(XvfbHandleData.of(handle).dir) / "browser-profile"
         running = active_port(profile) is not None
         program = shutil.which(browser) if browser else (self._browser() if running else None)
         if program is None or not is_chromium(program):
             super().open_url(handle, url, browser)
             return
-        width, height = (int(v) for v in str(handle.data["geometry"]).split("x")[:2])
+        width, height = (int(v) for v in XvfbHandleData.of(handle).geometry.split("x")[:2])
         argv = self._browser_argv(handle, program, url, (0, 0, width, height))
         self._launch_detached(handle, argv[0], argv[1:])
         deadline = time.monotonic() + 30.0
@@ -87,10 +88,10 @@ class _XvfbBrowser(_XvfbPreflight):
         starting (its process runs) has a while to open it; none running is ``usage.no_browser`` at once."""
         from deskctl.browser import active_port, endpoint_at, no_browser
 
-        profile = Path(handle.data["dir"]) / "browser-profile"
+        profile = Path(XvfbHandleData.of(handle).dir) / "browser-profile"
         deadline = time.monotonic() + BROWSER_STARTING
         while True:
-            port = active_port(profile) or int(handle.data.get("devtools_port") or 0)
+            port = active_port(profile) or XvfbHandleData.of(handle).devtools_port
             try:
                 if port:
                     return endpoint_at(port, self.name)

@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,7 @@ from deskctl.providers.xvfb.display import (
     listening,
     lock_owner,
 )
+from deskctl.providers.xvfb.handle_data import XvfbHandleData, XvfbProcess
 
 if TYPE_CHECKING:
     from deskctl.providers.xvfb.options import Options
@@ -99,9 +101,8 @@ _TERM_GRACE = 5.0
 
 
 class XvfbProvider(_XvfbBrowser):
-    """Desktops on the host's Xvfb. ``handle.data``: ``display`` (":N"), ``display_number``, ``cookie_file`` (also
-    as ``xauthority``: the value for XAUTHORITY), ``dir``, ``marker``, ``geometry``, ``procs`` ([{"role", "pid",
-    "ticks"}]). The cookie itself stays in its 0600 file."""
+    """Desktops on the host's Xvfb. ``handle.data``: :class:`~.handle_data.XvfbHandleData` (the cookie itself
+    stays in its 0600 file)."""
 
     name = "xvfb"
     options_model = "deskctl.providers.xvfb.options:Options"
@@ -159,9 +160,9 @@ class XvfbProvider(_XvfbBrowser):
         cookie_file = directory / "Xauthority"
         handle = RemoteHandle(
             provider=self.name, session_id=session_id, resource_id=f"xvfb:{session_id}", labels=labels,
-            data={"dir": str(directory), "marker": str(directory / "desktop.json"), "cookie_file": str(cookie_file),
-                  "xauthority": str(cookie_file),
-                  "geometry": f"{geometry.width}x{geometry.height}x{geometry.depth}", "procs": []},
+            data=XvfbHandleData(dir=str(directory), marker=str(directory / "desktop.json"),
+                                cookie_file=str(cookie_file), xauthority=str(cookie_file),
+                                geometry=f"{geometry.width}x{geometry.height}x{geometry.depth}", procs=()).to_data(),
         )
         try:
             cookie = new_cookie()
@@ -169,16 +170,17 @@ class XvfbProvider(_XvfbBrowser):
             self._write_marker(handle)  # before the first process: a crash from here on is findable
             number = self._start_xvfb(handle, xvfb, geometry, options, directory,
                                       options.start_timeout)
-            handle.data["display"] = f":{number}"
-            handle.data["display_number"] = number
             # the socket file's identity: destroy removes that file only, never a newer server's at the same path
-            handle.data["socket_id"] = file_id(Path(f"/tmp/.X11-unix/X{number}"))
-            claim_lock(number, int(handle.data["procs"][0]["pid"]))
-            handle.resource_id = f"xvfb:{socket.gethostname()}:{number}:{handle.data['procs'][0]['pid']}"
+            data = replace(XvfbHandleData.of(handle), display=f":{number}", display_number=number,
+                           socket_id=file_id(Path(f"/tmp/.X11-unix/X{number}")))
+            data.store(handle)
+            claim_lock(number, int(data.xvfb_pid or 0))
+            handle.resource_id = f"xvfb:{socket.gethostname()}:{number}:{data.xvfb_pid}"
             self._write_marker(handle)
             if self._wants_window_manager(spec):
                 self._spawn(handle, "window_manager", [self._require("openbox", "apt-get install openbox")])
-            handle.data["devtools_port"] = options.devtools_port  # open_url's Chromium uses it too
+            # open_url's Chromium uses it too
+            replace(XvfbHandleData.of(handle), devtools_port=options.devtools_port).store(handle)
             if spec.start_url:
                 self._start_browser(handle, spec, geometry)
             self._start_watcher(handle, options)
@@ -196,8 +198,9 @@ class XvfbProvider(_XvfbBrowser):
 
     def _env(self, handle: RemoteHandle) -> dict[str, str]:
         env = dict(os.environ)
-        env["DISPLAY"] = str(handle.data["display"])
-        env["XAUTHORITY"] = str(handle.data["cookie_file"])
+        data = XvfbHandleData.of(handle)
+        env["DISPLAY"] = data.display
+        env["XAUTHORITY"] = data.cookie_file
         env[SESSION_ENV] = handle.session_id  # tags every descendant, for destroy
         return env
 
@@ -206,7 +209,7 @@ class XvfbProvider(_XvfbBrowser):
         read_end, write_end = os.pipe()
         log = open(directory / "xvfb.log", "wb")  # noqa: SIM115 (handed to the child)
         argv = [xvfb, "-displayfd", str(write_end), "-screen", "0",
-                f"{geometry.width}x{geometry.height}x{geometry.depth}", "-auth", str(handle.data["cookie_file"]),
+                f"{geometry.width}x{geometry.height}x{geometry.depth}", "-auth", XvfbHandleData.of(handle).cookie_file,
                 "-nolisten", "tcp", "-noreset", *options.xvfb_args]
         try:
             try:
@@ -247,11 +250,13 @@ class XvfbProvider(_XvfbBrowser):
     def _remember(self, handle: RemoteHandle, role: str, proc: subprocess.Popen[bytes]) -> None:
         with self._lock:
             self._children[proc.pid] = proc
-        handle.data["procs"].append({"role": role, "pid": proc.pid, "ticks": start_ticks(proc.pid)})
+        data = XvfbHandleData.of(handle)
+        started = XvfbProcess(role=role, pid=proc.pid, ticks=start_ticks(proc.pid))
+        replace(data, procs=(*(data.procs or ()), started)).store(handle)
         self._write_marker(handle)
 
     def _spawn(self, handle: RemoteHandle, role: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        directory = Path(handle.data["dir"])
+        directory = Path(XvfbHandleData.of(handle).dir)
         with open(directory / f"{role}.log", "wb") as log:
             try:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -273,8 +278,9 @@ class XvfbProvider(_XvfbBrowser):
             expires = 0.0
         if owner == 0 and expires <= 0:
             return
-        targets = [[p["pid"], p["ticks"]] for p in handle.data["procs"]]
-        script = Path(handle.data["dir"]) / "watch.py"
+        data = XvfbHandleData.of(handle)
+        targets = [[p.pid, p.ticks] for p in data.procs or ()]
+        script = Path(data.dir) / "watch.py"
         script.write_text(WATCHER)
         try:
             proc = subprocess.Popen([sys.executable, "-I", "-S", str(script), str(owner), str(expires),
@@ -286,14 +292,15 @@ class XvfbProvider(_XvfbBrowser):
         self._remember(handle, "watcher", proc)
 
     def _write_marker(self, handle: RemoteHandle) -> None:
-        marker = Path(handle.data["marker"])
+        data = XvfbHandleData.of(handle)
+        marker = Path(data.marker)
         body = {
             "session_id": handle.session_id,
             "owner": handle.labels.get(LABEL_OWNER),
             "created": handle.labels.get(LABEL_CREATED),
             "expires": handle.labels.get(LABEL_EXPIRES),
-            "display": handle.data.get("display"),
-            "pids": [p["pid"] for p in handle.data["procs"]],
+            "display": data.display or None,
+            "pids": [p.pid for p in data.procs or ()],
             "handle": handle.to_dict(),
         }
         tmp = marker.with_name(marker.name + ".tmp")
@@ -306,10 +313,10 @@ class XvfbProvider(_XvfbBrowser):
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         """Xvfb announced itself through -displayfd in :meth:`create`; here one X round trip confirms that
         it answers with our cookie (and keeps that connection for the actions to come)."""
-        if "display" not in handle.data:
+        if not XvfbHandleData.of(handle).display:
             raise ReadinessTimeout("the desktop has no display yet", provider=self.name)
         self._driver(handle).ping()
-        procs = {p["role"]: int(p["pid"]) for p in self._procs(handle)}
+        procs = {p.role: p.pid for p in self._procs(handle)}
         if "window_manager" in procs:
             self._wait_on_display(handle, "window_manager", procs["window_manager"], deadline,
                                   has_window_manager, "the window manager to manage the screen")
@@ -326,8 +333,9 @@ class XvfbProvider(_XvfbBrowser):
 
         from deskctl.core.x11 import X11Address, connect_display
 
-        cookie = read_cookie(handle.data["cookie_file"])
-        display = connect_display(X11Address(str(handle.data["display"])), cookie)
+        data = XvfbHandleData.of(handle)
+        cookie = read_cookie(data.cookie_file)
+        display = connect_display(X11Address(data.display), cookie)
         try:
             pidfd: int | None = os.pidfd_open(pid)
         except OSError:
@@ -342,11 +350,11 @@ class XvfbProvider(_XvfbBrowser):
                 if pidfd is not None and pidfd in ready:
                     raise ProviderApiError(
                         f"the {role.replace('_', ' ')} exited while deskctl waited for {what}; log: "
-                        f"{self._log_tail(Path(handle.data['dir']), f'{role}.log')}", provider=self.name)
+                        f"{self._log_tail(Path(data.dir), f'{role}.log')}", provider=self.name)
                 if not ready:
                     raise ReadinessTimeout(f"timed out waiting for {what}", provider=self.name,
                                            remedy=f"raise --ready-timeout, or read {role}.log in "
-                                                  f"{handle.data['dir']}")
+                                                  f"{data.dir}")
                 while display.pending_events():
                     display.next_event()
         except (OSError, Xlib.error.ConnectionClosedError, Xlib.error.XError) as exc:
@@ -358,15 +366,16 @@ class XvfbProvider(_XvfbBrowser):
 
     # -- while open ----------------------------------------------------------------------------------------
     def _open_driver(self, handle: RemoteHandle) -> X11Driver:
-        if "display" not in handle.data:
+        data = XvfbHandleData.of(handle)
+        if not data.display:
             raise SessionLost(f"session {handle.session_id} has no display", provider=self.name)
         try:
-            cookie = read_cookie(handle.data["cookie_file"])
+            cookie = read_cookie(data.cookie_file)
         except ProviderUnreachable as exc:
             raise SessionLost(f"the desktop of {handle.session_id} is gone ({exc.message})",
                               provider=self.name) from exc
         try:
-            return X11Driver.open(str(handle.data["display"]), cookie=cookie, provider=self.name)
+            return X11Driver.open(data.display, cookie=cookie, provider=self.name)
         except ProviderUnreachable as exc:
             if not self._xvfb_alive(handle):
                 raise SessionLost(f"the Xvfb of {handle.session_id} is gone", provider=self.name) from exc
@@ -431,23 +440,24 @@ class XvfbProvider(_XvfbBrowser):
         """Drop this process's connection; a detached desktop's watcher (expiry only) stays."""
         self._drop_driver(handle.session_id)
 
-    def _procs(self, handle: RemoteHandle) -> list[dict[str, Any]]:
-        procs = handle.data.get("procs")
-        if procs is None:
+    def _procs(self, handle: RemoteHandle) -> tuple[XvfbProcess, ...]:
+        data = XvfbHandleData.of(handle)
+        if data.procs is None:
             # a handle from the ledger may predate the last marker write: the marker knows more
-            marker = self._read_marker(Path(handle.data.get("marker", "")))
-            procs = (marker or {}).get("handle", {}).get("data", {}).get("procs", [])
-        return [p for p in procs if isinstance(p, dict) and "pid" in p]
+            marker = self._read_marker(Path(data.marker))
+            stored = (marker or {}).get("handle", {}).get("data", {})
+            return XvfbHandleData.from_data(stored if isinstance(stored, dict) else {}).procs or ()
+        return data.procs
 
     def _xvfb_alive(self, handle: RemoteHandle) -> bool:
-        return any(p["role"] == "xvfb" and alive(int(p["pid"]), p.get("ticks")) for p in self._procs(handle))
+        return any(p.role == "xvfb" and alive(p.pid, p.ticks) for p in self._procs(handle))
 
     def is_alive(self, handle: RemoteHandle) -> bool:
         return self._xvfb_alive(self._fresh(handle))
 
     def _fresh(self, handle: RemoteHandle) -> RemoteHandle:
         """The handle as its marker last recorded it (more pids than a handle saved before they started)."""
-        marker = self._read_marker(Path(handle.data.get("marker", "")))
+        marker = self._read_marker(Path(XvfbHandleData.of(handle).marker))
         if marker and isinstance(marker.get("handle"), dict):
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 return RemoteHandle.from_dict(marker["handle"])
@@ -459,19 +469,18 @@ class XvfbProvider(_XvfbBrowser):
         self._drop_driver(handle.session_id)
         handle = self._fresh(handle)
         procs = self._procs(handle)
-        order = sorted(procs, key=lambda p: {"watcher": 0, "browser": 1, "window_manager": 2}.get(p["role"], 3))
-        live = [(int(p["pid"]), p.get("ticks")) for p in order if alive(int(p["pid"]), p.get("ticks"))]
+        order = sorted(procs, key=lambda p: {"watcher": 0, "browser": 1, "window_manager": 2}.get(p.role, 3))
+        live = [(p.pid, p.ticks) for p in order if alive(p.pid, p.ticks)]
         live = self._terminate(live, group=True)
         # what the desktop's programs started outside their groups (exec'd daemons, setsid children)
         live += self._terminate(tagged_processes(handle.session_id), group=False)
         left: list[str] = [f"process {pid}" for pid, _ in live]
-        number = handle.data.get("display_number")
-        xvfb_pids = {int(p["pid"]) for p in procs if p["role"] == "xvfb"}
-        if isinstance(number, int):
-            socket_id = handle.data.get("socket_id")
-            ours = socket_id if isinstance(socket_id, str) else None
-            left.extend(self._remove_display_files(number, xvfb_pids, ours))
-        directory = handle.data.get("dir")
+        data = XvfbHandleData.of(handle)
+        xvfb_pids = {p.pid for p in procs if p.role == "xvfb"}
+        if data.display_number is not None:
+            ours = data.socket_id if isinstance(data.socket_id, str) else None
+            left.extend(self._remove_display_files(data.display_number, xvfb_pids, ours))
+        directory = data.dir
         if directory and not live:
             path = Path(directory)
             shutil.rmtree(path, ignore_errors=True)
