@@ -246,7 +246,7 @@ def screenshot(session_id: str, output: str, max_size: str | None, scale: float 
             parse_region(region)
     if output != "-":
         _check_output(output)  # before the desktop is reached: a bad path costs nothing
-    from deskctl.core.x11 import prefer_wire
+    from deskctl.core.x11wire import prefer_wire
 
     prefer_wire()  # one capture in this process: over the X11 wire, without python-xlib
     try:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl._fds import wait_readable
-from deskctl.core.x11 import X11Driver, new_cookie, read_cookie, write_xauthority
+from deskctl.core.x11auth import new_cookie, read_cookie, write_xauthority
 from deskctl.errors import (
     CleanupIncomplete,
     GeometryUnsupported,
@@ -90,6 +90,7 @@ from deskctl.providers.xvfb.display import (
 )
 
 if TYPE_CHECKING:
+    from deskctl.core.x11 import X11Driver
     from deskctl.providers.xvfb.options import Options
     from deskctl.spec import DesktopSpec, Geometry
 
@@ -358,6 +359,8 @@ class XvfbProvider(_XvfbBrowser):
 
     # -- while open ----------------------------------------------------------------------------------------
     def _open_driver(self, handle: RemoteHandle) -> X11Driver:
+        from deskctl.core.x11open import open_x11
+
         if "display" not in handle.data:
             raise SessionLost(f"session {handle.session_id} has no display", provider=self.name)
         try:
@@ -366,7 +369,8 @@ class XvfbProvider(_XvfbBrowser):
             raise SessionLost(f"the desktop of {handle.session_id} is gone ({exc.message})",
                               provider=self.name) from exc
         try:
-            return X11Driver.open(str(handle.data["display"]), cookie=cookie, provider=self.name)
+            # open_x11: X11Driver.open, without loading its module in a process that prefers the wire (`do`)
+            return open_x11(str(handle.data["display"]), cookie=cookie, provider=self.name)
         except ProviderUnreachable as exc:
             if not self._xvfb_alive(handle):
                 raise SessionLost(f"the Xvfb of {handle.session_id} is gone", provider=self.name) from exc
