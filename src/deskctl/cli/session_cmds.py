@@ -76,7 +76,13 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress,
                    record=record, record_settle=record_settle,
                    video=VideoOptions.from_flags(video, video_fps, video_max_seconds, video_max_mb))
-    desk.open()
+    from deskctl.core.x11wire import prefer_wire
+
+    prefer_wire()  # this process pings the display and reads its size: over the X11 wire, without python-xlib
+    try:
+        desk.open()
+    finally:
+        prefer_wire(False)  # a process that goes on (a harness calling main()) gets full drivers again
     if ready_when is not None:
         from deskctl.observe.readiness import ready_or_destroyed
 
