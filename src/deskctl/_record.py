@@ -26,7 +26,7 @@ It is also a dataclass to the :mod:`dataclasses` module, once something loads th
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from typing import Any, ClassVar, TypeVar, dataclass_transform  # 3.11, as the agent's platforms.py (StrEnum)
 
 __all__ = ["Record", "field", "record_fields", "replace"]
 
