@@ -19,8 +19,9 @@ docker (``--fleet-provider docker``) the library: ``open_desktop`` / ``click`` /
 process (target: the CLI's N downs within 1.5x the library's).
 
 Each process runs as installed code does: with ``.pyc`` files (``PYTHONDONTWRITEBYTECODE`` is dropped from the
-children's environment and every command runs once to warm up before it is timed). Prints medians (and the
-fastest run, which shows the cost without the noise of a busy machine) and ratios (naive / deskctl).
+children's environment and every command runs once to warm up before it is timed). The commands a row compares
+run in turns (one of each, then again), so that the load of a shared machine weighs on each alike. Prints medians
+(and the fastest run, which shows the cost without the noise of a busy machine) and ratios (naive / deskctl).
 
     .venv/bin/python bench/bench_cli.py [--calls 30] [--cycles 10] [--fleet 16] [--fleet-rounds 3]
         [--fleet-provider xvfb|docker] [--no-single]   (--fleet 0: no fleet)
@@ -50,14 +51,17 @@ def run(argv: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
-def per_call(argv: list[str], env: dict[str, str], calls: int) -> list[float]:
-    """Wall seconds of ``calls`` runs of ``argv`` (after one run to warm up)."""
-    run(argv, env)
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter()
+def interleaved(commands: dict[str, tuple[list[str], dict[str, str]]], calls: int) -> dict[str, list[float]]:
+    """Wall seconds of ``calls`` runs of each command, taken in turns (one of each, then again), so that a change
+    of load on a shared machine weighs on every command alike (after one run of each to warm up)."""
+    for argv, env in commands.values():
         run(argv, env)
-        samples.append(time.perf_counter() - started)
+    samples: dict[str, list[float]] = {label: [] for label in commands}
+    for _ in range(calls):
+        for label, (argv, env) in commands.items():
+            started = time.perf_counter()
+            run(argv, env)
+            samples[label].append(time.perf_counter() - started)
     return samples
 
 
@@ -175,29 +179,37 @@ def single(env: dict[str, str], work: Path, calls: int, cycles: int) -> None:
     sid = info["id"]
     try:
         x_env = dict(env, DISPLAY=info["display"], XAUTHORITY=info["xauthority"])
-        floor = per_call([sys.executable, "-c", "pass"], env, calls)
-        imported = per_call([sys.executable, "-c", "import deskctl"], env, calls)
-        helped = per_call([deskctl, "--help"], env, calls)
-        ours = per_call([deskctl, "do", sid, "click", "10", "10"], env, calls)
-        naive = per_call(["xdotool", "mousemove", "10", "10", "click", "--delay", "0", "1"], x_env, calls)
-        line("do click", ours, {"xdotool": naive, "python -c pass": floor, "import deskctl": imported,
-                                "deskctl --help": helped}, "import deskctl >= x0.5")
-        ours = per_call([deskctl, "do", sid, "key", "shift"], env, calls)
-        naive = per_call(["xdotool", "key", "--delay", "0", "shift"], x_env, calls)
-        line("do key", ours, {"xdotool": naive, "import deskctl": imported}, "import deskctl >= x0.5")
+        click = interleaved({
+            "deskctl": ([deskctl, "do", sid, "click", "10", "10"], env),
+            "xdotool": (["xdotool", "mousemove", "10", "10", "click", "--delay", "0", "1"], x_env),
+            "python -c pass": ([sys.executable, "-c", "pass"], env),
+            "import deskctl": ([sys.executable, "-c", "import deskctl"], env),
+            "deskctl --help": ([deskctl, "--help"], env),
+            "do key": ([deskctl, "do", sid, "key", "shift"], env),
+            "xdotool key": (["xdotool", "key", "--delay", "0", "shift"], x_env),
+        }, calls)
+        imported = click["import deskctl"]
+        line("do click", click["deskctl"], {k: click[k] for k in ("xdotool", "python -c pass", "import deskctl",
+                                                                  "deskctl --help")}, "import deskctl >= x0.5")
+        line("do key", click["do key"], {"xdotool": click["xdotool key"], "import deskctl": imported},
+             "import deskctl >= x0.5")
         shot = work / "shot.png"
-        ours = per_call([deskctl, "screenshot", sid, "-o", str(shot)], env, calls)
-        naive = {"scrot": per_call(["scrot", "-o", str(shot)], x_env, calls)}
+        shots = {"deskctl": ([deskctl, "screenshot", sid, "-o", str(work / "ours.png")], env),
+                 "scrot": (["scrot", "-o", str(shot)], x_env)}
         if shutil.which("import"):
-            naive["import"] = per_call(["import", "-window", "root", str(shot)], x_env, calls)
-        line("screenshot", ours, naive, "scrot >= x0.67")
+            shots["import"] = (["import", "-window", "root", str(work / "import.png")], x_env)
+        taken = interleaved(shots, calls)
+        line("screenshot", taken.pop("deskctl"), taken, "scrot >= x0.67")
+        print(f"{'':<11} file sizes: deskctl {(work / 'ours.png').stat().st_size} B, scrot {shot.stat().st_size} B")
         for verb in ("ls", "cost"):
-            line(verb, per_call([deskctl, verb], env, calls), {"import deskctl": imported}, "< 150 ms")
+            listed = interleaved({"deskctl": ([deskctl, verb], env),
+                                  "import deskctl": ([sys.executable, "-c", "import deskctl"], env)}, calls)
+            line(verb, listed["deskctl"], {"import deskctl": listed["import deskctl"]}, "< 150 ms")
         loop = f'for i in $(seq 100); do {deskctl} do {sid} click 10 10 || exit 1; done'
         naive_loop = "for i in $(seq 100); do xdotool mousemove 10 10 click --delay 0 1 || exit 1; done"
-        rounds = max(1, calls // 10)
-        line("100 clicks", per_call(["sh", "-c", loop], env, rounds),
-             {"xdotool loop": per_call(["sh", "-c", naive_loop], x_env, rounds)}, "a shell loop of 100")
+        loops = interleaved({"deskctl": (["sh", "-c", loop], env), "xdotool loop": (["sh", "-c", naive_loop], x_env)},
+                            max(1, calls // 10))
+        line("100 clicks", loops["deskctl"], {"xdotool loop": loops["xdotool loop"]}, "a shell loop of 100")
     finally:
         run([deskctl, "down", sid], env)
     ups, downs, hand = [], [], []
@@ -212,7 +224,7 @@ def single(env: dict[str, str], work: Path, calls: int, cycles: int) -> None:
         hand_cycle(env)
         hand.append(time.perf_counter() - started)
     ups, downs, hand = ups[1:], downs[1:], hand[1:]  # the first warms up
-    line("down", downs, {"import deskctl": imported}, "< 150 ms")
+    line("down", downs, {"import deskctl": imported}, "< 150 ms (import deskctl: the same run, above)")
     line("up + down", [u + d for u, d in zip(ups, downs, strict=True)], {"Xvfb by hand": hand},
          "Xvfb by hand >= x0.33")
 

@@ -84,10 +84,10 @@ def test_a_do_action_run_in_this_process_leaves_full_drivers_behind(session: str
     """`deskctl do ID click` takes the wire driver (no python-xlib) for its one action; a harness that calls the
     CLI's main() in its own process gets full drivers afterwards, and windows are listed through whichever
     driver a session holds (this host has no python3-xlib for the in-desktop fallback)."""
-    from deskctl.core import x11
+    from deskctl.core import x11, x11wire
 
     cli("do", session, "click", "5", "5", check=True)  # in this process: the fast `do` path
-    assert x11._wire_first is False
+    assert not x11wire.wire_preferred()
     cli("exec", session, "--background", "xmessage -title 'after a do' hello", check=True)
     cli("do", session, "wait-for", "after a do", check=True)
     deadline = time.monotonic() + 30

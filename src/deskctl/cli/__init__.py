@@ -9,7 +9,8 @@ This package imports no click: the click application is :mod:`deskctl.cli._app` 
 for every command but the plain forms of ``deskctl do ID ACTION ...``, which :mod:`deskctl.cli._do_fast` runs
 without it (a whole process per action: click's import was a third of the call), from a table made from the
 click commands; anything else it leaves to click (help, parse errors), so the output is the same either way.
-Likewise ``deskctl down ID...`` (:mod:`deskctl.cli._down`: a fleet's teardown is one process per desktop).
+Likewise ``deskctl down ID...`` (:mod:`deskctl.cli._down`: a fleet's teardown is one process per desktop) and
+``deskctl screenshot ID -o FILE`` (:mod:`deskctl.cli._shot`: a shell agent's look at the screen).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def wants_json(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``.
-    ``fast=False`` sends ``deskctl do`` and ``deskctl down`` through click too (the reference their fast paths
+    ``fast=False`` sends ``deskctl do``, ``down`` and ``screenshot`` through click too (the reference their fast paths
     are tested against). A command ends by returning (exit 0), by raising a
     :class:`~deskctl.errors.DeskctlError` (printed here, exit by its code) or, when it printed its outcome
     itself, by raising :class:`~deskctl.cli._output.Reported` (exit by its code)."""
@@ -81,6 +82,11 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
             from deskctl.cli._do_fast import run
 
             if run(args):
+                sys.exit(0)
+        if fast and args[:1] == ["screenshot"]:
+            from deskctl.cli._shot import run as run_shot
+
+            if run_shot(args):
                 sys.exit(0)
         if fast and args[:1] == ["down"]:
             from deskctl.cli._down import run as run_down

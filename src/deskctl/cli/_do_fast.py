@@ -52,7 +52,7 @@ def act(session_id: str, name: str, as_json: bool, apply: Callable[[Desktop], ob
         args: dict[str, Any]) -> None:
     """One action on a running desktop, and with ``as_json`` its document: what every ``deskctl do`` action
     does, on the click path and on this one."""
-    from deskctl.core.x11 import prefer_wire
+    from deskctl.core.x11wire import prefer_wire
 
     prefer_wire()  # one action in this process: X11 input over the wire, without python-xlib
     try:

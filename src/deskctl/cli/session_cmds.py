@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -77,7 +76,13 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress,
                    record=record, record_settle=record_settle,
                    video=VideoOptions.from_flags(video, video_fps, video_max_seconds, video_max_mb))
-    desk.open()
+    from deskctl.core.x11wire import prefer_wire
+
+    prefer_wire()  # this process pings the display and reads its size: over the X11 wire, without python-xlib
+    try:
+        desk.open()
+    finally:
+        prefer_wire(False)  # a process that goes on (a harness calling main()) gets full drivers again
     if ready_when is not None:
         from deskctl.observe.readiness import ready_or_destroyed
 
@@ -200,27 +205,6 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def _check_output(output: str) -> None:
-    """A file deskctl can create or replace at ``output``, else ``usage.bad_path`` (exit 2)."""
-    import os
-    from pathlib import Path
-
-    path = Path(output).expanduser()
-    folder = path.parent
-    if not output.strip() or path.is_dir():
-        problem = "is a directory" if output.strip() else "is empty"
-    elif not folder.exists():
-        problem = f"is in a folder that does not exist ({folder})"
-    elif not folder.is_dir():
-        problem = f"is under {folder}, which is not a folder"
-    elif not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        problem = "cannot be written (permission denied)"
-    else:
-        return
-    raise UsageError(f"-o {output!r} {problem}", code="usage.bad_path",
-                     remedy="name a PNG file in an existing, writable folder, or '-' for stdout")
-
-
 @click.command()
 @click.argument("session_id")
 @click.option("--output", "-o", "output", required=True,
@@ -237,44 +221,9 @@ def screenshot(session_id: str, output: str, max_size: str | None, scale: float 
     With --max-size, --scale or --region the image is resized or cropped; its transform is printed (stderr, or
     "transform" with --json), and `deskctl do ID click X Y --space TRANSFORM` maps a point of it back.
     """
-    if max_size is not None or scale is not None or region is not None:
-        from deskctl.observe.transform import parse_region, parse_size
+    from deskctl.cli._shot import take
 
-        if max_size is not None:
-            parse_size(max_size)  # refused before the desktop is reached
-        if region is not None:
-            parse_region(region)
-    if output != "-":
-        _check_output(output)  # before the desktop is reached: a bad path costs nothing
-    from deskctl.core.x11 import prefer_wire
-
-    prefer_wire()  # one capture in this process: over the X11 wire, without python-xlib
-    try:
-        with _attached(session_id) as desk:
-            shot = desk.screenshot(max_size=max_size, scale=scale, region=region)
-    finally:
-        prefer_wire(False)  # a process that goes on (a harness calling main()) gets full drivers again
-    transform = getattr(shot, "transform", None)
-    described = transform.to_dict() if transform is not None else None
-    if output == "-":
-        sys.stdout.buffer.write(shot.png)
-        if described is not None:
-            note(f"transform: {json.dumps(described)}")
-        return
-    try:
-        shot.save(output)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}", code="usage.bad_path") from None
-    if as_json:
-        document = {"id": session_id, "path": output, "width": shot.width, "height": shot.height,
-                    "bytes": len(shot.png)}
-        if described is not None:
-            document["transform"] = described
-        echo_json(document)
-    else:
-        note(f"{output}: {shot.width}x{shot.height} PNG, {len(shot.png)} bytes")
-        if described is not None:
-            note(f"transform: {json.dumps(described)}")
+    take(session_id, output, max_size, scale, region, as_json)
 
 
 def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -3,14 +3,14 @@ providers and the in-desktop agent (:mod:`deskctl.providers.base` re-exports the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from deskctl._record import Record
 
 __all__ = ["ExecResult", "RawFrame", "Screenshot"]
 
 
-@dataclass(frozen=True)
-class Screenshot:
+class Screenshot(Record, frozen=True):
     """PNG bytes whose pixel grid is the action coordinate space (width x height)."""
 
     png: bytes
@@ -22,8 +22,7 @@ class Screenshot:
             fh.write(self.png)
 
 
-@dataclass(frozen=True)
-class RawFrame:
+class RawFrame(Record, frozen=True):
     """The screen's pixels uncompressed, in the action coordinate space: a snapshot that stays valid after the
     next capture. Pillow reads it as ``Image.frombuffer("RGB", (width, height), data, "raw", mode, stride, 1)``;
     ``mode`` is a Pillow raw mode (``BGRX``, ``BGR;16``, ``L`` or ``RGB``) and ``stride`` the bytes per row
@@ -47,8 +46,7 @@ class RawFrame:
         return Image.frombuffer(inner, (self.width, self.height), self.data, "raw", self.mode, self.stride, 1)
 
 
-@dataclass(frozen=True)
-class ExecResult:
+class ExecResult(Record, frozen=True):
     """Result of a command; ``merged`` is True when the provider can only return stdout and stderr together
     (then everything is in ``stdout`` and ``stderr`` is empty). A ``background`` command's result comes at once:
     ``exit_code`` 0 when it was started, ``pid`` its process id on the guest where the guest tells it."""

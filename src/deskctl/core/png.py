@@ -1,5 +1,5 @@
 """PNG code shared by the providers: the fast screenshot encoder (:func:`encode_png`, raw X11 captures to PNG
-in a thread pool of stripes), the banded encoder of a frame that changes in places (:class:`BandedPng`, the SSH
+in threads, stripe by stripe), the banded encoder of a frame that changes in places (:class:`BandedPng`, the SSH
 provider's incremental capture), and the PNG header helpers (:func:`png_chunk`, :func:`png_size`).
 
 Only the standard library at import time (Pillow is imported where pixels are converted), so any provider may
@@ -13,12 +13,9 @@ import struct
 import sys
 import threading
 import zlib
-from typing import TYPE_CHECKING
+from typing import Any
 
 from deskctl.errors import ProviderApiError
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "PNG_SIGNATURE",
@@ -54,19 +51,41 @@ def png_size(png: bytes, provider: str) -> tuple[int, int]:
 _ADLER_BASE = 65521
 #: bytes per pixel of the raw modes capture_raw returns
 _RAW_BYTES = {"BGRX": 4, "BGR;16": 2, "L": 1}
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_POOL_WORKERS = max(1, min(4, os.cpu_count() or 1))
+#: threads that encode the stripes of one picture at most (the calling thread is one of them)
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
-def _encoder_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+def _encode_stripes(jobs: list[tuple[Any, ...]]) -> list[tuple[bytes, int, int]]:
+    """Each stripe's :func:`_encode_stripe`, in order, by up to :data:`_WORKERS` threads taking the next stripe in
+    turn (zlib and Pillow's converters release the GIL). Threads started per picture rather than a
+    ``concurrent.futures`` pool: that module's import was a tenth of a whole ``deskctl screenshot`` process, and
+    starting a thread costs far less than encoding a stripe."""
+    results: list[tuple[bytes, int, int] | None] = [None] * len(jobs)
+    failures: list[BaseException] = []
+    taken = iter(range(len(jobs)))
+    lock = threading.Lock()
 
-            _pool = ThreadPoolExecutor(max_workers=_POOL_WORKERS, thread_name_prefix="deskctl-png")
-        return _pool
+    def work() -> None:
+        while not failures:
+            with lock:
+                index = next(taken, None)
+            if index is None:
+                return
+            try:
+                results[index] = _encode_stripe(*jobs[index])
+            except BaseException as exc:  # raised in the caller's thread, below
+                failures.append(exc)
+
+    helpers = [threading.Thread(target=work, name="deskctl-png", daemon=True)
+               for _ in range(min(_WORKERS, len(jobs)) - 1)]
+    for helper in helpers:
+        helper.start()
+    work()
+    for helper in helpers:
+        helper.join()
+    if failures:
+        raise failures[0]
+    return [part for part in results if part is not None]
 
 
 def adler32_combine(adler1: int, adler2: int, length2: int) -> int:
@@ -133,7 +152,7 @@ def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "B
 
     Fast by construction: rows use PNG filter "None" (a screen compresses well without filtering, and Pillow's
     adaptive filtering costs more than the compression), zlib runs at ``level`` 1 on horizontal stripes in a
-    thread pool (zlib and Pillow's converters release the GIL), and the stripes are joined pigz-style into one
+    few threads (zlib and Pillow's converters release the GIL), and the stripes are joined pigz-style into one
     deflate stream (full flushes end each stripe on a byte boundary; the Adler-32 is combined).
     """
     bpp = _RAW_BYTES[mode]
@@ -150,10 +169,7 @@ def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "B
         bottom = min(height, top + rows_per)
         jobs.append((view[top * width * bpp : bottom * width * bpp], width, bottom - top, mode, level,
                      bottom == height))
-    if len(jobs) == 1:
-        parts = [_encode_stripe(*jobs[0])]
-    else:
-        parts = list(_encoder_pool().map(lambda job: _encode_stripe(*job), jobs))
+    parts = [_encode_stripe(*jobs[0])] if len(jobs) == 1 else _encode_stripes(jobs)
     adler = 1
     for _, part_adler, part_length in parts:
         adler = adler32_combine(adler, part_adler, part_length)

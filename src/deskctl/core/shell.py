@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["background_pid", "check_exec_options", "cmd_line", "dialect_of", "posix_line", "powershell_line",
            "run_here"]
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]*\Z")
+# patterns, compiled on first use (re caches them): a `deskctl do` process imports this module and uses neither
+_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*\Z"
+_USER_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.@-]*\Z"
 
 
 def run_here(line: str, timeout: float, *, env: Mapping[str, str] | None = None,
@@ -67,14 +68,14 @@ def check_exec_options(env: Mapping[str, str] | None, user: str | None, provider
     returns ``env`` as a plain dict of strings."""
     clean: dict[str, str] = {}
     for key, value in (env or {}).items():
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
+        if not isinstance(key, str) or not re.match(_ENV_NAME, key):
             raise UsageError(f"invalid environment variable name {key!r}", code="usage.bad_env", provider=provider,
                              remedy="names are letters, digits and _, not starting with a digit")
         if "\0" in str(value):
             raise UsageError(f"environment variable {key} holds a NUL byte", code="usage.bad_env",
                              provider=provider)
         clean[key] = str(value)
-    if user is not None and not _USER_NAME.match(user):
+    if user is not None and not re.match(_USER_NAME, user):
         raise UsageError(f"invalid user name {user!r}", code="usage.bad_user", provider=provider)
     return clean
 

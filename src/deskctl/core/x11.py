@@ -83,15 +83,14 @@ __all__ = [
 ]
 
 
-_wire_first = False
-
-
 def prefer_wire(enabled: bool = True) -> None:
     """Make :meth:`X11Driver.open` give this process drivers whose input goes over the X11 wire without python-xlib
     (:class:`~deskctl.core.x11wire.WireDriver`; anything else opens the full driver on first need). For a process
-    that runs one action (``deskctl do``) or one capture: python-xlib's import and setup were most of its cost."""
-    global _wire_first
-    _wire_first = enabled
+    that runs one action (``deskctl do``) or one capture: python-xlib's import and setup were most of its cost.
+    The flag is :func:`deskctl.core.x11wire.prefer_wire`'s."""
+    from deskctl.core import x11wire
+
+    x11wire.prefer_wire(enabled)
 
 
 class X11Driver(_Keyboard):
@@ -154,18 +153,12 @@ class X11Driver(_Keyboard):
         """Connect to ``display`` (see the module docstring for the three ways); ``provider`` names errors;
         an operation the server does not answer within ``op_timeout`` seconds fails as a lost session."""
         address = X11Address(display=display, socket_path=socket_path, host=host, port=port)
-        if _wire_first:
-            from typing import cast
+        from deskctl.core import x11wire
 
-            from deskctl.core.x11wire import WireConnection, WireDriver
-
-            wire = WireConnection.connect(address, cookie, timeout=timeout, provider=provider)
-
-            def full() -> X11Driver:
-                return cls._open(address, cookie, timeout, provider, use_shm and host is None, op_timeout)
-
+        if x11wire.wire_preferred():
             # the input half of this class without python-xlib (see x11wire): what a `deskctl do` process needs
-            return cast("X11Driver", WireDriver(wire, full, op_timeout=op_timeout))
+            return x11wire.wire_driver(address, cookie, timeout, provider, lambda: cls._open(
+                address, cookie, timeout, provider, use_shm and host is None, op_timeout), op_timeout)
         return cls._open(address, cookie, timeout, provider, use_shm and host is None, op_timeout)
 
     @classmethod

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import socket
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
+from deskctl._record import Record
 from deskctl.errors import ProviderUnreachable, UsageError
 
 COOKIE_PROTOCOL = "MIT-MAGIC-COOKIE-1"
@@ -81,8 +81,7 @@ def read_cookie(path: str | os.PathLike[str], display_number: int | None = None)
 # -- connecting ------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class X11Address:
+class X11Address(Record, frozen=True):
     """Where an X server listens. ``display`` is ``":N"`` (the screen is always 0)."""
 
     display: str = ":0"

@@ -12,8 +12,10 @@ It also reads the screen (GetGeometry, GetImage: what a ``deskctl screenshot`` p
 full :class:`~deskctl.core.x11.X11Driver`, opened on first need; from then on every call goes there and
 the wire connection is closed (two connections would not order their requests).
 
-:func:`deskctl.core.x11.prefer_wire` turns it on for a process (the CLI's ``do`` path does); the library
-keeps the full driver.
+:func:`prefer_wire` (also :func:`deskctl.core.x11.prefer_wire`) turns it on for a process (the CLI's ``do`` and
+``screenshot`` paths do); the library keeps the full driver. The flag lives here, not in :mod:`deskctl.core.x11`,
+so that a provider can open a driver through :func:`deskctl.core.x11open.open_x11` without importing the full
+driver's module (and python-xlib's shims) at all.
 """
 
 from __future__ import annotations
@@ -33,12 +35,37 @@ if TYPE_CHECKING:
     from deskctl.core.frames import RawFrame, Screenshot
     from deskctl.core.x11 import X11Address, X11Driver
 
-__all__ = ["WireConnection", "WireDriver"]
+__all__ = ["WireConnection", "WireDriver", "prefer_wire", "wire_driver", "wire_preferred"]
 
 _KEY_PRESS, _KEY_RELEASE, _BUTTON_PRESS, _BUTTON_RELEASE, _MOTION = 2, 3, 4, 5, 6
 _ERROR_NAMES = {1: "BadRequest", 2: "BadValue", 3: "BadWindow", 4: "BadPixmap", 5: "BadAtom", 6: "BadCursor",
                 7: "BadFont", 8: "BadMatch", 9: "BadDrawable", 10: "BadAccess", 11: "BadAlloc", 12: "BadColor",
                 13: "BadGC", 14: "BadIDChoice", 15: "BadName", 16: "BadLength", 17: "BadImplementation"}
+
+
+_wire_first = False
+
+
+def prefer_wire(enabled: bool = True) -> None:
+    """Make this process's drivers go over the X11 wire without python-xlib (:class:`WireDriver`; anything else
+    opens the full driver on first need). For a process that runs one action (``deskctl do``) or one capture:
+    python-xlib's import and setup were most of its cost."""
+    global _wire_first
+    _wire_first = enabled
+
+
+def wire_preferred() -> bool:
+    return _wire_first
+
+
+def wire_driver(address: X11Address, cookie: bytes | None, timeout: float, provider: str | None,
+                open_full: Callable[[], X11Driver], op_timeout: float) -> X11Driver:
+    """A :class:`WireDriver` connected to ``address``, typed as the full driver whose surface it has; what it does
+    not take goes to ``open_full()``."""
+    from typing import cast
+
+    wire = WireConnection.connect(address, cookie, timeout=timeout, provider=provider)
+    return cast("X11Driver", WireDriver(wire, open_full, op_timeout=op_timeout))
 
 
 def _pad(data: bytes) -> bytes:

@@ -4,16 +4,15 @@ the caller, independent of the database that stores them."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
 from typing import Any
 
+from deskctl._record import Record, field, record_fields
 from deskctl.lifecycle import TERMINAL_STATUSES
 
 __all__ = ["Budget", "Event", "ModelTotals", "ModelUsage", "Reservation", "SessionRecord", "Totals"]
 
 
-@dataclass
-class SessionRecord:
+class SessionRecord(Record):
     """One session as the ledger knows it. Times are Unix epoch seconds (``time.time()``).
 
     ``created_at`` is the time the create *request* was sent: billable time starts there, because a
@@ -61,11 +60,10 @@ class SessionRecord:
         return max(0.0, end - self.created_at)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in record_fields(self)}
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(Record, frozen=True):
     """Something that happened to a session: ``kind`` (``intent``, ``create_sent``, ``created``, ``ready``,
     ``ended``, or any kind the caller records) at ``at`` with JSON ``data``."""
 
@@ -78,8 +76,7 @@ class Event:
         return {"session_id": self.session_id, "at": self.at, "kind": self.kind, "data": dict(self.data)}
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(Record, frozen=True):
     """A shared spending cap: at most ``max_usd`` over any trailing ``window_seconds``."""
 
     name: str
@@ -93,11 +90,10 @@ class Budget:
     updated_at: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in record_fields(self)}
 
 
-@dataclass(frozen=True)
-class Reservation:
+class Reservation(Record, frozen=True):
     """Money held against a budget for one session until it is settled (``cost_usd`` known) or expires."""
 
     id: str
@@ -114,11 +110,10 @@ class Reservation:
     owner: str | None = None  # host:pid of the process that made it
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in record_fields(self)}
 
 
-@dataclass(frozen=True)
-class Totals:
+class Totals(Record, frozen=True):
     """Sums over a group of sessions: how many, their billable seconds, their known cost and how many of them
     have an unknown one (not included in ``cost_usd``)."""
 
@@ -128,8 +123,7 @@ class Totals:
     unknown_sessions: int
 
 
-@dataclass(frozen=True)
-class ModelUsage:
+class ModelUsage(Record, frozen=True):
     """Tokens a model spent for a session (``Desktop.meter``): ``role`` (``agent``, ``user``, ...), ``model``, the
     token counts and ``usd`` (None: the price is unknown, never 0); ``price_source`` says where ``usd`` came from."""
 
@@ -143,11 +137,10 @@ class ModelUsage:
     price_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in record_fields(self)}
 
 
-@dataclass(frozen=True)
-class ModelTotals:
+class ModelTotals(Record, frozen=True):
     """Model spend summed over a group: distinct sessions, metered calls, tokens, the known cost and how many
     calls have an unknown price (not included in ``usd``)."""
 

@@ -72,8 +72,7 @@ class ImageTransform:
         return cls(region, size)
 
 
-@dataclass(frozen=True)
-class TransformedScreenshot(Screenshot):
+class TransformedScreenshot(Screenshot, frozen=True):  # a record (deskctl._record), as Screenshot is
     """A screenshot of a region at a size; ``transform`` maps its points back (pass it as ``space=``)."""
 
     transform: ImageTransform = ImageTransform((0, 0, 1, 1), (1, 1))

@@ -1,18 +1,20 @@
 """The typed shape of a provider's ``handle.data`` (what it stores in the handle and the ledger row to find its
-desktop again): a frozen dataclass per provider, built on :class:`HandleData`.
+desktop again): a frozen record per provider (:mod:`deskctl._record`), built on :class:`HandleData`.
 
-No pydantic here: ``deskctl do`` and ``down`` read handle data and do not import it. A row written by an older
-deskctl loads: a key it lacks takes the field's default (which is what that version meant), a ``None`` counts as
-absent, and keys this version does not know are ignored (they stay in ``handle.data`` untouched).
-A field holding a secret is declared ``field(repr=False)``; no provider keeps a secret itself in its handle data
-(only the path of a 0600 file), so ``to_data()`` never carries one into the ledger or ``--json`` output.
+No pydantic and no :mod:`dataclasses` here: ``deskctl do`` and ``down`` read handle data and import neither.
+A row written by an older deskctl loads: a key it lacks takes the field's default (which is what that version
+meant), a ``None`` counts as absent, and keys this version does not know are ignored (they stay in ``handle.data``
+untouched). A field holding a secret is declared ``deskctl._record.field(repr=False)``; no provider keeps a secret
+itself in its handle data (only the path of a 0600 file), so ``to_data()`` never carries one into the ledger or
+``--json`` output.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from deskctl._record import Record, record_fields
 
 if TYPE_CHECKING:
     from deskctl.providers.base import RemoteHandle
@@ -28,12 +30,11 @@ _FIELD_NAMES: dict[type, frozenset[str]] = {}
 def _field_names(cls: type) -> frozenset[str]:
     names = _FIELD_NAMES.get(cls)
     if names is None:
-        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+        names = _FIELD_NAMES[cls] = frozenset(record_fields(cls))
     return names
 
 
-@dataclass(frozen=True)
-class HandleData:
+class HandleData(Record, frozen=True):
     """A provider's handle data: subclasses declare fields with defaults; :meth:`from_data` reads a stored row,
     :meth:`to_data` gives the JSON-ready mapping to store, :meth:`store` writes it into a handle."""
 
@@ -58,7 +59,7 @@ class HandleData:
 
     def to_data(self) -> dict[str, Any]:
         """Every field as JSON-ready values, keyed by the names older rows used."""
-        return {f.name: self._dump(f.name, getattr(self, f.name)) for f in fields(self)}
+        return {name: self._dump(name, getattr(self, name)) for name in record_fields(self)}
 
     def store(self, handle: RemoteHandle) -> None:
         """Write every field into ``handle.data`` (keys it does not know stay as they are)."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from deskctl._record import Record, field
 from deskctl.core.frames import ExecResult, RawFrame, Screenshot
 from deskctl.platforms import Platform
 
@@ -55,8 +55,7 @@ LABEL_DETACHED = "deskctl.detached"
 LABEL_LEDGER = "deskctl.ledger"
 
 
-@dataclass(frozen=True)
-class Capabilities:
+class Capabilities(Record, frozen=True):
     """What a provider can do, as data (never discovered by catching NotImplementedError).
 
     ``fixed_sizes`` maps a platform to the only sizes it offers; a platform absent from it has a settable
@@ -138,8 +137,7 @@ class Capabilities:
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSPHRASE")
 
 
-@dataclass(frozen=True)
-class CredentialSet:
+class CredentialSet(Record, frozen=True):
     """The variables a provider reads, declared on its class (``Provider.credentials``): all of them, which are
     secret, and the alternatives that suffice.
 
@@ -162,8 +160,7 @@ class CredentialSet:
         return var in (self.secret or ())
 
 
-@dataclass
-class RemoteHandle:
+class RemoteHandle(Record):
     """How to reach one desktop: provider name, deskctl session id, the provider's own id, and JSON data."""
 
     provider: str

@@ -4,7 +4,6 @@ secret: the API key and the OAuth client secret come from the environment or key
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from deskctl.providers._handle_data import HandleData
@@ -20,8 +19,7 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-@dataclass(frozen=True)
-class CuaHandleData(HandleData):
+class CuaHandleData(HandleData, frozen=True):
     """Where the claim lives: ``base_url`` (``""``: this process's), ``namespace`` (the pool's), ``warmpool``,
     ``svc_suffix``; ``sandbox`` (the bound sandbox's name, ``""`` until bound), ``platform`` (``""``: unknown),
     ``claim_ttl`` (seconds each renewal moves the claim's shutdown time; None: the provider's), ``expires_at``

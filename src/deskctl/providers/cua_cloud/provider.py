@@ -7,9 +7,9 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import replace
 from deskctl._redact import redact
 from deskctl.errors import (
     CapacityUnavailable,

@@ -3,7 +3,6 @@ secret: the API key comes from the environment or keyring each time; the toolbox
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from deskctl.providers._handle_data import HandleData
@@ -11,8 +10,7 @@ from deskctl.providers._handle_data import HandleData
 __all__ = ["DaytonaHandleData"]
 
 
-@dataclass(frozen=True)
-class DaytonaHandleData(HandleData):
+class DaytonaHandleData(HandleData, frozen=True):
     """``api_url`` (the API the sandbox was made on; ``""``: this process's), ``toolbox_url`` (its toolbox proxy,
     ``""`` until the sandbox started), ``platform``, and what the API said of the sandbox: ``name``, ``target``,
     ``snapshot``, ``sandbox_class``, ``cpu``, ``memory``, ``disk``, ``gpu``, ``ttl_minutes``, ``auto_destroy_at``

@@ -7,9 +7,9 @@ import contextlib
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import Record, record_fields
 from deskctl.errors import (
     UsageError,
 )
@@ -196,12 +196,11 @@ def _host_memory(field: str, engine: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class DockerHandleData:
-    """The docker provider's ``handle.data``, typed (a dataclass: ``deskctl do`` and ``down`` read it, and they
-    do not import pydantic). A row written by an older deskctl loads too: each field it may lack has the value
-    that version meant (display ``:0``, the desktop user runs commands and owns copied files, the environment's
-    engine), and keys this version does not know are ignored."""
+class DockerHandleData(Record, frozen=True):
+    """The docker provider's ``handle.data``, typed (a record, :mod:`deskctl._record`: ``deskctl do`` and ``down``
+    read it, and they import neither pydantic nor dataclasses). A row written by an older deskctl loads too: each
+    field it may lack has the value that version meant (display ``:0``, the desktop user runs commands and owns
+    copied files, the environment's engine), and keys this version does not know are ignored."""
 
     container: str = ""
     name: str = ""
@@ -231,7 +230,7 @@ class DockerHandleData:
     @classmethod
     def of(cls, handle: RemoteHandle) -> DockerHandleData:
         """The handle's data; the container and its name default to the handle's ids (the oldest rows)."""
-        known = {f.name for f in fields(cls)}
+        known = set(record_fields(cls))
         values = {k: v for k, v in handle.data.items() if k in known and v is not None}
         values.setdefault("container", handle.resource_id)
         values.setdefault("name", handle.session_id)

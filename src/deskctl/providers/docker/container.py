@@ -9,11 +9,11 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from deskctl._record import Record
 from deskctl.errors import (
     CapacityUnavailable,
     ProviderApiError,
@@ -407,8 +407,7 @@ class _DockerCreate(_DockerPreflight):
                                f"(container {state.get('Status', '?')})", provider=self.name)
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(Record, frozen=True):
     """What :meth:`DockerProvider.create` will make, resolved before anything is made."""
 
     session_id: str
@@ -426,8 +425,7 @@ class _Plan:
     user: str | None = DESKTOP_USER  # the container's user; None: the image's own
 
 
-@dataclass(frozen=True)
-class _HostDirs:
+class _HostDirs(Record, frozen=True):
     """The host folders of a local desktop (its X socket's, its cookie's, its framebuffer's)."""
 
     session_dir: Path
@@ -436,8 +434,7 @@ class _HostDirs:
     fb_dir: Path
 
 
-@dataclass(frozen=True)
-class _ContainerConfig:
+class _ContainerConfig(Record, frozen=True):
     labels: dict[str, str]
     environment: dict[str, str]
     host_config: dict[str, Any]

@@ -79,6 +79,7 @@ _PROVIDER = "docker"
 AGENT_FILES = (
     "deskctl/__init__.py",
     "deskctl/_fds.py",
+    "deskctl/_record.py",
     "deskctl/_redact.py",
     "deskctl/actions.py",
     "deskctl/errors.py",

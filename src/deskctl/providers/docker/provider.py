@@ -294,14 +294,15 @@ class DockerProvider(_DockerFiles):
         return self._agent_driver(handle) if _via_agent(handle) else self._x11_driver(handle)
 
     def _x11_driver(self, handle: RemoteHandle) -> X11Driver:
-        from deskctl.core.x11 import X11Driver, read_cookie
+        from deskctl.core.x11auth import read_cookie
+        from deskctl.core.x11open import open_x11  # X11Driver.open, without core/x11.py in a `deskctl do` process
 
         socket_path = DockerHandleData.of(handle).socket_path
         try:
             display = _display_of(handle)
             cookie = read_cookie(str(handle.data["xauthority"]), _display_number(display[1:], self.name))
             # MIT-SHM crosses the container's IPC namespace as a file descriptor (see _x11._Shm)
-            return X11Driver.open(display, socket_path=socket_path, cookie=cookie, provider=self.name)
+            return open_x11(display, socket_path=socket_path, cookie=cookie, provider=self.name)
         except (ProviderUnreachable, KeyError) as exc:
             raise self._lost(handle, "connect to the display", exc) from exc
 

@@ -9,10 +9,10 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from deskctl._record import replace
 from deskctl.errors import (
     DeskctlError,
     ProviderUnreachable,

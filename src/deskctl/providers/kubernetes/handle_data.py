@@ -4,7 +4,6 @@ memory file."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from deskctl.providers._handle_data import HandleData
@@ -12,8 +11,7 @@ from deskctl.providers._handle_data import HandleData
 __all__ = ["KubernetesHandleData"]
 
 
-@dataclass(frozen=True)
-class KubernetesHandleData(HandleData):
+class KubernetesHandleData(HandleData, frozen=True):
     """``pod`` (its name; ``""`` for a secret left without its pod), ``namespace`` (``""``: the provider's),
     ``uid`` (the pod's), ``secret_name`` (``""``: the session's default name), ``agent_port`` (None: the
     default), ``pod_ip`` (once known), ``image``, ``context``, ``resource_version``, ``platform``; ``phase``

@@ -12,9 +12,9 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from deskctl._record import replace
 from deskctl.errors import (
     CapacityUnavailable,
     CleanupIncomplete,

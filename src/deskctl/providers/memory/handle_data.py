@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from deskctl.providers._handle_data import HandleData
 
 __all__ = ["MemoryHandleData"]
 
 
-@dataclass(frozen=True)
-class MemoryHandleData(HandleData):
+class MemoryHandleData(HandleData, frozen=True):
     """``dir``: the desktop's folder (``""`` in a row without it: the provider's folder for the session);
     ``geometry``: ``WxH`` as made; ``platform``: the spec's platform value."""
 

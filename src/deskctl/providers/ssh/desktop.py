@@ -277,8 +277,7 @@ class SshDesktops(X11Provider):
         socket_path = f"/tmp/.X11-unix/X{desk.display}"
         conn = desk.conn
 
-        @dataclass(frozen=True)
-        class ChannelAddress(X11Address):
+        class ChannelAddress(X11Address, frozen=True):  # a record (deskctl._record), as X11Address is
             def describe(self) -> str:
                 return f"{conn.settings.target}{socket_path}"
 

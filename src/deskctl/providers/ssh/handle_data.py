@@ -3,7 +3,6 @@ secret: the key is a path, the X cookie stays on the host (read again over SSH b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from deskctl.providers._handle_data import HandleData
@@ -18,8 +17,7 @@ def _bool(value: Any) -> bool:
     return bool(value)
 
 
-@dataclass(frozen=True)
-class SshHandleData(HandleData):
+class SshHandleData(HandleData, frozen=True):
     """How to reach the host again (``host``, ``port``, ``user``, ``key_file``, ``known_hosts``, ``agent``,
     ``identity_files``, ``jump`` as ``user@host:port,...``, ``compression``; ``connect_timeout`` only in rows of
     older versions) and the desktop there: ``dir`` (its remote folder), ``display`` (the X display number),

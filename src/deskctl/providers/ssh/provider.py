@@ -78,9 +78,9 @@ import functools
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import replace
 from deskctl.errors import (
     CleanupIncomplete,
     DeskctlError,

@@ -3,7 +3,6 @@ no secret: the API key comes from the environment or keyring each time."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from deskctl.providers._handle_data import HandleData
@@ -11,8 +10,7 @@ from deskctl.providers._handle_data import HandleData
 __all__ = ["UseComputerHandleData"]
 
 
-@dataclass(frozen=True)
-class UseComputerHandleData(HandleData):
+class UseComputerHandleData(HandleData, frozen=True):
     """``base_url`` (the API the sandbox was made on; ``""``: this process's), ``platform`` (``""`` in a row
     without it: macOS, the service's first), ``ephemeral``, and what the service said of the sandbox: ``host``,
     ``version``, ``vm_ip`` (``""`` when it said nothing)."""

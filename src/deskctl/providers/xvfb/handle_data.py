@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from deskctl._record import Record
 from deskctl.providers._handle_data import HandleData
 
 __all__ = ["XvfbHandleData", "XvfbProcess"]
 
 
-@dataclass(frozen=True)
-class XvfbProcess:
+class XvfbProcess(Record, frozen=True):
     """A process the desktop started: ``role`` (``xvfb``, ``window_manager``, ``browser``, ``watcher``), its pid
     and its start time in clock ticks (None when unknown: then the pid alone identifies it)."""
 
@@ -20,8 +19,7 @@ class XvfbProcess:
     ticks: int | None = None
 
 
-@dataclass(frozen=True)
-class XvfbHandleData(HandleData):
+class XvfbHandleData(HandleData, frozen=True):
     """``display`` (``:N``, ``""`` until Xvfb announced it), ``display_number``, ``cookie_file`` (also as
     ``xauthority``: the value for XAUTHORITY; the cookie itself stays in that 0600 file), ``dir`` (the session
     directory), ``marker`` (its ``desktop.json``), ``geometry`` (``WxHxD``), ``procs`` (None in a row saved before

@@ -48,12 +48,12 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl._fds import wait_readable
-from deskctl.core.x11 import X11Driver, new_cookie, read_cookie, write_xauthority
+from deskctl._record import replace
+from deskctl.core.x11auth import new_cookie, read_cookie, write_xauthority
 from deskctl.errors import (
     CleanupIncomplete,
     GeometryUnsupported,
@@ -92,6 +92,7 @@ from deskctl.providers.xvfb.display import (
 from deskctl.providers.xvfb.handle_data import XvfbHandleData, XvfbProcess
 
 if TYPE_CHECKING:
+    from deskctl.core.x11 import X11Driver
     from deskctl.providers.xvfb.options import Options
     from deskctl.spec import DesktopSpec, Geometry
 
@@ -366,6 +367,8 @@ class XvfbProvider(_XvfbBrowser):
 
     # -- while open ----------------------------------------------------------------------------------------
     def _open_driver(self, handle: RemoteHandle) -> X11Driver:
+        from deskctl.core.x11open import open_x11
+
         data = XvfbHandleData.of(handle)
         if not data.display:
             raise SessionLost(f"session {handle.session_id} has no display", provider=self.name)
@@ -375,7 +378,8 @@ class XvfbProvider(_XvfbBrowser):
             raise SessionLost(f"the desktop of {handle.session_id} is gone ({exc.message})",
                               provider=self.name) from exc
         try:
-            return X11Driver.open(data.display, cookie=cookie, provider=self.name)
+            # open_x11: X11Driver.open, without loading its module in a process that prefers the wire (`do`)
+            return open_x11(data.display, cookie=cookie, provider=self.name)
         except ProviderUnreachable as exc:
             if not self._xvfb_alive(handle):
                 raise SessionLost(f"the Xvfb of {handle.session_id} is gone", provider=self.name) from exc
