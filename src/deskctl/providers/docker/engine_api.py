@@ -32,6 +32,8 @@ from deskctl.errors import DeskctlError, NotFound, ProviderApiError, ProviderUnr
 if TYPE_CHECKING:
     import ssl
 
+    from deskctl.providers._tar import FileTar
+
 __all__ = ["DEFAULT_SOCKET", "EngineApi", "engine_api"]
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -223,15 +225,24 @@ class EngineApi:
         return clone
 
     def _open_stream(self, method: str, path: str, doing: str, *, body: bytes | None = None,
-                     chunks: Iterator[bytes] | None = None, headers: Mapping[str, str] | None = None,
+                     chunks: Iterator[bytes] | None = None, prepared: FileTar | None = None,
+                     headers: Mapping[str, str] | None = None,
                      timeout: float | None = None) -> tuple[_Connection, int, dict[bytes, bytes]]:
         """A request whose response is read by the caller: ``(connection, status, headers)``; an error status is
-        raised (its body read) and the connection closed."""
+        raised (its body read) and the connection closed. The body: ``body``, ``chunks`` (chunked encoding) or
+        ``prepared`` (its length said up front, the file sent by ``sendfile``)."""
         api = self._bulk(timeout or self.timeout)
         with api._errors(doing):
             conn = api._connect()
             try:
-                if chunks is None:
+                if prepared is not None:
+                    conn.send_request(method, path, None, {**(headers or {}), "Content-Length": str(prepared.length)},
+                                      length=False)
+                    try:
+                        prepared.send(conn.sock)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # the engine answered (a refusal) before it read the body: its answer is read below
+                elif chunks is None:
                     conn.send_request(method, path, body, headers)
                 else:
                     conn.send_request(method, path, None, {**(headers or {}), "Transfer-Encoding": "chunked"},
@@ -259,11 +270,16 @@ class EngineApi:
             raise NotFound(f"cannot {doing}: {message}", provider=_PROVIDER)
         raise ProviderApiError(f"cannot {doing}: Docker said {status}: {message}", status=status, provider=_PROVIDER)
 
-    def put_archive(self, container: str, path: str, chunks: Iterator[bytes], doing: str, *,
+    def put_archive(self, container: str, path: str, chunks: Iterator[bytes] | FileTar, doing: str, *,
                     timeout: float = 3600.0) -> None:
-        """``PUT /containers/{id}/archive?path=``: the tar ``chunks`` sent as they come (chunked encoding)."""
+        """``PUT /containers/{id}/archive?path=``: the tar ``chunks`` sent as they come (chunked encoding), or a
+        prepared tar of one file in one body of known length."""
+        from deskctl.providers._tar import FileTar
+
         target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
-        conn, _, _ = self._open_stream("PUT", target, doing, chunks=chunks, timeout=timeout,
+        prepared = chunks if isinstance(chunks, FileTar) else None
+        conn, _, _ = self._open_stream("PUT", target, doing, chunks=None if prepared else chunks,  # type: ignore[arg-type]
+                                       prepared=prepared, timeout=timeout,
                                        headers={"Content-Type": "application/x-tar"})
         with self._errors(doing):
             try:

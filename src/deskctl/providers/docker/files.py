@@ -17,7 +17,7 @@ from deskctl.errors import (
     ProviderUnreachable,
     UsageError,
 )
-from deskctl.providers._tar import GO_MODE_DIR, GO_MODE_SYMLINK, tar_stream, untar_stream
+from deskctl.providers._tar import GO_MODE_DIR, GO_MODE_SYMLINK, FileTar, tar_stream, untar_stream
 from deskctl.providers.base import (
     ExecResult,
     RemoteHandle,
@@ -165,7 +165,8 @@ class _DockerFiles(_DockerCreate):
         engine = self._engine_of(handle)
         with self._engine_api_or_bulk_client(engine) as (api, client):
             for attempt in range(2):
-                stream = tar_stream(source, name, uid, gid, provider=self.name)
+                prepared = FileTar.of(source, name, uid, gid, provider=self.name) if api is not None else None
+                stream = prepared or tar_stream(source, name, uid, gid, provider=self.name)
                 try:
                     if api is not None:
                         api.put_archive(container, parent, stream, f"copy {local} to {path}")
