@@ -251,11 +251,17 @@ def test_deskctl_cp_puts_one_file_as_one_request_of_known_length(deskctl_home: P
     (tmp_path / "tree" / "sub").mkdir(parents=True)
     (tmp_path / "tree" / "sub" / "a.txt").write_text("a")
     try:
+        by_copy = []
         for argv in ([str(tmp_path / "tree"), f"{sid}:/tmp/pf/tree"], [str(source), f"{sid}:/tmp/pf/payload.bin"],
                      [f"{sid}:/tmp/pf/payload.bin", str(tmp_path / "back.bin")]):
+            before = len(relay.sent)
             done = subprocess.run([sys.executable, "-m", "deskctl", "cp", *argv], capture_output=True, text=True,
                                   timeout=180, env=env)
             assert done.returncode == 0, done.stderr
+            by_copy.append(b"".join(relay.sent[before:]))
+        # the look at the destination (folder or file? under a mount the PUT cannot write?) starts no process in
+        # the container: the archive endpoint's stat and the container's mounts tell
+        assert b"/exec" not in by_copy[1] and b"HEAD /containers/" in by_copy[1], by_copy[1][:2000]
         assert (tmp_path / "back.bin").read_bytes() == source.read_bytes()
         assert (tmp_path / "back.bin").stat().st_mode & 0o777 == 0o640
         puts = [bytes(r) for r in relay.sent if r.startswith(b"PUT /") and b"/archive?" in r.split(b"\r\n")[0]]
