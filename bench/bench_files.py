@@ -9,11 +9,12 @@ same desktop, alternating round by round; every copy is checked (sizes) once bef
 ``docker-cli`` times ``deskctl cp`` and ``docker cp`` as whole processes (target: within 1.1x); the others the
 library's ``upload``/``download`` (target: within 1.0x the naive tool).
 
-Prints medians (milliseconds), throughput (MiB/s) and the naive way's time over deskctl's ("x2.0": deskctl
-takes half as long). A target is one entry of :data:`TARGETS`: a function that opens a desktop and yields a
-:class:`Ways` (deskctl's and the naive way's upload and download, a scratch folder on the desktop); adding a
-provider is one such function and one line in the table. ``ssh`` starts its own loopback sshd (run as root after
-scripts/setup.d/40-ssh.sh) and compares with ``scp -r`` over a shared OpenSSH connection.
+Prints medians (milliseconds), throughput (MiB/s) and deskctl's time over the naive way's ("deskctl/naive
+0.50": deskctl takes half as long) with its target. A target is one entry of :data:`TARGETS`: a function that
+opens a desktop and yields a :class:`Ways` (deskctl's and the naive way's upload and download, a scratch folder
+on the desktop); adding a provider is one such function and one line in the table. ``ssh`` starts its own
+loopback sshd (run as root after scripts/setup.d/40-ssh.sh) and compares with ``scp -r`` over a shared OpenSSH
+connection.
 """
 
 from __future__ import annotations
@@ -259,11 +260,13 @@ def bench_target(name: str, ways: Ways, workloads: dict[str, tuple[Path, int]], 
                 samples["download"].setdefault(what, []).extend(timed(lambda: fetch(source, back), 1))  # noqa: B023
                 shutil.rmtree(back) if back.is_dir() else back.unlink()
         ways.remove(source)
+        target = 1.1 if name == "docker-cli" else 1.0
         for direction in ("upload", "download"):
             ours, naive = median_ms(samples[direction]["deskctl"]), median_ms(samples[direction]["naive"])
             mib = total / 2**20
             print(f"{name:<11}{direction:<9}{label:<14} deskctl {ours:9.1f} ms {mib / (ours / 1000):8.1f} MiB/s"
-                  f"   {ways.naive_label:<10}{naive:9.1f} ms {mib / (naive / 1000):8.1f} MiB/s   (x{naive / ours:.2f})")
+                  f"   {ways.naive_label:<10}{naive:9.1f} ms {mib / (naive / 1000):8.1f} MiB/s   "
+                  f"deskctl/naive {ours / naive:.2f} (target {target:.1f})")
 
 
 def main() -> int:
@@ -279,7 +282,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="deskctl-bench-files-") as tmp:
         root = Path(tmp)
         workloads = make_workloads(root / "data")
-        print(f"upload and download medians over {args.rounds} rounds; (xN) = naive time / deskctl time")
+        print(f"upload and download medians over {args.rounds} rounds; deskctl/naive = deskctl's time over the "
+              f"naive way's (under 1: deskctl is faster); load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores")
         for name in names:
             with TARGETS[name]() as ways:
                 bench_target(name, ways, workloads, args.rounds, root)

@@ -11,6 +11,13 @@ Prints, per size: wall seconds of each phase, milliseconds per desktop, this pro
 growth while the desktops are up, divided by their number) and, for xvfb, the Xvfb servers' memory per desktop.
 
     .venv/bin/python bench/bench_fleet.py [--sizes 16,64,128,256] [--provider xvfb|docker] [--workers 32]
+
+``--downs N``: only the teardown, as a fleet's cleanup pays it: N ``deskctl down ID`` processes at once next to
+the library's N ``close`` from threads of one process, rounds interleaved (target: the processes within 1.5x);
+each round brings N detached desktops up through the library first (not timed). Prints medians and the ratio
+(CLI time / library time) and the load average.
+
+    .venv/bin/python bench/bench_fleet.py --provider docker --downs 16 [--rounds 5]
 """
 
 from __future__ import annotations
@@ -86,6 +93,55 @@ def fleet(provider: str, size: int, geometry: str, workers: int, home: Path) -> 
             "rss": rss / max(1, len(desks)), "servers": servers / max(1, len(desks))}
 
 
+def _detached(provider: str, size: int, geometry: str) -> list[str]:
+    """``size`` detached desktops brought up from threads and let go (what ``deskctl up`` leaves): their ids."""
+    import deskctl
+
+    def up(_: int) -> str:
+        desk = deskctl.open_desktop(provider, geometry=geometry, detached=True)
+        desk.release()
+        return desk.id
+
+    with ThreadPoolExecutor(max_workers=size) as pool:
+        return list(pool.map(up, range(size)))
+
+
+def downs(provider: str, size: int, geometry: str, rounds: int) -> None:
+    """N `deskctl down` processes at once vs the library's N closes from threads, interleaved; medians."""
+    import statistics
+    import subprocess
+
+    import deskctl
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as installed: with .pyc
+    binary = str(Path(sys.executable).with_name("deskctl"))
+    cli, library = [], []
+    for number in range(rounds + 1):  # the first round warms up (imports, .pyc files, the image's layers)
+        ids = _detached(provider, size, geometry)
+        with ThreadPoolExecutor(max_workers=size) as pool:
+            started = time.perf_counter()
+            done = list(pool.map(lambda sid: subprocess.run([binary, "down", sid], env=env, capture_output=True,
+                                                             text=True), ids))
+            took = time.perf_counter() - started
+        failed = [d.stderr.strip() for d in done if d.returncode != 0]
+        if failed:
+            sys.exit(f"deskctl down failed: {failed[0]}")
+        if number:
+            cli.append(took)
+        desks = [deskctl.attach(sid) for sid in _detached(provider, size, geometry)]
+        with ThreadPoolExecutor(max_workers=size) as pool:
+            started = time.perf_counter()
+            list(pool.map(lambda desk: desk.close(), desks))
+            took = time.perf_counter() - started
+        if number:
+            library.append(took)
+    ours, theirs = statistics.median(cli), statistics.median(library)
+    print(f"{size} {provider} downs at once, medians over {rounds} rounds (load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores): {size} deskctl down processes {ours:.2f} s (fastest {min(cli):.2f}), "
+          f"the library's {size} closes from threads {theirs:.2f} s (fastest {min(library):.2f}); "
+          f"CLI/library {ours / theirs:.2f} (target 1.5)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="16,64,128,256")
@@ -93,7 +149,18 @@ def main() -> None:
     parser.add_argument("--geometry", default="1024x768")
     parser.add_argument("--workers", type=int, default=32)
     parser.add_argument("--no-naive", action="store_true", help="skip the naive rows")
+    parser.add_argument("--downs", type=int, default=0, help="only N concurrent `deskctl down`s vs the library")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --downs")
     args = parser.parse_args()
+    if args.downs:
+        work = Path(tempfile.mkdtemp(prefix="dk-bf-"))  # short: the X socket paths under it are length-limited
+        os.environ["DESKCTL_HOME"] = str(work / "home")
+        try:
+            downs(args.provider, args.downs, "640x480" if args.geometry == "1024x768" else args.geometry,
+                  args.rounds)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     for tool in ("Xvfb", "xdotool", "xdpyinfo"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not installed (scripts/setup --dev installs it)")

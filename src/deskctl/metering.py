@@ -94,6 +94,14 @@ def user_prices_path() -> Path:
 
 
 def _packaged_text() -> str:
+    # beside this module when installed as files (always, but for a zip import): importlib.resources and what
+    # it loads (zipfile, tempfile) cost a `deskctl down` more CPU than reading the file
+    beside = Path(__file__).with_name("data") / "prices.json"
+    try:
+        return beside.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if Path(__file__).exists():
+            raise
     from importlib.resources import files
 
     return (files("deskctl") / "data" / "prices.json").read_text(encoding="utf-8")

@@ -688,6 +688,25 @@ def test_the_connection_prefers_aes_gcm(provider: SSHProvider, opened: RemoteHan
     assert (transport.local_cipher, transport.remote_cipher) == ("aes128-gcm@openssh.com",) * 2
 
 
+def test_a_file_larger_than_the_bulk_window_goes_both_ways_whole(provider: SSHProvider, opened: RemoteHandle,
+                                                                  host_dir: Path, tmp_path: Path) -> None:
+    # SFTP runs on a channel with a 16 MiB window and 256 KiB packets (paramiko's 2 MiB and 32 KiB stalled the
+    # copy): a file past both, up and down, arrives whole with its mode, and no partial file is left on either side
+    from deskctl.providers.ssh.connection import _BULK_PACKET, _BULK_WINDOW
+
+    local = tmp_path / "big.bin"
+    local.write_bytes(os.urandom(_BULK_WINDOW + 3 * _BULK_PACKET + 17))
+    local.chmod(0o640)
+    provider.upload(opened, str(local), f"{host_dir}/big.bin")
+    channel = provider._desktops[opened.session_id].sftp.sock
+    assert (channel.in_window_size, channel.in_max_packet_size) == (_BULK_WINDOW, _BULK_PACKET)
+    provider.download(opened, f"{host_dir}/big.bin", str(tmp_path / "back.bin"))
+    assert (tmp_path / "back.bin").read_bytes() == local.read_bytes()
+    assert stat.S_IMODE((host_dir / "big.bin").stat().st_mode) == 0o640
+    assert sorted(p.name for p in host_dir.iterdir()) == ["big.bin"]
+    assert not [p.name for p in tmp_path.iterdir() if "deskctl-part" in p.name]
+
+
 def test_a_failed_upload_leaves_the_old_file_and_no_partial(provider: SSHProvider, opened: RemoteHandle,
                                                             host_dir: Path, tmp_path: Path) -> None:
     (host_dir / "locked").mkdir(parents=True)

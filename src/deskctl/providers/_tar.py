@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
     pass
 
-__all__ = ["GO_MODE_DIR", "GO_MODE_SYMLINK", "extract_tar", "pack_dir", "tar_of_files", "tar_stream", "untar_stream"]
+__all__ = ["GO_MODE_DIR", "GO_MODE_SYMLINK", "FileTar", "extract_tar", "pack_dir", "tar_of_files", "tar_stream",
+           "untar_stream"]
 
 
 def pack_dir(local: Path, into: Path | BinaryIO) -> None:
@@ -101,6 +102,62 @@ def tar_stream(source: Path, name: str, uid: int, gid: int, *, provider: str) ->
         exc = failure[0]
         raise UsageError(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}", code="usage.bad_path",
                          provider=provider) from exc
+
+
+class FileTar:
+    """The tar of one regular file, prepared rather than made: its header, the file's bytes as they are on disk,
+    the end blocks. Its length is known before anything is sent (one request with a ``Content-Length``, no
+    chunked framing) and the file's bytes go from the page cache to the socket (``sendfile``), never through
+    Python: :func:`tar_stream` reads, pipes and re-frames every byte. None (:meth:`of`) for anything else."""
+
+    def __init__(self, reader: BinaryIO, size: int, header: bytes, source: Path, provider: str) -> None:
+        self.reader, self.size, self.header, self.source, self.provider = reader, size, header, source, provider
+        self.tail = bytes(-size % 512) + bytes(1024)
+        self.length = len(header) + size + len(self.tail)
+
+    @classmethod
+    def of(cls, source: Path, name: str, uid: int, gid: int, *, provider: str) -> FileTar | None:
+        """The prepared tar of ``source`` when it is a regular file (not through a symlink), else None; a file
+        that cannot be opened is ``usage.bad_path``, as :func:`tar_stream` says it."""
+        import stat
+        import tarfile
+
+        try:
+            if not stat.S_ISREG(source.lstat().st_mode):
+                return None
+            reader = open(source, "rb")  # noqa: SIM115 (closed by close())
+        except OSError as exc:
+            raise UsageError(f"cannot read {source}: {exc.strerror or exc}", code="usage.bad_path",
+                             provider=provider) from exc
+        try:
+            info = os.fstat(reader.fileno())
+            entry = tarfile.TarInfo(name)
+            entry.size, entry.mode, entry.mtime = info.st_size, info.st_mode & 0o7777, int(info.st_mtime)
+            entry.uid, entry.gid, entry.uname, entry.gname = uid, gid, "", ""
+            header = entry.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        except BaseException:
+            reader.close()
+            raise
+        return cls(reader, info.st_size, header, source, provider)
+
+    def send(self, sock: Any) -> None:
+        """Write the whole tar to ``sock``. A file that shrank meanwhile is ``usage.bad_path`` (the request,
+        cut short, must then be abandoned: the engine never sees the end blocks of a whole archive)."""
+        sock.sendall(self.header)
+        try:
+            sent = sock.sendfile(self.reader, 0, self.size) if self.size else 0
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError | ConnectionResetError):
+                raise
+            raise UsageError(f"cannot read {self.source}: {exc.strerror or exc}", code="usage.bad_path",
+                             provider=self.provider) from exc
+        if sent != self.size:
+            raise UsageError(f"{self.source} changed while it was copied ({sent} of {self.size} bytes read)",
+                             code="usage.bad_path", provider=self.provider, remedy="copy it again")
+        sock.sendall(self.tail)
+
+    def close(self) -> None:
+        self.reader.close()
 
 
 class _ChunkReader(io.RawIOBase):

@@ -32,6 +32,8 @@ from deskctl.errors import DeskctlError, NotFound, ProviderApiError, ProviderUnr
 if TYPE_CHECKING:
     import ssl
 
+    from deskctl.providers._tar import FileTar
+
 __all__ = ["DEFAULT_SOCKET", "EngineApi", "engine_api"]
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -148,6 +150,13 @@ class EngineApi:
     def request(self, method: str, path: str, doing: str, *, query: Mapping[str, Any] | None = None,
                 body: bytes | None = None, headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
         """``(status, body)`` of one request; a status of 400 or more is raised (404: NotFound)."""
+        status, data, _ = self._request(method, path, doing, query=query, body=body, headers=headers)
+        return status, data
+
+    def _request(self, method: str, path: str, doing: str, *, query: Mapping[str, Any] | None = None,
+                 body: bytes | None = None,
+                 headers: Mapping[str, str] | None = None) -> tuple[int, bytes, dict[bytes, bytes]]:
+        """:meth:`request`, with the response's headers."""
         target = path + ("?" + urlencode(query) if query else "")
         with self._errors(doing), self._lock:
             for attempt in (0, 1):
@@ -157,7 +166,8 @@ class EngineApi:
                 conn = self._conn
                 try:
                     conn.send_request(method, target, body, headers)
-                    status, keep, data = conn.read_response()
+                    status, keep, data = conn.read_response(head=method == "HEAD")
+                    answered = conn.headers
                 except (_Closed, BrokenPipeError, ConnectionResetError):
                     conn.close()
                     self._conn = None
@@ -183,7 +193,7 @@ class EngineApi:
                                           "client spoke plain HTTP)", provider=_PROVIDER, remedy=TLS_REMEDY)
             raise ProviderApiError(f"cannot {doing}: Docker said {status}: {message}", status=status,
                                    provider=_PROVIDER)
-        return status, data
+        return status, data, answered
 
     # -- the calls -----------------------------------------------------------------------------------------
     def ping(self) -> None:
@@ -194,6 +204,22 @@ class EngineApi:
                                f"inspect the container {container}")
         result: dict[str, Any] = json.loads(data)
         return result
+
+    def stat_path(self, container: str, path: str, doing: str) -> dict[str, Any] | None:
+        """``HEAD /containers/{id}/archive?path=``: the path's stat as the archive endpoints give it (``name``,
+        ``size``, ``mode`` with Go's type bits, ``linkTarget``), without running anything in the container; None
+        when the path does not exist (the container's absence is :class:`~deskctl.errors.NotFound` all the
+        same: ask :meth:`inspect_container` to tell them apart)."""
+        import base64
+
+        target = f"/containers/{quote(container, safe='')}/archive"
+        try:
+            _, _, headers = self._request("HEAD", target, doing, query={"path": path})
+        except NotFound:
+            return None
+        raw = headers.get(b"x-docker-container-path-stat")
+        stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
+        return stat
 
     def remove_container(self, container: str, *, force: bool = True, volumes: bool = True) -> None:
         self.request("DELETE", f"/containers/{quote(container, safe='')}", f"remove the container {container}",
@@ -223,15 +249,24 @@ class EngineApi:
         return clone
 
     def _open_stream(self, method: str, path: str, doing: str, *, body: bytes | None = None,
-                     chunks: Iterator[bytes] | None = None, headers: Mapping[str, str] | None = None,
+                     chunks: Iterator[bytes] | None = None, prepared: FileTar | None = None,
+                     headers: Mapping[str, str] | None = None,
                      timeout: float | None = None) -> tuple[_Connection, int, dict[bytes, bytes]]:
         """A request whose response is read by the caller: ``(connection, status, headers)``; an error status is
-        raised (its body read) and the connection closed."""
+        raised (its body read) and the connection closed. The body: ``body``, ``chunks`` (chunked encoding) or
+        ``prepared`` (its length said up front, the file sent by ``sendfile``)."""
         api = self._bulk(timeout or self.timeout)
         with api._errors(doing):
             conn = api._connect()
             try:
-                if chunks is None:
+                if prepared is not None:
+                    conn.send_request(method, path, None, {**(headers or {}), "Content-Length": str(prepared.length)},
+                                      length=False)
+                    try:
+                        prepared.send(conn.sock)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # the engine answered (a refusal) before it read the body: its answer is read below
+                elif chunks is None:
                     conn.send_request(method, path, body, headers)
                 else:
                     conn.send_request(method, path, None, {**(headers or {}), "Transfer-Encoding": "chunked"},
@@ -259,11 +294,16 @@ class EngineApi:
             raise NotFound(f"cannot {doing}: {message}", provider=_PROVIDER)
         raise ProviderApiError(f"cannot {doing}: Docker said {status}: {message}", status=status, provider=_PROVIDER)
 
-    def put_archive(self, container: str, path: str, chunks: Iterator[bytes], doing: str, *,
+    def put_archive(self, container: str, path: str, chunks: Iterator[bytes] | FileTar, doing: str, *,
                     timeout: float = 3600.0) -> None:
-        """``PUT /containers/{id}/archive?path=``: the tar ``chunks`` sent as they come (chunked encoding)."""
+        """``PUT /containers/{id}/archive?path=``: the tar ``chunks`` sent as they come (chunked encoding), or a
+        prepared tar of one file in one body of known length."""
+        from deskctl.providers._tar import FileTar
+
         target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
-        conn, _, _ = self._open_stream("PUT", target, doing, chunks=chunks, timeout=timeout,
+        prepared = chunks if isinstance(chunks, FileTar) else None
+        conn, _, _ = self._open_stream("PUT", target, doing, chunks=None if prepared else chunks,  # type: ignore[arg-type]
+                                       prepared=prepared, timeout=timeout,
                                        headers={"Content-Type": "application/x-tar"})
         with self._errors(doing):
             try:
@@ -416,10 +456,10 @@ class _Connection:
         self.last_head = (status, chunked, length)
         return status, chunked, length
 
-    def read_response(self) -> tuple[int, bool, bytes]:
-        """``(status, connection kept, body)``."""
+    def read_response(self, *, head: bool = False) -> tuple[int, bool, bytes]:
+        """``(status, connection kept, body)``; ``head``: the answer to a HEAD request, which has no body."""
         status, chunked, length = self.read_head()
-        body = self.read_body(chunked, length, status)
+        body = b"" if head else self.read_body(chunked, length, status)
         return status, self.keep, body
 
     def read_body(self, chunked: bool, length: int | None, status: int) -> bytes:

@@ -17,7 +17,7 @@ from deskctl.errors import (
     ProviderUnreachable,
     UsageError,
 )
-from deskctl.providers._tar import GO_MODE_DIR, GO_MODE_SYMLINK, tar_stream, untar_stream
+from deskctl.providers._tar import GO_MODE_DIR, GO_MODE_SYMLINK, FileTar, tar_stream, untar_stream
 from deskctl.providers.base import (
     ExecResult,
     RemoteHandle,
@@ -34,6 +34,8 @@ from deskctl.providers.docker.container import _DockerCreate
 
 if TYPE_CHECKING:
     import docker
+
+    from deskctl.providers.docker.engine_api import EngineApi
 
 
 __all__ = ["_DockerFiles"]
@@ -141,16 +143,13 @@ class _DockerFiles(_DockerCreate):
         # the other providers do, rather than lose the folder. The same look names the file system the copy
         # lands on: the PUT writes the image's file system, under a tmpfs or kernel mount (/proc, /sys, /dev,
         # /dev/shm) where nobody sees it, and answers 200
-        seen = self.exec(handle, f"if [ -d {shlex.quote(path)} ]; then echo dir; "
-                                 f"elif [ -e {shlex.quote(path)} ]; then echo file; else echo none; fi; "
-                                 # the nearest folder that exists (no dirname: any image may be a desktop)
-                                 f"d={shlex.quote(parent or '/')}; case \"$d\" in /*) ;; *) d=/ ;; esac; "
-                                 'while [ ! -e "$d" ] && [ "$d" != / ]; do d=${d%/*}; d=${d:-/}; done; '
-                                 'echo "$d"; stat -f -c %T "$d" 2>/dev/null || echo unknown',
-                         60.0).stdout.strip().splitlines()
-        there = seen[0].strip() if seen and seen[0].strip() in ("dir", "file") else ""
-        if len(seen) >= 3 and seen[2].strip() in _MOUNTS_THE_ARCHIVE_MISSES:
-            raise UsageError(f"cannot copy to {path}: {seen[1].strip()} on the desktop is a {seen[2].strip()} mount, "
+        container = DockerHandleData.of(handle).container
+        engine = self._engine_of(handle)
+        api = self._engine_api(engine)
+        there, mount = (self._upload_target(api, container, path) if api is not None else
+                        self._upload_target_by_exec(handle, path, parent))
+        if mount is not None:
+            raise UsageError(f"cannot copy to {path}: {mount[0]} on the desktop is a {mount[1]} mount, "
                              "which the engine's archive copy does not write (it would report success and leave "
                              "nothing there)", code="usage.bad_path", provider=self.name,
                              remedy="copy to a path on the desktop's own file system (under /tmp or the home "
@@ -160,12 +159,11 @@ class _DockerFiles(_DockerCreate):
             raise UsageError(f"{path} on the desktop is a {what}: a {'folder' if source.is_dir() else 'file'} "
                              "cannot replace it", code="usage.bad_path", provider=self.name,
                              remedy="copy into it with a path under it, or remove it first")
-        container = DockerHandleData.of(handle).container
         uid, gid = _owner_ids(DockerHandleData.of(handle).file_owner or DESKTOP_USER)
-        engine = self._engine_of(handle)
         with self._engine_api_or_bulk_client(engine) as (api, client):
             for attempt in range(2):
-                stream = tar_stream(source, name, uid, gid, provider=self.name)
+                prepared = FileTar.of(source, name, uid, gid, provider=self.name) if api is not None else None
+                stream = prepared or tar_stream(source, name, uid, gid, provider=self.name)
                 try:
                     if api is not None:
                         api.put_archive(container, parent, stream, f"copy {local} to {path}")
@@ -186,6 +184,48 @@ class _DockerFiles(_DockerCreate):
                 if made.exit_code != 0:
                     raise ProviderApiError(f"docker: cannot make the folder {parent}: "
                                            f"{made.stderr.strip()[-300:]}", provider=self.name)
+
+    def _upload_target(self, api: EngineApi, container: str, path: str) -> tuple[str, tuple[str, str] | None]:
+        """What is at ``path`` (``dir``, ``file`` or ``""``) and the mount the archive PUT cannot write that it is
+        under (its mount point and kind), if any: by the archive endpoint's stat (HEAD, as `docker cp` asks) and
+        the container's mounts, where an exec (a process started in the container) cost 20 times as much."""
+        doing = f"look at {path} on the desktop"
+        stat = api.stat_path(container, path, doing)
+        for _ in range(8):  # a symlink is followed, as `[ -d PATH ]` does
+            mode, link = int((stat or {}).get("mode") or 0), str((stat or {}).get("linkTarget") or "")
+            if not (stat and mode & GO_MODE_SYMLINK and link):
+                break
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
+            stat = api.stat_path(container, path, doing)
+        there = "" if not stat else "dir" if int(stat.get("mode") or 0) & GO_MODE_DIR else "file"
+        try:
+            attrs = api.inspect_container(container)
+        except NotFound:
+            return there, None  # gone: the PUT says so, as for any copy
+        mounts = dict(_KERNEL_MOUNTS)
+        mounts.update({str(point): "tmpfs" for point in (attrs.get("HostConfig") or {}).get("Tmpfs") or {}})
+        mounts.update({str(m.get("Destination")): "tmpfs" for m in attrs.get("Mounts") or []
+                       if m.get("Type") == "tmpfs" and m.get("Destination")})
+        for point, kind in sorted(mounts.items(), key=lambda item: -len(item[0])):
+            if path == point or path.startswith(point.rstrip("/") + "/"):
+                return there, (point, kind)
+        return there, None
+
+    def _upload_target_by_exec(self, handle: RemoteHandle, path: str,
+                               parent: str) -> tuple[str, tuple[str, str] | None]:
+        """:meth:`_upload_target` where no Engine API client serves (an ssh:// engine): by a shell command, which
+        names the file system of the nearest folder that exists."""
+        seen = self.exec(handle, f"if [ -d {shlex.quote(path)} ]; then echo dir; "
+                                 f"elif [ -e {shlex.quote(path)} ]; then echo file; else echo none; fi; "
+                                 # the nearest folder that exists (no dirname: any image may be a desktop)
+                                 f"d={shlex.quote(parent or '/')}; case \"$d\" in /*) ;; *) d=/ ;; esac; "
+                                 'while [ ! -e "$d" ] && [ "$d" != / ]; do d=${d%/*}; d=${d:-/}; done; '
+                                 'echo "$d"; stat -f -c %T "$d" 2>/dev/null || echo unknown',
+                         60.0).stdout.strip().splitlines()
+        there = seen[0].strip() if seen and seen[0].strip() in ("dir", "file") else ""
+        if len(seen) >= 3 and seen[2].strip() in _MOUNTS_THE_ARCHIVE_MISSES:
+            return there, (seen[1].strip(), seen[2].strip())
+        return there, None
 
     def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
         """One ``GET /containers/{id}/archive``, unpacked as it streams in (the ``data`` filter: nothing lands
@@ -228,6 +268,9 @@ class _DockerFiles(_DockerCreate):
                 stream.close()
 
 
+#: the kernel's mounts in every container (what is under /dev: tmpfs, devpts, mqueue, shm), which the archive
+#: endpoint does not reach
+_KERNEL_MOUNTS = {"/proc": "proc", "/sys": "sysfs", "/dev": "tmpfs"}
 #: file systems (``stat -f -c %T``) mounted in a container whose contents the archive endpoint does not reach
 _MOUNTS_THE_ARCHIVE_MISSES = frozenset({"proc", "sysfs", "tmpfs", "ramfs", "devpts", "mqueue", "cgroupfs",
                                         "cgroup2fs", "debugfs", "securityfs", "tracefs", "pstorefs", "bpf_fs"})

@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import threading
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-
-    pass
+from typing import ClassVar
 
 __all__ = ["_Watcher"]
 
@@ -24,6 +19,8 @@ class _Watcher:
     _instance: ClassVar[_Watcher | None] = None
 
     def __init__(self) -> None:
+        import subprocess  # here: `deskctl down` and `deskctl cp` start no watcher
+
         self.pid = os.getpid()
         read_end, write_end = os.pipe()
         env = dict(os.environ)

@@ -18,6 +18,7 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.providers.base import RemoteHandle
+from deskctl.providers.ssh.connection import _BULK_PACKET, _BULK_WINDOW
 from deskctl.providers.ssh.desktop import (
     _SFTP_READ_AHEAD,
     SshDesktops,
@@ -133,7 +134,8 @@ class SshFiles(SshDesktops):
                     if not desk.conn.alive:
                         raise desk.conn.lost(doing)
                     try:
-                        desk.sftp = paramiko.SFTPClient.from_transport(desk.conn.transport)
+                        desk.sftp = paramiko.SFTPClient.from_transport(desk.conn.transport, window_size=_BULK_WINDOW,
+                                                                     max_packet_size=_BULK_PACKET)
                     except (paramiko.SSHException, OSError, EOFError) as exc:
                         if not desk.conn.alive:
                             raise desk.conn.lost(doing) from exc
