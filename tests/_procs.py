@@ -29,9 +29,8 @@ def alive(pid: int) -> bool:
         return False
 
 
-def xvfb_servers_under(folder: Path) -> dict[int, str]:
-    """The Xvfb servers whose command line names a path under ``folder`` (a test's DESKCTL_HOME or tmp_path): pid
-    -> command line. What a test checks is left running after its desktops were destroyed."""
+def programs_naming(program: str, text: str | Path) -> dict[int, str]:
+    """The processes of ``program`` (the end of argv[0]) whose command line contains ``text``: pid -> command line."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -40,9 +39,15 @@ def xvfb_servers_under(folder: Path) -> dict[int, str]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv and argv[0].endswith(b"Xvfb") and any(str(folder).encode() in arg for arg in argv):
+        if argv and argv[0].endswith(program.encode()) and any(str(text).encode() in arg for arg in argv):
             found[int(entry.name)] = b" ".join(argv).decode(errors="replace")
     return found
+
+
+def xvfb_servers_under(folder: Path) -> dict[int, str]:
+    """The Xvfb servers whose command line names a path under ``folder`` (a test's DESKCTL_HOME or tmp_path): pid
+    -> command line. What a test checks is left running after its desktops were destroyed."""
+    return programs_naming("Xvfb", folder)
 
 
 def ledger_sessions() -> list[SessionRecord]:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from _cli import deskctl, deskctl_process
+from _procs import programs_naming
 
 needs_ffmpeg = pytest.mark.skipif(shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None,
                                   reason="ffmpeg is not installed (scripts/setup.d/60-observe.sh)")
@@ -82,17 +83,7 @@ def _reddish(rgb: tuple[int, ...]) -> bool:
 
 def _ffmpeg_writing(path: Path) -> list[int]:
     """The pids of ffmpeg processes writing ``path`` (by their command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"ffmpeg") and str(path).encode() in argv:
-            found.append(int(entry.name))
-    return found
+    return list(programs_naming("ffmpeg", path))
 
 
 def _await_gone(pids: list[int], timeout: float = 60.0) -> list[int]:

@@ -124,21 +124,26 @@ def parse(args: list[str]) -> tuple[str, str, dict[str, Any], bool] | None:
     return session_id, name, values, as_json
 
 
-def run(args: list[str]) -> bool:
-    """Run ``deskctl do`` for ``args`` without click; False (having done nothing) when click is to run it.
-    Errors are raised, for the abort path of :func:`deskctl.cli.main`."""
-    if "_DESKCTL_COMPLETE" in os.environ:  # shell completion is click's
-        return False
-    parsed = parse(args)
-    if parsed is None:
+def clickless() -> bool:
+    """Whether a command parsed by a fast path may run without click: not during shell completion (click's), and
+    no ``[defaults]`` in deskctl.toml (they may set a command's options: click applies them; a config that does not
+    load is reported by click's path, the same way as for any other command)."""
+    if "_DESKCTL_COMPLETE" in os.environ:
         return False
     from deskctl.config import load_config
 
     try:
         config = load_config()
-    except Exception:  # click's path reports it, the same way as for any other command
+    except Exception:
         return False
-    if config.defaults:  # [defaults] may set an action's option: click applies them
+    return not config.defaults
+
+
+def run(args: list[str]) -> bool:
+    """Run ``deskctl do`` for ``args`` without click; False (having done nothing) when click is to run it.
+    Errors are raised, for the abort path of :func:`deskctl.cli.main`."""
+    parsed = parse(args)
+    if parsed is None or not clickless():
         return False
     session_id, name, params, as_json = parsed
     from deskctl.cli._do_table import VERBS

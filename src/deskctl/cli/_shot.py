@@ -126,18 +126,10 @@ def parse(args: list[str]) -> tuple[str, str, bool] | None:
 def run(args: list[str]) -> bool:
     """Run ``deskctl screenshot`` for ``args`` without click; False (having done nothing) when click is to run it.
     Errors are raised, for the abort path of :func:`deskctl.cli.main`."""
-    if "_DESKCTL_COMPLETE" in os.environ:  # shell completion is click's
-        return False
-    parsed = parse(args)
-    if parsed is None:
-        return False
-    from deskctl.config import load_config
+    from deskctl.cli._do_fast import clickless
 
-    try:
-        config = load_config()
-    except Exception:  # click's path reports it, the same way as for any other command
-        return False
-    if config.defaults:  # [defaults] may set --json or --max-size: click applies them
+    parsed = parse(args)
+    if parsed is None or not clickless():  # [defaults] may set --json or --max-size: click applies them
         return False
     session_id, output, as_json = parsed
     take(session_id, output, None, None, None, as_json)
