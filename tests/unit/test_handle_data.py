@@ -108,6 +108,11 @@ def test_values_stored_as_text_read_as_their_types() -> None:
     assert DaytonaHandleData.from_data({"cpu": "2", "memory": True}).cpu is None
 
 
+#: a docker row of the oldest shape (no display, name, exec_user, engine; its framebuffer file is gone)
+DOCKER_OLD_ROW = {"container": "abc123", "image": "deskctl-desktop:minimal", "socket_path": "/x/X0",
+                  "xauthority": "/x/Xauthority", "memory": None, "framebuffer": "/nonexistent/Xvfb_screen0"}
+
+
 #: provider -> (its class, a row, code reading the handle ``h`` through the provider ``p``, what it prints)
 PROBES = {
     "memory": ("deskctl.providers.memory:MemoryProvider", OLD_ROWS["memory"][1], "str(p._dir(h))", "/run/d/memory/s1"),
@@ -125,6 +130,10 @@ PROBES = {
                      "('powershell', 'powershell', 'http://127.0.0.1:9/api')"),
     "cua_cloud": ("deskctl.providers.cua_cloud:CuaCloudProvider", OLD_ROWS["cua_cloud"][1], "p._claim_url(h)",
                   "/api/k8s/apis/osgym.cua.ai/v1alpha1/namespaces/osgym-linux/osgymsandboxclaims/r"),
+    "docker": ("deskctl.providers.docker:DockerProvider", DOCKER_OLD_ROW,
+               "(lambda d: (d.container, d.name, d.display, d.x11_files(), d.via_agent, p._framebuffer(h)))("
+               "__import__('deskctl.providers.docker.common', fromlist=['_']).DockerHandleData.of(h))",
+               "('abc123', 's', ':0', ('/x/X0', '/x/Xauthority'), False, None)"),
     "daytona": ("deskctl.providers.daytona:DaytonaProvider", OLD_ROWS["daytona"][1],
                 "__import__('deskctl.providers.daytona.handle_data', fromlist=['_']).DaytonaHandleData.of(h).api_url",
                 "http://127.0.0.1:9/api"),
@@ -145,3 +154,24 @@ def test_reading_handle_data_loads_no_pydantic(provider: str) -> None:
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [expected, "[]"]
+
+
+@pytest.mark.parametrize("row", [{"agent_host": "10.0.0.5"}, {"agent_port": 4000}, {"socket_path": "/x"}])
+def test_a_docker_row_without_its_addresses_is_a_coded_error(row: dict[str, Any]) -> None:
+    """A docker row that lacks where its display or agent is (hand-edited, or cut short) fails with a deskctl
+    error naming what is missing, not a KeyError or TypeError (``internal``). The engine is a closed port: the
+    provider's look at the container fails too, and the cause is what is told."""
+    import time
+
+    from deskctl.errors import DeskctlError
+    from deskctl.providers.docker import DockerProvider
+
+    provider = DockerProvider({"host": "tcp://127.0.0.1:1", "api_timeout": 5})
+    handle = RemoteHandle(provider="docker", session_id="dk-cut", resource_id="c-cut", data=dict(row))
+    opened = provider._agent_driver if "agent_host" in row else provider._x11_driver
+    with pytest.raises(DeskctlError) as caught:
+        opened(handle)  # type: ignore[operator]
+    assert caught.value.code != "internal" and "records no" in caught.value.message
+    with pytest.raises(DeskctlError) as waited:
+        provider.wait_ready(handle, time.monotonic() + 5)
+    assert "records no" in waited.value.message

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from deskctl._record import Record, record_fields
 from deskctl.errors import (
+    ProviderUnreachable,
     UsageError,
 )
 from deskctl.providers.base import (
@@ -241,3 +242,16 @@ class DockerHandleData(Record, frozen=True):
     def via_agent(self) -> bool:
         """Reached through its agent (a remote engine's desktop): nothing is shared through host folders."""
         return bool(self.agent_host)
+
+    def agent_endpoint(self) -> tuple[str, int]:
+        """Where its agent answers; :class:`~deskctl.errors.ProviderUnreachable` when the row records none."""
+        if not self.agent_host or self.agent_port is None:
+            raise ProviderUnreachable(f"the handle of {self.name} records no agent address (host and port)")
+        return self.agent_host, int(self.agent_port)
+
+    def x11_files(self) -> tuple[str, str]:
+        """(X socket, Xauthority file) of a local desktop; :class:`~deskctl.errors.ProviderUnreachable` when the
+        row records none (a remote engine's desktop has neither)."""
+        if not self.socket_path or not self.xauthority:
+            raise ProviderUnreachable(f"the handle of {self.name} records no X socket or X authority file")
+        return self.socket_path, self.xauthority

@@ -153,9 +153,9 @@ def browser_endpoint(provider: Any, handle: Any) -> Any:
     kept until the desktop is destroyed or the provider closed)."""
     from deskctl.browser import DEVTOOLS_PORT, endpoint_at
     from deskctl.errors import UsageError
-    from deskctl.providers.docker.common import _exec_user
+    from deskctl.providers.docker.common import DockerHandleData, _exec_user
 
-    container = str(handle.data.get("container") or handle.resource_id)
+    container = DockerHandleData.of(handle).container or handle.resource_id
     engine = provider._engine_of(handle)
 
     def open_stream() -> Any:

@@ -40,7 +40,6 @@ from deskctl.providers.docker.common import (
     LABEL_PROVIDER,
     DockerHandleData,
     _display_number,
-    _display_of,
     _via_agent,
 )
 from deskctl.providers.docker.files import _DockerFiles
@@ -92,9 +91,11 @@ class DockerProvider(_DockerFiles):
             return
         from deskctl.core.x11 import X11Address, connect_display, read_cookie
 
-        address = X11Address(display=_display_of(handle), socket_path=str(handle.data["socket_path"]))
-        cookie = read_cookie(str(handle.data["xauthority"]), _display_number(_display_of(handle)[1:], self.name))
-        container = DockerHandleData.of(handle).container
+        data = DockerHandleData.of(handle)
+        socket_path, xauthority = data.x11_files()
+        address = X11Address(display=data.display, socket_path=socket_path)
+        cookie = read_cookie(xauthority, _display_number(data.display[1:], self.name))
+        container = data.container
         last = "the X socket does not exist yet"
         delay = 0.005
         while True:
@@ -133,13 +134,15 @@ class DockerProvider(_DockerFiles):
         attempts, so a desktop that died is told at once, not at the deadline."""
         from deskctl.agent.client import wait_ready
 
-        container = DockerHandleData.of(handle).container
+        data = DockerHandleData.of(handle)
+        host, port = data.agent_endpoint()
+        container = data.container
         engine = self._engine_of(handle)
         token = self._token(handle)
         last = "the agent did not answer yet"
         while True:
             try:
-                wait_ready(str(handle.data["agent_host"]), int(handle.data["agent_port"]), token,
+                wait_ready(host, port, token,
                            provider=self.name, deadline=min(deadline, time.monotonic() + 3.0))
                 return
             except (ReadinessTimeout, ProviderUnreachable, SessionLost) as err:
@@ -219,12 +222,12 @@ class DockerProvider(_DockerFiles):
         self._drop_driver(handle.session_id)
         devtools.close(self, handle.session_id)
         self._tokens.pop(handle.session_id, None)
-        name = DockerHandleData.of(handle).name
-        container = DockerHandleData.of(handle).container or name
+        data = DockerHandleData.of(handle)
+        name = data.name
+        container = data.container or name
         self._remove(container, name, self._engine_of(handle))
         _Watcher.forget_if_running(name)
-        for key, label in (("session_dir", LABEL_DIR), ("fb_dir", LABEL_FB_DIR)):
-            path = handle.data.get(key) or handle.labels.get(label)
+        for path in (data.session_dir or handle.labels.get(LABEL_DIR), data.fb_dir or handle.labels.get(LABEL_FB_DIR)):
             if path:
                 shutil.rmtree(str(path), ignore_errors=True)
 
@@ -297,13 +300,13 @@ class DockerProvider(_DockerFiles):
         from deskctl.core.x11auth import read_cookie
         from deskctl.core.x11open import open_x11  # X11Driver.open, without core/x11.py in a `deskctl do` process
 
-        socket_path = DockerHandleData.of(handle).socket_path
+        data = DockerHandleData.of(handle)
         try:
-            display = _display_of(handle)
-            cookie = read_cookie(str(handle.data["xauthority"]), _display_number(display[1:], self.name))
+            socket_path, xauthority = data.x11_files()
+            cookie = read_cookie(xauthority, _display_number(data.display[1:], self.name))
             # MIT-SHM crosses the container's IPC namespace as a file descriptor (see _x11._Shm)
-            return open_x11(display, socket_path=socket_path, cookie=cookie, provider=self.name)
-        except (ProviderUnreachable, KeyError) as exc:
+            return open_x11(data.display, socket_path=socket_path, cookie=cookie, provider=self.name)
+        except ProviderUnreachable as exc:
             raise self._lost(handle, "connect to the display", exc) from exc
 
     def _agent_driver(self, handle: RemoteHandle) -> AgentDriver:
@@ -311,9 +314,9 @@ class DockerProvider(_DockerFiles):
         from deskctl.agent.client import AgentDriver
 
         try:
-            return AgentDriver.connect(str(handle.data["agent_host"]), int(handle.data["agent_port"]),
-                                       self._token(handle), provider=self.name)
-        except (ProviderUnreachable, SessionLost, KeyError) as exc:
+            host, port = DockerHandleData.of(handle).agent_endpoint()
+            return AgentDriver.connect(host, port, self._token(handle), provider=self.name)
+        except (ProviderUnreachable, SessionLost) as exc:
             raise self._lost(handle, "connect to the desktop's agent", exc) from exc
 
     def _drop_driver(self, session_id: str, driver: DisplayDriver | None = None) -> None:
