@@ -103,6 +103,8 @@ class KubernetesProvider(KubernetesBrowser, KubernetesChecks, KubernetesDesktop)
             env["DESKCTL_WM"] = "1"
         if spec.start_url:  # the image's entrypoint starts Chromium on it, DevTools on the pod's loopback
             env["DESKCTL_START_URL"] = spec.start_url
+        if spec.window_geometry is not None:  # the start URL's window (the entrypoint reads it as on docker)
+            env["DESKCTL_WINDOW"] = str(spec.window_geometry)
         options = self._opts(spec)
         grace = options.expiry_grace
         lifetime = lifetime_seconds(spec, labels)
