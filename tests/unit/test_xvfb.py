@@ -222,6 +222,25 @@ def test_destroy_ends_every_process_and_removes_every_file_even_after_sigkill(pr
     assert provider.list_owned() == []
 
 
+def test_destroy_ends_a_helper_that_left_the_session_but_names_its_folder(provider: XvfbProvider) -> None:
+    """Chromium's helpers (zygote, renderers, crashpad) run with a scrubbed environment, some in a session of their
+    own: no DESKCTL_SESSION marker, not in the browser's process group; they name the profile in the session's
+    folder on their command line, and kept writing into it while destroy removed it (cleanup.incomplete)."""
+    handle = provider.create(_spec(), "dk-helper", _labels("dk-helper"))
+    provider.wait_ready(handle, time.monotonic() + 30)
+    profile = Path(handle.data["dir"]) / "profile"
+    helper = subprocess.Popen(["env", "-i", "setsid", sys.executable, "-c", "import time; time.sleep(600)",
+                               f"--user-data-dir={profile}"])
+    try:
+        provider.destroy(handle)
+        helper.wait(timeout=30)  # ended by destroy (a TimeoutExpired here: it was left running)
+        assert not Path(handle.data["dir"]).exists()
+    finally:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
+
+
 def test_destroy_leaves_the_socket_of_a_newer_server_that_took_the_number(provider: XvfbProvider) -> None:
     """After our Xvfb died, another server may take its number and bind /tmp/.X11-unix/XN before it listens:
     destroy must not unlink that file (its clients would find no socket), only the one our server made."""

@@ -58,10 +58,13 @@ def wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int]
     return left
 
 
-def tagged_processes(session_id: str) -> list[tuple[int, int | None]]:
+def tagged_processes(session_id: str, directory: str | None = None) -> list[tuple[int, int | None]]:
     """Processes whose environment carries ``DESKCTL_SESSION=<session_id>`` (everything the desktop's programs
-    and exec'd commands started, whatever group they moved to), except this process and its parent."""
+    and exec'd commands started, whatever group they moved to), or whose command line names a path under
+    ``directory`` (the session's own folder: Chromium's helpers, started with a scrubbed environment in a session of
+    their own, name its profile there), except this process and its parent."""
     needle = f"{SESSION_ENV}={session_id}\0".encode()
+    folder = (directory.rstrip("/") + "/").encode() if directory else None
     spared = {os.getpid(), os.getppid()}
     found: list[tuple[int, int | None]] = []
     try:
@@ -76,7 +79,14 @@ def tagged_processes(session_id: str) -> list[tuple[int, int | None]]:
                 environ = fh.read()
         except OSError:
             continue
-        if environ.startswith(needle) or b"\0" + needle in environ:
+        named = False
+        if folder is not None and not (environ.startswith(needle) or b"\0" + needle in environ):
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    named = folder in fh.read()
+            except OSError:
+                continue
+        if named or environ.startswith(needle) or b"\0" + needle in environ:
             ticks = start_ticks(int(name))
             if ticks is not None:
                 found.append((int(name), ticks))

@@ -476,10 +476,11 @@ class XvfbProvider(_XvfbBrowser):
         order = sorted(procs, key=lambda p: {"watcher": 0, "browser": 1, "window_manager": 2}.get(p.role, 3))
         live = [(p.pid, p.ticks) for p in order if alive(p.pid, p.ticks)]
         live = self._terminate(live, group=True)
-        # what the desktop's programs started outside their groups (exec'd daemons, setsid children)
-        live += self._terminate(tagged_processes(handle.session_id), group=False)
-        left: list[str] = [f"process {pid}" for pid, _ in live]
         data = XvfbHandleData.of(handle)
+        # what the desktop's programs started outside their groups (exec'd daemons, setsid children, Chromium's
+        # helpers writing into the session's folder)
+        live += self._terminate(tagged_processes(handle.session_id, data.dir or None), group=False)
+        left: list[str] = [f"process {pid}" for pid, _ in live]
         xvfb_pids = {p.pid for p in procs if p.role == "xvfb"}
         if data.display_number is not None:
             ours = data.socket_id if isinstance(data.socket_id, str) else None
