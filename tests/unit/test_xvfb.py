@@ -243,25 +243,44 @@ def test_destroy_ends_a_helper_that_left_the_session_but_names_its_folder(provid
 
 def test_destroy_leaves_the_socket_of_a_newer_server_that_took_the_number(provider: XvfbProvider) -> None:
     """After our Xvfb died, another server may take its number and bind /tmp/.X11-unix/XN before it listens:
-    destroy must not unlink that file (its clients would find no socket), only the one our server made."""
+    destroy must not unlink that file (its clients would find no socket), only the one our server made.
+
+    The test plays that newer server. It first holds the number's abstract socket (what Xvfb -displayfd binds to
+    choose a number), so that no real server of another test takes the number while the test swaps the socket
+    file: it once unlinked the file of a server another xdist worker had just started on the freed number."""
+    import errno
     import socket as socketlib
 
-    handle = provider.create(_spec(), "dk-taken", _labels("dk-taken"))
-    provider.wait_ready(handle, time.monotonic() + 30)
-    number = handle.data["display_number"]
-    xvfb = _pids(handle, "xvfb")[0]
-    os.kill(xvfb, signal.SIGKILL)
-    _wait_exit(xvfb)
+    for attempt in range(5):
+        session_id = f"dk-taken{attempt}"
+        handle = provider.create(_spec(), session_id, _labels(session_id))
+        provider.wait_ready(handle, time.monotonic() + 30)
+        number = handle.data["display_number"]
+        xvfb = _pids(handle, "xvfb")[0]
+        os.kill(xvfb, signal.SIGKILL)
+        _wait_exit(xvfb)
+        guard = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+        try:
+            guard.bind(f"\0/tmp/.X11-unix/X{number}")
+        except OSError as exc:  # a real server took the number first: its files are not ours to touch
+            guard.close()
+            assert exc.errno == errno.EADDRINUSE, exc
+            provider.destroy(handle)
+            continue
+        break
+    else:
+        pytest.fail("another server took the freed display number five times in a row")
     path = Path(f"/tmp/.X11-unix/X{number}")
-    path.unlink()
     newer = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
     try:
+        path.unlink()
         newer.bind(str(path))  # bound, not yet listening: as a starting server is for a moment
         provider.destroy(handle)
         assert path.exists(), "the newer server's socket file was removed"
     finally:
         newer.close()
         path.unlink(missing_ok=True)
+        guard.close()
     assert _lock_owner(Path(f"/tmp/.X{number}-lock")) != xvfb
 
 
