@@ -7,13 +7,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _cli import deskctl_process as deskctl
+import _module_desktop
 
 _RUNNER = """
 import json, os, sys
@@ -50,25 +49,8 @@ DECLINED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def module_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One DESKCTL_HOME for the module's desktop and every test of this module."""
-    return tmp_path_factory.mktemp("deskctl-home-do-fast")
-
-
-@pytest.fixture(autouse=True)
-def same_home(module_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DESKCTL_HOME", str(module_home))
-
-
-@pytest.fixture(scope="module")
-def session(module_home: Path) -> Iterator[str]:
-    env = {"DESKCTL_HOME": str(module_home)}
-    sid = deskctl("up", "--geometry", "320x240", env=env, check=True).stdout.strip()
-    try:
-        yield sid
-    finally:
-        deskctl("down", sid, env=env, check=True)
+# the module's desktop and home (tests/_module_desktop.py), as fixtures of this module
+module_home, same_home, session = _module_desktop.module_home, _module_desktop.same_home, _module_desktop.session
 
 
 def _pointer_and_counts(sid: str, *, reset: bool = False) -> tuple[tuple[int, int], dict[str, int]]:
