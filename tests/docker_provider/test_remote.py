@@ -352,8 +352,13 @@ def test_reap_finds_a_crashed_sessions_container_on_the_remote_engine(engine: st
     assert listed == []
 
 
-def test_a_missing_image_on_the_remote_engine_names_the_build_there(engine: str) -> None:
-    provider = DockerProvider({"host": engine, "variant": "browser"})  # the second engine has only the minimal one
+def test_a_missing_image_on_the_remote_engine_names_the_build_there(engine: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from deskctl.providers.docker import images
+
+    # a version of deskctl no image on that engine was built from (whatever earlier runs left there)
+    monkeypatch.setattr(images, "files_hash", lambda: "0" * 16)
+    provider = DockerProvider({"host": engine, "variant": "browser"})
     try:
         checks = {c.code: c for c in provider.preflight(DesktopSpec.build(provider="docker", geometry="640x480"))}
     finally:

@@ -58,36 +58,74 @@ def wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int]
     return left
 
 
+#: PF_KTHREAD in /proc/PID/stat's flags: a kernel thread, whose environment and command line are always empty
+_KERNEL_THREAD = 0x00200000
+#: how long a process caught in the middle of execve (its new memory has no environment yet) is read again
+_EXEC_SETTLE = 1.0
+
+
+def _between_exec(pid: str) -> bool:
+    """True when ``pid`` showed an empty environment *and* command line while it is neither a kernel thread nor a
+    zombie: a process inside execve, whose new memory has no arguments yet. It is read again, not skipped: under
+    load that window is long enough for a desktop's freshly started daemon to escape a scan."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            if fh.read(1):
+                return False
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return fields[0] != "Z" and not int(fields[6]) & _KERNEL_THREAD
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def tagged_processes(session_id: str, directory: str | None = None) -> list[tuple[int, int | None]]:
     """Processes whose environment carries ``DESKCTL_SESSION=<session_id>`` (everything the desktop's programs
     and exec'd commands started, whatever group they moved to), or whose command line names a path under
     ``directory`` (the session's own folder: Chromium's helpers, started with a scrubbed environment in a session of
-    their own, name its profile there), except this process and its parent."""
+    their own, name its profile there), except this process and its parent. A process caught inside execve is
+    read again for up to a second."""
     needle = f"{SESSION_ENV}={session_id}\0".encode()
     folder = (directory.rstrip("/") + "/").encode() if directory else None
     spared = {os.getpid(), os.getppid()}
     found: list[tuple[int, int | None]] = []
     try:
-        entries = os.listdir("/proc")
+        entries = [name for name in os.listdir("/proc") if name.isdigit() and int(name) not in spared]
     except OSError:
         return found
-    for name in entries:
-        if not name.isdigit() or int(name) in spared:
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                environ = fh.read()
-        except OSError:
-            continue
-        named = False
-        if folder is not None and not (environ.startswith(needle) or b"\0" + needle in environ):
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as fh:
-                    named = folder in fh.read()
-            except OSError:
-                continue
-        if named or environ.startswith(needle) or b"\0" + needle in environ:
-            ticks = start_ticks(int(name))
-            if ticks is not None:
-                found.append((int(name), ticks))
+    deadline = time.monotonic() + _EXEC_SETTLE
+    while entries:
+        unsettled: list[str] = []
+        for name in entries:
+            tagged = _tagged(name, needle, folder)
+            if tagged is None:
+                unsettled.append(name)
+            elif tagged:
+                ticks = start_ticks(int(name))
+                if ticks is not None:
+                    found.append((int(name), ticks))
+        if not unsettled or time.monotonic() >= deadline:
+            break
+        entries = unsettled
+        time.sleep(0.01)
     return found
+
+
+def _tagged(name: str, needle: bytes, folder: bytes | None) -> bool | None:
+    """Whether process ``name`` belongs to the session; None while it is inside execve (see :func:`_between_exec`)."""
+    try:
+        with open(f"/proc/{name}/environ", "rb") as fh:
+            environ = fh.read()
+    except OSError:
+        return False
+    if environ.startswith(needle) or b"\0" + needle in environ:
+        return True
+    if not environ and _between_exec(name):
+        return None
+    if folder is None:
+        return False
+    try:
+        with open(f"/proc/{name}/cmdline", "rb") as fh:
+            return folder in fh.read()
+    except OSError:
+        return False
