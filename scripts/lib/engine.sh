@@ -9,11 +9,14 @@
 #     (a runner's timeout, a job stopped with `kill -- -PGID`) does not end the engine with it;
 #   - what a run started is written to $DESKCTL_STARTED (when set; scripts/test stops those at its end).
 
-# engine_answers WAIT_SECONDS: whether `docker info` (DOCKER_HOST and TLS as exported) answers within the wait
+# engine_answers WAIT_SECONDS: whether `docker info` (DOCKER_HOST and TLS as exported) answers within the wait.
+# Each call is cut at what is left of the wait (at least 2 s, at most 30 s): a daemon that hangs (stopped, or
+# overloaded) must not stretch a 5 s wait into 30.
 engine_answers() {
-  local deadline=$((SECONDS + $1))
+  local deadline=$((SECONDS + $1)) left
   while :; do
-    timeout 30 docker info >/dev/null 2>&1 && return 0
+    left=$((deadline - SECONDS)); ((left >= 2)) || left=2; ((left <= 30)) || left=30
+    timeout "$left" docker info >/dev/null 2>&1 && return 0
     ((SECONDS < deadline)) || return 1
     sleep 1
   done
