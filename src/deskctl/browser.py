@@ -218,6 +218,10 @@ class ChannelForwarder:
             ends, self._open = list(self._open), set()
         for end in ends:
             try:
+                end.shutdown(socket.SHUT_RDWR)  # a close alone leaves a socket another thread reads from open
+            except Exception:  # already closed, or an end without shutdown
+                pass
+            try:
                 end.close()
             except Exception:  # already closed
                 pass
