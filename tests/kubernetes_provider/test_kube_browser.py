@@ -86,6 +86,14 @@ def _agent(desk: deskctl.Desktop) -> AgentDriver:
     return driver
 
 
+def _hold(port: int) -> socket.socket:
+    """A connection to the forwarder on ``port`` that asked for the pages and holds on (HTTP keep-alive)."""
+    held = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
+    held.sendall(b"GET /json/list HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert held.recv(65536).startswith(b"HTTP/1.")
+    return held
+
+
 def _start_stand_in(desk: deskctl.Desktop) -> None:
     started = desk.exec(f"python3 -c {shlex.quote(_STAND_IN)} >/tmp/stand-in.log 2>&1", timeout=60, background=True)
     assert started.exit_code == 0, started.stderr
@@ -140,17 +148,25 @@ def test_the_agent_streams_to_the_pods_loopback_and_browser_is_a_forwarder_close
         assert endpoint.http_url == f"http://127.0.0.1:{endpoint.port}"
         assert endpoint.ws_url == f"ws://127.0.0.1:{endpoint.port}/devtools/browser/stand-in"
         assert [tuple(p) for p in desk.browser_pages()] == [("http://example.test/", "Stand-in page")]
-        held = socket.create_connection(("127.0.0.1", endpoint.port), timeout=PATIENCE)
+        # a held keep-alive connection (the stand-in, like Chromium, keeps it open) ends in the pod when either
+        # end here ends: the caller hanging up, then the forwarder closing under another one. The end is
+        # asynchronous by design: it crosses processes (the forwarder's shutdown, then the agent in the pod
+        # reading its end and shutting the pod's side down, then the stand-in closing its own), none of which
+        # this process can wait on, so the pod is polled with a bound (PATIENCE): a stream the end did not
+        # reach stays open for good and fails the wait.
+        held = _hold(endpoint.port)
+        _until("the held stream in the pod", lambda: _established(desk, 9222) >= 1)
+        held.close()  # the forwarder stays open: its pumps must tell the pod
+        _until("no stream left in the pod after the caller hung up", lambda: _established(desk, 9222) == 0)
+        held = _hold(endpoint.port)
         try:
-            held.sendall(b"GET /json/list HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert held.recv(65536).startswith(b"HTTP/1.")
             _until("the held stream in the pod", lambda: _established(desk, 9222) >= 1)
             assert desk.handle is not None
             desk.provider.close_browser(desk.handle.session_id)  # type: ignore[attr-defined]
             # the listener is gone and the agent's stream with it: nothing stays open to 9222 in the pod
             with pytest.raises(OSError):
                 socket.create_connection(("127.0.0.1", endpoint.port), timeout=10).close()
-            _until("no stream left in the pod", lambda: _established(desk, 9222) == 0)
+            _until("no stream left in the pod after the forwarder closed", lambda: _established(desk, 9222) == 0)
         finally:
             held.close()
         port = desk.browser().port  # a new forwarder after a closed one; the desktop's close ends it
@@ -212,7 +228,9 @@ def test_a_cdp_client_here_drives_the_pods_chromium_through_the_agent(kube_env: 
             assert result.exit_code == 0, result.stderr
             return sorted(tuple(p) for p in parse_pages(json.loads(result.stdout)))  # type: ignore[misc]
 
-        assert inside() == sorted(tuple(p) for p in desk.browser_pages())
+        # the same list inside and here; read at two moments, it may differ while the third page's load fails
+        # (its title becomes the host's once Chromium shows its error page): the same list, once it settled
+        _until("the same pages inside and here", lambda: inside() == sorted(tuple(p) for p in desk.browser_pages()))
         port = endpoint.port
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=10).close()
