@@ -134,7 +134,9 @@ def pages(endpoint: BrowserEndpoint, provider: str) -> list[Page]:
 class ChannelForwarder:
     """A listener on the caller's 127.0.0.1 (a port the system picks) whose every connection is carried, both
     ways, over a stream ``open_channel()`` opens to the desktop's loopback DevTools port (an ssh ``direct-tcpip``
-    channel: anything with ``recv``, ``sendall`` and ``close``). Closed with the desktop (:meth:`close`).
+    channel, an agent's stream socket: anything with ``recv``, ``sendall`` and ``close``). Either end of a carried
+    connection ending ends both (:func:`_end`), so the desktop's side is told when the caller hangs up. Closed
+    with the desktop (:meth:`close`).
     ``target``: what the channels reach (the desktop's port), for the owner to tell a stale forwarder."""
 
     def __init__(self, open_channel: Callable[[], Any], target: Any = None) -> None:

@@ -82,9 +82,10 @@ def send_stream(sock: socket.socket, header: dict[str, Any], size: int, source: 
 
 
 def splice(a: socket.socket, b: socket.socket) -> None:
-    """Carry bytes both ways between two connected sockets until either closes or fails, then shut both down
-    (the other direction ends with them: nothing waits on a peer that keeps its side open); the caller closes
-    them."""
+    """Carry bytes both ways between two connected sockets until either closes (a half-close too) or fails, then
+    shut both down: the other direction ends with them and both peers are told, so nothing waits on a peer that
+    keeps its side open. Shut down, not closed: a socket the other thread reads stays open through a close, its
+    peer never told. The caller closes them once this returns (both directions are done)."""
     import threading
 
     def copy(source: socket.socket, target: socket.socket) -> None:
