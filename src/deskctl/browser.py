@@ -134,7 +134,9 @@ def pages(endpoint: BrowserEndpoint, provider: str) -> list[Page]:
 class ChannelForwarder:
     """A listener on the caller's 127.0.0.1 (a port the system picks) whose every connection is carried, both
     ways, over a stream ``open_channel()`` opens to the desktop's loopback DevTools port (an ssh ``direct-tcpip``
-    channel: anything with ``recv``, ``sendall`` and ``close``). Closed with the desktop (:meth:`close`).
+    channel, an agent's stream socket: anything with ``recv``, ``sendall`` and ``close``). Either end of a carried
+    connection ending ends both (:func:`_end`), so the desktop's side is told when the caller hangs up. Closed
+    with the desktop (:meth:`close`).
     ``target``: what the channels reach (the desktop's port), for the owner to tell a stale forwarder."""
 
     def __init__(self, open_channel: Callable[[], Any], target: Any = None) -> None:
@@ -176,17 +178,23 @@ class ChannelForwarder:
             client.close()
             return
         with self._lock:
-            self._open.update((client, channel))
-        back = threading.Thread(target=self._pump, args=(channel, client), daemon=True)
-        back.start()
-        self._pump(client, channel)
-        back.join()
-        with self._lock:
-            self._open.difference_update((client, channel))
+            late = self._closed.is_set()  # close() ran while the channel opened: it could not see this pair
+            if not late:
+                self._open.update((client, channel))
+        if not late:
+            back = threading.Thread(target=self._pump, args=(channel, client), daemon=True)
+            back.start()
+            self._pump(client, channel)
+            back.join()
+            with self._lock:
+                self._open.difference_update((client, channel))
+        for end in (client, channel):  # closed only once no pump uses them
+            _end(end, final=True)
 
     @staticmethod
     def _pump(source: Any, target: Any) -> None:
-        """Copy until either end closes, then close both (the other pump ends with them)."""
+        """Copy until either end closes or fails, then end both (:func:`_end`): that wakes the other pump and
+        tells both peers; :meth:`_carry` closes them once both pumps are done."""
         try:
             while True:
                 data = source.recv(65536)
@@ -195,14 +203,12 @@ class ChannelForwarder:
                 target.sendall(data)
         except Exception:  # either end went away
             pass
-        finally:
-            for end in (source, target):
-                try:
-                    end.close()
-                except Exception:  # already closed
-                    pass
+        for end in (source, target):
+            _end(end)
 
     def close(self) -> None:
+        """Stop listening and end every carried connection both ways (the desktop's side sees its stream end;
+        the pumps' threads close the ends as they finish)."""
         import socket
 
         self._closed.set()
@@ -217,7 +223,25 @@ class ChannelForwarder:
         with self._lock:
             ends, self._open = list(self._open), set()
         for end in ends:
-            try:
-                end.close()
-            except Exception:  # already closed
-                pass
+            _end(end)
+
+
+def _end(end: Any, *, final: bool = False) -> None:
+    """End a carried connection both ways. A socket is shut down, not only closed: a socket that another thread
+    is reading stays open through a close (the kernel keeps it for that read, which waits on), so its peer is
+    never told, and that read (the other pump) never ends: the desktop's side of the stream would stay open for
+    good behind a peer that keeps its side open (an HTTP keep-alive, a websocket). ``final``: close it too.
+    Another kind of channel (an ssh channel) is closed, which wakes its readers."""
+    import socket
+
+    if isinstance(end, socket.socket):
+        try:
+            end.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already shut down, or the peer went away
+            pass
+        if not final:
+            return
+    try:
+        end.close()
+    except Exception:  # already closed
+        pass

@@ -130,6 +130,8 @@ BOUNDS: dict[str, Bound] = {
                        "million tokens", unit="USD", code="usage.bad_meter"),
     # -- serving ---------------------------------------------------------------------------------------------
     "port": Bound(0, 65535, "a TCP port to listen on (0: a free one)", integer=True),
+    "stream_port": Bound(1, 65535, "the port on a desktop's loopback an agent stream connects to", integer=True,
+                         code="usage.bad_port"),
     "fps": Bound(0.1, 120, "most frames a second the view captures", unit="frames/s"),
     "quality": Bound(10, 95, "JPEG quality of the view", integer=True),
     "provider_option": Bound(0, 30 * _DAY, "a number among a provider's options (poll intervals, timeouts and "

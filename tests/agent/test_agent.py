@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import io
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -369,3 +370,33 @@ def test_one_driver_is_safe_to_share_between_threads(client: AgentDriver) -> Non
     assert all(r == (1024, 900) for r in results[0::3])
     assert all(r == (1024, 900) for r in results[1::3])
     assert results[2::3] == [(len(f"{i}\n"), 0) for i in range(2, 30, 3)]
+
+
+def test_a_stream_ends_both_ways_whichever_side_ends_it(agent: RunningAgent) -> None:
+    """The stream op's pipe to a port on the agent's loopback: bytes both ways, and whichever side ends (the
+    caller closing, the target closing, the caller only half-closing) the other side is told (its read ends)
+    even when it keeps its own side open: nothing is left open in the desktop. Every read is bounded (30 s)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(30)
+        for ending in ("caller closes", "target closes", "caller half-closes"):
+            driver = AgentDriver.connect("127.0.0.1", agent.port, agent.token, provider="agent-test")
+            pipe = driver.stream(server.getsockname()[1])
+            assert driver.closed
+            far, _ = server.accept()
+            with pipe, far:
+                pipe.settimeout(30)
+                far.settimeout(30)
+                pipe.sendall(b"ping")
+                assert far.recv(4) == b"ping"
+                far.sendall(b"pong")
+                assert pipe.recv(4) == b"pong"
+                if ending == "caller closes":
+                    pipe.close()
+                    assert far.recv(1) == b"", ending
+                elif ending == "target closes":
+                    far.close()
+                    assert pipe.recv(1) == b"", ending
+                else:
+                    pipe.shutdown(socket.SHUT_WR)
+                    assert far.recv(1) == b"", ending
+                    assert pipe.recv(1) == b"", ending  # the target kept its side open: the agent ended it

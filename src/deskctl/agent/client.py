@@ -256,6 +256,22 @@ class AgentDriver:
                     tmp.unlink()
                 raise self._lost("fetch a file", exc) from exc
 
+    # -- a byte pipe ------------------------------------------------------------------------------------------------
+    def stream(self, port: int) -> socket.socket:
+        """Turn this connection into a byte pipe to ``127.0.0.1:port`` inside the desktop (a browser's DevTools)
+        and hand its socket over: the driver is closed (not the socket, which the caller now owns and closes).
+        The agent's refusals keep their codes (``usage.bad_port``; nothing listening: ``provider.unreachable``);
+        the driver is closed after them too."""
+        with self._lock:
+            try:
+                self._call("open a stream", {"op": "stream", "host": "127.0.0.1", "port": port})
+            except BaseException:
+                self._shut()
+                raise
+            self._closed = True
+            self._sock.settimeout(None)
+            return self._sock
+
     # -- lifetime --------------------------------------------------------------------------------------------------
     @property
     def closed(self) -> bool:

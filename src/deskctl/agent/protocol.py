@@ -12,6 +12,7 @@ session token; the server closes the connection on anything else.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -35,6 +36,7 @@ __all__ = [
     "recv_header",
     "send_message",
     "send_stream",
+    "splice",
 ]
 
 PROTOCOL_VERSION = 1
@@ -77,6 +79,29 @@ def send_stream(sock: socket.socket, header: dict[str, Any], size: int, source: 
             raise OSError(f"the file ended {left} bytes before its announced size")
         sock.sendall(chunk)
         left -= len(chunk)
+
+
+def splice(a: socket.socket, b: socket.socket) -> None:
+    """Carry bytes both ways between two connected sockets until either closes (a half-close too) or fails, then
+    shut both down: the other direction ends with them and both peers are told, so nothing waits on a peer that
+    keeps its side open. Shut down, not closed: a socket the other thread reads stays open through a close, its
+    peer never told. The caller closes them once this returns (both directions are done)."""
+    import threading
+
+    def copy(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(CHUNK):
+                target.sendall(data)
+        except OSError:  # either end went away
+            pass
+        for end in (source, target):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    back = threading.Thread(target=copy, args=(b, a), daemon=True, name="deskctl-agent-stream")
+    back.start()
+    copy(a, b)
+    back.join()
 
 
 def recv_exactly(sock: socket.socket, size: int) -> bytes:

@@ -46,16 +46,19 @@ from deskctl.agent.protocol import (
     recv_header,
     send_message,
     send_stream,
+    splice,
 )
 from deskctl.core.png import encode_png
 from deskctl.core.shell import background_pid, check_exec_options, posix_line, run_here
 from deskctl.core.x11 import X11Driver, read_cookie
-from deskctl.errors import DeskctlError, ProviderApiError, SessionLost, UsageError
+from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, SessionLost, UsageError
 from deskctl.limits import check_number
 
 __all__ = ["AgentServer", "main", "read_token"]
 
 PROVIDER = "agent"
+#: the hosts a stream may name: the desktop's own loopback
+_LOOPBACK = ("127.0.0.1", "localhost")
 
 _ACTIONS: dict[str, type[Any]] = {
     cls.__name__: cls
@@ -105,7 +108,7 @@ class AgentServer:
             "ping": self._ping, "size": self._size, "screenshot": self._screenshot, "raw_frame": self._raw_frame,
             "changes": self._changes, "act": self._act, "cursor_position": self._cursor_position,
             "window_titles": self._window_titles, "exec": self._exec, "put_file": self._put_file,
-            "get_file": self._get_file,
+            "get_file": self._get_file, "stream": self._stream,
         }
 
     # -- lifetime ------------------------------------------------------------------------------------------------
@@ -275,6 +278,31 @@ class AgentServer:
 
             reply["pid"] = background_pid(ExecResult(0, out.decode(errors="replace")))
         send_message(conn.sock, reply, out + err)
+
+    # -- a byte pipe to a port on the desktop's loopback (a browser's DevTools) ---------------------------------
+    def _stream(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:
+        """Connect to ``127.0.0.1:port`` in the desktop, answer ok, then carry bytes both ways between it and this
+        connection until either side closes; the connection then ends (it speaks this protocol no more). Only
+        the desktop's loopback: another ``host`` is ``usage.not_loopback``."""
+        recv_body_to(conn.sock, body_size, None)
+        host = header.get("host", "127.0.0.1")
+        if host not in _LOOPBACK:
+            raise UsageError(f"the agent streams only to the desktop's loopback, not to {host!r}",
+                             code="usage.not_loopback", provider=PROVIDER, remedy="name a port on 127.0.0.1")
+        port = check_number("stream_port", header.get("port"), what="port", strings=False)
+        if port == self.address[1]:
+            raise UsageError("the agent does not stream to its own port", code="usage.bad_port", provider=PROVIDER)
+        try:
+            target = socket.create_connection(("127.0.0.1", port), timeout=10)
+        except OSError as exc:
+            raise ProviderUnreachable(f"nothing answers on 127.0.0.1:{port} in the desktop: {exc.strerror or exc}",
+                                      provider=PROVIDER) from exc
+        with target:
+            target.settimeout(None)
+            target.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            send_message(conn.sock, {"ok": True})
+            splice(conn.sock, target)
+        raise ProtocolError("the stream ended", eof=True)  # the connection is spent: _serve closes it
 
     # -- files ---------------------------------------------------------------------------------------------------
     def _put_file(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:

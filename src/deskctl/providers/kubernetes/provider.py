@@ -33,6 +33,7 @@ from deskctl.providers.base import (
     RemoteHandle,
     lifetime_seconds,
 )
+from deskctl.providers.kubernetes.browser import KubernetesBrowser
 from deskctl.providers.kubernetes.checks import KubernetesChecks
 from deskctl.providers.kubernetes.client import (
     _DNS_SUBDOMAIN,
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from deskctl.spec import DesktopSpec
 
 
-class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
+class KubernetesProvider(KubernetesBrowser, KubernetesChecks, KubernetesDesktop):
     """Desktops as pods on a Kubernetes cluster; see the module docstring."""
 
     name: ClassVar[str] = "kubernetes"
@@ -70,7 +71,7 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
         labels=True,
         server_ttl=True,  # activeDeadlineSeconds stops the pod; the reaper removes the object
         isolation="container",
-        start_url=False,
+        start_url=True,
         local=False,
         billing="per_second",
         cursor_position=True,
@@ -78,6 +79,7 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
         windows=True,
         window_management=True,
         accessibility=True,
+        browser=True,
     )
     # a path, not a secret; none is required: ~/.kube/config serves when it is there (the preflight says when not)
     credentials: ClassVar[CredentialSet] = CredentialSet(
@@ -97,8 +99,12 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
         width, height, depth = (geometry.width, geometry.height, geometry.depth) if geometry else (1024, 768, 24)
         env = {"DESKCTL_SERVE_AGENT": "1", "DESKCTL_AGENT_PORT": str(port),
                "DESKCTL_GEOMETRY": f"{width}x{height}x{depth}"}
-        if spec.window_manager:
+        if spec.window_manager or spec.start_url:
             env["DESKCTL_WM"] = "1"
+        if spec.start_url:  # the image's entrypoint starts Chromium on it, DevTools on the pod's loopback
+            env["DESKCTL_START_URL"] = spec.start_url
+        if spec.window_geometry is not None:  # the start URL's window (the entrypoint reads it as on docker)
+            env["DESKCTL_WINDOW"] = str(spec.window_geometry)
         options = self._opts(spec)
         grace = options.expiry_grace
         lifetime = lifetime_seconds(spec, labels)
@@ -263,6 +269,7 @@ class KubernetesProvider(KubernetesChecks, KubernetesDesktop):
 
     # -- destroy, list ----------------------------------------------------------------------------------------------
     def destroy(self, handle: RemoteHandle) -> None:
+        self.close_browser(handle.session_id)
         self._drop_driver(handle.session_id)
         data = KubernetesHandleData.of(handle)
         name = data.pod
