@@ -53,6 +53,10 @@ def test_playwright_drives_the_ssh_desktops_chromium_through_a_forwarded_channel
         inside = desk.exec(f"python3 -c {json.dumps(script)}", timeout=60)
         assert inside.exit_code == 0, inside.stderr
         assert sorted(parse_pages(json.loads(inside.stdout))) == sorted(desk.browser_pages())
+        # with no browser named, the running Chromium (found by its profile) takes the next URL
+        second = f"{url}#again"
+        desk.open_url(second)
+        _until("the second page", lambda: any(u == second for u, _ in desk.browser_pages()))
         port = endpoint.port
     # no process of that Chromium is left (its renderers carry no session marker: destroy finds them by profile)
     profile = f"user-data-dir={remote.rsplit('/', 1)[0]}/browser-profile".encode()

@@ -6,6 +6,7 @@ desktop's connection (:class:`deskctl.browser.ChannelForwarder`): nothing listen
 
 from __future__ import annotations
 
+import re
 import shlex
 import threading
 import time
@@ -51,8 +52,11 @@ class SshBrowser:
         return int(first) if first.isdigit() and 0 < int(first) < 65536 else 0
 
     def _chromium_runs(self, handle: RemoteHandle) -> bool:
-        flag = f"--user-data-dir={self._profile(handle)}"
-        return bool(self._remote(handle, f"pgrep -f -- {shlex.quote(flag)} || true").strip())
+        # "[-]-user-data-dir=..." matches Chromium's argument but not the text of the pattern itself: pgrep skips
+        # its own process, not the shell that runs it, whose command line carries the pattern too
+        profile = re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", self._profile(handle))
+        pattern = f"[-]-user-data-dir={profile}( |$)"
+        return bool(self._remote(handle, f"pgrep -f -- {shlex.quote(pattern)} || true").strip())
 
     def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
         """Chromium (``browser="chromium"``, or no ``browser`` while this desktop's Chromium runs) opens ``url``
