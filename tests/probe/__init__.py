@@ -118,12 +118,12 @@ class Probe:
         self.display.sync()
 
     # -- events ----------------------------------------------------------------------------------------------
-    def _next_events(self, deadline: float) -> list[Any]:
-        """Events already queued, else those that arrive before ``deadline`` (one select)."""
+    def _next_events(self, deadline: float, limit: int | None = None) -> list[Any]:
+        """Events already queued (at most ``limit``), else those that arrive before ``deadline`` (one select)."""
         out: list[Any] = []
         if not self.display.pending_events():
             select.select([self.display.fileno()], [], [], max(0.0, deadline - time.monotonic()))
-        while self.display.pending_events():
+        while (limit is None or len(out) < limit) and self.display.pending_events():
             out.append(self.display.next_event())
         return out
 
@@ -148,7 +148,9 @@ class Probe:
                 event.state)))
 
     def pump(self, deadline: float) -> None:
-        for event in self._next_events(deadline):
+        # a batch at a time: a condition met by the first events of a flood (100k typed characters, parsed by
+        # python-xlib at ~10k a second) is seen at once, not after the whole flood
+        for event in self._next_events(deadline, limit=512):
             self._record(event)
 
     def wait_for(self, condition: Callable[[Probe], Any], what: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
