@@ -38,8 +38,10 @@ SLOW_TIMEOUT = 300
 #: the tests that build, prune or compare the desktop images of the shared Docker engine, and the chaos run (every
 #: surface at once): under pytest-xdist (``-n 2 --dist loadgroup``, as scripts/test runs) they go to one worker, one
 #: after another, so that no image build of one is seen by another's before/after comparison (the episodes tests
-#: count the engine's snapshot images before and after; scripts/test runs the Harbor tests apart, alone)
-_ONE_AT_A_TIME = ("harbor/", "chaos/", "episodes/", "docker_provider/test_task_images.py",
+#: count the engine's snapshot images before and after; scripts/test runs the Harbor tests apart, alone). The
+#: episodes tests on fakes, memory and xvfb touch no engine: they run beside the others.
+_ONE_AT_A_TIME = ("harbor/", "chaos/", "episodes/test_docker_snapshots.py", "episodes/test_gym.py",
+                  "docker_provider/test_task_images.py",
                   "docker_provider/test_docker_provider.py::test_image_",
                   "docker_provider/test_docker_provider.py::test_prune_")
 
