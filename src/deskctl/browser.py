@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 __all__ = ["DEVTOOLS_PORT", "NO_BROWSER", "BrowserEndpoint", "ChannelForwarder", "Page", "active_port",
-           "chromium_flags", "endpoint_at", "is_chromium", "no_browser", "pages", "parse_pages"]
+           "chromium_flags", "container_chromium_args", "endpoint_at", "is_chromium", "no_browser", "pages",
+           "parse_pages"]
 
 #: where the DevTools endpoint answers inside a desktop of its own (a container): task verifiers expect it there
 DEVTOOLS_PORT = 9222
@@ -245,3 +246,12 @@ def _end(end: Any, *, final: bool = False) -> None:
         end.close()
     except Exception:  # already closed
         pass
+
+
+def container_chromium_args(url: str) -> list[str]:
+    """Chromium in a container (docker, kubernetes), as the image's entrypoint starts it for a start URL: its
+    profile in the desktop user's home, no sandbox (the container is the sandbox), DevTools on the container's
+    loopback."""
+    return [*chromium_flags(DEVTOOLS_PORT), "--no-first-run", "--no-default-browser-check",
+            "--disable-dev-shm-usage", "--no-sandbox", "--password-store=basic",
+            "--user-data-dir=/home/desk/.chromium", url]

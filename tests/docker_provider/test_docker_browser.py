@@ -28,6 +28,14 @@ def _inside(desk: deskctl.Desktop) -> list[tuple[str, str]]:
     return [tuple(p) for p in parse_pages(json.loads(result.stdout))]
 
 
+def _relays(desk: deskctl.Desktop) -> int:
+    """The DevTools relays (providers/docker/devtools.py RELAY) running in the container."""
+    listed = desk.exec("ps -eo args", timeout=60)
+    assert listed.exit_code == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    return sum(1 for line in lines if line.startswith("python3 -c") and "create_connection" in line)
+
+
 def test_a_cdp_client_on_the_host_drives_the_containers_chromium_through_the_engine() -> None:
     if os.environ.get("DESKCTL_SKIP_BROWSER") == "1":
         pytest.skip("DESKCTL_SKIP_BROWSER=1: the browser image was not built")
@@ -71,9 +79,18 @@ def test_a_cdp_client_on_the_host_drives_the_containers_chromium_through_the_eng
         fourth = "http://127.0.0.1:1/fourth"
         desk.open_url(fourth)
         _until("the fourth page", lambda: any(u == fourth for u, _ in desk.browser_pages()))
-        seen = sorted(desk.browser_pages())
-        assert ("data:text/html,<title>Second page</title><h1>2</h1>", "Second page") in seen
-        assert sorted(_inside(desk)) == seen
+        assert ("data:text/html,<title>Second page</title><h1>2</h1>", "Second page") in desk.browser_pages()
+        # what the verifier inside sees is what the host sees (an error page's title changes once, from '' to the
+        # host's name, while Chromium shows it: compared until both reads agree)
+        assert _until("the same page list inside and out",
+                      lambda: sorted(_inside(desk)) == sorted(desk.browser_pages()))
+        # a caller that hangs up on a kept-alive connection ends its relay in the container
+        held = socket.create_connection(("127.0.0.1", endpoint.port), timeout=PATIENCE)
+        held.sendall(b"GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n")
+        assert held.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _until("the held connection's relay", lambda: _relays(desk) >= 1)
+        held.close()
+        assert _until("no relay left", lambda: _relays(desk) == 0)
         port = endpoint.port
     # the forwarder ends with the desktop: its port no longer answers
     with pytest.raises(OSError):

@@ -1,10 +1,10 @@
 """The DevTools of a docker desktop's Chromium, reached from the caller without publishing a port.
 
 Chromium listens on the container's own loopback, ``127.0.0.1:9222`` (:data:`deskctl.browser.DEVTOOLS_PORT`),
-where a task verifier inside expects it. The caller gets a loopback listener of its own (:class:`Forwarder`, in
-this process); each connection it accepts is carried by one Engine API exec of a small Python relay in the
-container (``python3`` is in every deskctl image) that connects to 127.0.0.1:9222 and copies bytes both ways
-over the exec's stdin and stdout.
+where a task verifier inside expects it. The caller gets a loopback listener of its own
+(:class:`deskctl.browser.ChannelForwarder`, in this process); each connection it accepts is carried by one Engine
+API exec (:class:`ExecChannel`) of a small Python relay in the container (``python3`` is in every deskctl image)
+that connects to 127.0.0.1:9222 and copies bytes both ways over the exec's stdin and stdout.
 
 Why an exec per connection rather than the container's address or a published port: the container's loopback is
 not reachable from outside its network namespace, a published port would expose DevTools (full control of the
@@ -19,10 +19,12 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["RELAY", "STARTING", "Forwarder", "browser_endpoint", "chromium_args", "close"]
+if TYPE_CHECKING:
+    from deskctl.browser import ChannelForwarder
+
+__all__ = ["RELAY", "STARTING", "ExecChannel", "browser_endpoint", "close"]
 
 #: seconds a starting Chromium (its process runs) has to open its DevTools port
 STARTING = 60.0
@@ -48,110 +50,51 @@ while True:
 """
 
 
-class Forwarder:
-    """A listener on the caller's 127.0.0.1 (a port the system picks) whose every connection ``open_stream()``
-    carries: ``open_stream`` returns the engine's socket of a started exec (stdin in, multiplexed stdout out)."""
+class ExecChannel:
+    """An exec's engine socket seen as a channel for :class:`deskctl.browser.ChannelForwarder`: ``recv`` gives
+    the relay's stdout (the engine multiplexes stdout and stderr in frames; the relay's stderr, a traceback, is not
+    the caller's), ``sendall`` feeds its stdin, ``close`` shuts the socket down both ways (which wakes a reader in
+    another thread and ends the relay) and closes it."""
 
-    def __init__(self, open_stream: Callable[[], Any]) -> None:
-        self._open_stream = open_stream
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(16)
-        self.port: int = self._listener.getsockname()[1]
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        threading.Thread(target=self._accept, name=f"deskctl-devtools-{self.port}", daemon=True).start()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
-
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._carry, args=(client,), daemon=True).start()
-
-    def _carry(self, client: socket.socket) -> None:
+    def __init__(self, stream: Any) -> None:
         from docker.utils.socket import frames_iter
 
-        with self._lock:
-            self._open.add(client)
-        stream: Any = None
-        try:
-            try:
-                stream = self._open_stream()
-            except Exception:  # the engine refused the exec (the container is gone): the client sees a close
-                return
-            raw = getattr(stream, "_sock", stream)
+        self._stream = stream
+        self._raw: socket.socket = getattr(stream, "_sock", stream)
+        self._frames = frames_iter(stream, False)  # type: ignore[no-untyped-call]
 
-            def down() -> None:
-                try:
-                    for kind, data in frames_iter(stream, False):  # type: ignore[no-untyped-call]
-                        if kind == 1 and data:  # stdout; the relay's stderr (a traceback) is not the client's
-                            client.sendall(data)
-                except OSError:
-                    pass
-                with contextlib.suppress(OSError):
-                    client.shutdown(socket.SHUT_WR)
+    def recv(self, size: int) -> bytes:
+        for kind, data in self._frames:
+            if kind == 1 and data:
+                return bytes(data)
+        return b""
 
-            reader = threading.Thread(target=down, daemon=True)
-            reader.start()
-            while True:
-                try:
-                    data = client.recv(65536)
-                except OSError:
-                    break
-                if not data:
-                    break
-                raw.sendall(data)
-            with contextlib.suppress(OSError):
-                raw.shutdown(socket.SHUT_WR)  # the relay's stdin ends: it half-closes towards Chromium
-            reader.join()
-        except OSError:
-            pass
-        finally:
-            with self._lock:
-                self._open.discard(client)
-            for end in (client, stream):
-                with contextlib.suppress(Exception):
-                    if end is not None:
-                        end.close()
+    def sendall(self, data: bytes) -> None:
+        self._raw.sendall(data)
 
     def close(self) -> None:
-        """Stop listening and cut every carried connection (the relays in the container end with them)."""
-        self._closed.set()
         with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone would not)
-        with contextlib.suppress(OSError):
-            self._listener.close()
-        with self._lock:
-            open_now = list(self._open)
-        for client in open_now:
-            with contextlib.suppress(OSError):
-                client.shutdown(socket.SHUT_RDWR)
+            self._raw.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self._stream.close()
 
 
 # -- the provider's side (DockerProvider delegates here; its forwarders live in ``provider._devtools``) -----------
 _LOCK = threading.Lock()
 
 
-def _forwarders(provider: Any) -> dict[str, Forwarder]:
+def _forwarders(provider: Any) -> dict[str, ChannelForwarder]:
     with _LOCK:
-        found: dict[str, Forwarder] | None = provider.__dict__.get("_devtools")
+        found: dict[str, ChannelForwarder] | None = provider.__dict__.get("_devtools")
         if found is None:
             found = provider.__dict__["_devtools"] = {}
         return found
 
 
 def browser_endpoint(provider: Any, handle: Any) -> Any:
-    """The endpoint of the container's DevTools through this process's :class:`Forwarder` (one per desktop,
-    kept until the desktop is destroyed or the provider closed)."""
-    from deskctl.browser import DEVTOOLS_PORT, endpoint_at
+    """The endpoint of the container's DevTools through this process's forwarder (one per desktop, kept until the
+    desktop is destroyed or the provider closed)."""
+    from deskctl.browser import DEVTOOLS_PORT, ChannelForwarder, endpoint_at
     from deskctl.errors import UsageError
     from deskctl.providers.docker.common import DockerHandleData, _exec_user
 
@@ -162,13 +105,13 @@ def browser_endpoint(provider: Any, handle: Any) -> Any:
         api = provider._client_on(engine).api
         exec_id = str(api.exec_create(container, ["python3", "-c", RELAY, str(DEVTOOLS_PORT)], stdin=True,
                                       stdout=True, stderr=True, user=_exec_user(handle))["Id"])
-        return api.exec_start(exec_id, socket=True)
+        return ExecChannel(api.exec_start(exec_id, socket=True))
 
     forwarders = _forwarders(provider)
     with _LOCK:
         forwarder = forwarders.get(handle.session_id)
         if forwarder is None or forwarder.closed:
-            forwarder = forwarders[handle.session_id] = Forwarder(open_stream)
+            forwarder = forwarders[handle.session_id] = ChannelForwarder(open_stream)
     # a Chromium that is starting (a start URL's, an open_url's) opens its port a moment later: wait for it while
     # its process runs; none running is usage.no_browser at once
     deadline = time.monotonic() + STARTING
@@ -188,13 +131,3 @@ def close(provider: Any, session_id: str | None = None) -> None:
         chosen = [forwarders.pop(s) for s in list(forwarders) if session_id in (None, s)]
     for forwarder in chosen:
         forwarder.close()
-
-
-#: Chromium in a container, as the image's entrypoint starts it for a start URL (its profile, no sandbox: the
-#: container is the sandbox), with DevTools on the container's loopback
-def chromium_args(url: str) -> list[str]:
-    from deskctl.browser import DEVTOOLS_PORT, chromium_flags
-
-    return [*chromium_flags(DEVTOOLS_PORT), "--no-first-run", "--no-default-browser-check",
-            "--disable-dev-shm-usage", "--no-sandbox", "--password-store=basic",
-            "--user-data-dir=/home/desk/.chromium", url]

@@ -203,7 +203,7 @@ class DockerProvider(_DockerFiles):
         """``browser="chromium"``, or none in a container that has Chromium (the browser image; its ``xdg-open``
         knows no browser): Chromium with DevTools on the container's 127.0.0.1:9222 (a running one takes the URL);
         anything else: the guest's opener."""
-        from deskctl.browser import is_chromium
+        from deskctl.browser import container_chromium_args, is_chromium
 
         if browser is None:
             said = self.exec(handle, "command -v chromium", 30)
@@ -212,7 +212,7 @@ class DockerProvider(_DockerFiles):
             super().open_url(handle, url, browser)
             return
         self._require_program(handle, browser)
-        self._launch_detached(handle, browser, devtools.chromium_args(url))
+        self._launch_detached(handle, browser, container_chromium_args(url))
 
     def close(self) -> None:
         devtools.close(self)

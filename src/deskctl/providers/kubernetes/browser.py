@@ -39,8 +39,7 @@ class KubernetesBrowser:
         """``browser="chromium"``, or none in a pod whose image has Chromium (the browser image): Chromium with
         DevTools on the pod's 127.0.0.1:9222 (a running one takes the URL); anything else is the desktop's
         opener."""
-        from deskctl.browser import is_chromium
-        from deskctl.providers.docker.devtools import chromium_args
+        from deskctl.browser import container_chromium_args, is_chromium
 
         if browser is None:
             said = self.exec(handle, "command -v chromium", 30)
@@ -49,7 +48,7 @@ class KubernetesBrowser:
             super().open_url(handle, url, browser)  # type: ignore[misc]
             return
         self._require_program(handle, browser)  # type: ignore[attr-defined]
-        self._launch_detached(handle, browser, chromium_args(url))
+        self._launch_detached(handle, browser, container_chromium_args(url))
 
     def browser_endpoint(self, handle: RemoteHandle) -> Any:
         """The pod's DevTools through a loopback listener here (one per desktop, kept until the desktop is
