@@ -61,9 +61,9 @@ _EXEC_GRACE = 10.0
 #: answers, each a Python round of paramiko's machinery
 _SFTP_REQUEST_OPENSSH = 255 * 1024
 _SFTP_REQUEST_ANY = 32768
-#: SFTP reads in flight while downloading a file: far more than fit the SSH window (2 MiB), so the host always has
-#: one to answer (8 in flight measured 5 times slower); memory stays bounded by the window, since each answer is
-#: written out as it arrives
+#: SFTP reads in flight while downloading a file: enough that the host always has one to answer (8 in flight
+#: measured 5 times slower); memory stays bounded by the channel window, since each answer is written out as it
+#: arrives
 _SFTP_READ_AHEAD = 32
 
 T = TypeVar("T")
