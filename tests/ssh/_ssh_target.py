@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SSH_TARGET_KWARGS",
+    "point_at_server",
     "remote_path",
     "server_env",
     "ssh_environment",
@@ -58,6 +59,21 @@ def server_env(server: SshServer) -> dict[str, str]:
         "DESKCTL_SSH_KNOWN_HOSTS": str(known_hosts),
         "DESKCTL_SSH_REMOTE_DIR": remote_dir(server),
     }
+
+
+def point_at_server(server: SshServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Set DESKCTL_SSH_* for ``server`` (a known_hosts of this test's own holds its key), no agent, no key of the
+    test runner (HOME moves into ``tmp_path``); the environment is returned for child processes."""
+    env = server_env(server)
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(Path(env["DESKCTL_SSH_KNOWN_HOSTS"]).read_text())
+    env["DESKCTL_SSH_KNOWN_HOSTS"] = str(known_hosts)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    for var in ("SSH_AUTH_SOCK", "DESKCTL_SSH_PASSWORD", "DESKCTL_SSH_PRIVATE_KEY", "DESKCTL_SSH_KEY_PASSPHRASE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return env
 
 
 def stop_server(server: SshServer) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ssh._ssh_target import server_env, stop_server
+from ssh._ssh_target import point_at_server, stop_server
 from ssh._sshd import SshServer, unavailable_reason
 
 
@@ -27,13 +27,4 @@ def sshd() -> Iterator[SshServer]:
 @pytest.fixture
 def ssh_env(sshd: SshServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     """DESKCTL_SSH_* for ``sshd`` (known_hosts holds its key) and no agent; returned for child processes."""
-    env = server_env(sshd)
-    known_hosts = tmp_path / "known_hosts"
-    known_hosts.write_text(Path(env["DESKCTL_SSH_KNOWN_HOSTS"]).read_text())
-    env["DESKCTL_SSH_KNOWN_HOSTS"] = str(known_hosts)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    for var in ("SSH_AUTH_SOCK", "DESKCTL_SSH_PASSWORD", "DESKCTL_SSH_PRIVATE_KEY", "DESKCTL_SSH_KEY_PASSPHRASE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no default identities of the test runner
-    return env
+    return point_at_server(sshd, monkeypatch, tmp_path)
