@@ -6,6 +6,7 @@ the forwarder ends with the desktop."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -14,6 +15,7 @@ from urllib.parse import unquote
 import pytest
 
 import deskctl
+from ssh._sshd import TEST_USER as SSH_USER
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
@@ -59,15 +61,57 @@ def test_playwright_drives_the_ssh_desktops_chromium_through_a_forwarded_channel
         _until("the second page", lambda: any(u == second for u, _ in desk.browser_pages()))
         port = endpoint.port
     # no process of that Chromium is left (its renderers carry no session marker: destroy finds them by profile)
-    profile = f"user-data-dir={remote.rsplit('/', 1)[0]}/browser-profile".encode()
-    left = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and profile in (entry / "cmdline").read_bytes():
-                left.append(entry.name)
-        except OSError:
-            continue
-    assert left == []
+    assert _processes_naming(f"user-data-dir={remote.rsplit('/', 1)[0]}/browser-profile".encode()) == []
     # the forwarder ends with the desktop: its port no longer answers
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=10).close()
+
+
+def test_a_start_url_opens_in_the_hosts_chromium_and_a_chromium_that_dies_destroys_the_desktop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed (scripts/setup.d/60-observe.sh)")
+    import tempfile
+
+    from observe._ssh_env import ssh_desktop_env
+    from observe.test_playwright import _until
+
+    start = "http://127.0.0.1:1/start"  # nothing answers there: the page's URL is what matters
+    with ssh_desktop_env(tmp_path, monkeypatch):
+        with deskctl.open_desktop("ssh", geometry="800x600", start_url=start) as desk:
+            _until("the start page", lambda: any(u == start for u, _ in desk.browser_pages()))
+            profile = f"{desk.handle.data['dir']}/browser-profile".encode()  # type: ignore[union-attr]
+        assert _processes_naming(profile) == []
+        # a "Chromium" that exits at once: the desktop is not ready, and nothing of it is left on the host
+        bin_dir = Path(tempfile.mkdtemp(prefix="deskctl-fake-chromium-", dir="/tmp"))
+        try:
+            bin_dir.chmod(0o755)
+            broken = bin_dir / "chromium"
+            broken.write_text("#!/bin/sh\necho 'no display for you' >&2\nexit 1\n")
+            broken.chmod(0o755)
+            from deskctl.ledger import open_ledger
+
+            with pytest.raises(deskctl.DeskctlError) as caught:
+                deskctl.open_desktop("ssh", geometry="800x600", start_url=start,
+                                     provider_options={"browser": str(broken)})
+            assert caught.value.code == "provider.api_error", caught.value
+            with open_ledger() as book:
+                (failed,) = [r for r in book.sessions(active=None) if r.status != "ended"]
+            assert failed.status == "failed", failed
+            # its session folder is gone from the host, and so is its Xvfb
+            sessions = Path(os.path.expanduser(f"~{SSH_USER}")) / os.environ["DESKCTL_SSH_REMOTE_DIR"]
+            assert not (sessions / failed.session_id).exists()
+            assert _processes_naming(f"{sessions / failed.session_id}/".encode()) == []
+        finally:
+            shutil.rmtree(bin_dir, ignore_errors=True)
+
+
+def _processes_naming(text: bytes) -> list[str]:
+    left = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes():
+                left.append(entry.name)
+        except OSError:
+            continue
+    return left

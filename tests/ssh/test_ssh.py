@@ -474,11 +474,19 @@ def test_window_manager_runs_until_the_desktop_ends(ssh_env: dict[str, str]) -> 
     assert not Path(f"/proc/{wm_pid}").exists()
 
 
-def test_window_manager_missing_and_start_url_are_refused_in_preflight(ssh_env: dict[str, str]) -> None:
+def test_preflight_refuses_a_missing_window_manager_and_a_start_url_without_chromium_on_the_host(
+        ssh_env: dict[str, str]) -> None:
     spec = DesktopSpec(provider="ssh", geometry="640x480", window_manager=True, start_url="https://example.org/")
-    results = {r.code: r for r in SSHProvider({"window_manager_command": "no-such-wm"}).preflight(spec)}
+    results = {r.code: r for r in SSHProvider({"window_manager_command": "no-such-wm",
+                                               "browser": "no-such-chromium"}).preflight(spec)}
     assert results["ssh.window_manager"].status == "fail"
-    assert results["compat.start_url"].status == "fail"
+    assert results["ssh.browser_missing"].status == "fail"
+    assert "no-such-chromium" in results["ssh.browser_missing"].message
+    assert "compat.start_url" not in results
+    # the host's own Chromium (Debian's, scripts/setup.d/60-observe.sh) is found on the login PATH
+    found = {r.code: r for r in SSHProvider().preflight(DesktopSpec(provider="ssh", geometry="640x480",
+                                                                    start_url="https://example.org/"))}
+    assert found["ssh.browser"].status == "pass", found
 
 
 def test_one_ssh_connection_carries_the_whole_session(sshd: SshServer, ssh_env: dict[str, str],

@@ -22,4 +22,5 @@ TABLE: dict[str, OptionRow] = {
     'incremental_capture': ('bool', True, None, None),
     'window_manager': ('bool', False, None, None),
     'window_manager_command': ('str', 'openbox', None, None),
+    'browser': ('str', None, None, None),
 }

@@ -38,6 +38,12 @@ class SshBrowser:
         def _conn_for(self, handle: RemoteHandle) -> _Connection: ...
         def _launch_detached(self, handle: RemoteHandle, app: str, args: Any) -> int | None: ...
 
+    def _browsers(self) -> str:
+        """The Chromium commands a start URL may open in on the host, the first found wins (the ``browser``
+        option, else the usual names)."""
+        chosen: str | None = getattr(getattr(self, "opts", None), "browser", None)
+        return chosen or " ".join(_CHROMIUMS)
+
     @staticmethod
     def _profile(handle: RemoteHandle) -> str:
         return f"{SshHandleData.of(handle).dir}/browser-profile"
@@ -78,8 +84,28 @@ class SshBrowser:
         self._require_program(handle, program)  # type: ignore[attr-defined]
         self._launch_detached(handle, program, args)
         deadline = time.monotonic() + 30.0
-        while not self._active_port(handle) and time.monotonic() < deadline:
+        while not self._active_port(handle) and time.monotonic() < deadline and self._chromium_runs(handle):
             time.sleep(0.2)
+
+    def _open_start_url(self, handle: RemoteHandle, url: str) -> None:
+        """A start URL: the host's Chromium opens it, and the desktop is ready once its DevTools port is open. No
+        Chromium there is ``provider.unreachable``; one that exits or never opens the port, ``provider.api_error``
+        (the caller destroys the desktop)."""
+        from deskctl.errors import ProviderApiError, ProviderUnreachable
+
+        names = self._browsers().split()
+        found = self._remote(handle, " || ".join(f"command -v {shlex.quote(n)}" for n in names)).strip().splitlines()
+        if not found:
+            raise ProviderUnreachable(f"a start URL needs Chromium, and the host has no {' or '.join(names)}",
+                                      provider=self.name, remedy="on the host: apt-get install chromium, or set the "
+                                                                 "browser provider option")
+        self.open_url(handle, url, browser=found[0])
+        deadline = time.monotonic() + STARTING
+        while not self._active_port(handle):
+            if time.monotonic() > deadline or not self._chromium_runs(handle):
+                raise ProviderApiError(f"the host's Chromium ({found[0]}) did not open its DevTools port for the "
+                                       "start URL", provider=self.name)
+            time.sleep(0.25)
 
     def browser_endpoint(self, handle: RemoteHandle) -> Any:
         """This desktop's Chromium DevTools through a loopback listener here, each connection an ssh channel to

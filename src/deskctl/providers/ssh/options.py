@@ -41,3 +41,5 @@ class Options(ProviderOptions):
     incremental_capture: bool = option(True, doc="screenshots fetch only what X DAMAGE reports changed")
     window_manager: bool = option(False, doc="start a window manager (also the spec's window_manager)")
     window_manager_command: str = option("openbox", doc="the window manager's command")
+    browser: str | None = option(None, doc="the Chromium a start URL opens in on the host, a command name or path "
+                                           "(default: the first of chromium, chromium-browser, google-chrome found)")

@@ -65,7 +65,7 @@ Errors: a host that does not answer is ``provider.unreachable``; wrong or missin
 it, by design; one this process does not own is reached again on a new connection by the next call); a host
 without Xvfb is ``ssh.xvfb_missing`` (exit 3). No paramiko exception leaves this module.
 
-Provider options: declared once in :mod:`.options`. A start URL is refused in preflight (``compat.start_url``).
+Provider options: declared once in :mod:`.options`. A start URL opens in the host's Chromium (:mod:`.devtools`).
 
 This module is the lifecycle (preflight, create, readiness, destroy, detach, listing); :mod:`.desktop` the
 connections and an open desktop, :mod:`.files` SFTP and tar streams.
@@ -175,7 +175,7 @@ class SSHProvider(SshBrowser, SshFiles):
         labels=True,
         server_ttl=False,
         isolation="host",
-        start_url=False,
+        start_url=True,
         local=False,
         billing="external",
         cursor_position=True,
@@ -218,7 +218,8 @@ class SSHProvider(SshBrowser, SshFiles):
                    f"logged in to {settings.target} ({conn.auth_method.replace('_', ' ')})")
         checks.start()
         try:
-            status, out, _err = conn.call(_sh(_PROBE_SCRIPT, settings.xvfb_path, self._window_manager(spec)),
+            status, out, _err = conn.call(_sh(_PROBE_SCRIPT, settings.xvfb_path, self._window_manager(spec),
+                                              self._browsers() if spec.start_url else ""),
                                          timeout=settings.connect_timeout)
         except DeskctlError as err:
             conn.close()
@@ -239,10 +240,12 @@ class SSHProvider(SshBrowser, SshFiles):
                        f"{facts['wm-missing']}", "on the host: apt-get install openbox")
         elif "wm" in facts:
             checks.add("pass", "ssh.window_manager", f"{host} has a window manager at {facts['wm']}")
-        if spec.start_url:
-            checks.add("fail", "compat.start_url", "the ssh provider does not open a start URL",
-                       "start the browser yourself: desk.exec(\"firefox URL >/dev/null 2>&1 &\"), or use the xvfb or "
-                       "docker provider")
+        if "browser-missing" in facts:
+            checks.add("fail", "ssh.browser_missing", f"a start URL needs Chromium, and {host} has no "
+                       f"{' or '.join(facts['browser-missing'].split())} on the login PATH",
+                       "on the host: apt-get install chromium, or set the browser provider option")
+        elif "browser" in facts:
+            checks.add("pass", "ssh.browser", f"{host} has Chromium at {facts['browser']} for {spec.start_url}")
         if "xvfb-missing" in facts:
             checks.add("fail", "ssh.xvfb_missing", f"{host} has no {settings.xvfb_path} (searched the login PATH)",
                        "on the host: apt-get install xvfb (or dnf install xorg-x11-server-Xvfb), or set the "
@@ -320,6 +323,13 @@ class SSHProvider(SshBrowser, SshFiles):
         with self._lock:
             self._desktops[session_id] = _Desktop(conn=conn, display=display, dir=remote_path, cookie=cookie,
                                                   owner=owner)
+        if spec.start_url:
+            try:
+                self._open_start_url(handle, str(spec.start_url))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.destroy(handle)
+                raise
         return handle
 
     def _await_ready(self, owner: Any, settings: _Settings, deadline: float) -> tuple[int, int, int, str]:
