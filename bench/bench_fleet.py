@@ -15,7 +15,9 @@ growth while the desktops are up, divided by their number) and, for xvfb, the Xv
 ``--downs N``: only the teardown, as a fleet's cleanup pays it: N ``deskctl down ID`` processes at once next to
 the library's N ``close`` from threads of one process, rounds interleaved (target: the processes within 1.5x);
 each round brings N detached desktops up through the library first (not timed). Prints medians and the ratio
-(CLI time / library time) and the load average.
+(CLI time / library time), the load average, and the CPU seconds each side used (the N processes' together, from
+their rusage; the library's from this process's): on a loaded machine the wall times swing, the CPU figures
+much less, and the CPU of N processes on few cores is what a fleet's teardown waits for.
 
     .venv/bin/python bench/bench_fleet.py --provider docker --downs 16 [--rounds 5]
 """
@@ -108,38 +110,51 @@ def _detached(provider: str, size: int, geometry: str) -> list[str]:
 
 def downs(provider: str, size: int, geometry: str, rounds: int) -> None:
     """N `deskctl down` processes at once vs the library's N closes from threads, interleaved; medians."""
+    import resource
     import statistics
     import subprocess
 
     import deskctl
 
+    def cpu(who: int) -> float:
+        used = resource.getrusage(who)
+        return used.ru_utime + used.ru_stime
+
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as installed: with .pyc
     binary = str(Path(sys.executable).with_name("deskctl"))
-    cli, library = [], []
+    cli, library, cli_cpu, library_cpu = [], [], [], []
     for number in range(rounds + 1):  # the first round warms up (imports, .pyc files, the image's layers)
         ids = _detached(provider, size, geometry)
         with ThreadPoolExecutor(max_workers=size) as pool:
+            before = cpu(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             done = list(pool.map(lambda sid: subprocess.run([binary, "down", sid], env=env, capture_output=True,
                                                              text=True), ids))
             took = time.perf_counter() - started
+            used = cpu(resource.RUSAGE_CHILDREN) - before
         failed = [d.stderr.strip() for d in done if d.returncode != 0]
         if failed:
             sys.exit(f"deskctl down failed: {failed[0]}")
         if number:
             cli.append(took)
+            cli_cpu.append(used)
         desks = [deskctl.attach(sid) for sid in _detached(provider, size, geometry)]
         with ThreadPoolExecutor(max_workers=size) as pool:
+            before = cpu(resource.RUSAGE_SELF)
             started = time.perf_counter()
             list(pool.map(lambda desk: desk.close(), desks))
             took = time.perf_counter() - started
+            used = cpu(resource.RUSAGE_SELF) - before
         if number:
             library.append(took)
+            library_cpu.append(used)
     ours, theirs = statistics.median(cli), statistics.median(library)
     print(f"{size} {provider} downs at once, medians over {rounds} rounds (load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} cores): {size} deskctl down processes {ours:.2f} s (fastest {min(cli):.2f}), "
           f"the library's {size} closes from threads {theirs:.2f} s (fastest {min(library):.2f}); "
-          f"CLI/library {ours / theirs:.2f} (target 1.5)")
+          f"CLI/library {ours / theirs:.2f} (target 1.5); CPU: the {size} processes "
+          f"{statistics.median(cli_cpu):.2f} s ({statistics.median(cli_cpu) * 1000 / size:.0f} ms each), the library "
+          f"{statistics.median(library_cpu):.2f} s")
 
 
 def main() -> None:

@@ -30,8 +30,6 @@ from typing import Any, ClassVar, TypeVar, dataclass_transform  # 3.11, as the a
 
 __all__ = ["Record", "field", "record_fields", "replace"]
 
-_R = TypeVar("_R", bound="Record")
-
 
 class _Missing:
     def __repr__(self) -> str:
@@ -197,6 +195,11 @@ class Record:
         if other.__class__ is not self.__class__:
             return NotImplemented
         return all(getattr(self, name) == getattr(other, name) for name in self._record_names)
+
+
+#: bound by the class itself, not by its name: a name makes a ForwardRef, whose compile() is a tenth of an
+#: `import deskctl` in instructions (the annotations above are strings: they may name it before this line)
+_R = TypeVar("_R", bound=Record)
 
 
 def _has_default(spec: Any) -> bool:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import Record, field
 from deskctl.errors import BudgetExceeded, NotFound, UsageError
 from deskctl.lifecycle import SessionStatus
 from deskctl.metering import cost_for, format_cost, session_cost
@@ -189,8 +189,7 @@ def _human_window(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-@dataclass
-class BudgetStatus:
+class BudgetStatus(Record):
     """Spend against a cap over a trailing window, as of ``now``.
 
     ``spent_usd``: sessions that are over (settled costs). ``running_usd``: sessions still running, at their

@@ -7,9 +7,9 @@ an error; an id the ledger does not know is ``usage.not_found`` unless ``ignore_
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import Record
 from deskctl.errors import CleanupIncomplete, DeskctlError, NotFound, SessionClosed
 from deskctl.lifecycle import TERMINAL_STATUSES
 from deskctl.session import attach
@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["Destroyed", "destroy_session", "first_error", "sessions_to_destroy"]
 
 
-@dataclass(frozen=True)
-class Destroyed:
+class Destroyed(Record, frozen=True):
     """What became of one session: ``status`` is ``destroyed``, ``already_ended``, ``already_failed``,
     ``missing`` (not in the ledger, ignored) or ``error`` (``error`` says which)."""
 

@@ -20,11 +20,11 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import Record
 from deskctl.errors import ConfigInvalid
 from deskctl.lifecycle import TERMINAL_STATUSES
 from deskctl.limits import BOUNDS, check_number
@@ -57,8 +57,7 @@ _SIZE_OPTIONS = ("size", "snapshot", "instance_type")
 _RESOURCE_OPTIONS = {"cpu": "cpu", "memory": "memory_gib", "disk": "disk_gib"}
 
 
-@dataclass(frozen=True)
-class Rate:
+class Rate(Record, frozen=True):
     """What a desktop costs per hour, billed in ``granularity_seconds`` steps with a ``minimum_seconds`` charge.
 
     ``usd_per_hour`` is 0 for a desktop known to be free. ``source`` and ``date`` say where the figure comes from.
@@ -289,8 +288,7 @@ MAX_USD = float(BOUNDS["meter_usd"].hi)
 _ROLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
-@dataclass(frozen=True)
-class ModelPrice:
+class ModelPrice(Record, frozen=True):
     """What one call of a model cost: ``usd`` (None: unknown) and where the price comes from."""
 
     usd: float | None

@@ -23,9 +23,8 @@ def session_rate(desk: Desktop) -> Rate | None:
     """The session's rate. An attached session bills at the price recorded when its desktop was made (a catalog
     changed since does not re-price it); the catalog gives only the billing steps and minimum."""
     if not desk._rate_resolved:
-        import dataclasses
-
         from deskctl import metering
+        from deskctl._record import replace
 
         if desk._spec is not None:
             rate = metering.rate_for(desk._spec)
@@ -37,7 +36,7 @@ def session_rate(desk: Desktop) -> Rate | None:
             rate = metering.lookup_rate(desk.provider_name, platform, dict(desk._provider_options))
         recorded = desk._recorded_usd_per_hour
         if recorded is not None:  # set for an attached session only
-            rate = (dataclasses.replace(rate, usd_per_hour=recorded) if rate is not None else
+            rate = (replace(rate, usd_per_hour=recorded) if rate is not None else
                     metering.Rate(recorded, 1, 0, source="the ledger (rate recorded at creation)", date=""))
         desk._rate = rate
         desk._rate_resolved = True

@@ -155,8 +155,37 @@ def test_do_loads_no_click_pydantic_or_what_an_action_does_not_use(session: str,
                 "Xlib", "deskctl.core.x11", "deskctl.core.x11shm", "deskctl.core.x11keyboard", "deskctl.core.png",
                 # dataclasses imports inspect (ast, dis, tokenize): a third of the process; the records on this path
                 # (handles, ledger rows, screenshots, handle data) are deskctl._record classes
-                "dataclasses", "inspect", "ast", "tokenize"}
+                "dataclasses", "inspect", "ast", "tokenize",
+                # subprocess (with locale), shutil (with bz2, lzma): only bringing a desktop up or down runs programs
+                "subprocess", "shutil", "bz2", "lzma"}
     assert sorted(unwanted & set(result["modules"])) == []
+
+
+_FORWARD_REFS = """
+import json, sys, typing
+made = []
+real = typing.ForwardRef.__init__
+def counted(self, arg, *args, **kwargs):
+    made.append(str(arg))
+    real(self, arg, *args, **kwargs)
+typing.ForwardRef.__init__ = counted
+from deskctl.cli import main
+try:
+    main(json.loads(sys.argv[1]))
+finally:
+    sys.stderr.write("FORWARD_REFS " + json.dumps(made) + "\\n")
+"""
+
+
+def test_do_makes_no_forward_reference(session: str) -> None:
+    """A ``TypeVar(bound="Name")`` made at import compiles its string (a ForwardRef): the first compile() of a
+    process costs about a tenth of an `import deskctl` in instructions. The modules of a `deskctl do` bind their
+    TypeVars to the classes themselves."""
+    proc = subprocess.run([sys.executable, "-c", _FORWARD_REFS, json.dumps(["do", session, "click", "5", "5"])],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("FORWARD_REFS ")]
+    assert json.loads(line.removeprefix("FORWARD_REFS ")) == []
 
 
 def test_the_table_is_made_from_the_click_commands() -> None:

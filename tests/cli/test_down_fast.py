@@ -101,3 +101,19 @@ def test_config_defaults_go_through_click(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "dk-0000000000: not in the ledger; ignored\n"
     assert "click" in json.loads(modules.read_text())
+
+
+def test_down_loads_no_click_pydantic_or_dataclasses(tmp_path: Path) -> None:
+    """A fleet's teardown is a `deskctl down` process per desktop: it imports what a destroy needs. dataclasses
+    imports inspect (ast, dis, tokenize): a sixth of the process; the records on this path (the result, the rate,
+    a budget's status) are deskctl._record classes. A module in this list showing up again is a regression of its
+    per-call cost (bench/bench_fleet.py --downs)."""
+    sid = _up()
+    try:
+        result = _run(["down", sid], fast=True, tmp_path=tmp_path)
+    finally:
+        deskctl("down", sid)
+    assert result["exit"] == 0, result["stderr"]
+    unwanted = {"click", "pydantic", "pydantic_core", "deskctl.spec", "deskctl.cli._app", "deskctl.cli.session_cmds",
+                "dataclasses", "inspect", "ast", "tokenize", "Xlib", "deskctl.core.x11"}
+    assert sorted(unwanted & set(result["modules"])) == []

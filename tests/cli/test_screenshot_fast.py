@@ -119,5 +119,5 @@ def test_a_screenshot_process_loads_only_what_a_capture_needs(session: str, tmp_
     result = _run(["screenshot", session, "-o", "s.png"], fast=True, workdir=tmp_path)
     assert result["exit"] == 0, result["stderr"]
     unwanted = {"click", "pydantic", "deskctl.cli._app", "deskctl.cli.session_cmds", "Xlib", "deskctl.core.x11",
-                "PIL", "PIL.Image", "concurrent.futures", "dataclasses", "inspect"}
+                "PIL", "PIL.Image", "concurrent.futures", "dataclasses", "inspect", "subprocess", "shutil"}
     assert sorted(unwanted & set(result["modules"])) == []

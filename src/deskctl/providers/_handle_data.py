@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["HandleData"]
 
-_Data = TypeVar("_Data", bound="HandleData")
-
-
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 
@@ -64,3 +61,8 @@ class HandleData(Record, frozen=True):
     def store(self, handle: RemoteHandle) -> None:
         """Write every field into ``handle.data`` (keys it does not know stay as they are)."""
         handle.data.update(self.to_data())
+
+
+#: bound by the class itself, not by its name: a name makes a ForwardRef, whose compile() is a tenth of an
+#: `import deskctl` in instructions (the annotations above are strings: they may name it before this line)
+_Data = TypeVar("_Data", bound=HandleData)

@@ -4,8 +4,6 @@ session directory), ``open_url`` and the DevTools endpoint."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +16,8 @@ from deskctl.providers.xvfb.handle_data import XvfbHandleData
 from deskctl.providers.xvfb.preflight import _XvfbPreflight
 
 if TYPE_CHECKING:
+    import subprocess
+
     from deskctl.spec import DesktopSpec, Geometry
 
 __all__ = ["BROWSER_STARTING", "_XvfbBrowser"]
@@ -67,6 +67,8 @@ class _XvfbBrowser(_XvfbPreflight):
         """Chromium (``browser="chromium"``, or no ``browser`` while the desktop's Chromium runs) opens ``url``
         in the session's profile with DevTools on (a running one takes it as a new window); any other
         ``browser``, or none while no Chromium runs, is the guest's way (``xdg-open``)."""
+        import shutil
+
         from deskctl.browser import active_port, is_chromium
 
         profile = Path(XvfbHandleData.of(handle).dir) / "browser-profile"

@@ -3,7 +3,6 @@ browser a spec asks for) and its typed options, which create reads too."""
 
 from __future__ import annotations
 
-import shutil
 from typing import TYPE_CHECKING, cast
 
 from deskctl.platforms import Platform
@@ -23,6 +22,8 @@ class _XvfbPreflight(X11Provider):
 
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
+        import shutil
+
         from deskctl.checks import CheckRecorder
 
         # platform and geometry (the depth too: check_geometry) are checked by the preflight runner
@@ -85,6 +86,8 @@ class _XvfbPreflight(X11Provider):
         return spec.window_manager or self._settings(spec).window_manager
 
     def _browser(self) -> str | None:
+        import shutil
+
         wanted = self._settings().browser
         for name in ([wanted] if wanted else list(BROWSERS)):
             found = shutil.which(name)

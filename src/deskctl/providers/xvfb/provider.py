@@ -40,10 +40,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -92,6 +90,8 @@ from deskctl.providers.xvfb.display import (
 from deskctl.providers.xvfb.handle_data import XvfbHandleData, XvfbProcess
 
 if TYPE_CHECKING:
+    import subprocess
+
     from deskctl.core.x11 import X11Driver
     from deskctl.providers.xvfb.options import Options
     from deskctl.spec import DesktopSpec, Geometry
@@ -136,6 +136,8 @@ class XvfbProvider(_XvfbBrowser):
 
     # -- create --------------------------------------------------------------------------------------------
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        import shutil
+
         geometry = spec.geometry or default_geometry()
         options = self._settings(spec)
         problem = depth_problem(geometry)
@@ -192,6 +194,8 @@ class XvfbProvider(_XvfbBrowser):
         return handle
 
     def _require(self, name: str, remedy: str) -> str:
+        import shutil
+
         found = shutil.which(name)
         if found is None:
             raise ProviderUnreachable(f"{name} is not installed", provider=self.name, remedy=remedy)
@@ -207,6 +211,8 @@ class XvfbProvider(_XvfbBrowser):
 
     def _start_xvfb(self, handle: RemoteHandle, xvfb: str, geometry: Geometry, options: Options,
                     directory: Path, timeout: float) -> int:
+        import subprocess
+
         read_end, write_end = os.pipe()
         log = open(directory / "xvfb.log", "wb")  # noqa: SIM115 (handed to the child)
         argv = [xvfb, "-displayfd", str(write_end), "-screen", "0",
@@ -257,6 +263,8 @@ class XvfbProvider(_XvfbBrowser):
         self._write_marker(handle)
 
     def _spawn(self, handle: RemoteHandle, role: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        import subprocess
+
         directory = Path(XvfbHandleData.of(handle).dir)
         with open(directory / f"{role}.log", "wb") as log:
             try:
@@ -269,6 +277,8 @@ class XvfbProvider(_XvfbBrowser):
         return proc
 
     def _start_watcher(self, handle: RemoteHandle, options: Options) -> None:
+        import subprocess
+
         if not options.owner_watch:
             return
         detached = handle.labels.get(LABEL_DETACHED) == "1"
@@ -409,6 +419,8 @@ class XvfbProvider(_XvfbBrowser):
     def _other_user(self, user: str | None) -> str | None:
         """``user`` when it is not the one deskctl runs as (then sudo switches to it), else None. Only root may
         switch here: anyone else gets ``usage.unsupported`` rather than a sudo password prompt that fails."""
+        import shutil
+
         if user is None:
             return None
         import pwd
@@ -470,6 +482,8 @@ class XvfbProvider(_XvfbBrowser):
     def destroy(self, handle: RemoteHandle) -> None:
         """End every process group of the desktop (watcher first), wait for them, remove the lock, socket,
         cookie, marker and session directory. Idempotent; raises CleanupIncomplete naming what is left."""
+        import shutil
+
         self._drop_driver(handle.session_id)
         handle = self._fresh(handle)
         procs = self._procs(handle)
