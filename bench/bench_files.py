@@ -7,7 +7,9 @@ same desktop, alternating round by round; every copy is checked (sizes) once bef
     .venv/bin/python bench/bench_files.py [--rounds N] [--targets docker,docker-cli,xvfb,ssh]
 
 ``docker-cli`` times ``deskctl cp`` and ``docker cp`` as whole processes (target: within 1.1x); the others the
-library's ``upload``/``download`` (target: within 1.0x the naive tool).
+library's ``upload``/``download`` (target: within 1.0x the naive tool). Each ``deskctl`` process runs as installed
+code does, with ``.pyc`` files (``PYTHONDONTWRITEBYTECODE`` is dropped; the checked copies before the timed ones
+write them): without them every call compiles deskctl again, which is not what a user pays.
 
 Prints medians (milliseconds), throughput (MiB/s) and deskctl's time over the naive way's ("deskctl/naive
 0.50": deskctl takes half as long) with its target. A target is one entry of :data:`TARGETS`: a function that
@@ -279,6 +281,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(TARGETS)}")
     os.environ.setdefault("DESKCTL_HOME", tempfile.mkdtemp(prefix="deskctl-bench-"))
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the deskctl processes run as installed: with .pyc files
     with tempfile.TemporaryDirectory(prefix="deskctl-bench-files-") as tmp:
         root = Path(tmp)
         workloads = make_workloads(root / "data")

@@ -1,0 +1,172 @@
+"""`deskctl cp` against a real docker desktop, as a script runs it: whole processes through the real entry point.
+
+The plain form (``deskctl cp SRC DEST [--json]``) runs without click (cli/_cp.py): the same output, exit code and
+copy as through click for the same argv, and no click import; anything else goes to click as before. The copy's
+own paths (a file's tar prepared by hand, a file's download written straight from the response) keep contents,
+modes, owners, long and non-ASCII names, empty files and symlinks as they were.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+_RUNNER = """
+import json, os, sys
+from deskctl.cli import main
+try:
+    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
+finally:
+    with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
+        json.dump(sorted(sys.modules), out)
+"""
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("deskctl-home-files-cli")
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "DESKCTL_HOME": str(home), **extra}
+
+
+@pytest.fixture(scope="module")
+def sid(home: Path) -> Iterator[str]:
+    """One detached docker desktop for the module (a copy does not change what the other tests need)."""
+    if not Path("/var/run/docker.sock").exists() and not os.environ.get("DOCKER_HOST"):
+        pytest.skip("no Docker engine")
+    up = subprocess.run([sys.executable, "-m", "deskctl", "up", "--provider", "docker", "--geometry", "320x240"],
+                        capture_output=True, text=True, timeout=240, env=_env(home))
+    assert up.returncode == 0, up.stderr
+    session = up.stdout.strip()
+    try:
+        yield session
+    finally:
+        subprocess.run([sys.executable, "-m", "deskctl", "down", session], capture_output=True, timeout=240,
+                       env=_env(home))
+
+
+def _run(args: list[str], *, fast: bool, home: Path, tmp_path: Path, cwd: Path | None = None) -> dict[str, Any]:
+    modules = tmp_path / f"modules-{uuid.uuid4().hex[:8]}.json"
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
+                          capture_output=True, text=True, timeout=240, cwd=cwd,
+                          env=_env(home, DESKCTL_TEST_MODULES=str(modules)))
+    return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+            "modules": json.loads(modules.read_text())}
+
+
+def _both(args: list[str], home: Path, tmp_path: Path,
+          click_args: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The argv without click, then it (or ``click_args``, the same copy to another place) through click; their
+    exit, stdout and stderr must be the same (the other place read as the first)."""
+    fast = _run(args, fast=True, home=home, tmp_path=tmp_path)
+    through_click = _run(click_args or args, fast=False, home=home, tmp_path=tmp_path)
+    for key in ("stdout", "stderr"):
+        for mine, theirs in zip(args, click_args or args, strict=True):
+            through_click[key] = through_click[key].replace(theirs, mine)
+    assert {k: fast[k] for k in ("exit", "stdout", "stderr")} == \
+        {k: through_click[k] for k in ("exit", "stdout", "stderr")}, (args, fast, through_click)
+    assert "click" in through_click["modules"]
+    return fast, through_click
+
+
+def _on_desktop(home: Path, sid: str, line: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "deskctl", "exec", sid, "--", line], capture_output=True,
+                          text=True, timeout=120, env=_env(home))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_file_up_and_down_is_the_same_without_click(sid: str, home: Path, tmp_path: Path) -> None:
+    remote = f"/tmp/files-cli-{uuid.uuid4().hex[:8]}"
+    local = tmp_path / "payload ünï.bin"
+    body = os.urandom(3 * 2**20 + 17)
+    local.write_bytes(body)
+    local.chmod(0o750)
+    back = tmp_path / "back"
+    back.mkdir()
+    for args in (["cp", str(local), f"{sid}:{remote}/in/"],  # into a folder (made), under the file's name
+                 ["cp", str(local), f"{sid}:{remote}/named.bin", "--json"],
+                 ["cp", f"{sid}:{remote}/named.bin", str(back)],  # into an existing folder here
+                 ["cp", "--json", f"{sid}:{remote}/in/{local.name}", str(back / "deeper" / "copy.bin")]):
+        fast, _ = _both(args, home, tmp_path)
+        assert fast["exit"] == 0, fast["stderr"]
+        assert "click" not in fast["modules"], args
+    assert json.loads(_run(["cp", str(local), f"{sid}:{remote}/named.bin", "--json"], fast=True, home=home,
+                           tmp_path=tmp_path)["stdout"]) == {
+        "id": sid, "source": str(local), "destination": f"{sid}:{remote}/named.bin", "files": 1, "bytes": len(body)}
+    seen = _on_desktop(home, sid, f"cd {remote} && stat -c '%U:%G %a %s' in/'{local.name}' named.bin && "
+                                  f"sha256sum named.bin").splitlines()
+    assert seen[:2] == [f"desk:desk 750 {len(body)}"] * 2, seen
+    assert seen[2].split()[0] == hashlib.sha256(body).hexdigest()
+    for copy in (back / "named.bin", back / "deeper" / "copy.bin"):
+        assert copy.read_bytes() == body
+        assert copy.stat().st_mode & 0o777 == 0o750
+    assert sorted(p.name for p in back.iterdir()) == ["deeper", "named.bin"]  # nothing partial left beside
+
+
+def test_a_tree_up_and_down_is_the_same_without_click(sid: str, home: Path, tmp_path: Path) -> None:
+    remote = f"/tmp/files-cli-{uuid.uuid4().hex[:8]}"
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "a.txt").write_text("a\n")
+    (tree / "empty").write_bytes(b"")
+    os.symlink("sub/a.txt", tree / "link")
+    for args, click_args in ((["cp", str(tree), f"{sid}:{remote}/"], None),
+                             (["cp", f"{sid}:{remote}/tree", str(tmp_path / "back")],  # a path that is not there
+                              ["cp", f"{sid}:{remote}/tree", str(tmp_path / "back-click")])):
+        fast, _ = _both(args, home, tmp_path, click_args)
+        assert fast["exit"] == 0 and "click" not in fast["modules"], fast["stderr"]
+    assert fast["stderr"] == f"copied {sid}:{remote}/tree to {tmp_path / 'back'} (2 files, 2 bytes)\n"
+    assert (tmp_path / "back" / "sub" / "a.txt").read_text() == "a\n"
+    assert os.readlink(tmp_path / "back" / "link") == "sub/a.txt"
+    assert (tmp_path / "back" / "empty").read_bytes() == b""
+
+
+@pytest.mark.parametrize("case", ["missing here", "missing there", "unknown session", "neither", "both",
+                                  "file onto a folder", "under /proc", "empty remote path"])
+def test_refusals_are_the_same_without_click(case: str, sid: str, home: Path, tmp_path: Path) -> None:
+    local = tmp_path / "f.txt"
+    local.write_text("x\n")
+    remote = f"/tmp/files-cli-{uuid.uuid4().hex[:8]}"
+    _on_desktop(home, sid, f"mkdir -p {remote}/folder")
+    args = {"missing here": ["cp", str(tmp_path / "nope"), f"{sid}:{remote}/"],
+            "missing there": ["cp", f"{sid}:{remote}/nope", str(tmp_path / "out"), "--json"],
+            "unknown session": ["cp", str(local), "dk-nosuchone0:/tmp/x"],
+            "neither": ["cp", str(local), str(tmp_path / "other")],
+            "both": ["cp", f"{sid}:/tmp/a", f"{sid}:/tmp/b"],
+            "file onto a folder": ["cp", str(local), f"{sid}:{remote}/folder", "--json"],
+            "under /proc": ["cp", str(local), f"{sid}:/proc/x"],
+            "empty remote path": ["cp", str(local), f"{sid}:"]}[case]
+    fast, _ = _both(args, home, tmp_path)
+    assert fast["exit"] == 2, fast
+    assert "click" not in fast["modules"]
+    assert "Traceback" not in fast["stderr"]
+    code = {"missing here": "usage.no_such_file", "missing there": "usage.no_such_file",
+            "unknown session": "usage.not_found", "neither": "usage.invalid", "both": "usage.invalid",
+            "file onto a folder": "usage.bad_path", "under /proc": "usage.bad_path",
+            "empty remote path": "usage.invalid"}[case]
+    said = json.loads(fast["stdout"])["error"]["code"] if "--json" in args else fast["stderr"]
+    assert code in said, said
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("tail", [["--help"], ["a"], ["a", "b", "c"], ["-x", "a", "dk-a:/b"],
+                                  ["--", "a", "dk-a:/b"], ["--json", "--json", "a", "dk-a:/b"], ["-", "dk-a:/b"]],
+                         ids=lambda tail: " ".join(tail))
+def test_what_the_fast_path_declines_click_answers_as_before(tail: list[str], home: Path, tmp_path: Path) -> None:
+    fast, _ = _both(["cp", *tail], home, tmp_path)
+    assert "click" in fast["modules"]
+    assert fast["exit"] in (0, 2)
