@@ -170,3 +170,41 @@ def test_what_the_fast_path_declines_click_answers_as_before(tail: list[str], ho
     fast, _ = _both(["cp", *tail], home, tmp_path)
     assert "click" in fast["modules"]
     assert fast["exit"] in (0, 2)
+
+
+def test_names_sizes_and_modes_survive_both_ways(sid: str, home: Path, tmp_path: Path) -> None:
+    """A file's tar is made by hand for an ASCII name of up to 100 bytes (by tarfile otherwise: a PAX header), and
+    a file's download is read from the response by hand (the engine's PAX header for a long or non-ASCII name,
+    a chunked response for a large file, one of known length for a small one): contents, sizes and modes kept."""
+    remote = f"/tmp/files-cli-{uuid.uuid4().hex[:8]}"
+    here, back = tmp_path / "here", tmp_path / "back"
+    here.mkdir()
+    back.mkdir()
+    cases = {"empty": (0, 0o600), "x" * 100: (1, 0o755), "y" * 150: (512, 0o640), "ünï ✓.txt": (70_001, 0o644),
+             "big.bin": (5 * 2**20 + 3, 0o751)}
+    for name, (size, mode) in cases.items():
+        (here / name).write_bytes(os.urandom(size))
+        (here / name).chmod(mode)
+        up = _run(["cp", str(here / name), f"{sid}:{remote}/"], fast=True, home=home, tmp_path=tmp_path)
+        assert up["exit"] == 0, up["stderr"]
+        down = _run(["cp", f"{sid}:{remote}/{name}", str(back)], fast=True, home=home, tmp_path=tmp_path)
+        assert down["exit"] == 0, down["stderr"]
+        if name.isascii() and len(name) <= 100:  # neither way needed tarfile
+            assert "tarfile" not in up["modules"] and "tarfile" not in down["modules"], name
+        assert (back / name).read_bytes() == (here / name).read_bytes(), name
+        assert (back / name).stat().st_mode & 0o7777 == mode, name
+    seen = _on_desktop(home, sid, f"cd {remote} && stat -c '%U %a %s %n' *").splitlines()
+    assert sorted(seen) == sorted(f"desk {mode:o} {size} {name}" for name, (size, mode) in cases.items())
+    assert sorted(p.name for p in back.iterdir()) == sorted(cases)  # nothing partial left beside
+
+
+def test_a_symlink_is_followed_down_and_copied_as_a_link_up(sid: str, home: Path, tmp_path: Path) -> None:
+    remote = f"/tmp/files-cli-{uuid.uuid4().hex[:8]}"
+    _on_desktop(home, sid, f"mkdir -p {remote} && printf target > {remote}/real && ln -s real {remote}/alias")
+    down = _run(["cp", f"{sid}:{remote}/alias", str(tmp_path / "got")], fast=True, home=home, tmp_path=tmp_path)
+    assert down["exit"] == 0, down["stderr"]
+    assert (tmp_path / "got").read_text() == "target" and not (tmp_path / "got").is_symlink()
+    os.symlink("elsewhere", tmp_path / "link")
+    up = _run(["cp", str(tmp_path / "link"), f"{sid}:{remote}/link"], fast=True, home=home, tmp_path=tmp_path)
+    assert up["exit"] == 0, up["stderr"]
+    assert _on_desktop(home, sid, f"readlink {remote}/link").strip() == "elsewhere"

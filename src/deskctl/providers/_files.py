@@ -16,8 +16,6 @@ import contextlib
 import os
 import shlex
 import shutil
-import tempfile
-import uuid
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, ClassVar
 
@@ -128,6 +126,8 @@ class FileTransfer:
                 # a file API writes bytes, not modes: an uploaded script must stay executable (as with docker cp)
                 self._files_run(handle, f"chmod {mode:o} -- {_q(dialect, remote)}", f"make {remote} executable")
             return
+        import tempfile  # here: a copy through the Docker Engine API (a CLI process) stages nothing
+
         staged = self._stage_name(handle)
         with tempfile.TemporaryDirectory(prefix="deskctl-cp-") as tmp:
             archive = Path(tmp) / "tree.tar"
@@ -154,6 +154,8 @@ class FileTransfer:
             finally:
                 partial.unlink(missing_ok=True)
             return
+        import tempfile
+
         dialect, staged = self._guest_dialect(handle), self._stage_name(handle)
         try:
             self._files_run(handle, self._tar(handle, f"-cf {_q(dialect, staged)} -C {_q(dialect, remote)} ."),
@@ -166,6 +168,8 @@ class FileTransfer:
             self._remove(handle, staged)
 
     def _stage_name(self, handle: RemoteHandle) -> str:
+        import uuid
+
         dialect = self._guest_dialect(handle)
         name = f"deskctl-cp-{uuid.uuid4().hex[:12]}.tar"
         base = self._guest_tmp(handle)

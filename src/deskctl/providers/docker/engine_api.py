@@ -324,6 +324,26 @@ class EngineApi:
         stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
         return stat, self._chunks(conn, doing)
 
+    def get_archive_into(self, container: str, path: str, doing: str, buffer: bytearray, *,
+                         timeout: float = 3600.0) -> tuple[dict[str, Any], Generator[list[memoryview], None, None]]:
+        """:meth:`get_archive`, the tar read into ``buffer`` as it arrives: each step a list of views of ``buffer``
+        (valid until the next step), no bytes object made per read; for a large file written straight out."""
+        import base64
+
+        target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
+        conn, _, headers = self._open_stream("GET", target, doing, timeout=timeout)
+        raw = headers.get(b"x-docker-container-path-stat")
+        stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
+        return stat, self._views(conn, doing, buffer)
+
+    def _views(self, conn: _Connection, doing: str, buffer: bytearray) -> Generator[list[memoryview], None, None]:
+        try:
+            with self._errors(doing):
+                _, chunked, length = conn.last_head
+                yield from conn.body_into(chunked, length, buffer)
+        finally:
+            conn.close()
+
     def _chunks(self, conn: _Connection, doing: str) -> Generator[bytes, None, None]:
         try:
             with self._errors(doing):
@@ -494,6 +514,66 @@ class _Connection:
             self.keep = False
             while data := self._reader.read1(1 << 20):
                 yield data
+
+    def body_into(self, chunked: bool, length: int | None, data: bytearray) -> Iterator[list[memoryview]]:
+        """The body as it arrives, received into ``data`` (one receive per step): each step the body's next bytes
+        as views of ``data``, the chunked framing left out, valid until the next step."""
+        buffer = memoryview(data)
+        first = self._reader.read1(len(buffer)) if length != 0 else b""  # what the head's read took of the body
+        filled = len(first)
+        buffer[:filled] = first
+        if not chunked:
+            left = length  # None: the body runs to the close
+            while True:
+                take = filled if left is None else min(filled, left)
+                if take:
+                    yield [buffer[:take]]
+                if left is not None:
+                    left -= take
+                    if not left:
+                        return
+                filled = self.sock.recv_into(buffer[:len(buffer) if left is None else min(left, len(buffer))])
+                if not filled:
+                    if left is None:
+                        self.keep = False
+                        return
+                    raise _BadResponse("the engine closed the connection in the middle of a response")
+        pos, left, after_data, trailers = 0, 0, False, False
+        while True:
+            views: list[memoryview] = []
+            while pos < filled:
+                if left:  # a chunk's data: all that has come of it, as it lies in the buffer
+                    take = min(left, filled - pos)
+                    views.append(buffer[pos:pos + take])
+                    pos, left = pos + take, left - take
+                    after_data = not left
+                    continue
+                end = data.find(b"\n", pos, filled)
+                if end < 0:
+                    break  # a line not yet whole
+                line, pos = bytes(buffer[pos:end + 1]), end + 1
+                if after_data or trailers:  # the CRLF after a chunk's data; a trailer, or the blank line that ends
+                    if after_data and line.strip():
+                        raise _BadResponse("a chunk longer than its size")
+                    if trailers and line in (b"\r\n", b"\n"):
+                        if views:
+                            yield views
+                        return
+                    after_data = False
+                    continue
+                left = int(line.split(b";")[0].strip() or b"0", 16)
+                trailers = not left
+            if views:
+                yield views
+            tail = bytes(buffer[pos:filled])  # part of a line: kept at the front
+            if len(tail) > self.MAX_LINE:
+                raise _BadResponse("a chunk size line too long")
+            buffer[:len(tail)] = tail
+            pos, filled = 0, len(tail)
+            got = self.sock.recv_into(buffer[filled:])
+            if not got:
+                raise _BadResponse("the engine closed the connection in the middle of a response")
+            filled += got
 
     def read_upto(self, size: int) -> bytes:
         """Up to ``size`` bytes: fewer only at the end of the stream."""

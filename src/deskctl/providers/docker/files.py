@@ -17,7 +17,14 @@ from deskctl.errors import (
     ProviderUnreachable,
     UsageError,
 )
-from deskctl.providers._tar import GO_MODE_DIR, GO_MODE_SYMLINK, FileTar, tar_stream, untar_stream
+from deskctl.providers._tar import (
+    GO_MODE_DIR,
+    GO_MODE_SYMLINK,
+    FileTar,
+    tar_stream,
+    unpack_only_file,
+    untar_stream,
+)
 from deskctl.providers.base import (
     ExecResult,
     RemoteHandle,
@@ -242,10 +249,12 @@ class _DockerFiles(_DockerCreate):
         from deskctl.providers._files import no_such_file
         from deskctl.providers.docker.engine_api import EngineApi
 
+        buffer = bytearray(1 << 20) if isinstance(via, EngineApi) else None
         for _ in range(8):  # a symlink is followed (to its target, as the other providers' tar -C does)
             try:
                 if isinstance(via, EngineApi):
-                    stat, stream = via.get_archive(container, path, f"copy {path} from the desktop")
+                    assert buffer is not None
+                    stat, stream = via.get_archive_into(container, path, f"copy {path} from the desktop", buffer)
                 else:
                     with self._errors(f"copy {path} from the desktop", self._engine_of(handle)):
                         stream, stat = via.api.get_archive(container, path, chunk_size=None)
@@ -262,7 +271,13 @@ class _DockerFiles(_DockerCreate):
                 continue
             break
         try:
-            untar_stream(stream, target, is_dir=bool(mode & GO_MODE_DIR), provider=self.name)
+            if buffer is None:  # the SDK's chunks (an ssh:// engine)
+                untar_stream(stream, target, is_dir=bool(mode & GO_MODE_DIR), provider=self.name)
+            elif mode & GO_MODE_DIR:  # a tree: tarfile reads it (bytes of the views, as they come)
+                untar_stream((bytes(view) for views in stream for view in views), target, is_dir=True,
+                             provider=self.name)
+            else:  # a file: its bytes go from the response's buffer to the file
+                unpack_only_file(stream, target, provider=self.name)
         finally:
             with contextlib.suppress(Exception):
                 stream.close()
