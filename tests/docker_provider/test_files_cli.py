@@ -208,3 +208,39 @@ def test_a_symlink_is_followed_down_and_copied_as_a_link_up(sid: str, home: Path
     up = _run(["cp", str(tmp_path / "link"), f"{sid}:{remote}/link"], fast=True, home=home, tmp_path=tmp_path)
     assert up["exit"] == 0, up["stderr"]
     assert _on_desktop(home, sid, f"readlink {remote}/link").strip() == "elsewhere"
+
+
+def test_copies_into_a_new_folder_and_back_on_a_remote_engine_over_tls(home: Path, tmp_path: Path) -> None:
+    """On the second engine (TLS, with its client certificate): a copy into a folder that is not there yet (the
+    engine refuses the first PUT and closes the TLS session while the body is sent; its answer is read, the folder
+    made, the PUT sent again: it was a "cannot read" usage.bad_path for a file and a failed "TLS handshake" for a
+    tree), and back, the response read into one buffer on the TLS socket: a large file (a chunked response), a
+    small one (a response of known length), a tree."""
+    from docker_provider._docker_target import docker2_tls_env, docker2_url
+
+    engine = docker2_url()
+    if engine is None:
+        pytest.skip("no second Docker engine: run scripts/setup.d/25-docker-remote.sh")
+    env = _env(home, **docker2_tls_env())
+    up = subprocess.run([sys.executable, "-m", "deskctl", "up", "--provider", "docker", "-o", f"host={engine}",
+                         "--geometry", "320x240"], capture_output=True, text=True, timeout=240, env=env)
+    assert up.returncode == 0, up.stderr
+    remote_sid = up.stdout.strip()
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "a.bin").write_bytes(os.urandom(2 * 2**20))
+    try:
+        for name, size in (("large.bin", 3 * 2**20 + 1), ("small.bin", 700), ("tree", 0)):
+            if size:
+                (tmp_path / name).write_bytes(os.urandom(size))
+            for args in (["cp", str(tmp_path / name), f"{remote_sid}:/tmp/tls-{name}/deeper/"],
+                         ["cp", f"{remote_sid}:/tmp/tls-{name}/deeper/{name}", str(tmp_path / f"back-{name}")]):
+                done = subprocess.run([sys.executable, "-m", "deskctl", *args], capture_output=True, text=True,
+                                      timeout=240, env=env)
+                assert done.returncode == 0, (args, done.stderr)
+            if size:
+                assert (tmp_path / f"back-{name}").read_bytes() == (tmp_path / name).read_bytes()
+        assert (tmp_path / "back-tree" / "sub" / "a.bin").read_bytes() == (tree / "sub" / "a.bin").read_bytes()
+    finally:
+        subprocess.run([sys.executable, "-m", "deskctl", "down", remote_sid], capture_output=True, timeout=240,
+                       env=env)

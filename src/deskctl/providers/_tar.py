@@ -20,7 +20,7 @@ from deskctl.errors import (
 )
 
 __all__ = ["GO_MODE_DIR", "GO_MODE_SYMLINK", "FileTar", "OnlyFile", "extract_tar", "file_header", "pack_dir",
-           "tar_of_files", "tar_stream", "unpack_only_file", "untar_stream"]
+           "peer_closed", "tar_of_files", "tar_stream", "unpack_only_file", "untar_stream"]
 
 
 def pack_dir(local: Path, into: Path | BinaryIO) -> None:
@@ -300,12 +300,13 @@ class FileTar:
 
     def send(self, sock: Any) -> None:
         """Write the whole tar to ``sock``. A file that shrank meanwhile is ``usage.bad_path`` (the request,
-        cut short, must then be abandoned: the engine never sees the end blocks of a whole archive)."""
+        cut short, must then be abandoned: the engine never sees the end blocks of a whole archive); the engine's
+        end of the connection (:func:`peer_closed`) is raised as it is, never as a file that cannot be read."""
         sock.sendall(self.header)
         try:
             sent = sock.sendfile(self.reader, 0, self.size) if self.size else 0
         except OSError as exc:
-            if isinstance(exc, BrokenPipeError | ConnectionResetError):
+            if peer_closed(exc):
                 raise
             raise UsageError(f"cannot read {self.source}: {exc.strerror or exc}", code="usage.bad_path",
                              provider=self.provider) from exc
@@ -316,6 +317,18 @@ class FileTar:
 
     def close(self) -> None:
         self.reader.close()
+
+
+def peer_closed(exc: BaseException) -> bool:
+    """Whether ``exc`` says the other end closed the connection while a request was being sent (the engine
+    answered, a refusal, before it read the whole body): a broken pipe or a reset, or on TLS the end of the
+    session (``SSLEOFError``, which a plain socket would have given as a broken pipe)."""
+    if isinstance(exc, BrokenPipeError | ConnectionResetError):
+        return True
+    import sys
+
+    ssl = sys.modules.get("ssl")  # loaded when the connection is TLS; otherwise no TLS error can occur
+    return ssl is not None and isinstance(exc, ssl.SSLEOFError | ssl.SSLZeroReturnError)
 
 
 class _ChunkReader(io.RawIOBase):

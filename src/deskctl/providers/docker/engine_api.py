@@ -255,6 +255,8 @@ class EngineApi:
         """A request whose response is read by the caller: ``(connection, status, headers)``; an error status is
         raised (its body read) and the connection closed. The body: ``body``, ``chunks`` (chunked encoding) or
         ``prepared`` (its length said up front, the file sent by ``sendfile``)."""
+        from deskctl.providers._tar import peer_closed
+
         api = self._bulk(timeout or self.timeout)
         with api._errors(doing):
             conn = api._connect()
@@ -264,8 +266,10 @@ class EngineApi:
                                       length=False)
                     try:
                         prepared.send(conn.sock)
-                    except (BrokenPipeError, ConnectionResetError):
-                        pass  # the engine answered (a refusal) before it read the body: its answer is read below
+                    except OSError as exc:
+                        if not peer_closed(exc):
+                            raise
+                        # the engine answered (a refusal) before it read the body: its answer is read below
                 elif chunks is None:
                     conn.send_request(method, path, body, headers)
                 else:
@@ -276,8 +280,10 @@ class EngineApi:
                             if chunk:
                                 conn.sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
                         conn.sock.sendall(b"0\r\n\r\n")
-                    except (BrokenPipeError, ConnectionResetError):
-                        pass  # the engine answered (a refusal) before it read the body: its answer is read below
+                    except OSError as exc:
+                        if not peer_closed(exc):
+                            raise
+                        # the engine answered (a refusal) before it read the body: its answer is read below
                 status, chunked, length = conn.read_head()
                 if status >= 400:
                     data = conn.read_body(chunked, length, status)
