@@ -98,10 +98,15 @@ def _tally(path: Path) -> tuple[int, int]:
     if not path.is_dir():
         return (1, path.stat().st_size) if path.is_file() else (0, 0)
     files = total = 0
-    for entry in path.rglob("*"):
-        if entry.is_file() and not entry.is_symlink():
-            files += 1
-            total += entry.stat().st_size
+    folders = [str(path)]
+    while folders:  # the directory entries' own types: one lstat per regular file, none for the rest
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    files += 1
+                    total += entry.stat(follow_symlinks=False).st_size
+                elif entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
     return files, total
 
 
