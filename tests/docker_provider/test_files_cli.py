@@ -136,7 +136,8 @@ def test_a_tree_up_and_down_is_the_same_without_click(sid: str, home: Path, tmp_
 
 
 @pytest.mark.parametrize("case", ["missing here", "missing there", "unknown session", "neither", "both",
-                                  "file onto a folder", "under /proc", "empty remote path"])
+                                  "file onto a folder", "under /proc", "empty remote path", "down into /proc",
+                                  "down under /sys"])
 def test_refusals_are_the_same_without_click(case: str, sid: str, home: Path, tmp_path: Path) -> None:
     local = tmp_path / "f.txt"
     local.write_text("x\n")
@@ -149,15 +150,19 @@ def test_refusals_are_the_same_without_click(case: str, sid: str, home: Path, tm
             "both": ["cp", f"{sid}:/tmp/a", f"{sid}:/tmp/b"],
             "file onto a folder": ["cp", str(local), f"{sid}:{remote}/folder", "--json"],
             "under /proc": ["cp", str(local), f"{sid}:/proc/x"],
-            "empty remote path": ["cp", str(local), f"{sid}:"]}[case]
+            "empty remote path": ["cp", str(local), f"{sid}:"],
+            # this machine's side cannot be written: it was an internal error (exit 1) with a traceback's words
+            "down into /proc": ["cp", f"{sid}:/etc/hostname", "/proc/deskctl-test-x", "--json"],
+            "down under /sys": ["cp", f"{sid}:/etc/hostname", "/sys/deskctl-test/x"]}[case]
     fast, _ = _both(args, home, tmp_path)
     assert fast["exit"] == 2, fast
     assert "click" not in fast["modules"]
-    assert "Traceback" not in fast["stderr"]
+    assert "Traceback" not in fast["stderr"] and "internal" not in fast["stderr"] + fast["stdout"]
     code = {"missing here": "usage.no_such_file", "missing there": "usage.no_such_file",
             "unknown session": "usage.not_found", "neither": "usage.invalid", "both": "usage.invalid",
             "file onto a folder": "usage.bad_path", "under /proc": "usage.bad_path",
-            "empty remote path": "usage.invalid"}[case]
+            "empty remote path": "usage.invalid", "down into /proc": "usage.bad_path",
+            "down under /sys": "usage.bad_path"}[case]
     said = json.loads(fast["stdout"])["error"]["code"] if "--json" in args else fast["stderr"]
     assert code in said, said
     assert not (tmp_path / "out").exists()

@@ -140,6 +140,11 @@ def copy(source: str, destination: str, *, as_json: bool) -> None:
             # a file onto a directory or the other way round (the desktop's side is not looked at beforehand)
             raise UsageError(f"cannot copy {src} to {target!r}: {exc.strerror}", code="usage.bad_path",
                              remedy="end DEST with / to copy into a directory on the desktop") from None
+        except OSError as exc:
+            # this machine's side (the providers say what goes wrong on theirs): a folder that cannot be made, a
+            # file that cannot be written (/proc, a read-only mount, no space left)
+            raise UsageError(f"cannot copy {src} to {target!r}: {exc.strerror or exc}", code="usage.bad_path",
+                             remedy="name a path here that can be written") from None
         files, size = _tally(local)
     shown = f"{session_id}:{target}" if dest.remote else target
     info: dict[str, Any] = {"id": session_id, "source": str(src), "destination": shown, "files": files,
