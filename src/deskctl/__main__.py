@@ -1,5 +1,5 @@
 """``python -m deskctl``: the same as the ``deskctl`` console script."""
 
-from deskctl.cli import main
+from deskctl.cli import entry
 
-main()
+entry()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from deskctl.cli._app import LazyGroup as LazyGroup
     from deskctl.cli._app import cli as cli
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "entry", "main"]
 
 #: command name -> ("module:attribute", one-line help). Add a line to register a command.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -121,3 +121,36 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
             raise
         code = 1
     sys.exit(code)
+
+
+def entry() -> None:
+    """The console script (``deskctl``, ``python -m deskctl``): :func:`main`, then out of the process without the
+    interpreter's teardown, which frees every object and module one by one (about 8 ms of CPU, an eighth of a
+    ``deskctl do`` call, and a fleet's ``down`` pays it per desktop). What an orderly exit owes is done first:
+    stdout and stderr flushed, the ``atexit`` functions run. A thread that still runs (none of deskctl's commands
+    leaves one) gets the ordinary exit, which waits for it. In-process callers of :func:`main` (tests, harnesses)
+    keep the ordinary ``SystemExit``."""
+    import os
+    import threading
+
+    try:
+        main()
+        code: Any = 0
+    except SystemExit as done:
+        code = done.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (deskctl ls | head) or a closed stream: nothing to flush
+            pass
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()
+    os._exit(code)
