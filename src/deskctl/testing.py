@@ -4,8 +4,8 @@ The suite is one contract every provider passes (``tests/conformance/`` of deskc
 screenshots, every input action seen by a probe window, exec, files, clipboard, windows, screenshot transforms
 mapped back by clicks, window management and the accessibility tree, destroy leaves nothing,
 the ledger's times and cost, SIGTERM/SIGINT/SIGKILL then ``deskctl reap``, the CLI's ``up``/``do``/``down``,
-``deskctl view``, recording). It is not shipped in the wheel yet; until it is, a third party runs it from a
-checkout of deskctl at the version it depends on:
+``deskctl view``, recording, the browser's DevTools). It is not shipped in the wheel yet; until it is, a third
+party runs it from a checkout of deskctl at the version it depends on:
 
 1. register the provider through the ``deskctl.providers`` entry-point group of its own distribution and
    install it (``deskctl providers`` lists it);
@@ -57,6 +57,7 @@ CAPABILITY_TESTS: dict[str, str] = {
     "test_windows_list_focus_and_move": "window_management",
     "test_a_gtk_dialog_is_driven_through_the_accessibility_tree": "accessibility",
     "test_restore_brings_back_a_file_and_drops_a_later_one": "snapshots",
+    "test_a_chromium_page_is_seen_by_devtools_inside_by_a_cdp_client_and_on_screen": "browser",
 }
 
 #: names the modules of extra conformance targets: ``module:attribute[,module:attribute...]``
@@ -82,8 +83,12 @@ class TargetKwargs(TypedDict):
     environment: NotRequired[Callable[[], contextlib.AbstractContextManager[Mapping[str, str]]]]
     #: the size the suite pins (default 1024x768)
     geometry: NotRequired[str]
-    #: ``guest``, ``other_user``, ``cost_known``, ``xfail`` (test name -> why; must fail with usage.unsupported)
+    #: ``guest``, ``other_user``, ``cost_known``, ``xfail`` (test name -> why; must fail with usage.unsupported),
+    #: ``devtools_port`` (the port a provider promises DevTools on inside the desktop: a container's 9222)
     extra: NotRequired[Mapping[str, Any]]
+    #: provider options the browser tests' desktop adds (where the provider claims ``browser``): what gives it
+    #: a Chromium (docker: ``{"variant": "browser"}``); none for a desktop that has one anyway
+    browser_options: NotRequired[Mapping[str, Any]]
 
 
 def load_targets(value: str | None) -> list[TargetKwargs]:

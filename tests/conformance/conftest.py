@@ -19,12 +19,17 @@ Adding a provider is a few lines here: append a :class:`Target` to :data:`TARGET
   ``open_probe(desk)`` instead: a window of its own with the X probe's interface (tests/probe).
 * ``leftovers(handle)`` lists, in words, whatever of that desktop still exists after it was destroyed (processes,
   sockets, lock files, containers, sandboxes on a fake server). The suite asserts it is empty.
+* ``browser_options`` (optional): what the desktop of the browser tests adds to ``open_kwargs``'s
+  ``provider_options`` when the provider claims the ``browser`` capability (docker: ``{"variant": "browser"}``,
+  the image with Chromium; xvfb and ssh use the host's Chromium and need none).
 * ``environment()`` (optional) yields extra environment variables (for example the URL of a loopback fake
   server); they are set in this process and passed to child processes. It is entered once per module for the
   tests that share a desktop, and once per test for each of the others.
 
 The tests that need only *a* desktop (``desk``: input, screenshots, exec, files, clipboard, windows) share one per
 target and module, with a ``DESKCTL_HOME`` of its own (:class:`SharedDesktop`); a test that fails discards it.
+The browser tests (``browser_desk``) share a second one per target and module, opened with ``browser_options``,
+where the provider claims the ``browser`` capability; elsewhere they get ``desk`` (and fail with usage.unsupported).
 The tests of what happens to a desktop (destroy, signals, reap, the CLI's up/down, recording) open their own, and
 each gets a fresh ``DESKCTL_HOME`` (tests/conftest.py), so ledgers and markers never mix.
 """
@@ -62,6 +67,9 @@ class Target:
     #: geometry the suite pins (a provider with fixed sizes names one it offers)
     geometry: str = "1024x768"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: provider options the browser tests' desktop adds to ``open_kwargs`` (docker: ``variant=browser``, the image
+    #: with Chromium); only for a provider whose capabilities claim ``browser``
+    browser_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 # -- xvfb ---------------------------------------------------------------------------------------------------------
@@ -197,6 +205,8 @@ class SharedDesktop:
         self.target = target
         self.home = home
         self.desktop: Desktop | None = None
+        #: the desktop of the browser tests (:meth:`open_browser`), where it differs from :attr:`desktop`
+        self.browser: Desktop | None = None
         self._env: dict[str, str] | None = None
         self._stack = contextlib.ExitStack()
 
@@ -215,20 +225,35 @@ class SharedDesktop:
             self.desktop = deskctl.open_desktop(**{**self.target.open_kwargs, "geometry": self.target.geometry})
         return self.desktop
 
+    def open_browser(self) -> Desktop:
+        """The shared desktop of the browser tests, opened now if there is none: the target's ``open_kwargs``
+        with its ``browser_options`` added to the provider options (docker: the image with Chromium)."""
+        if self.browser is None:
+            import deskctl
+
+            kwargs = dict(self.target.open_kwargs)
+            kwargs["provider_options"] = {**dict(kwargs.get("provider_options") or {}), **self.target.browser_options}
+            self.browser = deskctl.open_desktop(**{**kwargs, "geometry": self.target.geometry})
+        return self.browser
+
     def discard(self) -> None:
-        """Close the shared desktop (if any), check it left nothing, and destroy whatever else its ledger holds."""
-        desktop, self.desktop = self.desktop, None
-        if desktop is None and self._env is None:
+        """Close the shared desktops (if any), check they left nothing, and destroy whatever else their ledger
+        holds."""
+        desktops = [d for d in (self.desktop, self.browser) if d is not None]
+        self.desktop = self.browser = None
+        if not desktops and self._env is None:
             return
         with pytest.MonkeyPatch.context() as patch:
             for key, value in self.env().items():
                 patch.setenv(key, value)
             try:
-                if desktop is not None:
+                left: list[str] = []
+                for desktop in desktops:
                     handle = desktop.handle
                     desktop.close()
                     if handle is not None:
-                        assert self.target.leftovers(handle) == []
+                        left += self.target.leftovers(handle)
+                assert left == []
             finally:
                 _destroy_leftovers()
 
@@ -265,7 +290,7 @@ def target(request: pytest.FixtureRequest, target_scope: SharedDesktop,
         from deskctl.errors import UsageError
 
         request.node.add_marker(pytest.mark.xfail(reason=why, raises=UsageError, strict=True))
-    if "desk" in request.fixturenames:
+    if {"desk", "browser_desk"} & set(request.fixturenames):
         for key, value in target_scope.env().items():
             monkeypatch.setenv(key, value)
         yield chosen
@@ -308,6 +333,23 @@ def desk(request: pytest.FixtureRequest, target: Target, target_scope: SharedDes
     """An open desktop of the target at its pinned geometry: the module's shared one (:class:`SharedDesktop`),
     discarded (closed and checked gone) after a test that failed, so that the next test gets a fresh one."""
     yield target_scope.open()
+    if request.node.stash.get(_CALL_FAILED, False):
+        target_scope.discard()
+
+
+@pytest.fixture
+def browser_desk(request: pytest.FixtureRequest, target: Target, target_scope: SharedDesktop) -> Iterator[Desktop]:
+    """The desktop of a browser test: where the target's provider claims the ``browser`` capability, the
+    module's shared browser desktop (:meth:`SharedDesktop.open_browser`: Chromium is there, none runs until a
+    test opens a page); elsewhere the shared ``desk``, on which the test must fail with usage.unsupported
+    (:data:`deskctl.testing.CAPABILITY_TESTS`). Discarded after a test that failed, like ``desk``."""
+    from deskctl.providers import load_provider_class
+
+    provider = str(target.open_kwargs.get("provider") or DEFAULT_PROVIDER)
+    claims = bool(load_provider_class(provider).capabilities.browser)
+    if claims and os.environ.get("DESKCTL_SKIP_BROWSER") == "1":
+        pytest.skip("DESKCTL_SKIP_BROWSER=1: no browser image was built")
+    yield target_scope.open_browser() if claims else target_scope.open()
     if request.node.stash.get(_CALL_FAILED, False):
         target_scope.discard()
 

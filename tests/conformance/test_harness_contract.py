@@ -1,7 +1,7 @@
-"""The harness part of the contract (issue 14): exec options, files, clipboard, launch/open_url/wait_for and
-actions at the pointer's position, for every target whose guest is Linux (``extra["guest"]``, default
-``linux``). Targets whose loopback fake cannot be the guest's real OS (a Windows or macOS sandbox backed by
-an Xvfb here) check their shell dialect in their own provider tests instead.
+"""The harness part of the contract (issue 14): exec options, files, clipboard, launch/open_url/wait_for,
+actions at the pointer's position and the browser's DevTools (``browser_desk``), for every target whose guest
+is Linux (``extra["guest"]``, default ``linux``). Targets whose loopback fake cannot be the guest's real OS (a
+Windows or macOS sandbox backed by an Xvfb here) check their shell dialect in their own provider tests instead.
 
 Everything is checked on the desktop itself: files by their sha256 computed there, the clipboard by ``xclip``
 run there, windows by the X server's tree, clicks by the probe window.
@@ -10,6 +10,8 @@ run there, windows by the X server's tree, clicks by the probe window.
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import os
 import shlex
 import uuid
@@ -17,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from PIL import Image, ImageChops
 
+from _procs import wait_until
 from deskctl.errors import UsageError, WaitTimeout
 
 if TYPE_CHECKING:
@@ -231,3 +235,74 @@ def test_click_and_scroll_at_the_pointer(desk: Desktop, probe: Any) -> None:
     assert {e.pos for e in probe.presses()} == {(123, 145)}
     with pytest.raises(UsageError):
         desk.click(10, None)
+
+
+# -- the browser's DevTools (capability ``browser``) -------------------------------------------------------------
+#: the page's background: a colour nothing else on a desktop shows
+_PAGE_COLOUR = (23, 201, 117)
+#: what a task's verifier inside the desktop does: read the DevTools target list on the desktop's loopback
+_VERIFIER = ("import sys, urllib.request\n"
+             "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
+             "print(opener.open('http://127.0.0.1:%s/json/list' % sys.argv[1], timeout=30).read().decode())\n")
+
+
+def _pixels_of(png: bytes, colour: tuple[int, int, int], tolerance: int = 6) -> int:
+    """How many pixels of the screenshot ``png`` are ``colour`` (each channel within ``tolerance``)."""
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    bands = ImageChops.difference(image, Image.new("RGB", image.size, colour)).split()
+    masks = [band.point(lambda v: 255 if v <= tolerance else 0) for band in bands]
+    return ImageChops.darker(ImageChops.darker(masks[0], masks[1]), masks[2]).histogram()[255]
+
+
+@linux
+@pytest.mark.slow  # a Chromium starting on a loaded machine
+def test_a_chromium_page_is_seen_by_devtools_inside_by_a_cdp_client_and_on_screen(browser_desk: Desktop,
+                                                                                target: Target) -> None:
+    """``open_url(url, browser="chromium")`` opens a page; ``browser_pages()`` is what a verifier inside the
+    desktop reads at its loopback DevTools port (``/json/list``: one page target of that URL, with its title); a
+    real CDP client (Playwright's ``connect_over_cdp``) reads the title through ``desk.browser()``; the page's
+    colour is on the screenshot."""
+    from deskctl.browser import NO_BROWSER, Page, parse_pages
+
+    desk = browser_desk
+    # a provider without the capability refuses here with usage.unsupported (its strict xfail); one with it says
+    # usage.no_browser while no Chromium runs
+    try:
+        desk.browser()
+    except UsageError as exc:
+        if exc.code != NO_BROWSER:
+            raise
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
+                                   "(pip install -e '.[test]')")
+    where = _scratch(desk)
+    title = f"deskctl conformance {uuid.uuid4().hex[:8]}"
+    html = f"<!doctype html><title>{title}</title><body style='margin:0;background:rgb{_PAGE_COLOUR}'></body>"
+    written = desk.exec(f"printf '%s' {shlex.quote(html)} > {where}/page.html")
+    assert written.exit_code == 0, written.stderr or written.stdout
+    url = f"file://{where}/page.html"
+    desk.open_url(url, browser="chromium")
+    mine = Page(url, title)
+    wait_until(lambda: mine in desk.browser_pages(), f"{mine} among the browser's pages", timeout=90)
+
+    endpoint = desk.browser()
+    if "devtools_port" in target.extra:
+        assert endpoint.desktop_port == target.extra["devtools_port"]
+    pages = desk.browser_pages()
+    inside = desk.exec(f"python3 -c {shlex.quote(_VERIFIER)} {endpoint.desktop_port}")
+    assert inside.exit_code == 0, inside.stderr or inside.stdout
+    assert parse_pages(json.loads(inside.stdout)) == pages
+    assert [page for page in pages if page.url == url] == [mine]  # one page target of that URL
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.connect_over_cdp(endpoint.http_url, timeout=60_000)
+        try:
+            def opened() -> list[Any]:
+                return [page for context in browser.contexts for page in context.pages if page.url == url]
+
+            wait_until(opened, "the page in the CDP client", timeout=60)
+            assert [page.title() for page in opened()] == [title]
+        finally:
+            browser.close()  # the CDP connection; the desktop's Chromium stays
+
+    wait_until(lambda: _pixels_of(desk.screenshot().png, _PAGE_COLOUR) >= 100 * 100,
+               f"the page's colour {_PAGE_COLOUR} on the screen", timeout=60)

@@ -73,8 +73,11 @@ DOCKER_TARGET_KWARGS: dict[str, Any] = {
     "probe_address": docker_probe_address,
     "leftovers": docker_leftovers,
     "marks": (pytest.mark.docker,),
-    # commands run as the desktop user (uid 1000) by default: the other user of the exec-as-user test is root
-    "extra": {"other_user": "root"},
+    # commands run as the desktop user (uid 1000) by default: the other user of the exec-as-user test is root;
+    # Chromium's DevTools answer on the container's own 127.0.0.1:9222, where task verifiers look
+    "extra": {"other_user": "root", "devtools_port": 9222},
+    # the browser tests' desktop: the image with Chromium (scripts/setup.d/20-docker.sh builds it)
+    "browser_options": {"variant": "browser"},
 }
 
 
@@ -222,5 +225,7 @@ DOCKER_REMOTE_TARGET_KWARGS: dict[str, Any] = {
     "leftovers": docker_remote_leftovers,
     "marks": (pytest.mark.docker,),
     "environment": docker2_environment,
-    "extra": {"other_user": "root"},
+    "extra": {"other_user": "root", "devtools_port": 9222},
+    # the image with Chromium on the second engine too (scripts/setup.d/25-docker-remote.sh)
+    "browser_options": {"variant": "browser"},
 }
