@@ -54,20 +54,38 @@ class ExecChannel:
     """An exec's engine socket seen as a channel for :class:`deskctl.browser.ChannelForwarder`: ``recv`` gives
     the relay's stdout (the engine multiplexes stdout and stderr in frames; the relay's stderr, a traceback, is not
     the caller's), ``sendall`` feeds its stdin, ``close`` shuts the socket down both ways (which wakes a reader in
-    another thread and ends the relay) and closes it."""
+    another thread and ends the relay) and closes it.
+
+    The frames (an 8-byte header: the stream's number, then the length; then the bytes) are read with plain
+    blocking reads of the socket. Not with the docker SDK's frame reader: it waits on the file descriptor before
+    each read, which on a remote engine's TLS socket hangs when TLS has already decrypted the rest of a frame
+    (nothing more arrives on the wire): ``desk.browser()`` on a remote engine timed out."""
 
     def __init__(self, stream: Any) -> None:
-        from docker.utils.socket import frames_iter
-
         self._stream = stream
         self._raw: socket.socket = getattr(stream, "_sock", stream)
-        self._frames = frames_iter(stream, False)  # type: ignore[no-untyped-call]
+
+    def _exactly(self, size: int) -> bytes | None:
+        """The next ``size`` bytes of the socket; None when it ends first."""
+        got = bytearray()
+        while len(got) < size:
+            data = self._raw.recv(size - len(got))
+            if not data:
+                return None
+            got += data
+        return bytes(got)
 
     def recv(self, size: int) -> bytes:
-        for kind, data in self._frames:
-            if kind == 1 and data:
-                return bytes(data)
-        return b""
+        while True:
+            header = self._exactly(8)
+            if header is None:
+                return b""
+            length = int.from_bytes(header[4:8], "big")
+            data = self._exactly(length) if length else b""
+            if data is None:
+                return b""
+            if header[0] == 1 and data:  # stdout
+                return data
 
     def sendall(self, data: bytes) -> None:
         self._raw.sendall(data)
