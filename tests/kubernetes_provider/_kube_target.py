@@ -32,8 +32,8 @@ _running: list[FakeKubernetes] = []
 
 
 @cache
-def desktop_image() -> str:
-    """The current minimal desktop image on the local engine (scripts/setup.d/20-docker.sh builds it); a
+def desktop_image(variant: str = "minimal") -> str:
+    """The current desktop image of ``variant`` on the local engine (scripts/setup.d/20-docker.sh builds it); a
     placeholder when there is none, so that the pods fail with ErrImagePull and say so. (No second tag to
     protect it from other checkouts' `deskctl image prune`: a prune removes only its own installation's builds,
     and a second tag would keep every superseded build from ever being pruned.)"""
@@ -42,7 +42,7 @@ def desktop_image() -> str:
     try:
         client = connect(timeout=60)
         try:
-            return find_image("minimal", client) or "deskctl-desktop:not-built"
+            return find_image(variant, client) or "deskctl-desktop:not-built"
         finally:
             client.close()
     except Exception:
@@ -96,6 +96,8 @@ KUBE_TARGET_KWARGS: dict[str, Any] = {
     "marks": (pytest.mark.docker,),
     # the pod runs as the desktop user with no privilege escalation (runAsNonRoot, allowPrivilegeEscalation
     # false, every capability dropped): the agent cannot become another user, and says so (usage.unsupported)
-    "extra": {"other_user": "root",
+    "extra": {"other_user": "root", "devtools_port": 9222,
               "xfail": {"test_exec_as_another_user": "a pod without privilege escalation has one user"}},
+    # the browser tests' pod: the image with Chromium (DevTools on the pod's 127.0.0.1:9222)
+    "browser_options": {"image": desktop_image("browser")},
 }
