@@ -8,9 +8,9 @@
 #      /run/deskctl-docker2-tls: only root can use the engine), its own --data-root, --exec-root, --pidfile,
 #      containerd namespace and cgroup parent, started safely (scripts/lib/engine.sh); log in $DESKCTL_DOCKER2_LOG;
 #   3. the offline base deskctl-base:bookworm copied from the first engine (docker save | docker load: there is
-#      no registry here), then `deskctl image build --variant minimal` against it (a no-op when an image with the
-#      same input hash is there), and the browser variant (copied from the first engine when it has the same
-#      input hash, else built; not with DESKCTL_SKIP_BROWSER=1);
+#      no registry here), then the minimal and browser desktop images (browser: not with DESKCTL_SKIP_BROWSER=1):
+#      each copied from the first engine when it has the same input hash, else `deskctl image build` against the
+#      base (a no-op when an image with the same input hash is there);
 #   4. its address and client certificates written to /run/deskctl-docker2.env (DESKCTL_TEST_DOCKER2=
 #      tcp://127.0.0.1:PORT, DESKCTL_TEST_DOCKER2_CERT_PATH=DIR), which the tests read
 #      (tests/docker_provider/_docker_target.py: DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH=DIR for that engine).
@@ -126,20 +126,21 @@ if [[ "$(docker image inspect -f '{{.Id}}' "$base" 2>/dev/null || true)" != "$wa
 fi
 
 export PATH="$PWD/.venv/bin:$PATH"
-log "25-docker-remote: the minimal desktop image on the second engine (built only when its inputs changed)"
-# this engine has no NAT (--iptables=false): the build's RUN steps reach the mirror on the host network
-deskctl image build --base "$base" --variant minimal --quiet --network host >/dev/null
-# The image with Chromium (the docker-remote conformance target's browser tests), unless DESKCTL_SKIP_BROWSER=1:
-# the first engine's (20-docker.sh built it) copied when it has the one of these inputs (the same tag: the base came
-# with its id), which takes no mirror; else built here. Either way a no-op when the tag is here.
-if [[ "${DESKCTL_SKIP_BROWSER:-0}" != "1" ]]; then
+# The desktop images: minimal, and the one with Chromium (the docker-remote conformance target's browser tests)
+# unless DESKCTL_SKIP_BROWSER=1. Each is the first engine's (20-docker.sh built it) copied when that engine has the
+# one of these inputs (the same tag: the base came with its id), which needs no mirror; else built here. Either way
+# nothing is done when the tag is here.
+variants=(minimal)
+[[ "${DESKCTL_SKIP_BROWSER:-0}" == "1" ]] || variants+=(browser)
+for variant in "${variants[@]}"; do
   tag=$(python -c 'import sys; from deskctl.providers.docker.images import image_tag
-print(image_tag("browser", sys.argv[1], sys.argv[2]))' "$base" "$want")
+print(image_tag(sys.argv[1], sys.argv[2], sys.argv[3]))' "$variant" "$base" "$want")
   if ! docker image inspect "$tag" >/dev/null 2>&1 && docker1 image inspect "$tag" >/dev/null 2>&1; then
     log "25-docker-remote: copying $tag to the second engine"
     docker1 save "$tag" | docker load >/dev/null
   fi
-  log "25-docker-remote: the browser desktop image on the second engine (built only when its inputs changed)"
-  deskctl image build --base "$base" --variant browser --quiet --network host >/dev/null
-fi
+  log "25-docker-remote: the $variant desktop image on the second engine (built only when its inputs changed)"
+  # this engine has no NAT (--iptables=false): the build's RUN steps reach the mirror on the host network
+  deskctl image build --base "$base" --variant "$variant" --quiet --network host >/dev/null
+done
 deskctl image prune >/dev/null 2>&1 || true
