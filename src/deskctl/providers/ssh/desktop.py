@@ -62,9 +62,13 @@ _EXEC_GRACE = 10.0
 _SFTP_REQUEST_OPENSSH = 255 * 1024
 _SFTP_REQUEST_ANY = 32768
 #: SFTP reads in flight while downloading a file: enough that the host always has one to answer (8 in flight
-#: measured 5 times slower); memory stays bounded by the channel window, since each answer is written out as it
-#: arrives
+#: measured 5 times slower)
 _SFTP_READ_AHEAD = 32
+#: reads per opened handle while downloading (16 MiB at OpenSSH's request size): paramiko's read-ahead is bounded
+#: only while the reader keeps up with it. On a loaded machine its "prefetch done" flag is set while requests are
+#: still to be made, the next read goes synchronous, and waiting for that answer stores every prefetched answer
+#: in memory: the rest of the file (measured: 64 MiB of 64). A handle per window bounds what that can store.
+_SFTP_WINDOW = 64
 
 T = TypeVar("T")
 

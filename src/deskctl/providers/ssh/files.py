@@ -21,6 +21,7 @@ from deskctl.providers.base import RemoteHandle
 from deskctl.providers.ssh.connection import _BULK_PACKET, _BULK_WINDOW
 from deskctl.providers.ssh.desktop import (
     _SFTP_READ_AHEAD,
+    _SFTP_WINDOW,
     SshDesktops,
     _Desktop,
     _home_relative,
@@ -109,12 +110,8 @@ class SshFiles(SshDesktops):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 partial = target.with_name(f".{target.name}.deskctl-part")
                 try:
-                    with partial.open("wb") as writer, sftp.open(path, "rb") as reader:
-                        reader.MAX_REQUEST_SIZE = request = _sftp_request_size(desk.conn)
-                        # a bounded read-ahead: several reads in flight, never the whole file in memory
-                        reader.prefetch(reader.stat().st_size, _SFTP_READ_AHEAD)
-                        while chunk := reader.read(request):
-                            writer.write(chunk)
+                    with partial.open("wb") as writer:
+                        _read_windows(sftp, path, _sftp_request_size(desk.conn), writer)
                     os.replace(partial, target)
                 finally:
                     partial.unlink(missing_ok=True)
@@ -202,3 +199,23 @@ class SshFiles(SshDesktops):
                                  code="usage.permission_denied", provider=PROVIDER) from failure
             raise ProviderApiError(f"cannot {doing}: {failure}", provider=PROVIDER) from failure
 
+
+def _read_windows(sftp: Any, path: str, request: int, writer: BinaryIO) -> None:
+    """Copy the remote file ``path`` into ``writer``: a window of ``_SFTP_WINDOW`` reads at a time, each window on a
+    handle of its own with ``_SFTP_READ_AHEAD`` reads in flight (see ``_SFTP_WINDOW``: what a window's handle may
+    hold is freed with it), until a window comes back short (the end of the file, wherever it is by then)."""
+    window = _SFTP_WINDOW * request
+    offset = 0
+    while True:
+        got = 0
+        with sftp.open(path, "rb") as reader:
+            reader.MAX_REQUEST_SIZE = request
+            chunks = [(start, request) for start in range(offset, offset + window, request)]
+            for data in reader.readv(chunks, _SFTP_READ_AHEAD):
+                if not data:
+                    break
+                writer.write(data)
+                got += len(data)
+        offset += got
+        if got < window:
+            return
