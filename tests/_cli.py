@@ -18,6 +18,18 @@ import sys
 import threading
 from pathlib import Path
 
+#: ``python -c FAST_RUNNER ARGV_JSON fast|click``: deskctl's main with its fast paths on or off, then the modules
+#: the process imported, written to $DESKCTL_TEST_MODULES (the fast-path tests compare both ways and the imports)
+FAST_RUNNER = """
+import json, os, sys
+from deskctl.cli import main
+try:
+    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
+finally:
+    with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
+        json.dump(sorted(sys.modules), out)
+"""
+
 
 def deskctl_process(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, check: bool = False,
                     input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-__all__ = ["DEVTOOLS_PORT", "NO_BROWSER", "BrowserEndpoint", "ChannelForwarder", "Page", "active_port",
-           "chromium_flags", "container_chromium_args", "endpoint_at", "is_chromium", "no_browser", "pages",
-           "parse_pages"]
+__all__ = ["DEVTOOLS_PORT", "NO_BROWSER", "STARTING", "BrowserEndpoint", "ChannelForwarder", "Page", "active_port",
+           "chromium_flags", "container_chromium_args", "endpoint_at", "endpoint_when_up", "is_chromium", "no_browser",
+           "pages", "parse_pages"]
 
 #: where the DevTools endpoint answers inside a desktop of its own (a container): task verifiers expect it there
 DEVTOOLS_PORT = 9222
@@ -110,6 +110,29 @@ def endpoint_at(port: int, provider: str, desktop_port: int | None = None) -> Br
 
         raise ProviderApiError("the browser's DevTools gave no websocket URL", provider=provider)
     return BrowserEndpoint(port, f"ws://127.0.0.1:{port}{path}", desktop_port or port)
+
+
+#: seconds a starting Chromium (its process runs) has to open its DevTools port
+STARTING = 60.0
+
+
+def endpoint_when_up(port: int, provider: str, desktop_port: int,
+                     chromium_runs: Callable[[], bool]) -> BrowserEndpoint:
+    """:func:`endpoint_at`, waiting while a Chromium that is starting (a start URL's, an open_url's) has not opened
+    its port yet: for up to :data:`STARTING` seconds while ``chromium_runs()``; none running is
+    ``usage.no_browser`` at once."""
+    import time
+
+    from deskctl.errors import UsageError
+
+    deadline = time.monotonic() + STARTING
+    while True:
+        try:
+            return endpoint_at(port, provider, desktop_port=desktop_port)
+        except UsageError:
+            if time.monotonic() > deadline or not chromium_runs():
+                raise
+        time.sleep(0.25)
 
 
 def no_browser(provider: str, why: str = "the desktop runs no browser with DevTools") -> Exception:

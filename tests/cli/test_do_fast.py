@@ -13,16 +13,7 @@ from typing import Any
 import pytest
 
 import _module_desktop
-
-_RUNNER = """
-import json, os, sys
-from deskctl.cli import main
-try:
-    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
-finally:
-    with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
-        json.dump(sorted(sys.modules), out)
-"""
+from _cli import FAST_RUNNER as _RUNNER
 
 #: argv after `do SID`, each taken by the fast path (the plain forms, the action's own errors)
 FAST = [

@@ -12,17 +12,8 @@ from typing import Any
 
 import pytest
 
+from _cli import FAST_RUNNER as _RUNNER
 from _cli import deskctl_process as deskctl
-
-_RUNNER = """
-import json, os, sys
-from deskctl.cli import main
-try:
-    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
-finally:
-    with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
-        json.dump(sorted(sys.modules), out)
-"""
 
 
 @pytest.fixture(autouse=True)

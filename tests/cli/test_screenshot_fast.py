@@ -13,17 +13,7 @@ from typing import Any
 import pytest
 
 import _module_desktop
-
-_RUNNER = """
-import json, os, sys
-from deskctl.cli import main
-try:
-    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
-finally:
-    with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
-        json.dump(sorted(sys.modules), out)
-"""
-
+from _cli import FAST_RUNNER as _RUNNER
 
 # the module's desktop and home (tests/_module_desktop.py), as fixtures of this module
 module_home, same_home, session = _module_desktop.module_home, _module_desktop.same_home, _module_desktop.session

@@ -20,17 +20,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.docker
+from _cli import FAST_RUNNER as _RUNNER
 
-_RUNNER = """
-import json, os, sys
-from deskctl.cli import main
-try:
-    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
-finally:
-    with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
-        json.dump(sorted(sys.modules), out)
-"""
+pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")

@@ -18,16 +18,12 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from deskctl.browser import ChannelForwarder
 
-__all__ = ["RELAY", "STARTING", "ExecChannel", "browser_endpoint", "close"]
-
-#: seconds a starting Chromium (its process runs) has to open its DevTools port
-STARTING = 60.0
+__all__ = ["RELAY", "ExecChannel", "browser_endpoint", "close"]
 
 # argv[1]: the port in the container. Bytes from stdin go to the port; bytes from the port go to stdout.
 RELAY = r"""
@@ -112,8 +108,7 @@ def _forwarders(provider: Any) -> dict[str, ChannelForwarder]:
 def browser_endpoint(provider: Any, handle: Any) -> Any:
     """The endpoint of the container's DevTools through this process's forwarder (one per desktop, kept until the
     desktop is destroyed or the provider closed)."""
-    from deskctl.browser import DEVTOOLS_PORT, ChannelForwarder, endpoint_at
-    from deskctl.errors import UsageError
+    from deskctl.browser import DEVTOOLS_PORT, ChannelForwarder, endpoint_when_up
     from deskctl.providers.docker.common import DockerHandleData, _exec_user
 
     container = DockerHandleData.of(handle).container or handle.resource_id
@@ -130,16 +125,8 @@ def browser_endpoint(provider: Any, handle: Any) -> Any:
         forwarder = forwarders.get(handle.session_id)
         if forwarder is None or forwarder.closed:
             forwarder = forwarders[handle.session_id] = ChannelForwarder(open_stream)
-    # a Chromium that is starting (a start URL's, an open_url's) opens its port a moment later: wait for it while
-    # its process runs; none running is usage.no_browser at once
-    deadline = time.monotonic() + STARTING
-    while True:
-        try:
-            return endpoint_at(forwarder.port, provider.name, desktop_port=DEVTOOLS_PORT)
-        except UsageError:
-            if time.monotonic() > deadline or provider.exec(handle, "pgrep -x chromium", 15).exit_code != 0:
-                raise
-        time.sleep(0.25)
+    return endpoint_when_up(forwarder.port, provider.name, DEVTOOLS_PORT,
+                            lambda: provider.exec(handle, "pgrep -x chromium", 15).exit_code == 0)
 
 
 def close(provider: Any, session_id: str | None = None) -> None:

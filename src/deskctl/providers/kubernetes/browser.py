@@ -8,10 +8,7 @@ pod port but the agent's; DevTools is never exposed on the pod's network."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING, Any, ClassVar
-
-from deskctl.errors import UsageError
 
 if TYPE_CHECKING:
     from deskctl.browser import ChannelForwarder
@@ -20,8 +17,6 @@ if TYPE_CHECKING:
 
 __all__ = ["KubernetesBrowser"]
 
-#: seconds a starting Chromium (its process runs) has to open its DevTools port
-STARTING = 60.0
 _LOCK = threading.Lock()
 
 
@@ -54,7 +49,7 @@ class KubernetesBrowser:
         """The pod's DevTools through a loopback listener here (one per desktop, kept until the desktop is
         destroyed or the provider closed). A Chromium still starting has a while; none is ``usage.no_browser``."""
         from deskctl.agent.client import AgentDriver
-        from deskctl.browser import DEVTOOLS_PORT, ChannelForwarder, endpoint_at
+        from deskctl.browser import DEVTOOLS_PORT, ChannelForwarder, endpoint_when_up
 
         def open_channel() -> Any:
             driver = self._open_driver(handle)
@@ -66,14 +61,8 @@ class KubernetesBrowser:
             forwarder = forwarders.get(handle.session_id)
             if forwarder is None or forwarder.closed:
                 forwarder = forwarders[handle.session_id] = ChannelForwarder(open_channel, target=DEVTOOLS_PORT)
-        deadline = time.monotonic() + STARTING
-        while True:
-            try:
-                return endpoint_at(forwarder.port, self.name, desktop_port=DEVTOOLS_PORT)
-            except UsageError:
-                if time.monotonic() > deadline or self.exec(handle, "pgrep -x chromium", 15).exit_code != 0:
-                    raise
-            time.sleep(0.25)
+        return endpoint_when_up(forwarder.port, self.name, DEVTOOLS_PORT,
+                                lambda: self.exec(handle, "pgrep -x chromium", 15).exit_code == 0)
 
     def _browser_forwarders(self) -> dict[str, ChannelForwarder]:
         found: dict[str, ChannelForwarder] = self.__dict__.setdefault("_devtools_forwarders", {})  # atomic
