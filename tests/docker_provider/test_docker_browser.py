@@ -12,7 +12,7 @@ import socket
 import pytest
 
 import deskctl
-from unit.test_browser import PATIENCE, Cdp, _until
+from unit.test_browser import PATIENCE, _until, navigate_over_cdp
 
 pytestmark = pytest.mark.slow
 
@@ -56,21 +56,7 @@ def test_a_cdp_client_on_the_host_drives_the_containers_chromium_through_the_eng
             client.close()
         _until("the start page", lambda: ("Start page" in [t for _, t in desk.browser_pages()]))
 
-        from websockets.sync.client import connect
-
-        with connect(endpoint.ws_url, max_size=None, open_timeout=PATIENCE, proxy=None) as ws:
-            cdp = Cdp(ws)
-            targets = cdp.call("Target.getTargets")["targetInfos"]
-            page = next(t for t in targets if t["type"] == "page" and t["title"] == "Start page")
-            session = cdp.call("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})["sessionId"]
-            cdp.call("Page.navigate", {"url": second}, session)
-
-            def title() -> str:
-                value = cdp.call("Runtime.evaluate", {"expression": "document.readyState === 'complete' && "
-                                                                    "document.title", "returnByValue": True}, session)
-                return str(value["result"].get("value") or "")
-
-            assert _until("the second page's title", lambda: title() == "Second page")
+        navigate_over_cdp(endpoint.ws_url, lambda t: t["title"] == "Start page", second, "Second page")
 
         # open_url hands the URL to the running browser (the same DevTools endpoint): named, or the image's own
         third = "http://127.0.0.1:1/third"  # nothing answers there: the page's URL is what matters

@@ -18,7 +18,7 @@ import deskctl
 from deskctl.agent.client import AgentDriver
 from deskctl.errors import DeskctlError
 from fakes.kube import FakeKubernetes
-from unit.test_browser import PATIENCE, Cdp, _until
+from unit.test_browser import PATIENCE, _until, navigate_over_cdp
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -200,21 +200,7 @@ def test_a_cdp_client_here_drives_the_pods_chromium_through_the_agent(kube_env: 
         assert endpoint.ws_url.startswith(f"ws://127.0.0.1:{endpoint.port}/devtools/browser/")
         _until("the start page", lambda: "Start page" in [t for _, t in desk.browser_pages()])
 
-        from websockets.sync.client import connect
-
-        with connect(endpoint.ws_url, max_size=None, open_timeout=PATIENCE, proxy=None) as ws:
-            cdp = Cdp(ws)
-            targets = cdp.call("Target.getTargets")["targetInfos"]
-            page = next(t for t in targets if t["type"] == "page" and t["title"] == "Start page")
-            session = cdp.call("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})["sessionId"]
-            cdp.call("Page.navigate", {"url": second}, session)
-
-            def title() -> str:
-                value = cdp.call("Runtime.evaluate", {"expression": "document.readyState === 'complete' && "
-                                                                    "document.title", "returnByValue": True}, session)
-                return str(value["result"].get("value") or "")
-
-            assert _until("the second page's title", lambda: title() == "Second page")
+        navigate_over_cdp(endpoint.ws_url, lambda t: t["title"] == "Start page", second, "Second page")
 
         third = "http://127.0.0.1:1/third"  # nothing answers there: the page's URL is what matters
         desk.open_url(third, browser="chromium")

@@ -12,7 +12,7 @@ import itertools
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,26 @@ class Cdp:
                 return reply["result"]
 
 
+def navigate_over_cdp(ws_url: str, page: Callable[[dict[str, Any]], bool], url: str, title: str) -> None:
+    """A raw CDP client on the browser's websocket: attach to the page target ``page`` picks, navigate it to
+    ``url`` and wait until its loaded document has ``title``."""
+    from websockets.sync.client import connect
+
+    with connect(ws_url, max_size=None, open_timeout=PATIENCE, proxy=None) as ws:
+        cdp = Cdp(ws)
+        targets = cdp.call("Target.getTargets")["targetInfos"]
+        chosen = next(t for t in targets if t["type"] == "page" and page(t))
+        session = cdp.call("Target.attachToTarget", {"targetId": chosen["targetId"], "flatten": True})["sessionId"]
+        cdp.call("Page.navigate", {"url": url}, session)
+
+        def current() -> str:
+            value = cdp.call("Runtime.evaluate", {"expression": "document.readyState === 'complete' && "
+                                                                "document.title", "returnByValue": True}, session)
+            return str(value["result"].get("value") or "")
+
+        assert _until(f"the title {title!r}", lambda: current() == title)
+
+
 @pytest.fixture
 def pages_dir(tmp_path: Path) -> Path:
     tmp_path.chmod(0o755)
@@ -96,21 +116,7 @@ def test_a_cdp_client_navigates_and_reads_the_title_and_the_page_list_is_what_th
     _until("the start page", lambda: ("Start page" in [t for _, t in desk.browser_pages()]))
 
     second = _page(pages_dir, "second", "Second page ✓")
-    from websockets.sync.client import connect
-
-    with connect(endpoint.ws_url, max_size=None, open_timeout=PATIENCE, proxy=None) as ws:
-        cdp = Cdp(ws)
-        targets = cdp.call("Target.getTargets")["targetInfos"]
-        start = next(t for t in targets if t["type"] == "page" and t["url"].endswith("/start.html"))
-        session = cdp.call("Target.attachToTarget", {"targetId": start["targetId"], "flatten": True})["sessionId"]
-        cdp.call("Page.navigate", {"url": second}, session)
-
-        def title() -> str:
-            value = cdp.call("Runtime.evaluate", {"expression": "document.readyState === 'complete' && "
-                                                                "document.title", "returnByValue": True}, session)
-            return str(value["result"].get("value") or "")
-
-        assert _until("the second page's title", lambda: title() == "Second page ✓")
+    navigate_over_cdp(endpoint.ws_url, lambda t: str(t["url"]).endswith("/start.html"), second, "Second page ✓")
 
     # open_url hands a URL to the running Chromium (a new window of the same browser, the same endpoint)
     third = _page(pages_dir, "third", "Third page")
