@@ -366,3 +366,54 @@ def test_a_missing_image_on_the_remote_engine_names_the_build_there(engine: str,
     assert checks["docker.image"].status == "fail"
     assert checks["docker.image"].remedy is not None
     assert checks["docker.image"].remedy.startswith(f"DOCKER_HOST={engine} deskctl image build --variant browser")
+
+
+@pytest.mark.slow
+def test_devtools_through_the_tls_engine_carry_a_busy_websocket_both_ways_at_once(engine: str) -> None:
+    """The forwarder reads the engine's TLS socket in one thread and writes it in another; one OpenSSL object must
+    not be used by two threads at once (a websocket's frames were cut: code 1006). Many CDP calls in flight with
+    big answers, sent while the answers stream back, all arrive whole and in order."""
+    import threading
+
+    from websockets.sync.client import connect
+
+    start = "data:text/html,<title>busy</title>"
+    with deskctl.open_desktop("docker", geometry="640x480", start_url=start, ready_timeout=120,
+                              provider_options={"host": engine, "variant": "browser"}) as desk:
+        from unit.test_browser import PATIENCE, _until
+
+        _until("the start page", lambda: "busy" in [t for _, t in desk.browser_pages()])
+        endpoint = desk.browser()
+        with connect(endpoint.ws_url, max_size=None, open_timeout=PATIENCE, proxy=None) as ws:
+            targets: Any = None
+            ws.send(json.dumps({"id": 0, "method": "Target.getTargets"}))
+            while targets is None:
+                reply = json.loads(ws.recv(timeout=PATIENCE))
+                if reply.get("id") == 0:
+                    targets = reply["result"]["targetInfos"]
+            page = next(t for t in targets if t["type"] == "page")
+            ws.send(json.dumps({"id": 1, "method": "Target.attachToTarget",
+                                "params": {"targetId": page["targetId"], "flatten": True}}))
+            session = None
+            while session is None:
+                reply = json.loads(ws.recv(timeout=PATIENCE))
+                if reply.get("id") == 1:
+                    session = reply["result"]["sessionId"]
+            calls = 500
+            answers: dict[int, str] = {}
+
+            def read() -> None:
+                while len(answers) < calls:
+                    reply = json.loads(ws.recv(timeout=PATIENCE))
+                    if isinstance(reply.get("id"), int) and reply["id"] >= 100:
+                        answers[reply["id"]] = reply["result"]["result"]["value"]
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            for n in range(calls):  # sent while the answers of the first ones come back
+                expression = f"'{n}:' + 'x'.repeat(20000 + {n})"
+                ws.send(json.dumps({"id": 100 + n, "method": "Runtime.evaluate", "sessionId": session,
+                                    "params": {"expression": expression, "returnByValue": True}}))
+            reader.join(timeout=PATIENCE * 2)
+            assert not reader.is_alive(), f"{len(answers)} of {calls} answers came back"
+        assert answers == {100 + n: f"{n}:" + "x" * (20000 + n) for n in range(calls)}

@@ -16,8 +16,10 @@ one websocket), so the cost of an exec per connection does not matter.
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -58,14 +60,46 @@ class ExecChannel:
     (nothing more arrives on the wire): ``desk.browser()`` on a remote engine timed out."""
 
     def __init__(self, stream: Any) -> None:
+        import ssl
+
         self._stream = stream
         self._raw: socket.socket = getattr(stream, "_sock", stream)
+        # A remote engine's TLS socket is one OpenSSL object, which two threads must not use at once (the forwarder
+        # reads in one and writes in the other: a websocket's frames were seen cut, code 1006). Its calls are made
+        # one at a time under a lock, non-blocking, and the wait for the socket is made outside the lock.
+        self._tls = isinstance(self._raw, ssl.SSLSocket)
+        self._lock = threading.Lock()
+        if self._tls:
+            self._raw.setblocking(False)
+
+    def _call(self, op: Callable[[], Any]) -> Any:
+        """``op()`` (one call into the socket); on TLS under the lock, waiting outside it while OpenSSL wants the
+        socket readable or writable."""
+        if not self._tls:
+            return op()
+        import select
+        import ssl
+
+        while True:
+            with self._lock:
+                try:
+                    return op()
+                except ssl.SSLWantReadError:
+                    events = select.POLLIN
+                except ssl.SSLWantWriteError:
+                    events = select.POLLOUT
+            poller = select.poll()
+            try:
+                poller.register(self._raw.fileno(), events)
+            except ValueError:  # closed meanwhile
+                return op()
+            poller.poll(1000)  # bounded: a close() meanwhile is seen at the next call
 
     def _exactly(self, size: int) -> bytes | None:
         """The next ``size`` bytes of the socket; None when it ends first."""
         got = bytearray()
         while len(got) < size:
-            data = self._raw.recv(size - len(got))
+            data = self._call(functools.partial(self._raw.recv, size - len(got)))
             if not data:
                 return None
             got += data
@@ -84,10 +118,16 @@ class ExecChannel:
                 return data
 
     def sendall(self, data: bytes) -> None:
-        self._raw.sendall(data)
+        if not self._tls:
+            self._raw.sendall(data)
+            return
+        view = memoryview(data)
+        while view:
+            sent = self._call(functools.partial(self._raw.send, view))
+            view = view[sent:]
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
+        with self._lock, contextlib.suppress(OSError):
             self._raw.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
             self._stream.close()
