@@ -255,6 +255,13 @@ def test_tls_with_a_self_signed_certificate(desktop: XvfbDesktop, tmp_path: Path
                                  tls=context) as secure:
             assert secure.size() == (1024, 900)
             assert _rgb(secure.screenshot().png) == desktop.driver.raw_frame().image().tobytes()
+        # no byte pipe over TLS (it would read and write one OpenSSL connection from two threads): refused, coded
+        with socket.create_server(("127.0.0.1", 0)) as target, AgentDriver.connect(
+                "127.0.0.1", running.port, running.token, provider="agent-test", tls=context) as secure:
+            with pytest.raises(UsageError) as refused:
+                secure.stream(target.getsockname()[1])
+            assert refused.value.code == "usage.unsupported" and "TLS" in refused.value.message
+            assert secure.closed
         # a client that does not trust the certificate, and a plain client, do not get in
         with pytest.raises(ProviderUnreachable):
             AgentDriver.connect("127.0.0.1", running.port, running.token, provider="agent-test",

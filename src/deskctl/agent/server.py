@@ -283,8 +283,15 @@ class AgentServer:
     def _stream(self, conn: _Connection, header: dict[str, Any], body_size: int) -> None:
         """Connect to ``127.0.0.1:port`` in the desktop, answer ok, then carry bytes both ways between it and this
         connection until either side closes; the connection then ends (it speaks this protocol no more). Only
-        the desktop's loopback: another ``host`` is ``usage.not_loopback``."""
+        the desktop's loopback: another ``host`` is ``usage.not_loopback``. Not over TLS (``usage.unsupported``):
+        the pipe reads the connection in one thread and writes it in another, which one OpenSSL connection does
+        not allow."""
         recv_body_to(conn.sock, body_size, None)
+        if isinstance(conn.sock, ssl.SSLSocket):
+            raise UsageError("the agent opens a stream only on a plain TCP connection, not over TLS",
+                             code="usage.unsupported", provider=PROVIDER,
+                             remedy="serve the agent without --tls-cert where a stream is needed (its transport "
+                                    "then secures it, as the cluster network does for kubernetes)")
         host = header.get("host", "127.0.0.1")
         if host not in _LOOPBACK:
             raise UsageError(f"the agent streams only to the desktop's loopback, not to {host!r}",
