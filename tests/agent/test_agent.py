@@ -407,3 +407,28 @@ def test_a_stream_ends_both_ways_whichever_side_ends_it(agent: RunningAgent) -> 
                     pipe.shutdown(socket.SHUT_WR)
                     assert far.recv(1) == b"", ending
                     assert pipe.recv(1) == b"", ending  # the target kept its side open: the agent ended it
+
+
+def test_every_connection_has_tcp_keepalive(agent: RunningAgent) -> None:
+    """A client gone without a FIN (its host vanished) must not hold the agent's side open for good: the agent's
+    end of every connection, a stream's too, runs TCP keepalive, its first probe within a minute (as `ss` shows
+    the kernel's timer)."""
+    import re
+
+    def timers() -> list[str]:
+        out = subprocess.run(["ss", "-tno", "state", "established", f"( sport = :{agent.port} )"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+        return re.findall(r"timer:\((\w+),(?:(\d+)min)?(\d+(?:\.\d+)?)(m?s)", out)
+
+    with socket.create_server(("127.0.0.1", 0)) as server, AgentDriver.connect(
+            "127.0.0.1", agent.port, agent.token, provider="agent-test") as driver:
+        driver.ping()
+        pipe = AgentDriver.connect("127.0.0.1", agent.port, agent.token, provider="agent-test").stream(
+            server.getsockname()[1])
+        with pipe:
+            deadline = time.monotonic() + 30  # another timer (a retransmit's) is shown while it runs: wait it out
+            while (found := timers()) and any(kind != "keepalive" for kind, *_ in found) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert len(found) == 2 and all(kind == "keepalive" for kind, *_ in found), found
+            assert all(not minutes and (float(value) <= 60 or unit == "ms") for _, minutes, value, unit in found)

@@ -81,6 +81,9 @@ def read_token(path: str | os.PathLike[str], wait: float) -> bytes:
         time.sleep(0.05)
 
 
+#: TCP keepalive of every connection: first probe after 60 s idle, then every 10 s, given up after 6 unanswered
+_KEEPALIVE = (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 6))
+
 class _Connection:
     """One client: its socket and the last frame it was sent (for changed regions)."""
 
@@ -145,6 +148,12 @@ class AgentServer:
     # -- one connection ------------------------------------------------------------------------------------------
     def _serve(self, raw: socket.socket) -> None:
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # a client gone without a word (its host vanished, the network cut: no FIN) is found in about 2 minutes,
+        # so its thread (blocked in a read with no timeout between requests, or in a stream) and socket end
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for option, value in _KEEPALIVE:
+            if hasattr(socket, option):
+                raw.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
         sock: socket.socket = raw
         try:
             if self._tls is not None:
