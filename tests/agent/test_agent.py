@@ -415,7 +415,7 @@ def test_every_connection_has_tcp_keepalive(agent: RunningAgent) -> None:
     the kernel's timer)."""
     import re
 
-    def timers() -> list[str]:
+    def timers() -> list[tuple[str, str, str, str]]:
         out = subprocess.run(["ss", "-tno", "state", "established", f"( sport = :{agent.port} )"],
                              capture_output=True, text=True, timeout=30, check=True).stdout
         return re.findall(r"timer:\((\w+),(?:(\d+)min)?(\d+(?:\.\d+)?)(m?s)", out)
