@@ -119,3 +119,77 @@ def test_down_of_a_docker_desktop_path_loads_no_pydantic() -> None:
             "print(sorted(m for m in ('pydantic', 'pydantic_core') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.splitlines() == ["tcp://127.0.0.1:1 5.0 :0 tcp://127.0.0.1:1", "[]"], proc.stderr
+
+
+def test_an_option_declaration_reads_the_environment_converts_and_keeps_secrets(monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    """The base class's contract: an environment variable fills an option not given (an empty one does not),
+    strings are converted as the declared type, instances are frozen, ``given()``/``model_fields_set`` are what
+    was set, and a secret option's value is in no repr, no error and no row of ``describe()``."""
+    from typing import ClassVar
+
+    from deskctl.providers.options import ProviderOptions, option
+
+    class Secretive(ProviderOptions):
+        provider: ClassVar[str] = "secretive"
+
+        token: str = option(doc="the token", env="SECRETIVE_TOKEN_T", secret=True, min_length=12)
+        pin: str | None = option("default-pin-1234", doc="a secret with a default", secret=True, pattern="^[0-9]+$")
+        retries: int = option(3, doc="tries", env="SECRETIVE_RETRIES_T", ge=1, le=10)
+        ratio: float = option(0.5, doc="a ratio", gt=0, lt=1)
+
+    monkeypatch.delenv("SECRETIVE_TOKEN_T", raising=False)
+    monkeypatch.setenv("SECRETIVE_RETRIES_T", "")
+    with pytest.raises(UsageError) as missing:
+        Secretive.parse({})
+    assert missing.value.code == "usage.bad_option" and "'token'" in missing.value.message
+    monkeypatch.setenv("SECRETIVE_TOKEN_T", "tok-from-env-0001")
+    monkeypatch.setenv("SECRETIVE_RETRIES_T", "7")
+    parsed = Secretive.parse({"ratio": "0.25"})
+    assert (parsed.token, parsed.retries, parsed.ratio, parsed.pin) == (  # type: ignore[attr-defined]
+        "tok-from-env-0001", 7, 0.25, "default-pin-1234")
+    assert parsed.model_fields_set == {"token", "retries", "ratio"}
+    assert parsed.given() == {"token": "tok-from-env-0001", "retries": 7, "ratio": 0.25}
+    assert Secretive.parse({"token": "tok-given-000002"}).token == "tok-given-000002"  # type: ignore[attr-defined]
+    for text in (repr(parsed), str(parsed)):
+        assert "tok-from-env-0001" not in text and "default-pin-1234" not in text and "retries=7" in text
+    with pytest.raises((AttributeError, TypeError, ValueError)):
+        parsed.retries = 2  # type: ignore[attr-defined, misc]
+    assert parsed.retries == 7  # type: ignore[attr-defined]
+    assert list(Secretive.model_fields) == ["token", "pin", "retries", "ratio"]
+    assert Secretive.names() == frozenset(Secretive.model_fields)
+    for raw, rule in (({"token": "short-tok"}, "at least 12 characters"), ({"pin": "pin-not-digits-77"}, "pattern"),
+                      ({"retries": "11"}, "less than or equal to 10"), ({"ratio": "7.5"}, "less than 1")):
+        with pytest.raises(UsageError) as caught:
+            Secretive.parse({"token": "tok-given-000002", **raw})
+        message = str(caught.value) + caught.value.message
+        assert caught.value.code == "usage.bad_option" and rule in message, message
+        assert not any(str(value) in message for value in raw.values()), message
+        assert "tok-given-000002" not in message
+    rows = {row["name"]: row for row in Secretive.describe()}
+    assert (rows["token"]["required"], rows["token"]["default"], rows["token"]["secret"]) == (True, None, True)
+    assert (rows["pin"]["required"], rows["pin"]["default"], rows["pin"]["type"]) == (False, None, "str | None")
+    assert rows["token"]["min_length"] == 12 and rows["token"]["env"] == "SECRETIVE_TOKEN_T"
+    assert (rows["retries"]["ge"], rows["retries"]["le"], rows["ratio"]["gt"], rows["ratio"]["lt"]) == (1, 10, 0, 1)
+
+
+def test_lax_conversion_of_strings_and_numbers() -> None:
+    """What `-o` strings and TOML numbers become: as documented (pydantic's lax mode, which users rely on)."""
+    from deskctl.providers.docker.options import Options as Docker
+    from deskctl.providers.ssh.options import Options as Ssh
+    from deskctl.providers.use_computer.options import Options as UseComputer
+
+    parsed = Docker.parse({"pids_limit": " 7 ", "expiry_grace": "1e3", "reaper": "off", "memory": 1.0,
+                           "fonts": ["a", "b"], "env": {"A": 1}, "shm_size": "256m", "api_timeout": 5})
+    assert (parsed.pids_limit, parsed.expiry_grace, parsed.reaper, parsed.memory, parsed.fonts, parsed.env,
+            parsed.shm_size, parsed.api_timeout) == (7, 1000.0, False, 1, ("a", "b"), {"A": "1"}, "256m", 5.0)
+    assert type(parsed.api_timeout) is float and type(parsed.memory) is int
+    assert Docker.parse({"pids_limit": "1.0"}).pids_limit == 1 and Docker.parse({"pids_limit": True}).pids_limit == 1
+    assert Docker.parse({"memory": "2"}).memory == "2" and Docker.parse({"cpus": "inf"}).cpus == float("inf")
+    assert Ssh.parse({"ssh_config": 1}).ssh_config is True and Ssh.parse({"ssh_config": "no"}).ssh_config == "no"
+    assert UseComputer.parse({"resources": {"cpus": "4"}}).resources == {"cpus": 4}
+    for model, raw in ((Docker, {"pids_limit": "1.5"}), (Docker, {"reaper": 2}), (Docker, {"image": 5}),
+                       (Docker, {"fonts": 5}), (Docker, {"cpus": "nan"}), (Ssh, {"ssh_config": []})):
+        with pytest.raises(UsageError) as caught:
+            model.parse(raw)
+        assert caught.value.code == "usage.bad_option" and f"option '{next(iter(raw))}" in caught.value.message
