@@ -1,10 +1,14 @@
 """Provider options as a user meets them: ``deskctl up -o KEY=VALUE`` and ``[providers.NAME]`` of deskctl.toml
 refused with exit 2, a stable code and a message that names the key and the rule (never the value of a secret);
-values converted as the documentation says; ``deskctl providers --json`` rows as declared."""
+values converted as the documentation says; ``deskctl providers --json`` rows as declared; and a process that
+checks options without loading pydantic."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +144,45 @@ def test_providers_json_rows_are_as_declared() -> None:
     assert (docker["fonts"]["type"], docker["env"]["type"]) == ("tuple[str, ...] | str", "dict[str, str]")
     assert docker["variant"]["type"] == "Literal['minimal', 'browser'] | None"
     assert rows["memory"]["options"] == []
+
+
+#: what a process that checks options runs: every provider's declaration, parsed, described, its errors
+_CHECKS = """
+import json, sys
+from deskctl.errors import UsageError
+from deskctl.providers import load_provider_class
+out = {}
+for name, raw in json.loads(sys.argv[1]).items():
+    model = load_provider_class(name).options_class()
+    model.describe()
+    parsed = model.parse(raw, where="-o")
+    try:
+        model.parse({**raw, "no_such_option": 1})
+    except UsageError as exc:
+        assert exc.code == "usage.unknown_option", exc
+    out[name] = {key: getattr(parsed, key) for key in raw}
+print(json.dumps(out))
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("pydantic", "pydantic_core")))
+"""
+
+
+def test_checking_options_loads_no_pydantic(tmp_path: Path) -> None:
+    raw = {"xvfb": {"devtools_port": "9222", "window_manager": "true", "start_timeout": "1.5"},
+           "docker": {"display": ":1", "cpus": "1.5", "memory": "512m", "env": {"LANG": "C"}, "fonts": "a,b",
+                      "locale": "zh_CN.UTF-8", "host": "tcp://127.0.0.1:1"},
+           "ssh": {"port": "2222", "ssh_config": "false"},
+           "kubernetes": {"cpus": "500m", "agent_port": "7390"},
+           "daytona": {"ttl_minutes": "30"}, "cua-cloud": {"shutdown_policy": "Delete"},
+           "use-computer": {"resources": "cpus=4", "ephemeral": "no"}, "memory": {}}
+    proc = subprocess.run([sys.executable, "-c", _CHECKS, json.dumps(raw)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "DESKCTL_HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    values, modules = proc.stdout.splitlines()
+    assert json.loads(values) == {
+        "xvfb": {"devtools_port": 9222, "window_manager": True, "start_timeout": 1.5},
+        "docker": {"display": 1, "cpus": 1.5, "memory": "512m", "env": {"LANG": "C"}, "fonts": "a,b",
+                   "locale": "zh_CN.UTF-8", "host": "tcp://127.0.0.1:1"},
+        "ssh": {"port": 2222, "ssh_config": "false"}, "kubernetes": {"cpus": "500m", "agent_port": 7390},
+        "daytona": {"ttl_minutes": 30}, "cua-cloud": {"shutdown_policy": "Delete"},
+        "use-computer": {"resources": "cpus=4", "ephemeral": False}, "memory": {}}
+    assert modules == "[]"

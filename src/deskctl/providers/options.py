@@ -4,48 +4,211 @@ deskctl.toml, environment variables, preflight, ``deskctl providers --json`` and
 A provider declares its options as a subclass of :class:`ProviderOptions` in its own ``options`` module, each
 field made by :func:`option` (type, default, doc, environment variable, secret or not, bounds), and names that
 class on the provider as ``options_model = "deskctl.providers.NAME.options:Options"``: a string, loaded only when
-options are checked or described, so the whole-process paths that never read options (``deskctl do``, ``down``)
-do not import pydantic.
+options are checked or described.
 
     class Options(ProviderOptions):
         image: str = option("deskctl-desktop:minimal", doc="the desktop image")
         shm_mb: int = option(256, doc="size of /dev/shm in MiB", ge=16, le=65536)
 
 Values from the command line arrive as strings and are converted as pydantic's lax mode does (``"5"`` -> 5,
-``"true"`` -> True); an unknown key or a bad value is a :class:`~deskctl.errors.UsageError`
-(``usage.unknown_option`` / ``usage.bad_option``, exit 2) that names the key and never echoes a secret value.
+``"true"`` -> True, ``"1.5"`` -> 1.5; a union takes the first member the value is exactly, else the first it
+converts to), with pydantic's messages; an unknown key or a bad value is a :class:`~deskctl.errors.UsageError`
+(``usage.unknown_option`` / ``usage.bad_option``, exit 2) that names the key and the rule, never the value.
+This module imports no pydantic (``deskctl up`` pays for every import): the types it reads are those the
+providers declare (str, int, float, bool, None, ``Literal[...]``, ``tuple[str, ...]``, ``dict[str, T]`` and
+unions of them). A field's own checks are :func:`field_validator` (``mode="before"``: on the raw value;
+``"after"``: on the converted one) and :func:`model_validator` (on the whole, once every field is good); what
+they raise passes through (a :class:`~deskctl.errors.UsageError` of their own), except a ``ValueError``, which
+is the field's ``usage.bad_option`` with its message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import operator
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskctl.errors import UsageError
 
-__all__ = ["ProviderOptions", "option"]
+__all__ = ["Option", "ProviderOptions", "field_validator", "model_validator", "option"]
+
+#: the bounds :meth:`ProviderOptions.describe` shows, and the constraints :func:`option` takes besides them
+_BOUNDS = ("ge", "gt", "le", "lt", "min_length", "max_length")
+_CONSTRAINTS = frozenset(_BOUNDS) | {"pattern", "allow_inf_nan", "strict", "repr"}
+_NUMBER_RULES: tuple[tuple[str, Callable[[Any, Any], bool], str], ...] = (
+    ("le", operator.le, "less than or equal to"), ("lt", operator.lt, "less than"),
+    ("ge", operator.ge, "greater than or equal to"), ("gt", operator.gt, "greater than"))
+
+
+class Option:
+    """One declared option (:func:`option` makes it; ``Options.model_fields[name]`` holds it)."""
+
+    __slots__ = ("_convert", "allow_inf_nan", "annotation", "bound", "constraints", "default", "description", "env",
+                 "name", "pattern", "repr", "secret", "strict")
+
+    def __init__(self, default: Any, doc: str, env: str | None, secret: bool, bound: str | None,
+                 constraints: dict[str, Any]) -> None:
+        unknown = set(constraints) - _CONSTRAINTS
+        if unknown:
+            raise TypeError(f"option() got unknown constraints: {', '.join(sorted(unknown))}")
+        self.default, self.description, self.env, self.secret, self.bound = default, doc, env, secret, bound
+        #: the bounds (ge, gt, le, lt, min_length, max_length) in the order given
+        self.constraints = {key: value for key, value in constraints.items() if key in _BOUNDS}
+        pattern = constraints.get("pattern")
+        self.pattern: re.Pattern[str] | None = re.compile(pattern) if pattern is not None else None
+        self.allow_inf_nan: bool = constraints.get("allow_inf_nan", True)
+        self.strict: bool = constraints.get("strict", False)
+        self.repr: bool = constraints.get("repr", not secret)  # a secret is never in a repr, a log or a traceback
+        self.name = ""
+        self.annotation: Any = None
+        self._convert: Callable[[Any, bool], Any] = _any
+
+    def is_required(self) -> bool:
+        return self.default is ...
+
+    @property
+    def json_schema_extra(self) -> dict[str, Any]:
+        return {"env": self.env, "secret": self.secret, "bound": self.bound}
+
+    def __repr__(self) -> str:
+        return f"Option({self.name!r}, {_type_name(self.annotation)})"
+
+    def check(self, value: Any) -> Any:
+        """``value`` converted to the option's type and held to its bounds, or :class:`_Invalid`."""
+        value = self._convert(value, self.strict)
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)):
+            if not self.allow_inf_nan and isinstance(value, float) and not math.isfinite(value):
+                raise _Invalid("Input should be a finite number")
+            for key, holds, words in _NUMBER_RULES:  # in pydantic's order (nan breaks the first there is)
+                if key in self.constraints and not holds(value, self.constraints[key]):
+                    raise _Invalid(f"Input should be {words} {_number(self.constraints[key])}")
+        elif isinstance(value, (str, tuple)):
+            what, unit = ("String", "character") if isinstance(value, str) else ("Tuple", "item")
+            least, most = self.constraints.get("min_length"), self.constraints.get("max_length")
+            if least is not None and len(value) < least:
+                raise _Invalid(f"{what} should have at least {least} {unit}{'' if least == 1 else 's'}")
+            if most is not None and len(value) > most:
+                raise _Invalid(f"{what} should have at most {most} {unit}{'' if most == 1 else 's'}")
+            if isinstance(value, str) and self.pattern is not None and not self.pattern.search(value):
+                raise _Invalid(f"String should match pattern {self.pattern.pattern!r}")
+        return value
 
 
 def option(default: Any = ..., *, doc: str, env: str | None = None, secret: bool = False,
            bound: str | None = None, **constraints: Any) -> Any:
     """One option: ``default`` (``...``: required), ``doc`` (one line for docs and ``providers --json``), ``env``
     (an environment variable that gives it when no option does), ``secret`` (never shown), ``bound`` (a key of
-    :data:`deskctl.limits.BOUNDS`), and pydantic constraints (``ge``, ``le``, ``min_length``, ``pattern`` ...)."""
-    extra: dict[str, Any] = {"env": env, "secret": secret, "bound": bound}
-    if secret:
-        constraints.setdefault("repr", False)  # never in a repr, a log line or a traceback
-    return Field(default, description=doc, json_schema_extra=extra, **constraints)
+    :data:`deskctl.limits.BOUNDS`), and constraints: ``ge``, ``gt``, ``le``, ``lt``, ``min_length``,
+    ``max_length``, ``pattern`` (searched), ``allow_inf_nan`` (default true), ``strict`` (no conversion),
+    ``repr`` (default: not for a secret)."""
+    return Option(default, doc, env, secret, bound, constraints)
 
 
-class ProviderOptions(BaseModel):
+def field_validator(*names: str, mode: str = "after") -> Callable[[Any], Any]:
+    """A classmethod ``(cls, value) -> value`` run on the options ``names``: ``mode="before"`` on the value given,
+    ``"after"`` on the converted one (not on a default)."""
+    if mode not in ("before", "after"):
+        raise ValueError(f"mode must be before or after, not {mode!r}")
+
+    def mark(func: Any) -> Any:
+        target = func.__func__ if isinstance(func, classmethod) else func
+        setattr(target, "__deskctl_validates__", (names, mode))  # noqa: B010 - a function's attribute
+        return func
+    return mark
+
+
+def model_validator(*, mode: str = "after") -> Callable[[Any], Any]:
+    """A method ``(self) -> self`` run on the options once every field is good."""
+    if mode != "after":
+        raise ValueError("only mode='after' is supported")
+
+    def mark(func: Any) -> Any:
+        setattr(func, "__deskctl_validates__", ((), "model"))  # noqa: B010 - a function's attribute
+        return func
+    return mark
+
+
+class _Invalid(Exception):
+    """A value that breaks a rule: the message is pydantic's for that rule (and never shows the value)."""
+
+
+class ProviderOptions:
     """The base of every provider's ``Options``: frozen, unknown keys refused."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     #: the provider's name, for messages (set by the subclass)
     provider: ClassVar[str] = ""
+    #: the declared options in order (the base class's first; a restated one keeps its place)
+    model_fields: ClassVar[dict[str, Option]] = {}
+    _before: ClassVar[dict[str, list[str]]] = {}
+    _after: ClassVar[dict[str, list[str]]] = {}
+    _whole: ClassVar[list[str]] = []
+    #: the options that were given (or came from their environment variable), not left to their defaults
+    model_fields_set: set[str]
+
+    __slots__ = ("__dict__", "model_fields_set")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fields = dict(cls.model_fields)
+        namespace = vars(sys.modules[cls.__module__])
+        annotations = cls.__annotations__  # the class's own (Python 3.10+), strings under postponed evaluation
+        for name, value in list(cls.__dict__.items()):
+            if not isinstance(value, Option):
+                continue
+            annotation = annotations[name]
+            value.name = name
+            value.annotation = eval(annotation, namespace) if isinstance(annotation, str) else annotation
+            value._convert = _converter(value.annotation)
+            fields[name] = value
+            delattr(cls, name)  # an instance's value is in its __dict__; the class keeps the declaration only
+        cls.model_fields = fields
+        before: dict[str, list[str]] = {}
+        after: dict[str, list[str]] = {}
+        whole: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                marked = getattr(value.__func__ if isinstance(value, classmethod) else value,
+                                 "__deskctl_validates__", None)
+                if marked is None:
+                    continue
+                names, mode = marked
+                if mode == "model":
+                    whole.append(attr)
+                for name in names:
+                    if name not in fields:
+                        raise TypeError(f"{cls.__name__}.{attr} validates {name!r}, which is no option")
+                    (before if mode == "before" else after).setdefault(name, []).append(attr)
+        cls._before, cls._after, cls._whole = before, after, whole
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: {name!r} cannot be set")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: {name!r} cannot be deleted")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(self._repr_args())})"
+
+    def __str__(self) -> str:
+        return " ".join(self._repr_args())
+
+    def _repr_args(self) -> list[str]:
+        return [f"{name}={self.__dict__[name]!r}" for name, field in self.model_fields.items() if field.repr]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash((type(self), *self.__dict__.values()))
 
     @classmethod
     def names(cls) -> frozenset[str]:
@@ -58,62 +221,248 @@ class ProviderOptions(BaseModel):
 
         values = dict(raw)
         for name, field in cls.model_fields.items():
-            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-            env = extra.get("env")
-            if name not in values and isinstance(env, str) and os.environ.get(env):
-                values[name] = os.environ[env]
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            raise cls._usage_error(exc, where) from None
-
-    @classmethod
-    def _usage_error(cls, exc: ValidationError, where: str) -> UsageError:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first.get("loc", ())) or "?"
-        if first.get("type") == "extra_forbidden":
+            if name not in values and field.env is not None and os.environ.get(field.env):
+                values[name] = os.environ[field.env]
+        checked: dict[str, Any] = {}
+        first: tuple[str, str] | None = None  # (key, rule) of the first bad field, in declaration order
+        for name, field in cls.model_fields.items():
+            if name not in values:
+                if field.is_required():
+                    first = first or (name, "Field required")
+                else:
+                    default = field.default
+                    checked[name] = type(default)(default) if isinstance(default, (dict, list)) else default
+                continue
+            try:
+                value = values[name]
+                for attr in cls._before.get(name, ()):
+                    value = getattr(cls, attr)(value)
+                value = field.check(value)
+                for attr in cls._after.get(name, ()):
+                    value = getattr(cls, attr)(value)
+            except (_Invalid, ValueError) as exc:
+                first = first or (name, str(exc))
+                continue
+            checked[name] = value
+        if first is not None:
+            key, rule = first
+            raise UsageError(f"{where}: option {key!r}: {rule}", code="usage.bad_option",
+                             provider=cls.provider or None)
+        unknown = [key for key in values if key not in cls.model_fields]
+        if unknown:
             known = ", ".join(sorted(cls.model_fields))
-            return UsageError(f"{where}: {cls.provider or 'the provider'} has no option {key!r}; its options: {known}",
-                              code="usage.unknown_option", provider=cls.provider or None)
-        # the message pydantic gives names the rule, never the value (input is left out on purpose: secrets)
-        return UsageError(f"{where}: option {key!r}: {first.get('msg', 'invalid value')}",
-                          code="usage.bad_option", provider=cls.provider or None)
+            raise UsageError(f"{where}: {cls.provider or 'the provider'} has no option {str(unknown[0])!r}; "
+                             f"its options: {known}", code="usage.unknown_option", provider=cls.provider or None)
+        made = object.__new__(cls)
+        made.__dict__.update(checked)
+        object.__setattr__(made, "model_fields_set", {name for name in values if name in cls.model_fields})
+        for attr in cls._whole:
+            made = getattr(made, attr)()
+        return made
 
     @classmethod
     def describe(cls) -> list[dict[str, Any]]:
         """Each option as data (name, type, default, doc, env, secret, bounds), for docs and ``providers --json``."""
         rows: list[dict[str, Any]] = []
         for name, field in cls.model_fields.items():
-            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+            required = field.is_required()
             row: dict[str, Any] = {
                 "name": name,
                 "type": _type_name(field.annotation),
-                "required": field.is_required(),
-                "default": None if field.is_required() or extra.get("secret") else _jsonable(field.default),
-                "doc": field.description or "",
-                "env": extra.get("env"),
-                "secret": bool(extra.get("secret")),
+                "required": required,
+                "default": None if required or field.secret else _jsonable(field.default),
+                "doc": field.description,
+                "env": field.env,
+                "secret": field.secret,
             }
-            for meta in field.metadata:
-                for attr in ("ge", "gt", "le", "lt", "min_length", "max_length"):
-                    value = getattr(meta, attr, None)
-                    if value is not None:
-                        row[attr] = value
-            if extra.get("bound"):
-                row["bound"] = extra["bound"]
+            row.update((key, value) for key, value in field.constraints.items() if value is not None)
+            if field.bound:
+                row["bound"] = field.bound
             rows.append(row)
         return rows
 
     def given(self) -> dict[str, Any]:
         """The options that were set (not defaults), as plain values."""
-        return self.model_dump(exclude_unset=True)
+        return {name: self.__dict__[name] for name in self.model_fields if name in self.model_fields_set}
+
+
+# -- converting a value to a declared type, as pydantic's lax mode does ------------------------------------------
+
+_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
+_TRUE = frozenset(("1", "on", "t", "true", "y", "yes"))
+_FALSE = frozenset(("0", "off", "f", "false", "n", "no"))
+_I64 = 2 ** 63
+
+
+def _text(value: Any) -> str | None:
+    """A str, or bytes read as UTF-8 (lax mode takes both where it takes text); None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode()
+        except UnicodeDecodeError:
+            raise _Invalid("Input should be a valid string, unable to parse raw data as a unicode string") from None
+    return None
+
+
+def _any(value: Any, strict: bool) -> Any:
+    return value
+
+
+def _none(value: Any, strict: bool) -> None:
+    if value is not None:
+        raise _Invalid("Input should be None")
+
+
+def _str(value: Any, strict: bool) -> str:
+    text = value if isinstance(value, str) else None if strict else _text(value)
+    if text is None:
+        raise _Invalid("Input should be a valid string")
+    return text
+
+
+def _int(value: Any, strict: bool) -> int:
+    if isinstance(value, int) and not (strict and isinstance(value, bool)):
+        return int(value)
+    if strict:
+        raise _Invalid("Input should be a valid integer")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Invalid("Input should be a finite number")
+        if not value.is_integer():
+            raise _Invalid("Input should be a valid integer, got a number with a fractional part")
+        return int(value)
+    text = _text(value)
+    if text is None:
+        raise _Invalid("Input should be a valid integer")
+    text = text.strip()
+    if not _INT.fullmatch(text):
+        raise _Invalid("Input should be a valid integer, unable to parse string as an integer")
+    return int(text.partition(".")[0])
+
+
+def _float(value: Any, strict: bool) -> float:
+    if isinstance(value, (int, float)) and not (strict and isinstance(value, bool)):
+        return float(value)
+    text = None if strict else _text(value)
+    if text is None:
+        raise _Invalid("Input should be a valid number")
+    text = text.strip()
+    try:
+        if not text.isascii():
+            raise ValueError(text)
+        return float(text)
+    except ValueError:
+        raise _Invalid("Input should be a valid number, unable to parse string as a number") from None
+
+
+def _bool(value: Any, strict: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if not strict:
+        if isinstance(value, float) and value.is_integer() and abs(value) < _I64:
+            value = int(value)
+        if isinstance(value, int) and -_I64 <= value < _I64:
+            if value in (0, 1):
+                return value == 1
+            raise _Invalid("Input should be a valid boolean, unable to interpret input")
+        text = _text(value)
+        if text is not None:
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise _Invalid("Input should be a valid boolean, unable to interpret input")
+    raise _Invalid("Input should be a valid boolean")
+
+
+def _literal(choices: tuple[Any, ...]) -> Callable[[Any, bool], Any]:
+    shown = [repr(choice) for choice in choices]
+    expected = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+    def convert(value: Any, strict: bool) -> Any:
+        for choice in choices:
+            if type(value) is type(choice) and value == choice:
+                return choice
+        raise _Invalid(f"Input should be {expected}")
+    return convert
+
+
+def _tuple(item: Callable[[Any, bool], Any]) -> Callable[[Any, bool], Any]:
+    def convert(value: Any, strict: bool) -> tuple[Any, ...]:
+        import collections
+
+        if not isinstance(value, tuple if strict else (tuple, list, set, frozenset, collections.deque)):
+            raise _Invalid("Input should be a valid tuple")
+        return tuple(item(each, strict) for each in value)
+    return convert
+
+
+def _dict(key: Callable[[Any, bool], Any], item: Callable[[Any, bool], Any]) -> Callable[[Any, bool], Any]:
+    def convert(value: Any, strict: bool) -> dict[Any, Any]:
+        if not isinstance(value, dict if strict else Mapping):
+            raise _Invalid("Input should be a valid dictionary")
+        return {key(k, strict): item(v, strict) for k, v in value.items()}
+    return convert
+
+
+def _union(members: list[Callable[[Any, bool], Any]]) -> Callable[[Any, bool], Any]:
+    """pydantic's smart union: the first member that takes the value exactly (strict), else the first that
+    converts it; when none does, the first member's rule."""
+    def convert(value: Any, strict: bool) -> Any:
+        for member in members:
+            try:
+                return member(value, True)
+            except _Invalid:
+                pass
+        if strict:
+            return members[0](value, True)
+        for member in members:
+            try:
+                return member(value, False)
+            except _Invalid:
+                pass
+        return members[0](value, False)
+    return convert
+
+
+def _optional(inner: Callable[[Any, bool], Any]) -> Callable[[Any, bool], Any]:
+    def convert(value: Any, strict: bool) -> Any:
+        return None if value is None else inner(value, strict)
+    return convert
+
+
+_SIMPLE: dict[Any, Callable[[Any, bool], Any]] = {str: _str, int: _int, float: _float, bool: _bool,
+                                                  type(None): _none, Any: _any}
+
+
+def _converter(annotation: Any) -> Callable[[Any, bool], Any]:
+    """How a value becomes ``annotation`` (one of the types this module reads; anything else is refused when
+    the class is declared, not when a user gives a value)."""
+    if annotation in _SIMPLE:
+        return _SIMPLE[annotation]
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        members = [_converter(arg) for arg in args if arg is not type(None)]
+        inner = members[0] if len(members) == 1 else _union(members)
+        return _optional(inner) if type(None) in args else inner
+    if origin is typing.Literal:
+        return _literal(args)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _tuple(_converter(args[0]))
+    if origin is dict and len(args) == 2:
+        return _dict(_converter(args[0]), _converter(args[1]))
+    raise TypeError(f"provider options cannot read the type {annotation!r}")
+
+
+def _number(value: float) -> str:
+    """A bound as pydantic writes it (2592000.0 -> 2592000)."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def _type_name(annotation: Any) -> str:
     """A type as it is written in Python 3.10+ (``str | None``, ``Literal['a', 'b']``, ``tuple[str, ...]``)."""
-    import types
-    import typing
-
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Union or origin is types.UnionType:
         return " | ".join(_type_name(a) for a in args)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import field_validator, model_validator
-
 from deskctl.providers.docker.common import (
     DEFAULT_API_TIMEOUT,
     DEFAULT_MEMORY,
@@ -16,7 +14,7 @@ from deskctl.providers.docker.common import (
     _display_number,
     parse_memory,
 )
-from deskctl.providers.options import ProviderOptions, option
+from deskctl.providers.options import ProviderOptions, field_validator, model_validator, option
 
 __all__ = ["Options"]
 

@@ -4,17 +4,17 @@ made from it)."""
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
-
-from pydantic import Field, StringConstraints
+import math
+import re
+from typing import Any, ClassVar
 
 from deskctl.providers._http_options import number
-from deskctl.providers.options import ProviderOptions, option
+from deskctl.providers.options import ProviderOptions, field_validator, option
 
 __all__ = ["Options"]
 
 #: a Kubernetes cpu quantity in millicores or cores ("500m", "2", "0.5")
-CpuQuantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?m?$")]
+CPU_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
 
 
 class Options(ProviderOptions):
@@ -31,7 +31,7 @@ class Options(ProviderOptions):
     image_pull_policy: str = option("IfNotPresent", doc="Always, IfNotPresent or Never",
                                     pattern="^(Always|IfNotPresent|Never)$")
     memory: str = option("1Gi", doc="the pod's memory request and limit (a Kubernetes quantity)")
-    cpus: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)] | CpuQuantity | None = option(
+    cpus: float | str | None = option(
         None, doc='the pod\'s cpu request and limit, cores or a quantity ("1", "0.5", "500m"; default: none)')
     agent_port: int | None = option(None, doc="the in-desktop agent's port (default: the agent's, 7390)",
                                     bound="provider_option", ge=1, le=65535)
@@ -41,3 +41,17 @@ class Options(ProviderOptions):
     destroy_timeout: float = number(60.0, "how long a destroy waits for the pod to go, seconds")
     api_timeout: float = number(30.0, "timeout of one API request, seconds")
     usd_per_hour: float = number(0.0, "what a desktop costs per hour (0: a cluster of your own)")
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _cpus(cls, value: Any) -> Any:
+        """Cores as a number (finite, not negative; not a flag) or a quantity as a string; nothing converted."""
+        if value is None or (isinstance(value, str) and CPU_QUANTITY.match(value)):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ValueError("Input should be a finite number")
+            if value < 0:
+                raise ValueError("Input should be greater than or equal to 0")
+            return float(value)
+        raise ValueError('Input should be a number of cores or a quantity such as "500m"')
