@@ -279,8 +279,9 @@ class Provider(ABC):
 
     def settings(self, spec: DesktopSpec | None = None) -> ProviderOptions:
         """The typed options (``options_model``): the provider's own, under those of ``spec`` when given; a bad
-        value is ``usage.bad_option`` / ``usage.unknown_option`` (exit 2). Imports pydantic: the paths that must
-        not (``deskctl do``, ``down``) read what they need from the handle instead."""
+        value is ``usage.bad_option`` / ``usage.unknown_option`` (exit 2). Loads the options class: the paths that
+        must stay at the interpreter's floor (``deskctl do``, ``down``) read what they need from the handle or
+        the provider's ``_option_table`` instead."""
         model = self.options_class()
         if model is None:
             raise TypeError(f"provider {self.name!r} declares no options_model")

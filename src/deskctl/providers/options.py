@@ -59,8 +59,7 @@ class Option:
         self.default, self.description, self.env, self.secret, self.bound = default, doc, env, secret, bound
         #: the bounds (ge, gt, le, lt, min_length, max_length) in the order given
         self.constraints = {key: value for key, value in constraints.items() if key in _BOUNDS}
-        pattern = constraints.get("pattern")
-        self.pattern: re.Pattern[str] | None = re.compile(pattern) if pattern is not None else None
+        self.pattern: str | None = constraints.get("pattern")  # compiled when a value is checked against it
         self.allow_inf_nan: bool = constraints.get("allow_inf_nan", True)
         self.strict: bool = constraints.get("strict", False)
         self.repr: bool = constraints.get("repr", not secret)  # a secret is never in a repr, a log or a traceback
@@ -70,10 +69,6 @@ class Option:
 
     def is_required(self) -> bool:
         return self.default is ...
-
-    @property
-    def json_schema_extra(self) -> dict[str, Any]:
-        return {"env": self.env, "secret": self.secret, "bound": self.bound}
 
     def __repr__(self) -> str:
         return f"Option({self.name!r}, {_type_name(self.annotation)})"
@@ -96,8 +91,8 @@ class Option:
                 raise _Invalid(f"{what} should have at least {least} {unit}{'' if least == 1 else 's'}")
             if most is not None and len(value) > most:
                 raise _Invalid(f"{what} should have at most {most} {unit}{'' if most == 1 else 's'}")
-            if isinstance(value, str) and self.pattern is not None and not self.pattern.search(value):
-                raise _Invalid(f"String should match pattern {self.pattern.pattern!r}")
+            if isinstance(value, str) and self.pattern is not None and not re.search(self.pattern, value):
+                raise _Invalid(f"String should match pattern {self.pattern!r}")
         return value
 
 
@@ -164,7 +159,7 @@ class ProviderOptions:
                 continue
             annotation = annotations[name]
             value.name = name
-            value.annotation = eval(annotation, namespace) if isinstance(annotation, str) else annotation
+            value.annotation = _resolve(annotation, namespace) if isinstance(annotation, str) else annotation
             value._convert = _converter(value.annotation)
             fields[name] = value
             delattr(cls, name)  # an instance's value is in its __dict__; the class keeps the declaration only
@@ -288,7 +283,7 @@ class ProviderOptions:
 
 # -- converting a value to a declared type, as pydantic's lax mode does ------------------------------------------
 
-_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
+_INT = r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?"  # an integer as text (compiled on first use: re caches it)
 _TRUE = frozenset(("1", "on", "t", "true", "y", "yes"))
 _FALSE = frozenset(("0", "off", "f", "false", "n", "no"))
 _I64 = 2 ** 63
@@ -337,7 +332,7 @@ def _int(value: Any, strict: bool) -> int:
     if text is None:
         raise _Invalid("Input should be a valid integer")
     text = text.strip()
-    if not _INT.fullmatch(text):
+    if not re.fullmatch(_INT, text):
         raise _Invalid("Input should be a valid integer, unable to parse string as an integer")
     return int(text.partition(".")[0])
 
@@ -435,6 +430,22 @@ def _optional(inner: Callable[[Any, bool], Any]) -> Callable[[Any, bool], Any]:
 
 _SIMPLE: dict[Any, Callable[[Any, bool], Any]] = {str: _str, int: _int, float: _float, bool: _bool,
                                                   type(None): _none, Any: _any}
+
+
+#: the names an annotation is made of without evaluating it (the common case: ``float``, ``str | None``)
+_PLAIN: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "None": type(None)}
+
+
+def _resolve(text: str, namespace: dict[str, Any]) -> Any:
+    """A postponed annotation evaluated: a union of plain names by lookup, anything else by ``eval`` in the
+    declaring module (compiling each would cost every process that loads options)."""
+    parts: list[Any] = [_PLAIN.get(part.strip()) for part in text.split("|")]
+    if all(part is not None for part in parts):
+        resolved = parts[0]
+        for part in parts[1:]:
+            resolved = resolved | part
+        return resolved
+    return eval(text, namespace)
 
 
 def _converter(annotation: Any) -> Callable[[Any, bool], Any]:

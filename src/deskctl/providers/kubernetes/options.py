@@ -14,7 +14,7 @@ from deskctl.providers.options import ProviderOptions, field_validator, option
 __all__ = ["Options"]
 
 #: a Kubernetes cpu quantity in millicores or cores ("500m", "2", "0.5")
-CPU_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
+CPU_QUANTITY = r"^[0-9]+(\.[0-9]+)?m?$"
 
 
 class Options(ProviderOptions):
@@ -46,7 +46,7 @@ class Options(ProviderOptions):
     @classmethod
     def _cpus(cls, value: Any) -> Any:
         """Cores as a number (finite, not negative; not a flag) or a quantity as a string; nothing converted."""
-        if value is None or (isinstance(value, str) and CPU_QUANTITY.match(value)):
+        if value is None or (isinstance(value, str) and re.match(CPU_QUANTITY, value)):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if not math.isfinite(value):
