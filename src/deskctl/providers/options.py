@@ -154,9 +154,14 @@ class ProviderOptions:
         fields = dict(cls.model_fields)
         namespace = vars(sys.modules[cls.__module__])
         annotations = cls.__annotations__  # the class's own (Python 3.10+), strings under postponed evaluation
+        for name, annotation in annotations.items():
+            if not isinstance(cls.__dict__.get(name), Option) and "ClassVar" not in str(annotation):
+                raise TypeError(f"{cls.__name__}.{name}: declare an option as `{name}: TYPE = option(...)`")
         for name, value in list(cls.__dict__.items()):
             if not isinstance(value, Option):
                 continue
+            if name not in annotations:
+                raise TypeError(f"{cls.__name__}.{name}: an option needs its type (`{name}: TYPE = option(...)`)")
             annotation = annotations[name]
             value.name = name
             value.annotation = _resolve(annotation, namespace) if isinstance(annotation, str) else annotation
@@ -164,22 +169,25 @@ class ProviderOptions:
             fields[name] = value
             delattr(cls, name)  # an instance's value is in its __dict__; the class keeps the declaration only
         cls.model_fields = fields
-        before: dict[str, list[str]] = {}
-        after: dict[str, list[str]] = {}
-        whole: list[str] = []
+        marks: dict[str, tuple[tuple[str, ...], str]] = {}  # method name -> what it validates (the last class's)
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
                 marked = getattr(value.__func__ if isinstance(value, classmethod) else value,
                                  "__deskctl_validates__", None)
-                if marked is None:
-                    continue
-                names, mode = marked
-                if mode == "model":
-                    whole.append(attr)
-                for name in names:
-                    if name not in fields:
-                        raise TypeError(f"{cls.__name__}.{attr} validates {name!r}, which is no option")
-                    (before if mode == "before" else after).setdefault(name, []).append(attr)
+                if marked is not None:
+                    marks[attr] = marked
+                elif attr in marks:
+                    del marks[attr]  # overridden by a method that validates nothing
+        before: dict[str, list[str]] = {}
+        after: dict[str, list[str]] = {}
+        whole: list[str] = []
+        for attr, (names, mode) in marks.items():
+            if mode == "model":
+                whole.append(attr)
+            for name in names:
+                if name not in fields:
+                    raise TypeError(f"{cls.__name__}.{attr} validates {name!r}, which is no option")
+                (before if mode == "before" else after).setdefault(name, []).append(attr)
         cls._before, cls._after, cls._whole = before, after, whole
 
     def __setattr__(self, name: str, value: Any) -> None:
