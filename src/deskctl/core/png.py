@@ -106,17 +106,18 @@ def adler32_combine(adler1: int, adler2: int, length2: int) -> int:
     return sum1 | (sum2 << 16)
 
 
-def _encode_stripe(data: memoryview, width: int, rows: int, mode: str, level: int, last: bool
-                   ) -> tuple[bytes, int, int]:
+def _encode_stripe(data: memoryview, width: int, rows: int, mode: str, level: int, last: bool,
+                   base: bytes | bytearray | None = None, offset: int = 0) -> tuple[bytes, int, int]:
     """Rows of one horizontal stripe, converted to RGB (or kept grey), each prefixed by filter type 0, and
-    deflated as a raw stream ending on a byte boundary (or finished, for the last stripe)."""
+    deflated as a raw stream ending on a byte boundary (or finished, for the last stripe). ``base`` and
+    ``offset``: the whole capture and where ``data`` starts in it, when it is bytes (read without a copy)."""
     if mode == "L":
-        pixels: bytes | memoryview = data
+        pixels: bytes | bytearray | memoryview = data
         stride = width
     elif mode == "BGRX" and "PIL.Image" not in sys.modules:
         # a process that has not loaded Pillow (a CLI screenshot) does not load it for this: its import costs tens
         # of milliseconds, the strided copies about a millisecond more than Pillow's converter per 1024x768 frame
-        pixels = _bgrx_to_rgb(data, mode)
+        pixels = _bgrx_to_rgb(data, mode) if base is None else _bgrx_to_rgb(base, mode, offset, len(data))
         stride = width * 3
     else:
         try:
@@ -130,23 +131,34 @@ def _encode_stripe(data: memoryview, width: int, rows: int, mode: str, level: in
             pixels = image.tobytes("raw", "RGB")
         stride = width * 3
     view = memoryview(pixels)
-    filtered = b"".join(b"\x00" + view[i * stride : (i + 1) * stride] for i in range(rows))
+    # each row after a filter byte 0, in one copy: [0, row 0, 0, row 1, ...] joined
+    parts: list[bytes | memoryview] = [b"\x00"] * (2 * rows)
+    parts[1::2] = [view[i * stride : (i + 1) * stride] for i in range(rows)]
+    filtered = b"".join(parts)
+    del parts, view, pixels  # the RGB rows are in ``filtered`` now
     compressor = zlib.compressobj(level, zlib.DEFLATED, -15, 9)
     body = compressor.compress(filtered) + compressor.flush(zlib.Z_FINISH if last else zlib.Z_FULL_FLUSH)
     return body, zlib.adler32(filtered), len(filtered)
 
 
-def _bgrx_to_rgb(data: memoryview, mode: str) -> bytes:
-    """BGRX pixels as packed RGB without Pillow: three strided copies, each one C loop."""
+def _bgrx_to_rgb(data: bytes | bytearray | memoryview, mode: str, offset: int = 0, length: int | None = None
+                 ) -> bytearray:
+    """BGRX pixels (``length`` bytes of ``data`` from ``offset``; default all) as packed RGB without Pillow: three
+    strided copies, each one C loop, read from bytes in place (a memoryview is copied to bytes first)."""
     if mode != "BGRX":
         raise ProviderApiError(f"encoding a {mode} capture as PNG needs Pillow (pip install pillow)")
-    source = bytes(data)
-    rgb = bytearray(len(source) // 4 * 3)
-    rgb[0::3], rgb[1::3], rgb[2::3] = source[2::4], source[1::4], source[0::4]
-    return bytes(rgb)
+    if not isinstance(data, bytes | bytearray):
+        data = bytes(data[offset : None if length is None else offset + length])
+        offset, length = 0, None
+    end = len(data) if length is None else offset + length
+    rgb = bytearray((end - offset) // 4 * 3)
+    rgb[0::3] = data[offset + 2 : end : 4]  # one channel at a time: one strided copy alive at once
+    rgb[1::3] = data[offset + 1 : end : 4]
+    rgb[2::3] = data[offset : end : 4]
+    return rgb
 
 
-def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "BGRX", *, level: int = 1,
+def encode_png(data: bytes | bytearray | memoryview, width: int, height: int, mode: str = "BGRX", *, level: int = 1,
                stripes: int | None = None) -> bytes:
     """A PNG of raw pixels (``mode``: ``BGRX``, ``BGR;16`` or ``L``, as :meth:`X11Driver.capture_raw` gives).
 
@@ -164,11 +176,12 @@ def encode_png(data: bytes | memoryview, width: int, height: int, mode: str = "B
         stripes = max(1, min(16, height // 150))
     rows_per = -(-height // max(1, stripes))
     view = memoryview(data)
+    base = data if isinstance(data, bytes | bytearray) else None
     jobs = []
     for top in range(0, height, rows_per):
         bottom = min(height, top + rows_per)
         jobs.append((view[top * width * bpp : bottom * width * bpp], width, bottom - top, mode, level,
-                     bottom == height))
+                     bottom == height, base, top * width * bpp))
     parts = [_encode_stripe(*jobs[0])] if len(jobs) == 1 else _encode_stripes(jobs)
     adler = 1
     for _, part_adler, part_length in parts:

@@ -139,17 +139,35 @@ class WireConnection:
     def _read(self, size: int) -> bytes:
         buffer = self._buffer
         if len(buffer) < size:
-            view = memoryview(bytearray(size - len(buffer)))
-            filled = 0
-            while filled < len(view):  # a large reply (an image) lands in place, never re-joined
-                count = self.sock.recv_into(view[filled:])
-                if not count:
-                    raise SessionLost(f"X display {self.display} closed the connection", provider=self.provider)
-                filled += count
-            buffer += view
+            buffer += self._read_new(size - len(buffer))
         data = bytes(buffer[:size])
         del buffer[:size]
         return data
+
+    def _read_new(self, size: int) -> bytearray:
+        """``size`` bytes from the socket (none of them buffered yet), received in place: a large reply (an image)
+        is never copied after it arrives."""
+        data = bytearray(size)
+        view = memoryview(data)
+        filled = 0
+        while filled < size:
+            count = self.sock.recv_into(view[filled:])
+            if not count:
+                raise SessionLost(f"X display {self.display} closed the connection", provider=self.provider)
+            filled += count
+        return data
+
+    def _read_body(self, size: int) -> bytes | bytearray:
+        """A reply's body of ``size`` bytes: what is buffered, then the rest straight from the socket."""
+        if size <= len(self._buffer) or size < 65536:
+            return self._read(size)
+        head = bytes(self._buffer)
+        self._buffer.clear()
+        if not head:
+            return self._read_new(size)
+        body = bytearray(head)
+        body += self._read_new(size - len(head))
+        return body
 
     def queue(self, request: bytes) -> None:
         self._out.append(request)
@@ -163,6 +181,12 @@ class WireConnection:
     def round_trip(self, request: bytes) -> bytes:
         """Send the queued requests and ``request`` (one with a reply); its reply (header included). An error of
         any request before it is raised as :class:`~deskctl.errors.ProviderApiError`."""
+        packet, body = self.exchange(request)
+        return packet + body if body else packet
+
+    def exchange(self, request: bytes) -> tuple[bytes, bytes | bytearray]:
+        """As :meth:`round_trip`, the reply as (its 32-byte header, the rest): a large rest (an image) as it was
+        received, without a copy."""
         self.queue(request)
         wanted = self._sent & 0xFFFF
         self.flush()
@@ -178,11 +202,11 @@ class WireConnection:
                 continue
             if kind == 1:
                 extra = struct.unpack_from("<I", packet, 4)[0]
-                body = packet + self._read(extra * 4) if extra else packet
+                body = self._read_body(extra * 4) if extra else b""
                 if sequence == wanted:
                     if error is not None:
                         break
-                    return body
+                    return packet, body
                 continue
             # an event (none is selected; a server may still send some): skipped
         name = _ERROR_NAMES.get(error or 0, f"error {error}")
@@ -215,10 +239,10 @@ class WireConnection:
         width, height = struct.unpack_from("<HH", reply, 16)
         return int(width), int(height)
 
-    def get_image(self, width: int, height: int) -> bytes:
-        """The root window's pixels, ZPixmap, all planes (GetImage, as python-xlib's ``get_image``)."""
-        reply = self.round_trip(struct.pack("<BBHIhhHHI", 73, 2, 5, self.root, 0, 0, width, height, 0xFFFFFFFF))
-        return reply[32:]
+    def get_image(self, width: int, height: int) -> bytes | bytearray:
+        """The root window's pixels, ZPixmap, all planes (GetImage, as python-xlib's ``get_image``), as received."""
+        _, pixels = self.exchange(struct.pack("<BBHIhhHHI", 73, 2, 5, self.root, 0, 0, width, height, 0xFFFFFFFF))
+        return pixels
 
 
 class WireDriver:
@@ -272,6 +296,11 @@ class WireDriver:
     def capture_raw(self) -> tuple[bytes, int, int, str]:
         """As the full driver's, by GetImage over the wire (no MIT-SHM: one capture per process); a screen that
         is not 32 bits a pixel, least significant byte first, goes to the full driver."""
+        data, width, height, mode = self._capture()
+        return bytes(data), width, height, mode
+
+    def _capture(self) -> tuple[bytes | bytearray, int, int, str]:
+        """:meth:`capture_raw`'s pixels as received (a screenshot encodes them without copying them first)."""
         wire = self._wire
         if self._full is not None or wire is None or wire.bits_per_pixel != 32 or not wire.lsb_first:
             return self._to_full().capture_raw()
@@ -289,7 +318,7 @@ class WireDriver:
         from deskctl.core.frames import Screenshot
         from deskctl.core.png import encode_png
 
-        data, width, height, mode = self.capture_raw()
+        data, width, height, mode = self._capture()
         return Screenshot(png=encode_png(data, width, height, mode, level=compress_level), width=width,
                           height=height)
 
