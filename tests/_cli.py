@@ -30,6 +30,41 @@ finally:
         json.dump(sorted(sys.modules), out)
 """
 
+#: ``python -c IMPORTERS_RUNNER ARGV_JSON MODULES_JSON``: deskctl's main (fast paths on), and for each of the
+#: modules named that the process imported, the deskctl module whose import statement loaded it first, in a line
+#: ``IMPORTERS {"module": "deskctl.importer"}`` on stderr (a module that is not to come back names who brought it)
+IMPORTERS_RUNNER = """
+import json, sys
+watched, seen = set(json.loads(sys.argv[2])), {}
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in watched and name not in seen:
+            frame = sys._getframe(1)
+            while frame is not None and not frame.f_globals.get("__name__", "").startswith("deskctl"):
+                frame = frame.f_back
+            seen[name] = frame.f_globals["__name__"] if frame is not None else None
+        return None
+sys.meta_path.insert(0, Watch())
+from deskctl.cli import main
+try:
+    main(json.loads(sys.argv[1]))
+finally:
+    sys.stderr.write("IMPORTERS " + json.dumps(seen) + "\\n")
+"""
+
+
+def importers(args: list[str], modules: list[str], cwd: Path | None = None) -> dict[str, str | None]:
+    """For each of ``modules`` that the CLI process of ``args`` imported, the deskctl module that imported it first
+    (:data:`IMPORTERS_RUNNER`); the process must succeed."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", IMPORTERS_RUNNER, json.dumps(args), json.dumps(modules)],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("IMPORTERS ")]
+    found: dict[str, str | None] = json.loads(line.removeprefix("IMPORTERS "))
+    return found
+
 
 def deskctl_process(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, check: bool = False,
                     input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ import pytest
 
 import _module_desktop
 from _cli import FAST_RUNNER as _RUNNER
+from _cli import importers
 
 # the module's desktop and home (tests/_module_desktop.py), as fixtures of this module
 module_home, same_home, session = _module_desktop.module_home, _module_desktop.same_home, _module_desktop.session
@@ -111,3 +112,12 @@ def test_a_screenshot_process_loads_only_what_a_capture_needs(session: str, tmp_
     unwanted = {"click", "pydantic", "deskctl.cli._app", "deskctl.cli.session_cmds", "Xlib", "deskctl.core.x11",
                 "PIL", "PIL.Image", "concurrent.futures", "dataclasses", "inspect", "subprocess", "shutil"}
     assert sorted(unwanted & set(result["modules"])) == []
+
+
+def test_a_screenshot_leaves_socket_and_base64_to_the_one_module_that_still_needs_them(session: str,
+                                                                                      tmp_path: Path) -> None:
+    """As `deskctl do`: the capture's X connection is a ``_socket`` socket (tests/cli/test_do_fast.py)."""
+    found = importers(["screenshot", session, "-o", "s.png"], ["socket", "base64", "selectors"], cwd=tmp_path)
+    assert found.get("socket") in (None, "deskctl.owners"), found
+    assert found.get("selectors") in (None, "deskctl.owners"), found
+    assert "base64" not in found, found

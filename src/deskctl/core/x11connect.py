@@ -3,8 +3,8 @@ display, and the watchdog that ends a blocked X call."""
 
 from __future__ import annotations
 
+import _socket
 import contextlib
-import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,7 @@ from deskctl.core.x11auth import COOKIE_PROTOCOL, X11Address
 
 
 class _PendingConnection(threading.local):
-    sock: socket.socket | None = None
+    sock: _socket.socket | None = None
     cookie: bytes | None = None
 
 

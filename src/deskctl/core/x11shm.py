@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import os
 import socket
@@ -84,7 +85,8 @@ class _Shm:
         self._sysv: tuple[Any, int] | None = None  # (libc, address) of a System V segment
         self.seg = display.display.allocate_resource_id()
         sock = display.display.socket
-        if isinstance(sock, socket.socket) and sock.family == socket.AF_UNIX and hasattr(os, "memfd_create"):
+        # a local connection (x11auth makes it with _socket; a python-xlib one is a socket.socket, its subclass)
+        if isinstance(sock, _socket.socket) and sock.family == _socket.AF_UNIX and hasattr(os, "memfd_create"):
             try:
                 self._attach_memfd()
                 return

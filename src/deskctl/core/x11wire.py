@@ -20,8 +20,8 @@ driver's module (and python-xlib's shims) at all.
 
 from __future__ import annotations
 
+import _socket
 import contextlib
-import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -75,7 +75,7 @@ def _pad(data: bytes) -> bytes:
 class WireConnection:
     """One X11 connection: the setup, requests written as bytes, replies and errors read in order."""
 
-    def __init__(self, sock: socket.socket, display: str, provider: str | None) -> None:
+    def __init__(self, sock: _socket.socket, display: str, provider: str | None) -> None:
         self.sock = sock
         self.display = display
         self.provider = provider

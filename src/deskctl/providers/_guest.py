@@ -10,7 +10,6 @@ window names) overrides just that method. Three dialects: ``posix`` (``sh``: ubu
 
 from __future__ import annotations
 
-import base64
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
@@ -39,6 +38,8 @@ __all__ = ["GuestActions", "background_pid", "check_exec_options", "cmd_line", "
 
 
 def _b64(text: str) -> str:
+    import base64
+
     return base64.b64encode(text.encode()).decode()
 
 

@@ -3,9 +3,9 @@ uses, and the owner-pid watcher script (run by path, imports nothing of deskctl)
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import os
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,7 +131,7 @@ def file_id(path: Path) -> str | None:
 
 def listening(path: Path) -> bool:
     """Whether a server accepts connections on the unix socket at ``path``."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         probe.connect(str(path))
     except OSError:

@@ -37,11 +37,11 @@ Provider options: ``window_manager`` (bool, also ``spec.window_manager``), ``bro
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -158,7 +158,7 @@ class XvfbProvider(_XvfbBrowser):
                                    provider=self.name) from None
         labels = dict(labels)
         labels.setdefault(LABEL_SESSION, session_id)
-        labels.setdefault(LABEL_OWNER, f"{socket.gethostname()}:{os.getpid()}")
+        labels.setdefault(LABEL_OWNER, f"{_socket.gethostname()}:{os.getpid()}")
         labels.setdefault(LABEL_CREATED, str(int(time.time())))
         cookie_file = directory / "Xauthority"
         handle = RemoteHandle(
@@ -178,7 +178,7 @@ class XvfbProvider(_XvfbBrowser):
                            socket_id=file_id(Path(f"/tmp/.X11-unix/X{number}")))
             data.store(handle)
             claim_lock(number, int(data.xvfb_pid or 0))
-            handle.resource_id = f"xvfb:{socket.gethostname()}:{number}:{data.xvfb_pid}"
+            handle.resource_id = f"xvfb:{_socket.gethostname()}:{number}:{data.xvfb_pid}"
             self._write_marker(handle)
             if self._wants_window_manager(spec):
                 self._spawn(handle, "window_manager", [self._require("openbox", "apt-get install openbox")])
