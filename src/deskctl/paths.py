@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["home_dir", "runtime_dir"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["home_dir", "home_path", "runtime_dir", "runtime_path"]
 
 
 def home_dir() -> Path:
@@ -13,10 +16,19 @@ def home_dir() -> Path:
 
     A path that is not a directory and cannot become one (a file, a folder under a file, no permission) is
     :class:`~deskctl.errors.ConfigInvalid` (exit 2), never an internal error."""
+    from pathlib import Path
+
+    return Path(home_path())
+
+
+def home_path() -> str:
+    """:func:`home_dir` as a string, made without :mod:`pathlib` (which imports urllib.parse and ipaddress: about
+    9% of the instructions of a ``deskctl do`` process), for the modules of the per-call CLI paths."""
     env = os.environ.get("DESKCTL_HOME")
-    path = Path(env).expanduser() if env else Path(_user_data_dir())
+    # what Path(...) made of it: expanded, with no trailing or doubled separators and no "." parts
+    path = _as_path_str(os.path.expanduser(env)) if env else _as_path_str(_user_data_dir())
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        os.makedirs(path, exist_ok=True)
     except OSError as exc:
         from deskctl.errors import ConfigInvalid
 
@@ -50,9 +62,26 @@ def _user_data_dir() -> str:
     return os.path.join(home, ".local", "share", "deskctl")
 
 
+def _as_path_str(name: str) -> str:
+    """``str(pathlib.PurePosixPath(name))``: separators collapsed, "." parts and a trailing separator dropped
+    (".." kept, as pathlib keeps it); "." for an empty path."""
+    if not name:
+        return "."
+    lead = "//" if name.startswith("//") and not name.startswith("///") else "/" if name.startswith("/") else ""
+    parts = [part for part in name.split("/") if part and part != "."]
+    return (lead + "/".join(parts)) or "."
+
+
 def runtime_dir() -> Path:
     """Per-user directory for sockets, cookies and pid files (mode 0700), under :func:`home_dir`."""
-    path = home_dir() / "run"
-    path.mkdir(parents=True, exist_ok=True)
+    from pathlib import Path
+
+    return Path(runtime_path())
+
+
+def runtime_path() -> str:
+    """:func:`runtime_dir` as a string (see :func:`home_path`)."""
+    path = os.path.join(home_path(), "run")
+    os.makedirs(path, exist_ok=True)
     os.chmod(path, 0o700)
     return path

@@ -48,3 +48,39 @@ def test_a_cli_call_without_deskctl_home_uses_it_and_imports_no_platformdirs(tmp
 def test_deskctl_home_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DESKCTL_HOME", str(tmp_path / "mine"))
     assert home_dir() == tmp_path / "mine"
+
+
+@pytest.mark.parametrize("given", ["mine", "mine/", "./mine/./deep", "a//b///c/", "~/mine", "../up/mine",
+                                   "{tmp}/abs//mine/", "/{tmp}/abs/mine", "//{tmp}/abs/mine"])
+def test_home_path_is_home_dirs_string(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str) -> None:
+    """The per-call CLI paths take the data directory as a string; it is the very path home_dir() names."""
+    from deskctl.paths import home_path, runtime_dir, runtime_path
+
+    given = given.replace("{tmp}", str(tmp_path))
+    workdir = tmp_path / "work" / "here"
+    workdir.mkdir(parents=True)
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DESKCTL_HOME", given)
+    assert home_path() == str(Path(given).expanduser()) == str(home_dir())
+    assert os.path.isdir(home_path())
+    assert runtime_path() == str(runtime_dir()) == str(Path(given).expanduser() / "run")
+
+
+def test_the_paths_of_a_cli_call_import_no_pathlib(tmp_path: Path) -> None:
+    """pathlib imports urllib.parse and ipaddress (about 9% of the instructions of a `deskctl do` process): the
+    data directory, the configuration files (when there are none) and an X cookie are read without it."""
+    from deskctl.core.x11auth import write_xauthority
+
+    write_xauthority(tmp_path / "Xauthority", 3, b"\x01" * 16)
+    code = ("import sys; from deskctl.paths import home_path, runtime_path; from deskctl.config import load_config\n"
+            "from deskctl.core.x11auth import read_cookie\n"
+            "home_path(); runtime_path(); config = load_config(); cookie = read_cookie(sys.argv[1], 3)\n"
+            "assert config.defaults == {} and config.sources == [] and cookie == b'\\x01' * 16\n"
+            "print('pathlib' in sys.modules, 'urllib.parse' in sys.modules)")
+    env = {**os.environ, "DESKCTL_HOME": str(tmp_path / "home"), "HOME": str(tmp_path), "XDG_CONFIG_HOME": "",
+           "DESKCTL_CONFIG": ""}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "Xauthority")], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]

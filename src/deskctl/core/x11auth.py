@@ -5,10 +5,13 @@ from __future__ import annotations
 import _socket
 import os
 import struct
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deskctl._record import Record
 from deskctl.errors import ProviderUnreachable, UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 COOKIE_PROTOCOL = "MIT-MAGIC-COOKIE-1"
 _FAMILY_WILD = 0xFFFF
@@ -31,6 +34,8 @@ def write_xauthority(path: str | os.PathLike[str], display_number: int | None, c
     ``display_number`` (None: any display), mode 0600, replaced atomically. It has two entries with the same
     cookie: one for this host name (FamilyLocal, which python-xlib needs) and one for any host (FamilyWild, for
     clients whose host name differs, such as a container's)."""
+    from pathlib import Path  # here: a `deskctl do` process reads a cookie and writes none
+
     target = Path(path)
     number = b"" if display_number is None else str(display_number).encode()
     entry = b"".join(
@@ -54,7 +59,8 @@ def read_cookie(path: str | os.PathLike[str], display_number: int | None = None)
     Raises :class:`~deskctl.errors.ProviderUnreachable` when the file is missing or holds no such cookie.
     """
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except OSError as exc:
         raise ProviderUnreachable(f"cannot read the X authority file {path}: {exc.strerror}") from exc
     offset = 0
