@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["home_dir", "home_path", "runtime_dir", "runtime_path"]
+__all__ = ["home_dir", "home_path", "pure_path_str", "runtime_dir", "runtime_path"]
 
 
 def home_dir() -> Path:
@@ -26,7 +26,7 @@ def home_path() -> str:
     9% of the instructions of a ``deskctl do`` process), for the modules of the per-call CLI paths."""
     env = os.environ.get("DESKCTL_HOME")
     # what Path(...) made of it: expanded, with no trailing or doubled separators and no "." parts
-    path = _as_path_str(os.path.expanduser(env)) if env else _as_path_str(_user_data_dir())
+    path = pure_path_str(os.path.expanduser(env)) if env else pure_path_str(_user_data_dir())
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
@@ -62,9 +62,9 @@ def _user_data_dir() -> str:
     return os.path.join(home, ".local", "share", "deskctl")
 
 
-def _as_path_str(name: str) -> str:
-    """``str(pathlib.PurePosixPath(name))``: separators collapsed, "." parts and a trailing separator dropped
-    (".." kept, as pathlib keeps it); "." for an empty path."""
+def pure_path_str(name: str) -> str:
+    """``str(pathlib.PurePosixPath(name))`` without pathlib: separators collapsed, "." parts and a trailing
+    separator dropped (".." kept, as pathlib keeps it); "." for an empty path."""
     if not name:
         return "."
     lead = "//" if name.startswith("//") and not name.startswith("///") else "/" if name.startswith("/") else ""

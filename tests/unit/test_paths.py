@@ -84,3 +84,13 @@ def test_the_paths_of_a_cli_call_import_no_pathlib(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("name", ["x.png", "/x.png", "//x.png", "///x.png", "a/b/c.png", "a//b/./c.png", "a/b/",
+                                  "..", "../x.png", ".", "./x.png", "~/x.png", "/", "a/../b.png", " x.png", ""])
+def test_pure_path_str_is_pathlibs_own(name: str) -> None:
+    from pathlib import PurePosixPath
+
+    from deskctl.paths import pure_path_str
+
+    assert pure_path_str(name) == str(PurePosixPath(name))
