@@ -75,6 +75,8 @@ def test_the_fast_path_gives_what_click_gives(session: str, tail: list[str], tmp
 def test_a_bad_path_and_an_unknown_session_are_the_same_coded_errors_both_ways(session: str, tmp_path: Path) -> None:
     cases = ((["screenshot", session, "-o", "no-such-folder/x.png", "--json"], "usage.bad_path"),
              (["screenshot", session, "-o", "no-such-folder/x.png"], "usage.bad_path"),
+             # a user that does not exist: pathlib's RuntimeError made this an internal error (exit 1)
+             (["screenshot", session, "-o", "~no-such-user-of-deskctl/x.png"], "usage.bad_path"),
              (["screenshot", "dk-nosuchone", "-o", "x.png"], "usage.not_found"),
              (["screenshot", "dk-nosuchone", "-o", "x.png", "--json"], "usage.not_found"))
     for number, (args, code) in enumerate(cases):
