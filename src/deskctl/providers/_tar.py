@@ -20,7 +20,7 @@ from deskctl.errors import (
 )
 
 __all__ = ["GO_MODE_DIR", "GO_MODE_SYMLINK", "FileTar", "OnlyFile", "extract_tar", "file_header", "pack_dir",
-           "peer_closed", "tar_of_files", "tar_stream", "unpack_only_file", "untar_stream"]
+           "peer_closed", "tar_of_files", "tar_stream", "unpack_only_file", "untar_stream", "write_views"]
 
 
 def pack_dir(local: Path, into: Path | BinaryIO) -> None:
@@ -145,7 +145,7 @@ class OnlyFile:
                 view, self._need = view[take:], self._need - take
                 if not self._need:
                     self._complete()
-        _write_all(self.fd, out)
+        write_views(self.fd, out)
 
     def _complete(self) -> None:
         held, self._held = self._held, bytearray()
@@ -199,7 +199,7 @@ def _pax_size(data: bytes | bytearray, size: int | None) -> int | None:
     return size
 
 
-def _write_all(fd: int, views: list[memoryview]) -> None:
+def write_views(fd: int, views: list[memoryview]) -> None:
     """``views`` written to ``fd`` in order: a ``writev`` per 512 of them, a short write finished one by one."""
     for start in range(0, len(views), 512):
         group = views[start:start + 512]
