@@ -241,3 +241,28 @@ def test_copies_into_a_new_folder_and_back_on_a_remote_engine_over_tls(home: Pat
     finally:
         subprocess.run([sys.executable, "-m", "deskctl", "down", remote_sid], capture_output=True, timeout=240,
                        env=env)
+
+
+def test_a_download_that_cannot_be_written_here_is_a_usage_error_and_leaves_nothing(sid: str, home: Path,
+                                                                                  tmp_path: Path) -> None:
+    # the file's bytes go from the engine's socket to the file by splice: a write that fails here (a file size
+    # limit, as a full disk would) is this machine's side, usage.bad_path (exit 2), as a failed write always was,
+    # never the engine's (provider.unreachable)
+    import resource
+    import signal
+
+    _on_desktop(home, sid, "head -c 8388608 /dev/urandom > /tmp/limit.bin")
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, resource.RLIM_INFINITY))
+
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run([sys.executable, "-m", "deskctl", "cp", "--json", f"{sid}:/tmp/limit.bin",
+                           str(out / "limit.bin")], capture_output=True, text=True, timeout=240, env=_env(home),
+                          preexec_fn=limited)
+    assert done.returncode == 2, done.stderr
+    error = json.loads(done.stdout or done.stderr)["error"]
+    assert error["code"] == "usage.bad_path" and "File too large" in error["message"], error
+    assert list(out.iterdir()) == []

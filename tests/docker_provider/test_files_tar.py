@@ -1,7 +1,8 @@
 """The tar of a docker copy made and read by hand (providers/_tar.py): a file's header is the one tarfile writes,
 and the one file of an archive is read back from any way the bytes are cut, whatever headers precede it (PAX,
 GNU long names, a PAX size), with a coded error for an archive that is not whole. Checked against tarfile itself;
-the copies through the real CLI and engine are in test_files_cli.py."""
+the copies through the real CLI and engine are in test_files_cli.py. A tree read without framing must end with
+the tar's end block."""
 
 from __future__ import annotations
 
@@ -118,3 +119,37 @@ def test_an_archive_that_is_not_a_whole_file_is_a_coded_error(damage: str, tmp_p
         _feed(raw, tmp_path / "out", random.Random(2))
     assert failed.value.code == "provider.api_error"
     assert "the archive from the container is not readable" in failed.value.message
+
+
+def _tree_archive(sizes: list[int]) -> tuple[bytes, int]:
+    """A tar of the folder ``t`` with a file per size (as the archive endpoint sends a folder, the folder first),
+    and where its last entry ends (its end blocks start)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        folder = tarfile.TarInfo("t")
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(folder)
+        for index, size in enumerate(sizes):
+            entry = tarfile.TarInfo(f"t/f{index}")
+            entry.size = size
+            tar.addfile(entry, io.BytesIO(os.urandom(size)))
+        entries_end = out.tell()
+    return out.getvalue(), entries_end
+
+
+@pytest.mark.parametrize("sizes", [[5000, 0, 700], [0], [512, 1024]])
+def test_a_tree_that_ends_between_two_entries_is_a_coded_error_not_a_partial_tree(sizes: list[int],
+                                                                                 tmp_path: Path) -> None:
+    # an answer without framing (HTTP/1.0, up to the close) ends the same way when the connection drops between
+    # two entries: only the tar's own end block tells a whole tree from a part of one
+    from deskctl.providers._tar import untar_stream
+
+    raw, entries_end = _tree_archive(sizes)
+    untar_stream(iter([raw[:700], raw[700:]]), tmp_path / "whole", is_dir=True, provider="docker")
+    assert sorted(p.name for p in (tmp_path / "whole").iterdir()) == [f"f{i}" for i in range(len(sizes))]
+    for cut in (entries_end, entries_end - 512 - (-(-sizes[-1] // 512)) * 512):  # after the last entry, before it
+        with pytest.raises(ProviderApiError) as failed:
+            untar_stream(iter([raw[:cut]]), tmp_path / f"cut{cut}", is_dir=True, provider="docker")
+        assert failed.value.code == "provider.api_error"
+        assert "ended before its end" in failed.value.message
+    untar_stream(iter([raw[:entries_end + 512]]), tmp_path / "one end block", is_dir=True, provider="docker")

@@ -767,12 +767,12 @@ def test_a_large_file_is_streamed_not_held_in_memory(provider: SSHProvider, open
     import tracemalloc
 
     from deskctl.providers.ssh.connection import _BULK_PACKET, _BULK_WINDOW
-    from deskctl.providers.ssh.files import _SFTP_WINDOW
+    from deskctl.providers.ssh.desktop import _SFTP_READ_AHEAD
 
-    # what a transfer may hold at once: the channel's window, one window of reads (their answers, when paramiko's
-    # read-ahead outruns the writer on a loaded machine: it once held the whole file), and some slack; the file is
+    # what a transfer may hold at once: the channel's window, the answers of the reads in flight (paramiko's own
+    # read-ahead, once it outran the writer on a loaded machine, held the whole file), and some slack; the file is
     # bigger than all that, so a transfer that held it would show
-    held = _BULK_WINDOW + _SFTP_WINDOW * _BULK_PACKET + 4 * 1024 * 1024
+    held = _BULK_WINDOW + _SFTP_READ_AHEAD * _BULK_PACKET + 4 * 1024 * 1024
     size = 64 * 1024 * 1024 + 5
     assert held + 16 * 1024 * 1024 < size
     local = tmp_path / "big.bin"
@@ -797,6 +797,73 @@ def test_a_large_file_is_streamed_not_held_in_memory(provider: SSHProvider, open
     # both directions hold the SSH window and the read-ahead at most, never the file
     assert up_peak < held, up_peak
     assert down_peak < held, down_peak
+
+
+def test_a_download_of_any_size_arrives_whole_in_the_callers_thread(provider: SSHProvider, opened: RemoteHandle,
+                                                                    host_dir: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from deskctl.providers.ssh import files
+    from deskctl.providers.ssh.desktop import _SFTP_REQUEST_OPENSSH
+
+    request = _SFTP_REQUEST_OPENSSH
+    host_dir.mkdir()  # made here (by root): the login user reads it
+    sizes = [0, 1, request - 1, request, request + 1, 40 * request + 17]
+    for size in sizes:
+        (host_dir / f"f{size}").write_bytes(os.urandom(size))
+    provider.download(opened, f"{host_dir}/f1", str(tmp_path / "warm"))  # the SFTP session opened beforehand
+    started: list[threading.Thread] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    for size in sizes:
+        provider.download(opened, f"{host_dir}/f{size}", str(tmp_path / f"f{size}"))
+        assert (tmp_path / f"f{size}").read_bytes() == (host_dir / f"f{size}").read_bytes(), size
+    # the reads are pipelined by the caller's thread (paramiko's read-ahead started a thread per 16 MiB of a
+    # file, which polled every 10 ms and, once it ran ahead of the writer, held the rest of the file)
+    assert started == []
+    # reads bigger than the host answers (an older OpenSSH answered at most 64 KiB): each short answer's rest is
+    # asked for, and the file still arrives whole
+    monkeypatch.setattr(files, "_sftp_request_size", lambda conn: 4 * request)
+    provider.download(opened, f"{host_dir}/f{sizes[-1]}", str(tmp_path / "short"))
+    assert (tmp_path / "short").read_bytes() == (host_dir / f"f{sizes[-1]}").read_bytes()
+    assert not [p.name for p in tmp_path.iterdir() if "deskctl-part" in p.name]
+
+
+def test_a_download_that_fails_midway_leaves_no_partial_and_the_next_one_works(
+        provider: SSHProvider, opened: RemoteHandle, host_dir: Path, tmp_path: Path) -> None:
+    import resource
+
+    host_dir.mkdir()
+    host_dir.chmod(0o777)  # made here (by root): the login user writes in it too
+    (host_dir / "big.bin").write_bytes(os.urandom(6 * 1024 * 1024 + 3))
+    here = tmp_path / "here"
+    provider.download(opened, f"{host_dir}/big.bin", str(here / "warm.bin"))
+    # writes here fail past 1 MiB (EFBIG), with the host's answers still arriving: the copy stops in the middle of
+    # the SFTP session's stream of answers
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, hard))
+    try:
+        with pytest.raises(ProviderApiError) as info:
+            provider.download(opened, f"{host_dir}/big.bin", str(here / "back.bin"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert "too large" in info.value.message.lower(), info.value.message
+    assert sorted(p.name for p in here.iterdir()) == ["warm.bin"]
+    # the session's next copies run as ever
+    provider.download(opened, f"{host_dir}/big.bin", str(here / "back.bin"))
+    assert (here / "back.bin").read_bytes() == (host_dir / "big.bin").read_bytes()
+    local = here / "up.txt"
+    local.write_text("up\n")
+    provider.upload(opened, str(local), f"{host_dir}/up.txt")
+    assert (host_dir / "up.txt").read_text() == "up\n"
 
 
 def test_a_tree_with_links_round_trips_and_a_link_out_of_it_is_refused(provider: SSHProvider, opened: RemoteHandle,

@@ -10,7 +10,7 @@ import os
 import posixpath
 import threading
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -20,7 +20,7 @@ from deskctl.errors import (
 )
 
 __all__ = ["GO_MODE_DIR", "GO_MODE_SYMLINK", "FileTar", "OnlyFile", "extract_tar", "file_header", "pack_dir",
-           "peer_closed", "tar_of_files", "tar_stream", "unpack_only_file", "untar_stream"]
+           "peer_closed", "tar_of_files", "tar_stream", "unpack_only_file", "untar_stream", "write_views"]
 
 
 def pack_dir(local: Path, into: Path | BinaryIO) -> None:
@@ -123,6 +123,17 @@ class OnlyFile:
         self._size_from_pax: int | None = None
         self._left = 0  # of the file's data
 
+    @property
+    def data_left(self) -> int:
+        """Bytes of the file's data still to come, once its header has been read (0 before, and after)."""
+        return self._left if self._kind == b"data" else 0
+
+    def data_written(self, count: int) -> None:
+        """``count`` bytes of the file's data (at most :attr:`data_left`) were written to the file by the caller."""
+        self._left -= count
+        if not self._left:
+            self._kind = b"rest"
+
     def _fail(self, problem: str) -> ProviderApiError:
         return ProviderApiError(f"{self.provider}: the archive from the container is not readable: {problem}",
                                 provider=self.provider)
@@ -145,7 +156,7 @@ class OnlyFile:
                 view, self._need = view[take:], self._need - take
                 if not self._need:
                     self._complete()
-        _write_all(self.fd, out)
+        write_views(self.fd, out)
 
     def _complete(self) -> None:
         held, self._held = self._held, bytearray()
@@ -199,7 +210,7 @@ def _pax_size(data: bytes | bytearray, size: int | None) -> int | None:
     return size
 
 
-def _write_all(fd: int, views: list[memoryview]) -> None:
+def write_views(fd: int, views: list[memoryview]) -> None:
     """``views`` written to ``fd`` in order: a ``writev`` per 512 of them, a short write finished one by one."""
     for start in range(0, len(views), 512):
         group = views[start:start + 512]
@@ -214,10 +225,13 @@ def _write_all(fd: int, views: list[memoryview]) -> None:
                 rest = rest[os.write(fd, rest):]
 
 
-def unpack_only_file(steps: Iterator[list[memoryview]], target: Path, *, provider: str) -> None:
+def unpack_only_file(steps: Iterable[list[memoryview]], target: Path, *, provider: str,
+                     splice: Callable[[int, int], int | None] | None = None) -> None:
     """Make ``target`` the one regular file of the archive endpoint's tar of a file, as it streams in (``steps``:
     the response's bytes, as views of the reader's buffer): written beside ``target`` and renamed over it, with
-    the archive's mode."""
+    the archive's mode. ``splice(fd, count)``, when given, moves up to ``count`` of the response's next bytes to
+    ``fd`` without reading them here and says how many (None: it cannot): the file's data, once its header is
+    read, goes that way."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.deskctl-part")
     try:
@@ -225,6 +239,12 @@ def unpack_only_file(steps: Iterator[list[memoryview]], target: Path, *, provide
             only = OnlyFile(out.fileno(), provider)
             for views in steps:
                 only.feed(views)
+                if splice is not None and only.data_left:
+                    moved = splice(out.fileno(), only.data_left)
+                    if moved is None:
+                        splice = None  # read as it comes
+                    else:
+                        only.data_written(moved)
             mode = only.finish()
         os.chmod(partial, mode & 0o777)
         os.replace(partial, target)
@@ -383,6 +403,12 @@ def untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> N
                 return tarfile.data_filter(renamed, dest)
 
             tar.extractall(target, filter=inside)
+            # the end as the archive marks it (a block of zeros, which the reading stopped after), not merely the
+            # end of the bytes: a response that ends without framing (HTTP/1.0) ends the same way when the
+            # connection drops between two entries
+            if tar.fileobj.tell() - tar.offset != tarfile.BLOCKSIZE:  # type: ignore[union-attr]
+                raise ProviderApiError(f"{provider}: the archive from the container ended before its end (the "
+                                       "connection closed in the middle)", provider=provider)
     except tarfile.FilterError as exc:
         raise ProviderApiError(f"{provider}: refused an archive entry that would land outside {target}: {exc}",
                                provider=provider) from exc

@@ -3,7 +3,8 @@
 ``deskctl down`` runs once per desktop in a fleet's teardown; the ``docker`` SDK (with ``requests`` and
 ``urllib3``) costs about 100 ms of imports per process, more than the removal itself, and even :mod:`http.client`
 brings :mod:`ssl` and :mod:`email` (tens of ms). :class:`EngineApi` speaks the same HTTP/1.1 (a request, then a
-response with ``Content-Length``, chunked or up to the close) to the same engine: the local socket,
+response with ``Content-Length``, chunked or up to the close; a file's download asks in HTTP/1.0, answered
+without framing) to the same engine: the local socket,
 ``unix://PATH``, ``tcp://HOST:PORT`` and, as for the Docker CLI, TLS when ``DOCKER_TLS_VERIFY`` is set or
 ``DOCKER_CERT_PATH`` is given (``ca.pem``, ``cert.pem``, ``key.pem`` from that folder, default ``~/.docker``).
 An ``ssh://`` engine has no client here (:func:`engine_api` gives None): the SDK's transport serves it.
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     import ssl
 
     from deskctl.providers._tar import FileTar
+    from deskctl.providers.docker.archive import ArchiveBody
 
 __all__ = ["DEFAULT_SOCKET", "EngineApi", "engine_api"]
 
@@ -250,11 +252,12 @@ class EngineApi:
 
     def _open_stream(self, method: str, path: str, doing: str, *, body: bytes | None = None,
                      chunks: Iterator[bytes] | None = None, prepared: FileTar | None = None,
-                     headers: Mapping[str, str] | None = None,
-                     timeout: float | None = None) -> tuple[_Connection, int, dict[bytes, bytes]]:
+                     headers: Mapping[str, str] | None = None, timeout: float | None = None,
+                     version: str = "1.1") -> tuple[_Connection, int, dict[bytes, bytes]]:
         """A request whose response is read by the caller: ``(connection, status, headers)``; an error status is
         raised (its body read) and the connection closed. The body: ``body``, ``chunks`` (chunked encoding) or
-        ``prepared`` (its length said up front, the file sent by ``sendfile``)."""
+        ``prepared`` (its length said up front, the file sent by ``sendfile``). ``version`` "1.0": an HTTP/1.0
+        request, whose answer the engine sends without framing, up to the close."""
         from deskctl.providers._tar import peer_closed
 
         api = self._bulk(timeout or self.timeout)
@@ -271,7 +274,7 @@ class EngineApi:
                             raise
                         # the engine answered (a refusal) before it read the body: its answer is read below
                 elif chunks is None:
-                    conn.send_request(method, path, body, headers)
+                    conn.send_request(method, path, body, headers, version=version)
                 else:
                     conn.send_request(method, path, None, {**(headers or {}), "Transfer-Encoding": "chunked"},
                                       length=False)
@@ -331,16 +334,22 @@ class EngineApi:
         return stat, self._chunks(conn, doing)
 
     def get_archive_into(self, container: str, path: str, doing: str, buffer: bytearray, *,
-                         timeout: float = 3600.0) -> tuple[dict[str, Any], Generator[list[memoryview], None, None]]:
+                         timeout: float = 3600.0) -> tuple[dict[str, Any], ArchiveBody]:
         """:meth:`get_archive`, the tar read into ``buffer`` as it arrives: each step a list of views of ``buffer``
-        (valid until the next step), no bytes object made per read; for a large file written straight out."""
+        (valid until the next step), no bytes object made per read; for a large file written straight out, or
+        moved from the socket to the file by the kernel (:meth:`ArchiveBody.splice_to`). Asked in HTTP/1.0, so
+        that the engine sends the tar as it is, up to the close, without the chunks' framing (a size line per
+        32 KiB, written by the engine and read here)."""
         import base64
 
         target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
-        conn, _, headers = self._open_stream("GET", target, doing, timeout=timeout)
+        conn, _, headers = self._open_stream("GET", target, doing, timeout=timeout, version="1.0")
         raw = headers.get(b"x-docker-container-path-stat")
         stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
-        return stat, self._views(conn, doing, buffer)
+        from deskctl.providers.docker.archive import ArchiveBody
+
+        return stat, ArchiveBody(conn.sock, conn.last_head[1:], self._views(conn, doing, buffer),
+                                 lambda: self._errors(doing))
 
     def _views(self, conn: _Connection, doing: str, buffer: bytearray) -> Generator[list[memoryview], None, None]:
         try:
@@ -440,8 +449,8 @@ class _Connection:
         self.sock.close()
 
     def send_request(self, method: str, target: str, body: bytes | None,
-                     headers: Mapping[str, str] | None, *, length: bool = True) -> None:
-        lines = [f"{method} {target} HTTP/1.1", "Host: docker", "User-Agent: deskctl"]
+                     headers: Mapping[str, str] | None, *, length: bool = True, version: str = "1.1") -> None:
+        lines = [f"{method} {target} HTTP/{version}", "Host: docker", "User-Agent: deskctl"]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         if length and (body is not None or method in ("POST", "PUT")):
             lines.append(f"Content-Length: {len(body or b'')}")

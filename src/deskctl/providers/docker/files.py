@@ -276,8 +276,8 @@ class _DockerFiles(_DockerCreate):
             elif mode & GO_MODE_DIR:  # a tree: tarfile reads it (bytes of the views, as they come)
                 untar_stream((bytes(view) for views in stream for view in views), target, is_dir=True,
                              provider=self.name)
-            else:  # a file: its bytes go from the response's buffer to the file
-                unpack_only_file(stream, target, provider=self.name)
+            else:  # a file: its bytes go from the socket to the file (or from the response's buffer to the file)
+                unpack_only_file(stream, target, provider=self.name, splice=stream.splice_to)
         finally:
             with contextlib.suppress(Exception):
                 stream.close()

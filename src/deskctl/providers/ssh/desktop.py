@@ -62,13 +62,10 @@ _EXEC_GRACE = 10.0
 _SFTP_REQUEST_OPENSSH = 255 * 1024
 _SFTP_REQUEST_ANY = 32768
 #: SFTP reads in flight while downloading a file: enough that the host always has one to answer (8 in flight
-#: measured 5 times slower)
+#: measured 5 times slower). A download holds at most their answers and the channel's window
+#: (:func:`deskctl.providers.ssh.sftp.download_to` asks for no more; paramiko's own read-ahead, once its reader
+#: fell behind on a loaded machine, held the rest of the file: 64 MiB of 64)
 _SFTP_READ_AHEAD = 32
-#: reads per opened handle while downloading (16 MiB at OpenSSH's request size): paramiko's read-ahead is bounded
-#: only while the reader keeps up with it. On a loaded machine its "prefetch done" flag is set while requests are
-#: still to be made, the next read goes synchronous, and waiting for that answer stores every prefetched answer
-#: in memory: the rest of the file (measured: 64 MiB of 64). A handle per window bounds what that can store.
-_SFTP_WINDOW = 64
 
 T = TypeVar("T")
 

@@ -21,7 +21,6 @@ from deskctl.providers.base import RemoteHandle
 from deskctl.providers.ssh.connection import _BULK_PACKET, _BULK_WINDOW
 from deskctl.providers.ssh.desktop import (
     _SFTP_READ_AHEAD,
-    _SFTP_WINDOW,
     SshDesktops,
     _Desktop,
     _home_relative,
@@ -33,6 +32,7 @@ from deskctl.providers.ssh.scripts import (
     _UNPACK_SCRIPT,
     _sh,
 )
+from deskctl.providers.ssh.sftp import download_to, open_sftp
 from deskctl.providers.ssh.target import PROVIDER
 
 
@@ -93,7 +93,7 @@ class SshFiles(SshDesktops):
                         sftp.remove(partial)
 
     def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
-        """Make ``local`` a copy of ``remote``: a file over SFTP (prefetched reads) into a partial file renamed
+        """Make ``local`` a copy of ``remote``: a file over SFTP (pipelined reads) into a partial file renamed
         into place, a directory as one ``tar -c`` stream unpacked here as it arrives (no absolute paths, no
         ``..``, no links out of ``local``). ``usage.no_such_file`` when ``remote`` does not exist."""
         from deskctl.providers._files import extract_tar, no_such_file
@@ -110,8 +110,8 @@ class SshFiles(SshDesktops):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 partial = target.with_name(f".{target.name}.deskctl-part")
                 try:
-                    with partial.open("wb") as writer:
-                        _read_windows(sftp, path, _sftp_request_size(desk.conn), writer)
+                    with open(partial, "wb", buffering=0) as writer:
+                        download_to(sftp, path, writer.fileno(), _sftp_request_size(desk.conn), _SFTP_READ_AHEAD)
                     os.replace(partial, target)
                 finally:
                     partial.unlink(missing_ok=True)
@@ -127,12 +127,11 @@ class SshFiles(SshDesktops):
 
         with desk.sftp_lock:
             try:
-                if desk.sftp is None:
+                if desk.sftp is None or desk.sftp.get_channel().closed:  # none yet, or closed by a failed download
                     if not desk.conn.alive:
                         raise desk.conn.lost(doing)
                     try:
-                        desk.sftp = paramiko.SFTPClient.from_transport(desk.conn.transport, window_size=_BULK_WINDOW,
-                                                                     max_packet_size=_BULK_PACKET)
+                        desk.sftp = open_sftp(desk.conn.transport, _BULK_WINDOW, _BULK_PACKET)
                     except (paramiko.SSHException, OSError, EOFError) as exc:
                         if not desk.conn.alive:
                             raise desk.conn.lost(doing) from exc
@@ -198,24 +197,3 @@ class SshFiles(SshDesktops):
                 raise UsageError(f"cannot {doing}: permission denied ({failure.filename or failure})",
                                  code="usage.permission_denied", provider=PROVIDER) from failure
             raise ProviderApiError(f"cannot {doing}: {failure}", provider=PROVIDER) from failure
-
-
-def _read_windows(sftp: Any, path: str, request: int, writer: BinaryIO) -> None:
-    """Copy the remote file ``path`` into ``writer``: a window of ``_SFTP_WINDOW`` reads at a time, each window on a
-    handle of its own with ``_SFTP_READ_AHEAD`` reads in flight (see ``_SFTP_WINDOW``: what a window's handle may
-    hold is freed with it), until a window comes back short (the end of the file, wherever it is by then)."""
-    window = _SFTP_WINDOW * request
-    offset = 0
-    while True:
-        got = 0
-        with sftp.open(path, "rb") as reader:
-            reader.MAX_REQUEST_SIZE = request
-            chunks = [(start, request) for start in range(offset, offset + window, request)]
-            for data in reader.readv(chunks, _SFTP_READ_AHEAD):
-                if not data:
-                    break
-                writer.write(data)
-                got += len(data)
-        offset += got
-        if got < window:
-            return
