@@ -210,6 +210,13 @@ def test_the_first_type_error_in_field_order_is_the_one_reported() -> None:
     assert caught.value.message.startswith("geometry.height")
 
 
+def test_a_wrong_type_never_echoes_a_secret() -> None:
+    with pytest.raises(UsageError) as caught:
+        DesktopSpec.build(provider_options="token=s3cr3t")
+    assert caught.value.code == "usage.bad_spec" and "provider_options" in caught.value.message
+    assert "s3cr3t" not in caught.value.message
+
+
 @pytest.mark.parametrize(("fields", "field", "value"), [
     ({"window_manager": "true"}, "window_manager", True), ({"window_manager": "yes"}, "window_manager", True),
     ({"window_manager": "T"}, "window_manager", True), ({"window_manager": "off"}, "window_manager", False),
@@ -294,3 +301,24 @@ def test_a_stored_spec_skips_the_upper_bounds_only() -> None:
         with pytest.raises(UsageError) as caught:
             DesktopSpec.model_validate(row, context=STORED)
         assert caught.value.code == code, row
+
+
+def test_the_constructors_themselves_answer_a_wrong_value_with_a_usage_error() -> None:
+    """Without pydantic, Geometry(...) and DesktopSpec(...) raise deskctl's errors (pydantic's ValidationError
+    escaped them); values pydantic let through as a TypeError or OverflowError are usage errors too."""
+    for make, code in [(lambda: Geometry(width=800.5, height=600), "usage.bad_spec"),
+                       (lambda: Geometry(width=800), "usage.bad_spec"),
+                       (lambda: Geometry(width="9" * 5000, height=600), "usage.bad_spec"),
+                       (lambda: DesktopSpec(window_manager=None), "usage.bad_spec"),
+                       (lambda: DesktopSpec.model_validate([1]), "usage.bad_spec"),
+                       (lambda: DesktopSpec.build(ttl_seconds=[1]), "usage.bad_duration"),
+                       (lambda: DesktopSpec.build(max_usd=10**400), "usage.bad_limit"),
+                       (lambda: DesktopSpec.build(max_minutes=False), "usage.bad_limit"),
+                       (lambda: DesktopSpec.build(provider_options={"x": object()}).model_dump(mode="json"),
+                        "usage.bad_spec")]:
+        with pytest.raises(UsageError) as caught:
+            make()
+        assert caught.value.code == code
+        assert len(caught.value.message) < 200
+    with pytest.raises(TypeError):
+        DesktopSpec().model_copy(update={"no_such_field": 1})

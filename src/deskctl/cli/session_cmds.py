@@ -157,7 +157,7 @@ def ls(show_all: bool, since: str | None, as_json: bool) -> None:
     now = time.time()
     since_ts = None
     if since:
-        from deskctl.spec import parse_duration  # pydantic's import is most of a plain `ls`: only for --since
+        from deskctl.spec import parse_duration  # only --since needs it
 
         since_ts = now - parse_duration(since, what="--since")
     with _ledger() as book:
