@@ -16,7 +16,6 @@ Every check here is pure and local: nothing touches the network.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from dataclasses import dataclass
@@ -152,6 +151,8 @@ def _merge_user(doc: dict[str, Any], user: Any, where: str) -> dict[str, Any]:
 
 
 def suggest(value: str, known: list[str] | tuple[str, ...]) -> str | None:
+    import difflib  # here: only a misspelt name needs it, and every `deskctl up` loads this module
+
     close = difflib.get_close_matches(value, list(known), n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -173,6 +174,8 @@ def normalize_agent(name: str) -> str:
     known = known_agents()
     if raw in known:
         return raw
+    import difflib  # here: only a misspelt name needs it
+
     close = difflib.get_close_matches(raw, known, n=1, cutoff=0.75)
     if close:
         raise UsageError(

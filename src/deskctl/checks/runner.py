@@ -12,7 +12,6 @@ so a wedged daemon or host never holds up the answer (or the interpreter's exit)
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import re
 import threading
@@ -73,22 +72,40 @@ class Check:
     timeout: float = 10.0
 
 
-def _run_in_thread(check: Check) -> concurrent.futures.Future[tuple[list[CheckResult], float]]:
-    future: concurrent.futures.Future[tuple[list[CheckResult], float]] = concurrent.futures.Future()
+class _Outcome:
+    """What a check's thread leaves behind: its results and time, or its exception. (Not a
+    ``concurrent.futures.Future``: that module imports :mod:`logging`, a cost of every ``deskctl up``.)"""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: tuple[list[CheckResult], float] | None = None
+        self.error: Exception | None = None
+
+    def result(self, timeout: float) -> tuple[list[CheckResult], float]:
+        """The outcome within ``timeout`` seconds (else :class:`TimeoutError`), or the check's exception."""
+        if not self.done.wait(timeout):
+            raise TimeoutError
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
+def _run_in_thread(check: Check) -> _Outcome:
+    outcome = _Outcome()
 
     def target() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
         started = time.monotonic()
         try:
             results = check.run()
         except BaseException as exc:  # reported as a failed check, never lost (nor re-raised as SystemExit)
-            future.set_exception(exc if isinstance(exc, Exception) else RuntimeError(f"{type(exc).__name__}"))
-            return
-        future.set_result((results, round((time.monotonic() - started) * 1000, 1)))
+            outcome.error = exc if isinstance(exc, Exception) else RuntimeError(f"{type(exc).__name__}")
+        else:
+            outcome.value = (results, round((time.monotonic() - started) * 1000, 1))
+        outcome.done.set()
 
     threading.Thread(target=target, name=f"preflight:{check.code}", daemon=True).start()
-    return future
+    return outcome
 
 
 def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
@@ -105,7 +122,7 @@ def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
         remaining = max(0.0, started + check.timeout - time.monotonic())
         try:
             results, elapsed = future.result(timeout=remaining)
-        except concurrent.futures.TimeoutError:
+        except TimeoutError:
             out.append([CheckResult(
                 "fail", f"{check.code}.timeout",
                 f"{check.code} did not answer within {check.timeout:g}s",
