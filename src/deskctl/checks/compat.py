@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import Record
 from deskctl.checks import CheckResult, Status
 from deskctl.errors import CompatError, ConfigInvalid, UsageError
 from deskctl.spec import Geometry, Platform, WindowGeometry
@@ -58,8 +58,7 @@ TASK_OSES = ("linux", "windows")
 _TASK_OS_ALIASES = {"win": "windows", "ubuntu": "linux", "debian": "linux", "macos": "linux"}
 
 
-@dataclass(frozen=True)
-class Matrix:
+class Matrix(Record, frozen=True):
     """The parsed data file. ``raw`` is the JSON document as loaded (for ``deskctl compat --json``)."""
 
     raw: dict[str, Any]
