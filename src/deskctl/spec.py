@@ -272,7 +272,8 @@ def _whole_fields(cls: type[_Model], data: Mapping[str, Any], bad: list[_Bad]) -
 
 # -- geometries ---------------------------------------------------------------------------------------------------
 
-_GEOMETRY_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*$")
+#: patterns, compiled by re on first use (and cached there): most processes parse one geometry and no window or ttl
+_GEOMETRY_RE = r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*$"
 
 
 class Geometry(_Model, frozen=True):
@@ -309,7 +310,7 @@ class Geometry(_Model, frozen=True):
             return value
         if isinstance(value, tuple) and len(value) == 2:
             return cls(width=value[0], height=value[1])
-        match = _GEOMETRY_RE.match(str(value))
+        match = re.match(_GEOMETRY_RE, str(value))
         if not match:
             raise UsageError(
                 f"geometry {_shown(value) if not isinstance(value, str) else repr(value)} is not of the form WxH or "
@@ -330,7 +331,7 @@ class Geometry(_Model, frozen=True):
         return 0 <= x < self.width and 0 <= y < self.height
 
 
-_WINDOW_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:([+-]\d+)\s*([+-]\d+))?\s*$")
+_WINDOW_RE = r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:([+-]\d+)\s*([+-]\d+))?\s*$"
 
 
 class WindowGeometry(_Model, frozen=True):
@@ -351,7 +352,7 @@ class WindowGeometry(_Model, frozen=True):
     def parse(cls, value: str | WindowGeometry) -> WindowGeometry:
         if isinstance(value, WindowGeometry):
             return value
-        match = _WINDOW_RE.match(str(value))
+        match = re.match(_WINDOW_RE, str(value))
         if not match:
             raise UsageError(
                 f"window geometry {value!r} is not of the form WxH or WxH+X+Y", code="usage.bad_geometry"
@@ -366,7 +367,7 @@ class WindowGeometry(_Model, frozen=True):
         return f"{self.width}x{self.height}+{self.x}+{self.y}"
 
 
-_DURATION_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
+_DURATION_RE = r"^\s*(-?\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -376,7 +377,7 @@ def parse_duration(value: str | float | int, *, what: str = "duration", bounded:
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str):
-        match = _DURATION_RE.match(value)
+        match = re.match(_DURATION_RE, value)
         if not match:
             raise UsageError(
                 f"{what} {value!r} is not a duration such as 90s, 15m, 2h or 7d", code="usage.bad_duration"
