@@ -308,7 +308,7 @@ class Geometry(_Model, frozen=True):
     def parse(cls, value: str | Geometry | tuple[int, int]) -> Geometry:
         if isinstance(value, Geometry):
             return value
-        if isinstance(value, tuple) and len(value) == 2:
+        if isinstance(value, tuple) and len(value) >= 2:  # (a third item, as before, is not read)
             return cls(width=value[0], height=value[1])
         match = re.match(_GEOMETRY_RE, str(value))
         if not match:

@@ -228,6 +228,7 @@ def test_a_wrong_type_never_echoes_a_secret() -> None:
     ({"unknown_cost": " Allow "}, "unknown_cost", "allow"), ({"provider": "Use_Computer"}, "provider", "use-computer"),
     ({"platform": "win"}, "platform", Platform.WINDOWS), ({"geometry": " NATIVE "}, "geometry", None),
     ({"geometry": (800, 600)}, "geometry", Geometry(width=800, height=600)),
+    ({"geometry": (800, 600, 16)}, "geometry", Geometry(width=800, height=600)),
     ({"geometry": {"width": "800", "height": 600.0, "x": 1}}, "geometry", Geometry(width=800, height=600)),
     ({"geometry": Geometry(width=800, height=600)}, "geometry", Geometry(width=800, height=600)),
     ({"window_geometry": {"width": 80, "height": 60}}, "window_geometry", WindowGeometry(width=80, height=60)),
