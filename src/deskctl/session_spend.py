@@ -28,7 +28,7 @@ def session_rate(desk: Desktop) -> Rate | None:
 
         if desk._spec is not None:
             rate = metering.rate_for(desk._spec)
-        else:  # an attached session: its stored spec as data (DesktopSpec would import pydantic for a price)
+        else:  # an attached session: its stored spec as data (no spec to check for a price)
             from deskctl.platforms import Platform
 
             stored = desk._stored_spec or {}

@@ -37,3 +37,23 @@ def test_up_loads_no_python_xlib_and_the_desktop_answers(tmp_path: Path) -> None
         deskctl("do", info["id"], "click", "5", "5", env=env, check=True)
     finally:
         deskctl("down", info["id"], env=env, check=True)
+
+
+def test_up_loads_neither_pydantic_nor_what_it_does_not_use(tmp_path: Path) -> None:
+    """`deskctl up` of a desktop is a whole process a user or a fleet script pays for: neither its spec nor the
+    provider's options are pydantic models (pydantic's import, with its plugin loader's importlib.metadata, was most
+    of the process), and it does not load the video recorder without --video, thread-pool futures (and logging) for
+    its preflight, or difflib without a misspelling. A module of this list showing up again is a regression of
+    every `up` (bench/bench_cli.py, row "up + down")."""
+    env = {**os.environ, "DESKCTL_HOME": str(tmp_path / "h"), "DESKCTL_TEST_MODULES": str(tmp_path / "m.json")}
+    up = subprocess.run([sys.executable, "-c", _RUNNER,
+                         json.dumps(["up", "--geometry", "320x240", "--json", "--label", "run=7"])],
+                        capture_output=True, text=True, timeout=120, env=env)
+    assert up.returncode == 0, up.stderr
+    info = json.loads(up.stdout)
+    deskctl("down", info["id"], env=env, check=True)
+    modules = set(json.loads((tmp_path / "m.json").read_text()))
+    assert {"deskctl.spec", "deskctl.providers.options", "deskctl.checks.runner"} <= modules  # the path it means
+    unwanted = {"pydantic", "pydantic_core", "importlib.metadata", "deskctl.recording_video", "concurrent.futures",
+                "logging", "difflib"}
+    assert sorted(unwanted & modules) == []

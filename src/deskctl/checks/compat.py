@@ -16,15 +16,14 @@ Every check here is pure and local: nothing touches the network.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import Record
 from deskctl.checks import CheckResult, Status
 from deskctl.errors import CompatError, ConfigInvalid, UsageError
 from deskctl.spec import Geometry, Platform, WindowGeometry
@@ -59,8 +58,7 @@ TASK_OSES = ("linux", "windows")
 _TASK_OS_ALIASES = {"win": "windows", "ubuntu": "linux", "debian": "linux", "macos": "linux"}
 
 
-@dataclass(frozen=True)
-class Matrix:
+class Matrix(Record, frozen=True):
     """The parsed data file. ``raw`` is the JSON document as loaded (for ``deskctl compat --json``)."""
 
     raw: dict[str, Any]
@@ -152,6 +150,8 @@ def _merge_user(doc: dict[str, Any], user: Any, where: str) -> dict[str, Any]:
 
 
 def suggest(value: str, known: list[str] | tuple[str, ...]) -> str | None:
+    import difflib  # here: only a misspelt name needs it, and every `deskctl up` loads this module
+
     close = difflib.get_close_matches(value, list(known), n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -173,6 +173,8 @@ def normalize_agent(name: str) -> str:
     known = known_agents()
     if raw in known:
         return raw
+    import difflib  # here: only a misspelt name needs it
+
     close = difflib.get_close_matches(raw, known, n=1, cutoff=0.75)
     if close:
         raise UsageError(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from deskctl._record import Record
 
 if TYPE_CHECKING:
     from deskctl.errors import DeskctlError
@@ -14,8 +15,7 @@ __all__ = ["CheckRecorder", "CheckResult", "Status", "failure_from"]
 Status = Literal["pass", "warn", "fail", "skip"]
 
 
-@dataclass(frozen=True)
-class CheckResult:
+class CheckResult(Record, frozen=True):
     """status pass|warn|fail|skip, a stable ``code`` (``credentials.invalid``, ``docker.daemon`` ...), a one-line
     ``message``, a ``remedy`` (the exact command or variable to set), the provider, and how long it took."""
 
@@ -31,7 +31,8 @@ class CheckResult:
         return self.status != "fail"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"status": self.status, "code": self.code, "message": self.message, "remedy": self.remedy,
+                "provider": self.provider, "elapsed_ms": self.elapsed_ms}
 
 
 def failure_from(

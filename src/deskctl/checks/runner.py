@@ -12,15 +12,13 @@ so a wedged daemon or host never holds up the answer (or the interpreter's exit)
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deskctl._record import Record, field, replace
 from deskctl.checks import CheckResult, failure_from
 from deskctl.errors import (
     BudgetExceeded,
@@ -60,8 +58,7 @@ __all__ = [
 _ORDER = ("compat.", "geometry.", "credentials.")
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Record, frozen=True):
     """A unit of work for the engine: a callable returning results, its timeout, and who it belongs to.
 
     ``code`` names the check when it times out or raises (then it becomes one failed result with that code).
@@ -73,22 +70,40 @@ class Check:
     timeout: float = 10.0
 
 
-def _run_in_thread(check: Check) -> concurrent.futures.Future[tuple[list[CheckResult], float]]:
-    future: concurrent.futures.Future[tuple[list[CheckResult], float]] = concurrent.futures.Future()
+class _Outcome:
+    """What a check's thread leaves behind: its results and time, or its exception. (Not a
+    ``concurrent.futures.Future``: that module imports :mod:`logging`, a cost of every ``deskctl up``.)"""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: tuple[list[CheckResult], float] | None = None
+        self.error: Exception | None = None
+
+    def result(self, timeout: float) -> tuple[list[CheckResult], float]:
+        """The outcome within ``timeout`` seconds (else :class:`TimeoutError`), or the check's exception."""
+        if not self.done.wait(timeout):
+            raise TimeoutError
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
+def _run_in_thread(check: Check) -> _Outcome:
+    outcome = _Outcome()
 
     def target() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
         started = time.monotonic()
         try:
             results = check.run()
         except BaseException as exc:  # reported as a failed check, never lost (nor re-raised as SystemExit)
-            future.set_exception(exc if isinstance(exc, Exception) else RuntimeError(f"{type(exc).__name__}"))
-            return
-        future.set_result((results, round((time.monotonic() - started) * 1000, 1)))
+            outcome.error = exc if isinstance(exc, Exception) else RuntimeError(f"{type(exc).__name__}")
+        else:
+            outcome.value = (results, round((time.monotonic() - started) * 1000, 1))
+        outcome.done.set()
 
     threading.Thread(target=target, name=f"preflight:{check.code}", daemon=True).start()
-    return future
+    return outcome
 
 
 def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
@@ -105,7 +120,7 @@ def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
         remaining = max(0.0, started + check.timeout - time.monotonic())
         try:
             results, elapsed = future.result(timeout=remaining)
-        except concurrent.futures.TimeoutError:
+        except TimeoutError:
             out.append([CheckResult(
                 "fail", f"{check.code}.timeout",
                 f"{check.code} did not answer within {check.timeout:g}s",
@@ -118,7 +133,7 @@ def run_concurrently(checks: Sequence[Check]) -> list[list[CheckResult]]:
                                      elapsed_ms=(time.monotonic() - started) * 1000)])
             continue
         out.append([
-            dataclasses.replace(
+            replace(
                 r,
                 provider=r.provider if r.provider is not None else check.provider,
                 elapsed_ms=r.elapsed_ms if r.elapsed_ms else elapsed,
@@ -357,8 +372,7 @@ def raise_for_failures(results: list[CheckResult], provider_name: str) -> None:
 # -- many providers (the command and deskctl.preflight) -------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PreflightRequest:
+class PreflightRequest(Record, frozen=True):
     """What ``deskctl preflight`` asks: the desktop (a :class:`~deskctl.spec.DesktopSpec`: platform, size, limits,
     ttl, window), and what only preflight needs: the providers to check, the Harbor agent and task OS, the
     per-check timeout and each provider's options.
@@ -381,8 +395,7 @@ _CITATION = re.compile(r"\s*\[[^\[\]]*\]$")
 _STATUS_LABEL = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
-@dataclass
-class PreflightReport:
+class PreflightReport(Record):
     """Results grouped by provider (``None``: checks of the request itself), the providers that are ready,
     and the verdict. ``exit_code`` is 0 when the request can run, 3 when it cannot."""
 
@@ -506,9 +519,9 @@ def _request_from(spec_or_request: DesktopSpec | PreflightRequest | None,
     else:
         request = spec_or_request
     if providers is not None:
-        request = dataclasses.replace(request, providers=tuple(providers))
+        request = replace(request, providers=tuple(providers))
     clean = {k: v for k, v in overrides.items() if v is not None}
-    return dataclasses.replace(request, **clean) if clean else request
+    return replace(request, **clean) if clean else request
 
 
 def preflight(
@@ -533,9 +546,9 @@ def preflight(
 
     request = _request_from(spec_or_request, providers, agent=agent, task_os=task_os, timeout=timeout)
     if request.agent:
-        request = dataclasses.replace(request, agent=compat.normalize_agent(request.agent))
+        request = replace(request, agent=compat.normalize_agent(request.agent))
     if request.task_os:
-        request = dataclasses.replace(request, task_os=compat.normalize_task_os(request.task_os))
+        request = replace(request, task_os=compat.normalize_task_os(request.task_os))
     base = request.spec
     setup_failures: list[CheckResult] = []
     built: list[tuple[DesktopSpec, Provider]] = []
@@ -591,7 +604,7 @@ def _merge_report(request_results: list[CheckResult], provider_groups: list[tupl
     shared: list[CheckResult] = []
     if keyring:
         names = ", ".join(sorted({r.provider for r in keyring if r.provider}))
-        shared = [dataclasses.replace(keyring[0], provider=None,
+        shared = [replace(keyring[0], provider=None,
                                       message=f"{keyring[0].message}; the credentials of {names} can only come "
                                               "from the environment")]
         merged = [r for r in merged if r.code != "credentials.keyring"]

@@ -48,7 +48,6 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     readiness.timeout (exit 20) and the desktop is destroyed (docs/observation.md).
     """
     from deskctl.cli._spec import check_environment, spec_from_flags
-    from deskctl.recording_video import VideoOptions
     from deskctl.session import Desktop
 
     waits = [w for w in ({"title": wait_title}, {"url": wait_url}, {"command": wait_command})
@@ -73,9 +72,13 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     def progress(step: str) -> None:
         note(f"  {time.monotonic() - started:6.2f}s  {step}")
 
+    video_options = None
+    if video or (video_fps, video_max_seconds, video_max_mb) != (None, None, None):
+        from deskctl.recording_video import VideoOptions  # here: an `up` without a video does not load it
+
+        video_options = VideoOptions.from_flags(video, video_fps, video_max_seconds, video_max_mb)
     desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress,
-                   record=record, record_settle=record_settle,
-                   video=VideoOptions.from_flags(video, video_fps, video_max_seconds, video_max_mb))
+                   record=record, record_settle=record_settle, video=video_options)
     from deskctl.core.x11wire import prefer_wire
 
     prefer_wire()  # this process pings the display and reads its size: over the X11 wire, without python-xlib
@@ -157,7 +160,7 @@ def ls(show_all: bool, since: str | None, as_json: bool) -> None:
     now = time.time()
     since_ts = None
     if since:
-        from deskctl.spec import parse_duration  # pydantic's import is most of a plain `ls`: only for --since
+        from deskctl.spec import parse_duration  # only --since needs it
 
         since_ts = now - parse_duration(since, what="--since")
     with _ledger() as book:
