@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +19,7 @@ import pytest
 
 from _cli import FAST_RUNNER as _RUNNER
 from _cli import deskctl_process as deskctl
+from deskctl.ledger import open_ledger
 
 
 @pytest.fixture(autouse=True)
@@ -21,11 +27,11 @@ def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DESKCTL_HOME", str(tmp_path / "home"))
 
 
-def _run(args: list[str], *, fast: bool, tmp_path: Path) -> dict[str, Any]:
+def _run(args: list[str], *, fast: bool, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     modules = tmp_path / "modules.json"
     proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
                           capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules)})
+                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), **(env or {})})
     return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
             "modules": json.loads(modules.read_text())}
 
@@ -107,4 +113,84 @@ def test_down_loads_no_click_pydantic_or_dataclasses(tmp_path: Path) -> None:
     assert result["exit"] == 0, result["stderr"]
     unwanted = {"click", "pydantic", "pydantic_core", "deskctl.spec", "deskctl.cli._app", "deskctl.cli.session_cmds",
                 "dataclasses", "inspect", "ast", "tokenize", "Xlib", "deskctl.core.x11"}
+    assert sorted(unwanted & set(result["modules"])) == []
+
+
+@contextmanager
+def _engine_relay(path: Path) -> Iterator[list[bytearray]]:
+    """A unix socket at ``path`` that relays every connection to the local Docker engine's socket, both ways; what
+    each client sent, one bytearray per connection: what a process asked the engine, as it went."""
+    from deskctl.providers.docker.engine_api import DEFAULT_SOCKET
+
+    sent: list[bytearray] = []
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+
+    def pump(source: socket.socket, sink: socket.socket, seen: bytearray | None) -> None:
+        try:
+            while data := source.recv(65536):
+                if seen is not None:
+                    seen += data
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def accept() -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            engine.connect(DEFAULT_SOCKET)
+            sent.append(bytearray())
+            threading.Thread(target=pump, args=(client, engine, sent[-1]), daemon=True).start()
+            threading.Thread(target=pump, args=(engine, client, None), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield sent
+    finally:
+        server.close()
+
+
+@pytest.mark.docker
+def test_docker_down_is_one_engine_request_and_loads_no_shutil(deskctl_home: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A docker desktop's `deskctl down`: one DELETE ?force=1 (the engine's 204 says the container is gone; an
+    inspect after it could only say 404), its directories removed without shutil (whose import brings bz2, lzma
+    and zlib), the engine's socket spoken without socket.py (its enums of constants: a twelfth of the process),
+    and no PostgreSQL backend for a SQLite ledger: CPU is what 16 downs at once queue for on a small machine
+    (bench/bench_fleet.py --downs)."""
+    monkeypatch.setenv("DESKCTL_HOME", str(deskctl_home))  # short: the X socket's path under it is length-limited
+    up = deskctl("up", "--provider", "docker", "--geometry", "320x240", check=True)
+    sid = up.stdout.strip()
+    with open_ledger() as book:
+        record = book.get(sid)
+    assert record is not None and record.handle is not None
+    data = record.handle["data"]
+    folders = [Path(data["session_dir"]), Path(data["fb_dir"])]
+    assert all(folder.is_dir() for folder in folders)
+    try:
+        with _engine_relay(tmp_path / "engine.sock") as sent:
+            result = _run(["down", sid], fast=True, tmp_path=tmp_path,
+                          env={"DOCKER_HOST": f"unix://{tmp_path / 'engine.sock'}"})
+    finally:
+        deskctl("down", sid)
+    requests = [f"{m[1].decode()} {m[2].decode()}" for stream in sent  # the request lines (no body has any)
+                for m in re.finditer(rb"(?m)^([A-Z]+) (\S+) HTTP/1\.1\r$", bytes(stream))]
+    assert result["exit"] == 0, result["stderr"]
+    assert result["stderr"] == f"{sid}: destroyed ($0.0000)\n"
+    assert [r.split("?")[0] for r in requests] == [f"DELETE /containers/{data['container']}"], requests
+    assert "force=1" in requests[0]
+    assert not any(folder.exists() for folder in folders)
+    assert _status(sid) == "ended"
+    unwanted = {"shutil", "bz2", "lzma", "socket", "selectors", "deskctl.ledger._postgres", "docker", "ssl"}
     assert sorted(unwanted & set(result["modules"])) == []

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from deskctl._redact import redact
 from deskctl.errors import ConfigInvalid
-from deskctl.ledger._postgres import _PostgresLedger
 from deskctl.ledger._queries import Ledger
 from deskctl.ledger._sqlite import _SQLiteLedger
 
@@ -88,6 +87,8 @@ def open_ledger(url: str | None = None) -> Ledger:
     """
     backend, target = check_ledger_url(url)
     if backend == "postgresql":
+        from deskctl.ledger._postgres import _PostgresLedger  # here: a SQLite ledger (every `deskctl down`) skips it
+
         return _PostgresLedger(target)
     path = Path(target)
     if path.is_dir():

@@ -4,6 +4,7 @@ readers of options and handle data (no Docker SDK, no pydantic: ``deskctl do`` a
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from deskctl.providers.base import (
 )
 
 if TYPE_CHECKING:
+    import ssl
 
     from deskctl.spec import DesktopSpec
 
@@ -52,6 +54,8 @@ __all__ = [
     "_via_agent",
     "is_remote",
     "parse_memory",
+    "remove_tree",
+    "tls_context",
 ]
 
 LABEL_PROVIDER = "deskctl.provider"
@@ -255,3 +259,40 @@ class DockerHandleData(Record, frozen=True):
         if not self.socket_path or not self.xauthority:
             raise ProviderUnreachable(f"the handle of {self.name} records no X socket or X authority file")
         return self.socket_path, self.xauthority
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """``shutil.rmtree(path, ignore_errors=True)`` without :mod:`shutil`, whose import brings ``bz2``, ``lzma`` and
+    ``zlib`` (a twentieth of the instructions of a whole ``deskctl down`` process, which removes a desktop's two
+    small directories). Nothing is followed: a symbolic link is removed as a link (``path`` itself being one, as
+    rmtree, nothing is done); what cannot be removed is left, silently."""
+    if os.path.islink(path):
+        return
+    for root, dirs, files in os.walk(path, topdown=False):  # a link to a folder is listed in dirs, never entered
+        for name in files:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(root, name))
+        for name in dirs:
+            inner = os.path.join(root, name)
+            with contextlib.suppress(OSError):
+                os.unlink(inner) if os.path.islink(inner) else os.rmdir(inner)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def tls_context(cert_path: str, verify: bool) -> ssl.SSLContext:
+    """The Docker CLI's TLS to an engine (:class:`~.engine_api.EngineApi`'s): the engine checked against ``ca.pem``
+    (when verifying), ``cert.pem``/``key.pem`` sent when present."""
+    import ssl
+
+    ca = os.path.join(cert_path, "ca.pem")
+    if verify:
+        context = ssl.create_default_context(cafile=ca if os.path.exists(ca) else None)
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    cert, key = os.path.join(cert_path, "cert.pem"), os.path.join(cert_path, "key.pem")
+    if os.path.exists(cert) and os.path.exists(key):
+        context.load_cert_chain(cert, key)
+    return context

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,7 @@ from deskctl.providers.docker.common import (
     _lifetime,
     _mib,
     is_remote,
+    remove_tree,
 )
 from deskctl.providers.docker.framebuffer import _framebuffer_root
 from deskctl.providers.docker.preflight import _DockerPreflight
@@ -307,9 +307,9 @@ class _DockerCreate(_DockerPreflight):
             if watched:
                 _Watcher.forget_if_running(session_id)
             self._tokens.pop(session_id, None)
-            shutil.rmtree(self._session_dir(session_id), ignore_errors=True)
+            remove_tree(self._session_dir(session_id))
             if dirs is not None:
-                shutil.rmtree(dirs.fb_dir, ignore_errors=True)
+                remove_tree(dirs.fb_dir)
             raise
         data.update({
             "container": container_id,

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import socket
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import socket
+
     from deskctl.browser import ChannelForwarder
 
 __all__ = ["RELAY", "ExecChannel", "browser_endpoint", "close"]
@@ -127,6 +128,8 @@ class ExecChannel:
             view = view[sent:]
 
     def close(self) -> None:
+        import socket  # here: the provider (every `deskctl down`) imports this module, rarely a channel
+
         with self._lock, contextlib.suppress(OSError):
             self._raw.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):

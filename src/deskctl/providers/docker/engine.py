@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -33,6 +32,7 @@ from deskctl.providers.docker.common import (
     DockerHandleData,
     _check_engine,
     _mib,
+    remove_tree,
 )
 from deskctl.providers.docker.framebuffer import _Framebuffer
 
@@ -176,21 +176,25 @@ class _DockerBase(X11Provider):
                            f"while we tried to {doing}{tail}", provider=self.name, details=details)
 
     def _remove(self, container: str, name: str, engine: str | None = None) -> None:
-        """Force-remove and confirm (inspect answers 404); conflicts ("removal in progress") are retried. Over
-        the Engine API directly (no SDK import: `deskctl down` is a process per desktop) except on ssh:// engines."""
+        """Force-remove and confirm: the engine's 204 to the DELETE (it answers once the container is removed) or
+        404 (no such container) confirms it, else inspect answers 404; conflicts ("removal in progress") are retried.
+        Over the Engine API directly (no SDK import: `deskctl down` is a process per desktop) except on ssh://
+        engines (whose SDK call says no status: inspect confirms)."""
         deadline = time.monotonic() + 30
         last = ""
         api = self._engine_api(engine)
         while True:
             try:
                 if api is not None:
-                    api.remove_container(container, force=True, volumes=True)
+                    if api.remove_container(container, force=True, volumes=True) == 204:
+                        return  # removed: an inspect would only say 404 (one round trip less per down)
                 else:
                     with self._errors(f"remove the container {name}", engine):
                         client = self.client if engine is None else self._client_on(engine)
                         client.api.remove_container(container, force=True, v=True)
             except NotFound:
-                pass
+                if api is not None:
+                    return  # the engine knows no such container: gone
             except InfrastructureError as exc:
                 if isinstance(exc, ProviderUnreachable):
                     raise CleanupIncomplete(f"cannot remove {name}: {exc.message}", provider=self.name,
@@ -236,7 +240,7 @@ class _DockerBase(X11Provider):
             labels = (raw.get("Labels") or {}) if raw else {}
             for label in (LABEL_DIR, LABEL_FB_DIR):
                 if labels.get(label):
-                    shutil.rmtree(labels[label], ignore_errors=True)
+                    remove_tree(labels[label])
 
     def _engine_api_or_bulk_client(self, engine: str) -> contextlib.AbstractContextManager[
             tuple[EngineApi | None, Any]]:

@@ -18,11 +18,13 @@ and used under a lock; a kept connection the engine closed meanwhile is opened a
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import socket
 import struct
 import threading
+from _socket import AF_UNIX, SOCK_STREAM
+from _socket import socket as _plain_socket
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from deskctl.errors import DeskctlError, NotFound, ProviderApiError, ProviderUnreachable
 
 if TYPE_CHECKING:
+    import socket
     import ssl
 
     from deskctl.providers._tar import FileTar
@@ -74,7 +77,9 @@ class EngineApi:
             verify = verify_raw is not None and verify_raw != ""
             cert_path = env.get("DOCKER_CERT_PATH") or ""
             if verify or cert_path or parts.scheme == "https":
-                self._tls = _tls_context(cert_path or os.path.join(os.path.expanduser("~"), ".docker"), verify)
+                from deskctl.providers.docker.common import tls_context  # (an engine over TLS loads ssl anyway)
+
+                self._tls = tls_context(cert_path or os.path.join(os.path.expanduser("~"), ".docker"), verify)
             self._port = parts.port or (2376 if self._tls is not None else 2375)
         else:
             raise ProviderUnreachable(f"the Docker engine {url!r} is not a unix:// or tcp:// URL", provider=_PROVIDER,
@@ -82,10 +87,19 @@ class EngineApi:
         self._lock = threading.Lock()
         self._conn: _Connection | None = None
 
+    #: a bulk call's clone (:meth:`_bulk`): its connections are :class:`socket.socket` (``sendfile``)
+    _streams = False
+
     # -- the connection ------------------------------------------------------------------------------------
     def _connect(self) -> _Connection:
+        # The local socket as _socket's plain socket object: socket.py (its enums of constants are a twelfth of the
+        # instructions of a whole `deskctl down` process) only for TCP, TLS and the bulk calls' sendfile.
         if self._unix_path is not None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            kind: Any = _plain_socket
+            if self._streams:
+                import socket
+                kind = socket.socket
+            sock = kind(AF_UNIX, SOCK_STREAM)
             sock.settimeout(self.timeout)
             try:
                 sock.connect(self._unix_path)
@@ -93,6 +107,7 @@ class EngineApi:
                 sock.close()
                 raise
             return _Connection(sock)
+        import socket
         sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
         if self._tls is not None:
             try:
@@ -223,9 +238,10 @@ class EngineApi:
         stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
         return stat
 
-    def remove_container(self, container: str, *, force: bool = True, volumes: bool = True) -> None:
-        self.request("DELETE", f"/containers/{quote(container, safe='')}", f"remove the container {container}",
-                     query={"force": int(force), "v": int(volumes)})
+    def remove_container(self, container: str, *, force: bool = True, volumes: bool = True) -> int:
+        """The status: 204 once the container is removed (the engine answers when it is gone)."""
+        return self.request("DELETE", f"/containers/{quote(container, safe='')}", f"remove the container {container}",
+                            query={"force": int(force), "v": int(volumes)})[0]
 
     def wait_removed(self, container: str, until: float) -> None:
         """Return when the engine reports ``container`` destroyed, or at the wall time ``until`` (whole seconds,
@@ -247,7 +263,7 @@ class EngineApi:
     def _bulk(self, timeout: float) -> EngineApi:
         clone = EngineApi.__new__(EngineApi)
         clone.__dict__.update(self.__dict__)
-        clone.timeout, clone._lock, clone._conn = timeout, threading.Lock(), None
+        clone.timeout, clone._lock, clone._conn, clone._streams = timeout, threading.Lock(), None, True
         return clone
 
     def _open_stream(self, method: str, path: str, doing: str, *, body: bytes | None = None,
@@ -409,24 +425,6 @@ def _message(data: bytes) -> str:
     return data.decode(errors="replace").strip()[:500]
 
 
-def _tls_context(cert_path: str, verify: bool) -> ssl.SSLContext:
-    """The Docker CLI's TLS: the engine checked against ``ca.pem`` (when verifying), ``cert.pem``/``key.pem`` sent
-    when present."""
-    import ssl
-
-    ca = os.path.join(cert_path, "ca.pem")
-    if verify:
-        context = ssl.create_default_context(cafile=ca if os.path.exists(ca) else None)
-    else:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    cert, key = os.path.join(cert_path, "cert.pem"), os.path.join(cert_path, "key.pem")
-    if os.path.exists(cert) and os.path.exists(key):
-        context.load_cert_chain(cert, key)
-    return context
-
-
 class _Closed(ConnectionError):
     """The engine closed the connection before a response began."""
 
@@ -435,14 +433,28 @@ class _BadResponse(Exception):
     """A response that is not HTTP/1.x as the engine writes it."""
 
 
+class _Received(io.RawIOBase):
+    """A plain socket's input under a :class:`io.BufferedReader`: ``makefile("rb")`` without socket.py."""
+
+    def __init__(self, sock: _plain_socket) -> None:
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._sock.recv_into(buffer)
+
+
 class _Connection:
     """One HTTP/1.1 connection: a request written whole, a response read by its framing."""
 
     MAX_LINE = 65536
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self._reader = sock.makefile("rb")
+    def __init__(self, sock: socket.socket | _plain_socket) -> None:
+        self.sock: Any = sock  # a socket.socket (sendfile) on bulk calls, TCP and TLS
+        self._reader: io.BufferedReader = (sock.makefile("rb") if hasattr(sock, "makefile")
+                                           else io.BufferedReader(_Received(sock)))
 
     def close(self) -> None:
         self._reader.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shutil
 import threading
 import time
 from collections.abc import Mapping
@@ -41,6 +40,7 @@ from deskctl.providers.docker.common import (
     DockerHandleData,
     _display_number,
     _via_agent,
+    remove_tree,
 )
 from deskctl.providers.docker.files import _DockerFiles
 from deskctl.providers.docker.framebuffer import _Framebuffer
@@ -229,7 +229,7 @@ class DockerProvider(_DockerFiles):
         _Watcher.forget_if_running(name)
         for path in (data.session_dir or handle.labels.get(LABEL_DIR), data.fb_dir or handle.labels.get(LABEL_FB_DIR)):
             if path:
-                shutil.rmtree(str(path), ignore_errors=True)
+                remove_tree(str(path))
 
     def list_owned(self, selector: Mapping[str, str] | None = None) -> list[RemoteHandle]:
         filters = [LABEL_SESSION, f"{LABEL_PROVIDER}={self.name}"]
