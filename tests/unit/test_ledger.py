@@ -388,3 +388,53 @@ class socket_closed_port:
 
     def __exit__(self, *exc: object) -> None:
         self.sock.close()
+
+
+def test_nothing_is_scrubbed_while_the_write_lock_is_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every writer of a SQLite ledger (16 `deskctl down` processes at once) waits while one holds its write lock,
+    and SQLite's busy handler sleeps 1, 2, 5 ... 100 ms between its tries: an event's data is scrubbed and made
+    JSON (a process's first scrub compiles its patterns) before the write transaction begins. A second connection
+    that may take no lock (busy timeout 0) tries the write lock at every scrub; the secrets are scrubbed all the
+    same."""
+    import sqlite3
+
+    from deskctl import _redact
+    from deskctl.ledger import _queries, _schema
+
+    path = tmp_path / "ledger.sqlite3"
+    book = open_ledger(f"sqlite://{path}")
+    probe = sqlite3.connect(path, timeout=0, isolation_level=None)
+    held: list[str] = []
+
+    def watching(text: str | None) -> str:
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+        except sqlite3.OperationalError:  # database is locked: a write transaction of the ledger is open
+            held.append(str(text))
+        return _redact.redact(text)
+
+    monkeypatch.setattr(_queries, "redact", watching)
+    monkeypatch.setattr(_schema, "redact", watching)
+    secret = "hunter2-" + "x" * 12
+    register_secret(secret)
+    try:
+        book.record_intent(_record("dk-s"))
+        book.record_create_sent("dk-s", time.time())
+        book.record_created("dk-s", {"provider": "xvfb", "resource_id": "r-1", "data": {"display": ":5"}})
+        book.record_ready("dk-s", time.time(), 1024, 768)
+        book.record_event("dk-s", "note", {"said": f"token={secret}"})
+        book.record_status("dk-s", "leaked", reason=f"lost with {secret}")
+        book.record_destroying("dk-s", reason=f"closed by {secret}", by="host:1")
+        book.record_end("dk-s", status="ended", reason=f"done {secret}", ended_at=time.time(), billable_seconds=1.0,
+                        cost_usd=0.0)
+        events = book.events("dk-s")
+        record = book.get("dk-s")
+    finally:
+        probe.close()
+        book.close()
+    assert held == []
+    assert record is not None and record.status == "ended" and record.reason is not None
+    assert [e.kind for e in events] == ["intent", "create_sent", "created", "ready", "note", "leaked", "destroying",
+                                        "ended"]
+    assert secret not in repr(events) and secret not in record.reason

@@ -34,11 +34,11 @@ class Ledger(LedgerBase):
     ``create_sent``, ``created``, ``ready``, ``ended``), in the same transaction.
     """
 
-    def _event(self, tx: Transaction, session_id: str, kind: str, data: dict[str, Any] | None, at: float) -> None:
-        tx.run(
-            "INSERT INTO events (session_id, at, kind, data) VALUES (?, ?, ?, ?)",
-            (session_id, at, kind, _dumps(data or {})),
-        )
+    # An event's data is made into its (scrubbed) JSON text by the caller before the transaction begins: a write
+    # transaction holds the ledger's one write lock, for which every other writing process waits (SQLite's busy
+    # handler sleeps 1, 2, 5, ... 100 ms between its tries), and the first scrub of a process compiles its patterns.
+    def _event(self, tx: Transaction, session_id: str, kind: str, text: str, at: float) -> None:
+        tx.run("INSERT INTO events (session_id, at, kind, data) VALUES (?, ?, ?, ?)", (session_id, at, kind, text))
 
     # -- sessions --------------------------------------------------------------------------------------
     def record_intent(self, record: SessionRecord) -> None:
@@ -51,6 +51,7 @@ class Ledger(LedgerBase):
             record.billable_seconds, record.cost_usd, record.rate_usd_per_hour, record.rate_source, record.budget,
             record.width, record.height,
         )  # fmt: skip
+        text = _dumps({"owner": record.owner})
         with self.transaction() as tx:
             tx.run(
                 f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) "
@@ -59,12 +60,14 @@ class Ledger(LedgerBase):
             )
             for kind, count in record.action_counts.items():
                 self._add_action(tx, record.session_id, kind, count)
-            self._event(tx, record.session_id, "intent", {"owner": record.owner}, record.intent_at)
+            self._event(tx, record.session_id, "intent", text, record.intent_at)
 
     def _update(self, session_id: str, assignments: dict[str, Any], event: tuple[str, dict[str, Any], float]) -> None:
+        kind, data, at = event
+        text = _dumps(data)
         with self.transaction() as tx:
             self._update_in(tx, session_id, assignments)
-            self._event(tx, session_id, *event)
+            self._event(tx, session_id, kind, text, at)
 
     def _update_in(self, tx: Transaction, session_id: str, assignments: dict[str, Any]) -> None:
         # one statement under the write lock: the rows it matched say whether the session exists
@@ -102,29 +105,32 @@ class Ledger(LedgerBase):
         assignments: dict[str, Any] = {"status": status}
         if reason is not None:
             assignments["reason"] = redact(reason)
+        text = _dumps({"reason": reason} if reason else {})
         with self.transaction() as tx:
             rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
             if rows:
                 check_move(str(rows[0][0]), status)
             self._update_in(tx, session_id, assignments)
-            self._event(tx, session_id, status, {"reason": reason} if reason else {}, time.time())
+            self._event(tx, session_id, status, text, time.time())
 
     def record_destroying(self, session_id: str, *, reason: str, by: str) -> None:
         """Written before a destroy is sent: until the end is recorded the ledger says ``destroying``, never
         ``ready``, so a process killed between the destroy and the end record (or a ledger that could not take
         it) leaves a row that ``deskctl reap`` finishes. ``by`` is the ``host:pid`` doing it."""
+        reason = redact(reason)
+        text = _dumps({"reason": reason, "by": by})
         with self.transaction() as tx:
             # one statement under the write lock: an end (the reaper's, another process's) is never reopened
             if not tx.change(
                 f"UPDATE sessions SET status = ?, reason = ? WHERE session_id = ? AND status NOT IN ({_TERMINAL_SQL})",
-                (SessionStatus.DESTROYING.value, redact(reason), session_id),
+                (SessionStatus.DESTROYING.value, reason, session_id),
             ):
                 if not tx.run("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)):
                     from deskctl.errors import NotFound
 
                     raise NotFound(f"no session {session_id!r} in the ledger")
                 return  # over already: nothing to write
-            self._event(tx, session_id, "destroying", {"reason": redact(reason), "by": by}, time.time())
+            self._event(tx, session_id, "destroying", text, time.time())
 
     def record_meter(self, session_id: str, *, rate_usd_per_hour: float | None, rate_source: str | None,
                      budget: str | None = None) -> None:  # fmt: skip
@@ -203,8 +209,9 @@ class Ledger(LedgerBase):
         return out
 
     def record_event(self, session_id: str, kind: str, data: dict[str, Any] | None = None) -> None:
+        text = _dumps(data or {})
         with self.transaction() as tx:
-            self._event(tx, session_id, kind, data, time.time())
+            self._event(tx, session_id, kind, text, time.time())
 
     def _add_action(self, tx: Transaction, session_id: str, kind: str, count: int) -> None:
         tx.run(
@@ -240,6 +247,9 @@ class Ledger(LedgerBase):
         the reaper never overwrites the end its owner recorded meanwhile."""
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
+        reason = redact(reason)
+        text = _dumps({"status": status, "reason": reason, "billable_seconds": billable_seconds,
+                       "cost_usd": cost_usd})
         with self.transaction() as tx:
             if only_active:
                 rows = tx.run("SELECT status FROM sessions WHERE session_id = ?", (session_id,))
@@ -247,11 +257,10 @@ class Ledger(LedgerBase):
                     return False
             self._update_in(
                 tx, session_id,
-                {"status": status, "reason": redact(reason), "ended_at": ended_at,
+                {"status": status, "reason": reason, "ended_at": ended_at,
                  "billable_seconds": billable_seconds, "cost_usd": cost_usd},
             )  # fmt: skip
-            self._event(tx, session_id, "ended", {"status": status, "reason": redact(reason),
-                        "billable_seconds": billable_seconds, "cost_usd": cost_usd}, ended_at)  # fmt: skip
+            self._event(tx, session_id, "ended", text, ended_at)
             if status in TERMINAL_STATUSES:
                 tx.run(
                     "UPDATE reservations SET status = 'settled', settled_at = ?, cost_usd = ? "
