@@ -19,6 +19,7 @@ from enum import Enum  # loaded anyway (Platform is an enum)
 from os import PathLike
 from typing import Any, ClassVar, TypeVar
 
+from deskctl import _lax as lax
 from deskctl._record import Record, field
 from deskctl.errors import UsageError
 from deskctl.limits import BOUNDS, check_number
@@ -67,26 +68,21 @@ def _shown(value: Any) -> str:
 
 
 def _text(value: Any, where: str) -> str:
-    if isinstance(value, str):
-        return str.__str__(value)  # a str subclass (a StrEnum member) as a plain str
-    if isinstance(value, bytes | bytearray):
-        try:
-            return bytes(value).decode()
-        except UnicodeDecodeError:
-            raise _Bad(where, "expected a string, got bytes that are not UTF-8") from None
-    raise _Bad(where, f"expected a string, got {_kind(value)}")
+    try:
+        return str.__str__(lax.text(value))  # a str subclass (a StrEnum member) as a plain str
+    except lax.Refused as refused:
+        raise _Bad(where, "expected a string, got bytes that are not UTF-8" if refused.reason == lax.UTF8
+                   else f"expected a string, got {_kind(value)}") from None
 
 
 def _whole(value: Any, where: str) -> int:
-    if isinstance(value, int):
-        return int(value)  # True is 1, as pydantic had it
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str | bytes | bytearray) and len(value) <= 64:
-        try:
-            return int(value)
-        except ValueError:
-            pass
+    try:
+        if not isinstance(value, str | bytes | bytearray):
+            return lax.whole(value)  # True is 1, as pydantic had it
+        if len(value) <= 64:
+            return int(value)  # text as int() reads it (not the options' grammar: "5.0" is no whole number here)
+    except (lax.Refused, ValueError):
+        pass
     raise _Bad(where, f"expected a whole number, got {_shown(value)}")
 
 
@@ -103,20 +99,11 @@ def _number(value: Any, where: str) -> float:
     raise _Bad(where, f"expected a number, got {_shown(value)}")
 
 
-_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
-
-
 def _flag(value: Any, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str | bytes | bytearray) and len(value) <= 8:
-        word = (value if isinstance(value, str) else bytes(value).decode(errors="replace")).lower()
-        if word in _TRUE or word in _FALSE:
-            return word in _TRUE
-    raise _Bad(where, f"expected a boolean (true/false, yes/no, on/off, 1/0), got {_shown(value)}")
+    try:
+        return lax.flag(value)
+    except lax.Refused:
+        raise _Bad(where, f"expected a boolean (true/false, yes/no, on/off, 1/0), got {_shown(value)}") from None
 
 
 def _mapping(value: Any, where: str, item: Callable[[Any, str], Any] | None) -> dict[str, Any]:

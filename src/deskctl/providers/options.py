@@ -33,6 +33,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
+from deskctl import _lax as lax
 from deskctl.errors import UsageError
 
 __all__ = ["Option", "ProviderOptions", "field_validator", "model_validator", "option"]
@@ -291,22 +292,36 @@ class ProviderOptions:
 
 # -- converting a value to a declared type, as pydantic's lax mode does ------------------------------------------
 
-_INT = r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?"  # an integer as text (compiled on first use: re caches it)
-_TRUE = frozenset(("1", "on", "t", "true", "y", "yes"))
-_FALSE = frozenset(("0", "off", "f", "false", "n", "no"))
-_I64 = 2 ** 63
+#: pydantic's words for a value the shared lax conversion refused, by the reason it gives
+_STRING = "Input should be a valid string"
+_NOT_UTF8 = "Input should be a valid string, unable to parse raw data as a unicode string"
 
 
-def _text(value: Any) -> str | None:
-    """A str, or bytes read as UTF-8 (lax mode takes both where it takes text); None for anything else."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray)):
+def _scalar(convert: Callable[[Any], Any], exact: type | tuple[type, ...],
+            words: dict[str, str]) -> Callable[[Any, bool], Any]:
+    """The converter of a scalar type: ``convert`` (of :mod:`deskctl._lax`) with its refusals in pydantic's
+    ``words``; strict, only a value of the ``exact`` types (a bool is no int there) is taken."""
+    def check(value: Any, strict: bool) -> Any:
+        if strict and (not isinstance(value, exact) or (isinstance(value, bool) and exact is not bool)):
+            raise _Invalid(words[lax.TYPE])
         try:
-            return bytes(value).decode()
-        except UnicodeDecodeError:
-            raise _Invalid("Input should be a valid string, unable to parse raw data as a unicode string") from None
-    return None
+            return convert(value)
+        except lax.Refused as refused:
+            raise _Invalid(words.get(refused.reason, _NOT_UTF8)) from None
+    return check
+
+
+_str = _scalar(lax.text, str, {lax.TYPE: _STRING})
+_int = _scalar(lax.whole, int, {
+    lax.TYPE: "Input should be a valid integer", lax.FINITE: "Input should be a finite number",
+    lax.FRACTION: "Input should be a valid integer, got a number with a fractional part",
+    lax.SYNTAX: "Input should be a valid integer, unable to parse string as an integer"})
+_float = _scalar(lax.number, (int, float), {
+    lax.TYPE: "Input should be a valid number",
+    lax.SYNTAX: "Input should be a valid number, unable to parse string as a number"})
+_bool = _scalar(lax.flag, bool, {
+    lax.TYPE: "Input should be a valid boolean",
+    lax.WORD: "Input should be a valid boolean, unable to interpret input"})
 
 
 def _any(value: Any, strict: bool) -> Any:
@@ -316,68 +331,6 @@ def _any(value: Any, strict: bool) -> Any:
 def _none(value: Any, strict: bool) -> None:
     if value is not None:
         raise _Invalid("Input should be None")
-
-
-def _str(value: Any, strict: bool) -> str:
-    text = value if isinstance(value, str) else None if strict else _text(value)
-    if text is None:
-        raise _Invalid("Input should be a valid string")
-    return text
-
-
-def _int(value: Any, strict: bool) -> int:
-    if isinstance(value, int) and not (strict and isinstance(value, bool)):
-        return int(value)
-    if strict:
-        raise _Invalid("Input should be a valid integer")
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _Invalid("Input should be a finite number")
-        if not value.is_integer():
-            raise _Invalid("Input should be a valid integer, got a number with a fractional part")
-        return int(value)
-    text = _text(value)
-    if text is None:
-        raise _Invalid("Input should be a valid integer")
-    text = text.strip()
-    if not re.fullmatch(_INT, text):
-        raise _Invalid("Input should be a valid integer, unable to parse string as an integer")
-    return int(text.partition(".")[0])
-
-
-def _float(value: Any, strict: bool) -> float:
-    if isinstance(value, (int, float)) and not (strict and isinstance(value, bool)):
-        return float(value)
-    text = None if strict else _text(value)
-    if text is None:
-        raise _Invalid("Input should be a valid number")
-    text = text.strip()
-    try:
-        if not text.isascii():
-            raise ValueError(text)
-        return float(text)
-    except ValueError:
-        raise _Invalid("Input should be a valid number, unable to parse string as a number") from None
-
-
-def _bool(value: Any, strict: bool) -> bool:
-    if isinstance(value, bool):
-        return value
-    if not strict:
-        if isinstance(value, float) and value.is_integer() and abs(value) < _I64:
-            value = int(value)
-        if isinstance(value, int) and -_I64 <= value < _I64:
-            if value in (0, 1):
-                return value == 1
-            raise _Invalid("Input should be a valid boolean, unable to interpret input")
-        text = _text(value)
-        if text is not None:
-            if text.lower() in _TRUE:
-                return True
-            if text.lower() in _FALSE:
-                return False
-            raise _Invalid("Input should be a valid boolean, unable to interpret input")
-    raise _Invalid("Input should be a valid boolean")
 
 
 def _literal(choices: tuple[Any, ...]) -> Callable[[Any, bool], Any]:
