@@ -157,6 +157,8 @@ class _Model(Record, frozen=True):
 
     #: the fields without a default
     _required: ClassVar[frozenset[str]] = frozenset()
+    #: each field's conversion, (value, stored) -> value, in field order (the order type errors are found in)
+    _fields: ClassVar[Mapping[str, Callable[[Any, bool], Any]]] = {}
 
     def __init__(self, /, **data: Any) -> None:
         try:
@@ -169,7 +171,14 @@ class _Model(Record, frozen=True):
     @classmethod
     def _convert(cls, data: Mapping[str, Any], stored: bool, bad: list[_Bad]) -> dict[str, Any]:
         """The fields of ``data`` converted; a type error goes to ``bad``; a failed check raises at once."""
-        raise NotImplementedError
+        values: dict[str, Any] = {}
+        for name, convert in cls._fields.items():
+            if name in data:
+                try:
+                    values[name] = convert(data[name], stored)
+                except _Bad as problem:
+                    bad.append(problem)
+        return values
 
     def _verify(self) -> None:
         """Checks of the whole, once every field is converted."""
@@ -246,15 +255,11 @@ class _Model(Record, frozen=True):
 _M = TypeVar("_M", bound=_Model)
 
 
-def _whole_fields(cls: type[_Model], data: Mapping[str, Any], bad: list[_Bad]) -> dict[str, int]:
-    values: dict[str, int] = {}
-    for name in cls._record_names:
-        if name in data:
-            try:
-                values[name] = _whole(data[name], name)
-            except _Bad as problem:
-                bad.append(problem)
-    return values
+def _wholes(*names: str) -> dict[str, Callable[[Any, bool], int]]:
+    """The conversions of fields that are whole numbers."""
+    def whole(name: str) -> Callable[[Any, bool], int]:
+        return lambda value, stored: _whole(value, name)
+    return {name: whole(name) for name in names}
 
 
 # -- geometries ---------------------------------------------------------------------------------------------------
@@ -267,14 +272,11 @@ class Geometry(_Model, frozen=True):
     """A screen size in pixels (plus colour depth). ``str(g)`` is ``"WxH"``; parse with :meth:`parse`."""
 
     _required = frozenset({"width", "height"})
+    _fields = _wholes("width", "height", "depth")
 
     width: int
     height: int
     depth: int = 24
-
-    @classmethod
-    def _convert(cls, data: Mapping[str, Any], stored: bool, bad: list[_Bad]) -> dict[str, Any]:
-        return _whole_fields(cls, data, bad)
 
     def _verify(self) -> None:
         for side, value in (("width", self.width), ("height", self.height)):
@@ -325,15 +327,12 @@ class WindowGeometry(_Model, frozen=True):
     """The size and place of the start-URL browser window: ``WxH`` or ``WxH+X+Y``."""
 
     _required = frozenset({"width", "height"})
+    _fields = _wholes("width", "height", "x", "y")
 
     width: int
     height: int
     x: int = 0
     y: int = 0
-
-    @classmethod
-    def _convert(cls, data: Mapping[str, Any], stored: bool, bad: list[_Bad]) -> dict[str, Any]:
-        return _whole_fields(cls, data, bad)
 
     @classmethod
     def parse(cls, value: str | WindowGeometry) -> WindowGeometry:
@@ -483,6 +482,8 @@ class DesktopSpec(_Model, frozen=True):
     ``geometry=None`` means *native*: accept the provider's fixed size and report it (``--geometry native``).
     """
 
+    _fields = _SPEC_FIELDS
+
     provider: str = DEFAULT_PROVIDER
     platform: Platform = Platform.UBUNTU
     geometry: Geometry | None = field(default_factory=_default_geometry)
@@ -498,17 +499,6 @@ class DesktopSpec(_Model, frozen=True):
     budget: str | None = None
     #: what a money cap does with an unknown price: "refuse" (the default under a cap) or "allow"
     unknown_cost: str | None = None
-
-    @classmethod
-    def _convert(cls, data: Mapping[str, Any], stored: bool, bad: list[_Bad]) -> dict[str, Any]:
-        values: dict[str, Any] = {}
-        for name, convert in _SPEC_FIELDS.items():
-            if name in data:
-                try:
-                    values[name] = convert(data[name], stored)
-                except _Bad as problem:
-                    bad.append(problem)
-        return values
 
     @classmethod
     def build(cls, **fields: Any) -> DesktopSpec:
