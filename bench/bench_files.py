@@ -64,10 +64,13 @@ def _run(argv: list[str]) -> None:
         raise SystemExit(f"{' '.join(argv[:3])} ... failed: {done.stderr.strip()}")
 
 
-def _desk_ways(desk: Any, naive_label: str, naive_upload: Copy, naive_download: Fetch) -> Ways:
-    scratch = f"/tmp/deskctl-bench-files-{os.getpid()}"
-    made = desk.exec(f"mkdir -p {scratch}")
+@contextlib.contextmanager
+def _desk_ways(desk: Any, naive_label: str, naive_upload: Copy, naive_download: Fetch) -> Iterator[Ways]:
+    """The ways of ``desk``, with a scratch folder of its own on the desktop, removed afterwards (the xvfb and ssh
+    targets share this host's /tmp as different users: a name of this process's alone collided)."""
+    made = desk.exec("mktemp -d /tmp/deskctl-bench-files-XXXXXXXX")
     assert made.exit_code == 0, made.stderr
+    scratch = made.stdout.strip()
 
     def remove(path: str) -> None:
         desk.exec(f"rm -rf -- '{path}'", timeout=120)
@@ -76,7 +79,10 @@ def _desk_ways(desk: Any, naive_label: str, naive_upload: Copy, naive_download: 
         out = desk.exec(f"find '{path}' -type f -printf '%s\\n'", timeout=120).stdout
         return sum(int(n) for n in out.split())
 
-    return Ways(naive_label, desk.upload, desk.download, naive_upload, naive_download, scratch, remove, size)
+    try:
+        yield Ways(naive_label, desk.upload, desk.download, naive_upload, naive_download, scratch, remove, size)
+    finally:
+        remove(scratch)
 
 
 @contextlib.contextmanager
@@ -93,7 +99,8 @@ def docker_target() -> Iterator[Ways]:
         def cp_down(remote: str, local: Path) -> None:
             _run(["docker", "cp", f"{container}:{remote}", str(local)])
 
-        yield _desk_ways(desk, "docker cp", cp_up, cp_down)
+        with _desk_ways(desk, "docker cp", cp_up, cp_down) as ways:
+            yield ways
 
 
 @contextlib.contextmanager
@@ -121,9 +128,9 @@ def docker_cli_target() -> Iterator[Ways]:
         def deskctl_down(remote: str, local: Path) -> None:
             _run([*deskctl_bin, "cp", f"{session_id}:{remote}", str(local)])
 
-        ways = _desk_ways(desk, "docker cp", cp_up, cp_down)
-        ways.upload, ways.download = deskctl_up, deskctl_down
-        yield ways
+        with _desk_ways(desk, "docker cp", cp_up, cp_down) as ways:
+            ways.upload, ways.download = deskctl_up, deskctl_down
+            yield ways
         desk.release()
     finally:
         subprocess.run([*deskctl_bin, "down", session_id], capture_output=True)
@@ -142,7 +149,8 @@ def xvfb_target() -> Iterator[Ways]:
         def cp_down(remote: str, local: Path) -> None:
             _run(["cp", "-r", remote, str(local)])
 
-        yield _desk_ways(desk, "cp -r", cp_up, cp_down)
+        with _desk_ways(desk, "cp -r", cp_up, cp_down) as ways:
+            yield ways
 
 
 @contextlib.contextmanager
@@ -181,7 +189,8 @@ def ssh_target() -> Iterator[Ways]:
             def scp_down(remote: str, local: Path) -> None:
                 _run(["scp", "-P", str(server.port), *options, "-r", f"{where}:{remote}", str(local)])
 
-            yield _desk_ways(desk, "scp", scp_up, scp_down)
+            with _desk_ways(desk, "scp", scp_up, scp_down) as ways:
+                yield ways
     finally:
         subprocess.run(["ssh", "-o", f"ControlPath={control}", "-O", "exit", where], capture_output=True)
         server.stop()
