@@ -83,7 +83,8 @@ def one_provider(provider: str, shots: int, work: Path) -> None:
                 link = stack.enter_context(display_link(socket_path))
                 # the cookie for any display number (the desktop's file names its own number, not the link's)
                 os.environ["XAUTHORITY"] = str(write_xauthority(work / "link.auth", None, cookie))
-                sct = stack.enter_context(mss.mss(display=link))
+                grabber = getattr(mss, "MSS", None) or mss.mss  # python-mss 10 names it MSS (mss.mss deprecated)
+                sct = stack.enter_context(grabber(display=link))
                 monitor = sct.monitors[1]
 
                 def grab() -> Any:
