@@ -13,8 +13,9 @@ Which backend ``keyring`` uses is keyring's own configuration (``PYTHON_KEYRING_
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from deskctl._record import Record  # not @dataclass: its import (inspect, ast, dis) was a tenth of `deskctl up`
 
 # redaction lives apart, for what only redacts; re-exported here (one registry of secrets)
 from deskctl._redact import REDACTED, redact, register_secret
@@ -63,8 +64,7 @@ def credential_set(provider: str) -> CredentialSet:
 # -- the keyring (optional, lazily imported) ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class KeyringStatus:
+class KeyringStatus(Record, frozen=True):
     """Whether a usable keyring backend is configured; ``remedy`` says how to get one when not."""
 
     usable: bool
@@ -161,8 +161,7 @@ def delete_secret(provider: str, var: str) -> bool:
 # -- resolution -----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Credential:
+class Credential(Record, frozen=True):
     """A resolved variable. ``repr`` and ``str`` never show the value."""
 
     provider: str
@@ -193,8 +192,7 @@ def resolve(provider: str, var: str) -> Credential | None:
     return Credential(provider, var, value, source)
 
 
-@dataclass(frozen=True)
-class VarStatus:
+class VarStatus(Record, frozen=True):
     """One row of ``deskctl credentials``: where a variable would come from, with the value redacted."""
 
     provider: str

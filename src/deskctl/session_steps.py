@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 import time
 from collections import Counter
@@ -56,10 +57,9 @@ ACTION_FLUSH_SECONDS = 5.0
 
 
 def new_session_id() -> str:
-    """A client-made session id: ``dk-`` and 10 random hex digits."""
-    import secrets  # here: its import (hashlib, random) is a cost every `deskctl do` would pay
-
-    return "dk-" + secrets.token_hex(5)
+    """A client-made session id: ``dk-`` and 10 random hex digits, from the OS's random source (what
+    ``secrets.token_hex`` reads, without its import: hmac, hashlib, random)."""
+    return "dk-" + os.urandom(5).hex()
 
 
 # -- open -------------------------------------------------------------------------------------------------

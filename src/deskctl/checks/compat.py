@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,9 +108,23 @@ def load_matrix() -> Matrix:
     return _load(str(path), mtime)
 
 
+def _packaged_text() -> str:
+    # beside the package when installed as files (always, but for a zip import), as metering reads prices.json:
+    # importlib.resources and what it loads (tempfile, shutil, zipfile) cost a `deskctl up` more than the file
+    beside = Path(__file__).parent.parent / "data" / "compat.json"
+    try:
+        return beside.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if Path(__file__).exists():
+            raise
+    from importlib.resources import files
+
+    return files("deskctl.data").joinpath("compat.json").read_text(encoding="utf-8")
+
+
 @cache
 def _load(user_path: str, user_mtime_ns: int) -> Matrix:
-    text = resources.files("deskctl.data").joinpath("compat.json").read_text(encoding="utf-8")
+    text = _packaged_text()
     doc: dict[str, Any] = json.loads(text)
     if user_mtime_ns < 0:
         return Matrix(doc)
