@@ -10,8 +10,9 @@ for every command but the plain forms of ``deskctl do ID ACTION ...``, which :mo
 without it (a whole process per action: click's import was a third of the call), from a table made from the
 click commands; anything else it leaves to click (help, parse errors), so the output is the same either way.
 Likewise ``deskctl down ID...`` (:mod:`deskctl.cli._down`: a fleet's teardown is one process per desktop) and
-``deskctl screenshot ID -o FILE`` (:mod:`deskctl.cli._shot`: a shell agent's look at the screen) and ``deskctl cp
-SRC DEST`` (:mod:`deskctl.cli._cp`: a script's copy, as it would run ``docker cp``).
+``deskctl screenshot ID -o FILE`` (:mod:`deskctl.cli._shot`: a shell agent's look at the screen), ``deskctl cp
+SRC DEST`` (:mod:`deskctl.cli._cp`: a script's copy, as it would run ``docker cp``) and the plain forms of ``deskctl
+up`` (:mod:`deskctl.cli._up_fast`: a desktop per process).
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def wants_json(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``.
-    ``fast=False`` sends ``deskctl do``, ``down``, ``screenshot`` and ``cp`` through click too (the reference their
-    fast paths are tested against). A command ends by returning (exit 0), by raising a
+    ``fast=False`` sends ``deskctl do``, ``up``, ``down``, ``screenshot`` and ``cp`` through click too (the reference
+    their fast paths are tested against). A command ends by returning (exit 0), by raising a
     :class:`~deskctl.errors.DeskctlError` (printed here, exit by its code) or, when it printed its outcome
     itself, by raising :class:`~deskctl.cli._output.Reported` (exit by its code)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -93,6 +94,11 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
             from deskctl.cli._cp import run as run_cp
 
             if run_cp(args):
+                sys.exit(0)
+        if fast and args[:1] == ["up"]:
+            from deskctl.cli._up_fast import run as run_up
+
+            if run_up(args):
                 sys.exit(0)
         if fast and args[:1] == ["down"]:
             from deskctl.cli._down import run as run_down

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from deskctl.errors import ConfigInvalid, UsageError
 from deskctl.platforms import suggest
 
 if TYPE_CHECKING:
+    import click
+
     from deskctl.config import Config
     from deskctl.spec import DesktopSpec
 
@@ -117,6 +117,8 @@ def _option_keys(param: click.Parameter) -> set[str]:
 
 def _command_map(ctx: click.Context, command: click.Command, defaults: Mapping[str, Any],
                  used: set[str]) -> dict[str, Any]:
+    import click  # here: `deskctl up`'s click-free path (cli/_up_fast.py) reads the flags with this module
+
     out: dict[str, Any] = {}
     for param in command.params:
         if not isinstance(param, click.Option) or param.name in _NOT_CONFIGURABLE or param.name is None:
@@ -141,6 +143,8 @@ def defaults_map(ctx: click.Context, group: click.Group, config: Config) -> dict
     """Click's default map for every command from ``[defaults]``: a key is an option's long name (``max-usd``
     or ``max_usd``) and sets that option of every command that has it. A key no command has is a
     ``config.invalid`` error with a did-you-mean."""
+    import click
+
     for key in sorted(set(config.defaults) & COMMAND_LINE_ONLY):
         where = config.defaults_source.get(key, "configuration")
         flag = "--" + key.replace("_", "-")

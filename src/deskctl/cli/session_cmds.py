@@ -16,7 +16,6 @@ from deskctl.errors import UsageError
 if TYPE_CHECKING:
     from deskctl.config import Config
     from deskctl.ledger import Ledger
-    from deskctl.session import Desktop
 
 def _ledger() -> Ledger:
     from deskctl.ledger import open_ledger
@@ -47,88 +46,19 @@ def up(provider: str, platform: str, geometry: str, window_geometry: str | None,
     With --wait-for/--wait-for-url/--wait-for-command it also waits for the application; not in time is
     readiness.timeout (exit 20) and the desktop is destroyed (docs/observation.md).
     """
-    from deskctl.cli._spec import check_environment, spec_from_flags
-    from deskctl.session import Desktop
+    from deskctl.cli._up_fast import bring_up
 
-    waits = [w for w in ({"title": wait_title}, {"url": wait_url}, {"command": wait_command})
-             if next(iter(w.values())) is not None]
-    if len(waits) > 1:
-        raise UsageError("give one of --wait-for, --wait-for-url and --wait-for-command", code="usage.invalid")
-    ready_when = waits[0] if waits else None
-    if ready_when is not None:
-        from deskctl.observe.readiness import condition
-
-        condition(ready_when)
-
-    spec = spec_from_flags(
-        _config(), provider=provider, options=options, host=host, accept_new_host_key=accept_new_host_key,
-        labels=labels, platform=platform, geometry=geometry, window_geometry=window_geometry,
-        start_url=start_url, window_manager=window_manager, ttl_seconds=ttl, max_minutes=max_minutes,
-        max_usd=max_usd, budget=budget, unknown_cost=unknown_cost,
-    )
-    check_environment()  # DESKCTL_HOME, DESKCTL_LEDGER_URL: refused before the preflight and the intent row
-    started = time.monotonic()
-    note(f"bringing up a {spec.geometry_label()} {spec.platform.value} desktop on {spec.provider} ...")
-    def progress(step: str) -> None:
-        note(f"  {time.monotonic() - started:6.2f}s  {step}")
-
-    video_options = None
-    if video or (video_fps, video_max_seconds, video_max_mb) != (None, None, None):
-        from deskctl.recording_video import VideoOptions  # here: an `up` without a video does not load it
-
-        video_options = VideoOptions.from_flags(video, video_fps, video_max_seconds, video_max_mb)
-    desk = Desktop(spec, ready_timeout=ready_timeout, detached=True, progress=None if as_json else progress,
-                   record=record, record_settle=record_settle, video=video_options)
-    from deskctl.core.x11wire import prefer_wire
-
-    prefer_wire()  # this process pings the display and reads its size: over the X11 wire, without python-xlib
-    try:
-        desk.open()
-    finally:
-        prefer_wire(False)  # a process that goes on (a harness calling main()) gets full drivers again
-    if ready_when is not None:
-        from deskctl.observe.readiness import ready_or_destroyed
-
-        progress(f"waiting for {next(iter(ready_when.values()))!r}")
-        ready_or_destroyed(desk, ready_when, ready_timeout)
-    try:
-        info = _describe(desk)
-        if desk.recording is not None:
-            info["record"] = str(desk.recording.directory)
-        info["seconds_to_ready"] = round(time.monotonic() - started, 3)
-    finally:
-        desk.release()
-    if as_json:
-        echo_json(info)
-        return
-    click.echo(info["id"])
-    note(f"{info['id']} is up on {info['provider']}: {info['geometry']}"
-         + (f", DISPLAY={info['display']}" if info.get("display") else "")
-         + f" ({info['seconds_to_ready']}s); end it with: deskctl down {info['id']}")
-    if info.get("record"):
-        note(f"recording every action into {info['record']} (deskctl trajectory show {info['record']})")
+    bring_up(_config(), provider=provider, platform=platform, geometry=geometry, window_geometry=window_geometry,
+             start_url=start_url, window_manager=window_manager, ttl=ttl, max_minutes=max_minutes, max_usd=max_usd,
+             budget=budget, unknown_cost=unknown_cost, labels=labels, options=options, host=host,
+             accept_new_host_key=accept_new_host_key, ready_timeout=ready_timeout, record=record,
+             record_settle=record_settle, video=video, video_fps=video_fps, video_max_seconds=video_max_seconds,
+             video_max_mb=video_max_mb, wait_title=wait_title, wait_url=wait_url, wait_command=wait_command,
+             as_json=as_json)
 
 
 def _config() -> Config:
     return current_app().config
-
-
-def _describe(desk: Desktop) -> dict[str, Any]:
-    handle = desk.handle
-    width, height = desk.size
-    info: dict[str, Any] = {
-        "id": desk.id,
-        "provider": desk.provider_name,
-        "platform": desk.spec.platform.value,
-        "geometry": f"{width}x{height}",
-        "expires_at": desk.expires_at,
-    }
-    if handle is not None:
-        info["resource_id"] = handle.resource_id
-        for key in ("display", "xauthority"):
-            if key in handle.data:
-                info[key] = handle.data[key]
-    return info
 
 
 @click.command()
