@@ -128,14 +128,14 @@ def test_config_defaults_go_through_click(tmp_path: Path) -> None:
 def test_up_loads_no_click_or_heavy_modules(tmp_path: Path) -> None:
     """`deskctl up` is a whole process per desktop: it imports what bringing one up needs. click (its import was a
     third of the process), dataclasses (inspect, ast, dis: credentials' records are deskctl._record classes),
-    secrets (hmac, hashlib, random: the X cookie is os.urandom) and importlib.resources (tempfile, zipfile: the
-    compat matrix is read beside the package). One of these showing up again is a regression of `up`'s cost
-    (bench/bench_cli.py, row "up + down")."""
+    secrets (hmac, hashlib, random: the X cookie is os.urandom), importlib.resources (tempfile, zipfile: the
+    compat matrix is read beside the package) and shutil (bz2, lzma: Xvfb is looked up by display.which). One of
+    these showing up again is a regression of `up`'s cost (bench/bench_cli.py, row "up + down")."""
     result = _run(["up", "--geometry", "320x240"], fast=True, tmp_path=tmp_path)
     try:
         assert result["exit"] == 0, result["stderr"]
     finally:
         deskctl("down", *_sessions())
     unwanted = {"click", "pydantic", "deskctl.cli._app", "deskctl.cli.session_cmds", "dataclasses", "inspect",
-                "secrets", "hmac", "importlib.resources", "zipfile", "tempfile", "Xlib"}
+                "secrets", "hmac", "importlib.resources", "zipfile", "tempfile", "shutil", "bz2", "lzma", "Xlib"}
     assert sorted(unwanted & set(result["modules"])) == []

@@ -617,3 +617,20 @@ def test_window_titles_are_read_over_x_in_utf8_and_include_minimised_windows(win
             assert title in desk.window_titles()
         assert pid is not None
         desk.exec(f"kill {pid}")
+
+
+def test_which_finds_what_shutil_which_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """display.which (no shutil import on `up`'s path) answers as shutil.which for names and paths."""
+    from deskctl.providers.xvfb.display import which
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "tool").write_text("")  # not executable: skipped
+    (second / "tool").write_text("#!/bin/sh\n")
+    (second / "tool").chmod(0o755)
+    (first / "folder").mkdir(mode=0o755)  # a directory is not a program
+    monkeypatch.setenv("PATH", os.pathsep.join([str(first), str(second), str(first)]))
+    for name in ("tool", "folder", "missing", str(second / "tool"), str(first / "tool"), str(first)):
+        assert which(name) == shutil.which(name), name
+    assert which("tool") == str(second / "tool")

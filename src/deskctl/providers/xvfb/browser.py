@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from deskctl.errors import ProviderUnreachable, UsageError
 from deskctl.providers._procs import tagged_processes
 from deskctl.providers.base import RemoteHandle
-from deskctl.providers.xvfb.display import BROWSERS
+from deskctl.providers.xvfb.display import BROWSERS, which
 from deskctl.providers.xvfb.handle_data import XvfbHandleData
 from deskctl.providers.xvfb.preflight import _XvfbPreflight
 
@@ -67,13 +67,11 @@ class _XvfbBrowser(_XvfbPreflight):
         """Chromium (``browser="chromium"``, or no ``browser`` while the desktop's Chromium runs) opens ``url``
         in the session's profile with DevTools on (a running one takes it as a new window); any other
         ``browser``, or none while no Chromium runs, is the guest's way (``xdg-open``)."""
-        import shutil
-
         from deskctl.browser import active_port, is_chromium
 
         profile = Path(XvfbHandleData.of(handle).dir) / "browser-profile"
         running = active_port(profile) is not None
-        program = shutil.which(browser) if browser else (self._browser() if running else None)
+        program = which(browser) if browser else (self._browser() if running else None)
         if program is None or not is_chromium(program):
             super().open_url(handle, url, browser)
             return

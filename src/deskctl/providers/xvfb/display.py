@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from deskctl.spec import Geometry
 
 __all__ = ["BROWSERS", "WATCHER", "XVFB_DEPTHS", "claim_lock", "default_geometry", "depth_problem", "file_id",
-           "has_big_window", "has_window_manager", "listening", "lock_owner"]
+           "has_big_window", "has_window_manager", "listening", "lock_owner", "which"]
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "firefox", "firefox-esr")
 
@@ -77,6 +77,26 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
         poller.poll(max(0.0, end - time.time()) * 1000)
         os.close(fd)
 """
+
+
+def which(name: str) -> str | None:
+    """The program ``name`` runs, as :func:`shutil.which` finds it (a name with a ``/`` as it is, else the first
+    executable file of that name along ``$PATH``), without importing :mod:`shutil` (which imports bz2, lzma and
+    zlib): every ``deskctl up`` of an xvfb desktop looks up Xvfb."""
+    def runnable(path: str) -> bool:
+        return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path)
+
+    if os.path.dirname(name):
+        return name if runnable(name) else None
+    seen: set[str] = set()
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if folder in seen:
+            continue
+        seen.add(folder)
+        path = os.path.join(folder, name)
+        if runnable(path):
+            return path
+    return None
 
 
 def has_window_manager(display: Any, root: Any) -> bool:

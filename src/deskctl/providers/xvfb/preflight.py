@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, cast
 
 from deskctl.platforms import Platform
 from deskctl.providers._x11provider import X11Provider
-from deskctl.providers.xvfb.display import BROWSERS, default_geometry, depth_problem
+from deskctl.providers.xvfb.display import BROWSERS, default_geometry, depth_problem, which
 
 if TYPE_CHECKING:
     from deskctl.checks import CheckRecorder, CheckResult
@@ -22,25 +22,23 @@ class _XvfbPreflight(X11Provider):
 
     # -- preflight -----------------------------------------------------------------------------------------
     def preflight(self, spec: DesktopSpec) -> list[CheckResult]:
-        import shutil
-
         from deskctl.checks import CheckRecorder
 
         # platform and geometry (the depth too: check_geometry) are checked by the preflight runner
         checks = CheckRecorder(self.name)
-        xvfb = shutil.which("Xvfb")
+        xvfb = which("Xvfb")
         if xvfb:
             checks.add("pass", "xvfb.binary", f"Xvfb found at {xvfb}")
         else:
             checks.add("fail", "xvfb.binary", "Xvfb is not installed", "apt-get install xvfb")
-        xauth = shutil.which("xauth")
+        xauth = which("xauth")
         if xauth:
             checks.add("pass", "xvfb.xauth", f"xauth found at {xauth}")
         else:
             checks.add("warn", "xvfb.xauth", "xauth is not installed: tools that read XAUTHORITY still work, "
                        "but you cannot inspect the cookie", "apt-get install xauth")
         if self._wants_window_manager(spec):
-            wm = shutil.which("openbox")
+            wm = which("openbox")
             if wm:
                 checks.add("pass", "xvfb.window_manager", f"openbox found at {wm}")
             else:
@@ -86,11 +84,9 @@ class _XvfbPreflight(X11Provider):
         return spec.window_manager or self._settings(spec).window_manager
 
     def _browser(self) -> str | None:
-        import shutil
-
         wanted = self._settings().browser
         for name in ([wanted] if wanted else list(BROWSERS)):
-            found = shutil.which(name)
+            found = which(name)
             if found:
                 return found
         return None

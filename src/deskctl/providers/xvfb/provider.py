@@ -86,6 +86,7 @@ from deskctl.providers.xvfb.display import (
     has_window_manager,
     listening,
     lock_owner,
+    which,
 )
 from deskctl.providers.xvfb.handle_data import XvfbHandleData, XvfbProcess
 
@@ -136,14 +137,12 @@ class XvfbProvider(_XvfbBrowser):
 
     # -- create --------------------------------------------------------------------------------------------
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
-        import shutil
-
         geometry = spec.geometry or default_geometry()
         options = self._settings(spec)
         problem = depth_problem(geometry)
         if problem:
             raise GeometryUnsupported(problem, provider=self.name, remedy=f"ask for {geometry}x24")
-        xvfb = shutil.which("Xvfb")
+        xvfb = which("Xvfb")
         if xvfb is None:
             raise ProviderUnreachable("Xvfb is not installed", provider=self.name, remedy="apt-get install xvfb")
         from deskctl.paths import runtime_dir
@@ -194,9 +193,7 @@ class XvfbProvider(_XvfbBrowser):
         return handle
 
     def _require(self, name: str, remedy: str) -> str:
-        import shutil
-
-        found = shutil.which(name)
+        found = which(name)
         if found is None:
             raise ProviderUnreachable(f"{name} is not installed", provider=self.name, remedy=remedy)
         return found
@@ -419,8 +416,6 @@ class XvfbProvider(_XvfbBrowser):
     def _other_user(self, user: str | None) -> str | None:
         """``user`` when it is not the one deskctl runs as (then sudo switches to it), else None. Only root may
         switch here: anyone else gets ``usage.unsupported`` rather than a sudo password prompt that fails."""
-        import shutil
-
         if user is None:
             return None
         import pwd
@@ -435,7 +430,7 @@ class XvfbProvider(_XvfbBrowser):
             raise UsageError(f"xvfb runs commands as another user ({user}) only when deskctl runs as root",
                              code="usage.unsupported", provider=self.name,
                              remedy="run deskctl as root, or leave user unset")
-        if shutil.which("sudo") is None:
+        if which("sudo") is None:
             raise ProviderUnreachable("running a command as another user needs sudo, which is not installed",
                                       provider=self.name, remedy="apt-get install sudo")
         return user
