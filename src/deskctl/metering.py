@@ -21,7 +21,6 @@ import math
 import os
 import time
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl._record import Record
@@ -30,6 +29,8 @@ from deskctl.lifecycle import TERMINAL_STATUSES
 from deskctl.limits import BOUNDS, check_number
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from deskctl.ledger import SessionRecord
     from deskctl.spec import DesktopSpec
 
@@ -84,22 +85,37 @@ class Rate(Record, frozen=True):
 
 def user_prices_path() -> Path:
     """``$DESKCTL_PRICES``, else ``home_dir()/"prices.json"`` (which need not exist)."""
-    env = os.environ.get("DESKCTL_PRICES", "").strip()
-    if env:
-        return Path(env).expanduser()
-    from deskctl.paths import home_dir
+    from pathlib import Path
 
-    return home_dir() / "prices.json"
+    return Path(_user_prices_file())
+
+
+def _user_prices_file() -> str:
+    """:func:`user_prices_path` as a str, made without pathlib (which imports urllib.parse and ipaddress: a tenth
+    of a `deskctl down` process, which works out a session's cost)."""
+    from deskctl.paths import pure_path_str
+
+    env = os.environ.get("DESKCTL_PRICES", "").strip()
+    if env.startswith("~"):
+        from pathlib import Path  # its expanduser (an unknown user is its RuntimeError)
+
+        return str(Path(env).expanduser())
+    if env:
+        return pure_path_str(env)
+    from deskctl.paths import home_path
+
+    return os.path.join(home_path(), "prices.json")
 
 
 def _packaged_text() -> str:
     # beside this module when installed as files (always, but for a zip import): importlib.resources and what
     # it loads (zipfile, tempfile) cost a `deskctl down` more CPU than reading the file
-    beside = Path(__file__).with_name("data") / "prices.json"
+    beside = os.path.join(os.path.dirname(__file__), "data", "prices.json")
     try:
-        return beside.read_text(encoding="utf-8")
+        with open(beside, encoding="utf-8") as file:
+            return file.read()
     except FileNotFoundError:
-        if Path(__file__).exists():
+        if os.path.exists(__file__):
             raise
     from importlib.resources import files
 
@@ -172,7 +188,8 @@ def _load(user_path: str, user_mtime_ns: int, user_size: int) -> _Catalog:
     docs: list[dict[str, Any]] = []
     if user_mtime_ns >= 0:
         try:
-            text = Path(user_path).read_text(encoding="utf-8")
+            with open(user_path, encoding="utf-8") as file:
+                text = file.read()
             docs.append(_validate(json.loads(text), user_path))
         except (OSError, ValueError) as exc:
             raise ConfigInvalid(
@@ -192,13 +209,13 @@ def _load(user_path: str, user_mtime_ns: int, user_size: int) -> _Catalog:
 
 
 def _catalog() -> _Catalog:
-    path = user_prices_path()
+    path = _user_prices_file()
     try:
-        stat = path.stat()
+        stat = os.stat(path)
     except OSError:
-        return _load(str(path), -1, -1)
+        return _load(path, -1, -1)
     # size as well as mtime: two writes within one timestamp tick still differ in the key, mostly
-    return _load(str(path), stat.st_mtime_ns, stat.st_size)
+    return _load(path, stat.st_mtime_ns, stat.st_size)
 
 
 def catalog_rows() -> list[dict[str, Any]]:

@@ -163,6 +163,16 @@ def test_do_leaves_socket_and_base64_to_the_one_module_that_still_needs_them(ses
     assert "base64" not in found, found
 
 
+def test_do_leaves_pathlib_to_the_xvfb_modules(session: str) -> None:
+    """pathlib imports urllib.parse and ipaddress: about a tenth of the instructions of a `deskctl do` process. The
+    ledger (its default file, the file made private), the takeover gate's lock path and the docker provider work
+    with os.path strs; only the xvfb provider's modules still import it (owned elsewhere)."""
+    found = importers(["do", session, "click", "5", "5"], ["pathlib", "urllib.parse", "ipaddress", "shlex"])
+    assert found.get("pathlib") in (None, "deskctl.providers.xvfb.display"), found
+    assert found.get("urllib.parse") in (None, "deskctl.providers.xvfb.display"), found  # through its pathlib
+    assert found.get("shlex") in (None, "deskctl.providers._guest"), found  # not the ledger's
+
+
 _FORWARD_REFS = """
 import json, sys, typing
 made = []

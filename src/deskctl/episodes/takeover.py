@@ -22,7 +22,6 @@ import os
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -50,18 +49,20 @@ def acting_as(actor: str) -> Iterator[None]:
         ACTOR.reset(token)
 
 
-def _folder() -> Path:
-    from deskctl.paths import home_dir
+# The paths are strs made with os.path: pathlib (which imports urllib.parse and ipaddress) is not on the path of an
+# agent's action, whose whole process `deskctl do` is (tests/cli/test_do_fast.py holds it out).
+def _folder() -> str:
+    from deskctl.paths import home_path
 
-    return home_dir() / "run" / "takeover"
-
-
-def lock_path(session_id: str) -> Path:
-    return _folder() / f"{session_id}.lock"
+    return os.path.join(home_path(), "run", "takeover")
 
 
-def _request_path(session_id: str) -> Path:
-    return _folder() / f"{session_id}.request.json"
+def lock_path(session_id: str) -> str:
+    return os.path.join(_folder(), f"{session_id}.lock")
+
+
+def _request_path(session_id: str) -> str:
+    return os.path.join(_folder(), f"{session_id}.request.json")
 
 
 def _held(fd: int) -> bool:
@@ -73,15 +74,16 @@ def _held(fd: int) -> bool:
     return False
 
 
-def _holder(path: Path) -> dict[str, Any]:
+def _holder(path: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text() or "{}")
+        with open(path, encoding="utf-8") as file:
+            data = json.loads(file.read() or "{}")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def gate(desk: Desktop, path: Path) -> None:
+def gate(desk: Desktop, path: str) -> None:
     """Before an agent's action: return at once when nobody holds the desktop; else wait until released
     (``desk.on_takeover == "wait"``) or raise ``session.paused`` (``"fail"``). A person's own input passes."""
     if ACTOR.get() == "human":
@@ -129,7 +131,7 @@ class Takeover:
             return
         from deskctl.errors import UsageError
 
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -142,7 +144,7 @@ class Takeover:
         os.pwrite(fd, record, 0)
         self._fd = fd
         with contextlib.suppress(FileNotFoundError):
-            _request_path(self.desk.id).unlink()  # a help request is answered by taking over
+            os.unlink(_request_path(self.desk.id))  # a help request is answered by taking over
         with contextlib.suppress(Exception):
             self.desk.ledger.record_event(self.desk.id, "takeover", {"by": by, "reason": reason})
 
@@ -161,7 +163,7 @@ class Takeover:
 def pending_request(session_id: str) -> dict[str, Any] | None:
     """The agent's open help request (``reason``, ``since``), or None."""
     path = _request_path(session_id)
-    if not path.exists():
+    if not os.path.exists(path):
         return None
     data = _holder(path)
     return data or None
@@ -176,16 +178,16 @@ def request_takeover(desk: Desktop, reason: str, timeout: float | None = None) -
         raise UsageError("a help request needs a reason (1 to 1000 characters)", code="usage.bad_reason")
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
-    folder = _folder()
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.makedirs(_folder(), mode=0o700, exist_ok=True)
     request = _request_path(desk.id)
-    request.write_text(json.dumps({"reason": reason, "since": time.time(), "pid": os.getpid()}))
+    with open(request, "w", encoding="utf-8") as file:
+        file.write(json.dumps({"reason": reason, "since": time.time(), "pid": os.getpid()}))
     desk.ledger.record_event(desk.id, "takeover.requested", {"reason": reason})
     path = lock_path(desk.id)
     try:
         # until a person takes over (the view removes the request when they do); the page's button is the event,
         # and this side has no channel to it but the file, so it looks every 100 ms
-        while request.exists():
+        while os.path.exists(request):
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout(f"nobody took over {desk.id} within {timeout} s", provider=desk.provider_name,
                                   remedy=f"deskctl view {desk.id} --control --takeover")
@@ -198,5 +200,5 @@ def request_takeover(desk: Desktop, reason: str, timeout: float | None = None) -
             os.close(fd)
     finally:
         with contextlib.suppress(FileNotFoundError):
-            request.unlink()
+            os.unlink(request)
     return time.monotonic() - started

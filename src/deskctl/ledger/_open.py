@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from deskctl._redact import redact
 from deskctl.errors import ConfigInvalid
 from deskctl.ledger._queries import Ledger
 from deskctl.ledger._sqlite import _SQLiteLedger
+from deskctl.paths import pure_path_str
+
+# pathlib (which imports urllib.parse and ipaddress) and urllib.parse are imported where a PostgreSQL URL or a bare
+# path needs them: a SQLite ledger named by $DESKCTL_HOME or a sqlite:// URL (every per-call CLI process) skips them
 
 __all__ = ["check_ledger_url", "default_ledger_url", "ledger_id", "open_ledger"]
 
@@ -21,9 +23,11 @@ def default_ledger_url() -> str:
     env = os.environ.get("DESKCTL_LEDGER_URL", "").strip()
     if env:
         return env
-    from deskctl.paths import home_dir
+    from deskctl.paths import home_path
 
-    return "sqlite://" + str((home_dir() / "ledger.sqlite3").absolute())
+    # str((home_dir() / "ledger.sqlite3").absolute()), without pathlib
+    path = os.path.join(home_path(), "ledger.sqlite3")
+    return "sqlite://" + pure_path_str(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
 
 
 def check_ledger_url(url: str | None = None) -> tuple[str, str]:
@@ -38,6 +42,8 @@ def check_ledger_url(url: str | None = None) -> tuple[str, str]:
     if not scheme and re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", url):  # sqlite:x, postgresql:x: a URL gone wrong
         raise ConfigInvalid(f"ledger URL {redact(url)!r} is not of the form scheme://...", remedy=remedy)
     if scheme in ("postgresql", "postgres"):
+        from urllib.parse import urlsplit, urlunsplit
+
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 -- a port that is no number raises here, not in the driver
@@ -55,6 +61,8 @@ def check_ledger_url(url: str | None = None) -> tuple[str, str]:
     if scheme == "":
         if not url:
             raise ConfigInvalid("empty ledger URL", remedy=remedy)
+        from pathlib import Path
+
         return "sqlite", str(Path(url).expanduser().absolute())
     raise ConfigInvalid(
         f"ledger URL {redact(url)!r} has an unknown scheme {scheme!r}; use sqlite:///path or postgresql://...",
@@ -71,6 +79,8 @@ def ledger_id(url: str | None = None) -> str:
 
     backend, target = check_ledger_url(url)
     if backend == "postgresql":
+        from urllib.parse import urlsplit
+
         parts = urlsplit(target)
         host = parts.hostname or ""
         query = "&".join(sorted(q for q in parts.query.split("&") if q.startswith(("host=", "port="))))
@@ -90,8 +100,24 @@ def open_ledger(url: str | None = None) -> Ledger:
         from deskctl.ledger._postgres import _PostgresLedger  # here: a SQLite ledger (every `deskctl down`) skips it
 
         return _PostgresLedger(target)
-    path = Path(target)
-    if path.is_dir():
+    path = pure_path_str(target)  # str(Path(target))
+    if _is_dir(path):
         raise ConfigInvalid(f"ledger file {path} is a directory", remedy="point DESKCTL_LEDGER_URL at a file")
-    return _SQLiteLedger(path, "sqlite://" + str(path))
+    return _SQLiteLedger(path, "sqlite://" + path)
+
+
+def _is_dir(path: str) -> bool:
+    """``Path(path).is_dir()``: False where ``path`` does not exist (or a part of it is no folder, or a link loop),
+    the error raised where it cannot be looked at (no permission)."""
+    import errno
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise
+    except ValueError:  # a NUL in the path
+        return False
 

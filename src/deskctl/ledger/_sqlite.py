@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import _sqlite3 as sqlite3  # the module sqlite3 re-exports, without sqlite3.dbapi2's datetime import (see below)
 import os
-import shlex
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import InfrastructureError
 from deskctl.ledger._queries import Ledger
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["move_aside_command", "sqlite_file_damaged"]
 
@@ -26,8 +27,8 @@ __all__ = ["move_aside_command", "sqlite_file_damaged"]
 class _SQLiteLedger(Ledger):
     backend = "sqlite"
 
-    def __init__(self, path: Path, url: str) -> None:
-        self.path = path
+    def __init__(self, path: str, url: str) -> None:
+        self.path = path  # a str: pathlib (with urllib.parse, ipaddress) is not on the per-call CLI paths
         _create_private_file(path)
         super().__init__(url)
 
@@ -63,7 +64,7 @@ class _SQLiteLedger(Ledger):
     def _connect(self) -> sqlite3.Connection:
         # Never open the file by hand here: this process may hold other connections to it (see the module doc).
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so every write is one explicit transaction.
-        conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")
         deadline = time.monotonic() + 60.0
         while True:
@@ -119,14 +120,16 @@ def sqlite_file_damaged(exc: BaseException) -> bool:
     return "malformed" in text or "not a database" in text or "disk i/o error" in text
 
 
-def move_aside_command(path: Path) -> str:
+def move_aside_command(path: Path | str) -> str:
     """A shell command that moves the ledger file ``path`` aside as ``PATH.bad``, with its ``-wal`` and ``-shm``
     as ``PATH.bad-wal`` and ``PATH.bad-shm`` (so SQLite still reads the copy with its WAL)."""
+    import shlex  # here: only a damaged ledger's remedy quotes a path
+
     quoted = shlex.quote(str(path))
     return f"for s in '' -wal -shm; do [ ! -e {quoted}$s ] || mv {quoted}$s {quoted}.bad$s; done"
 
 
-def _sqlite_remedy(path: Path, exc: BaseException) -> str:
+def _sqlite_remedy(path: str, exc: BaseException) -> str:
     if sqlite_file_damaged(exc):
         return (f"the ledger file {path} is damaged: `deskctl ledger check --repair` copies what it can read into "
                 f"a fresh file and keeps the bad one aside; or move it aside by hand: {move_aside_command(path)} "
@@ -135,20 +138,21 @@ def _sqlite_remedy(path: Path, exc: BaseException) -> str:
             "`deskctl ledger check` reports its state")
 
 
-def _create_private_file(path: Path) -> None:
+def _create_private_file(path: str) -> None:
     """Make ``path`` an empty file of mode 0600 when it does not exist, without ever holding a descriptor of it.
 
     A fresh temporary file is written and closed, then hard-linked into place (which never replaces a file
     another process made meanwhile). Closing a descriptor of the ledger itself would drop this process's SQLite
     locks on it (see the module doc), so the file is only stat-ed here. Where hard links are refused, SQLite
     makes the file (with the umask's mode)."""
+    folder, name = os.path.split(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
+        os.makedirs(folder, exist_ok=True)
+        if os.path.exists(path):
             return
     except OSError:
         return  # SQLite reports what is wrong when it opens the file
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.new")
     try:
         fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except OSError:

@@ -11,8 +11,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from deskctl.errors import (
     ProviderApiError,
@@ -23,10 +22,15 @@ __all__ = ["GO_MODE_DIR", "GO_MODE_SYMLINK", "FileTar", "OnlyFile", "extract_tar
            "peer_closed", "tar_of_files", "tar_stream", "unpack_only_file", "untar_stream", "write_views"]
 
 
+if TYPE_CHECKING:
+    from pathlib import Path  # at run time only where a file is packed: not on the per-call CLI paths
+
+
 def pack_dir(local: Path, into: Path | BinaryIO) -> None:
     """``local``'s contents (not the folder itself) as an uncompressed tar at ``into`` (a path, or a stream
     written front to back); symlinks kept as links."""
     import tarfile
+    from pathlib import Path
 
     with (tarfile.open(into, "w") if isinstance(into, Path) else tarfile.open(fileobj=into, mode="w|")) as tar:
         for entry in sorted(local.iterdir()):
@@ -39,6 +43,8 @@ def extract_tar(archive: Path | BinaryIO, dest: Path) -> None:
     import tarfile
 
     dest.mkdir(parents=True, exist_ok=True)
+    from pathlib import Path
+
     with (tarfile.open(archive) if isinstance(archive, Path) else tarfile.open(fileobj=archive, mode="r|")) as tar:
         tar.extractall(dest, filter="data")
 

@@ -8,9 +8,7 @@ import contextlib
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from deskctl._record import Record
 from deskctl.errors import (
@@ -45,6 +43,7 @@ from deskctl.providers.docker.preflight import _DockerPreflight
 from deskctl.providers.docker.watcher import _Watcher
 
 if TYPE_CHECKING:
+    from pathlib import Path
 
     from deskctl.spec import DesktopSpec, Geometry
 
@@ -265,7 +264,11 @@ class _DockerCreate(_DockerPreflight):
     def _agent_host(self, spec: DesktopSpec | None) -> str:
         """Where this machine reaches the published ports of the engine: ``agent_host``, else its URL's host."""
         host = self._settings(spec).agent_host
-        return str(host) if host else (urlsplit(self.engine).hostname or "127.0.0.1")
+        if host:
+            return str(host)
+        from urllib.parse import urlsplit
+
+        return urlsplit(self.engine).hostname or "127.0.0.1"
 
     def _start(self, spec: DesktopSpec, plan: _Plan, config: _ContainerConfig, dirs: _HostDirs | None,
                labels: Mapping[str, str]) -> RemoteHandle:

@@ -8,7 +8,6 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from deskctl._redact import redact
@@ -37,6 +36,8 @@ from deskctl.providers.docker.common import (
 from deskctl.providers.docker.framebuffer import _Framebuffer
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import docker
 
     from deskctl.providers.docker.engine_api import EngineApi
@@ -128,7 +129,7 @@ class _DockerBase(X11Provider):
         return float(self.options.get("api_timeout") or DEFAULT_API_TIMEOUT)
 
     def _session_dir(self, session_id: str) -> Path:
-        from deskctl.paths import runtime_dir
+        from deskctl.paths import runtime_dir  # pathlib: only making or listing a desktop needs it
 
         return runtime_dir() / "docker" / session_id
 

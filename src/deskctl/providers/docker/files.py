@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-import shlex
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl.errors import (
@@ -40,12 +38,20 @@ from deskctl.providers.docker.common import (
 from deskctl.providers.docker.container import _DockerCreate
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import docker
 
     from deskctl.providers.docker.engine_api import EngineApi
 
 
 __all__ = ["_DockerFiles"]
+
+
+def _quote(word: str) -> str:
+    import shlex  # here: a `deskctl do` or `down` process never quotes a shell word
+
+    return shlex.quote(word)
 
 
 class _DockerFiles(_DockerCreate):
@@ -116,7 +122,7 @@ class _DockerFiles(_DockerCreate):
         if user and result.exit_code == 126 and not result.stderr and (
                 not result.stdout or "unable to find user" in result.stdout):
             # the engine could not start the process: its message (sometimes none at all) comes on stdout
-            known = self.exec(handle, f"id -u -- {shlex.quote(user.split(':')[0])}", 30.0)
+            known = self.exec(handle, f"id -u -- {_quote(user.split(':')[0])}", 30.0)
             if known.exit_code != 0 and not user.split(":")[0].isdigit():
                 raise UsageError(f"no user {user!r} in the container {DockerHandleData.of(handle).name}",
                                  code="usage.bad_user", provider=self.name)
@@ -137,6 +143,8 @@ class _DockerFiles(_DockerCreate):
         """One ``PUT /containers/{id}/archive`` of a tar streamed as it is made (the desktop user owns what
         arrives). When the parent folder is missing, it is made (``mkdir -p``, as the desktop user) and the PUT
         sent again."""
+        from pathlib import Path
+
         from deskctl.providers._files import no_such_file
 
         source = Path(local)
@@ -187,7 +195,7 @@ class _DockerFiles(_DockerCreate):
                                                provider=self.name) from exc
                 finally:
                     stream.close()
-                made = self.exec(handle, f"mkdir -p -- {shlex.quote(parent)}", 60.0)
+                made = self.exec(handle, f"mkdir -p -- {_quote(parent)}", 60.0)
                 if made.exit_code != 0:
                     raise ProviderApiError(f"docker: cannot make the folder {parent}: "
                                            f"{made.stderr.strip()[-300:]}", provider=self.name)
@@ -222,10 +230,10 @@ class _DockerFiles(_DockerCreate):
                                parent: str) -> tuple[str, tuple[str, str] | None]:
         """:meth:`_upload_target` where no Engine API client serves (an ssh:// engine): by a shell command, which
         names the file system of the nearest folder that exists."""
-        seen = self.exec(handle, f"if [ -d {shlex.quote(path)} ]; then echo dir; "
-                                 f"elif [ -e {shlex.quote(path)} ]; then echo file; else echo none; fi; "
+        seen = self.exec(handle, f"if [ -d {_quote(path)} ]; then echo dir; "
+                                 f"elif [ -e {_quote(path)} ]; then echo file; else echo none; fi; "
                                  # the nearest folder that exists (no dirname: any image may be a desktop)
-                                 f"d={shlex.quote(parent or '/')}; case \"$d\" in /*) ;; *) d=/ ;; esac; "
+                                 f"d={_quote(parent or '/')}; case \"$d\" in /*) ;; *) d=/ ;; esac; "
                                  'while [ ! -e "$d" ] && [ "$d" != / ]; do d=${d%/*}; d=${d:-/}; done; '
                                  'echo "$d"; stat -f -c %T "$d" 2>/dev/null || echo unknown',
                          60.0).stdout.strip().splitlines()
@@ -239,6 +247,8 @@ class _DockerFiles(_DockerCreate):
         outside ``local``); a file is written beside ``local`` and renamed over it."""
         path = self._remote_path(handle, remote)
         container = DockerHandleData.of(handle).container
+        from pathlib import Path
+
         target = Path(local)
         with self._engine_api_or_bulk_client(self._engine_of(handle)) as (api, client):
             self._download(handle, api or client, container, path, remote, target)

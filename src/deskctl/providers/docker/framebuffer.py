@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deskctl.providers.base import (
@@ -14,8 +13,7 @@ from deskctl.providers.base import (
 )
 
 if TYPE_CHECKING:
-
-    pass
+    from pathlib import Path
 
 __all__ = ["_Framebuffer", "_framebuffer_root"]
 
@@ -23,6 +21,8 @@ __all__ = ["_Framebuffer", "_framebuffer_root"]
 def _framebuffer_root(session_dir: Path) -> Path:
     """Where Xvfb keeps its framebuffer file: a per-user 0700 directory in the host's /dev/shm (memory, no disk
     writes), or the session directory when /dev/shm is not usable or not ours."""
+    from pathlib import Path  # here: only a create needs it; a capture (every `deskctl screenshot`) does not
+
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK):
         root = shm / f"deskctl-{os.getuid()}"

@@ -9,7 +9,6 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl._redact import redact
@@ -21,6 +20,7 @@ from deskctl.errors import (
     ReadinessTimeout,
     SessionLost,
 )
+from deskctl.paths import pure_path_str
 from deskctl.platforms import Platform
 from deskctl.providers.base import (
     LABEL_SESSION,
@@ -164,7 +164,9 @@ class DockerProvider(_DockerFiles):
             return token
         path = DockerHandleData.of(handle).agent_token_file
         with contextlib.suppress(OSError):
-            token = Path(path).read_text().strip() if path else ""
+            if path:
+                with open(path) as file:  # no pathlib on the per-call CLI paths (urllib.parse, ipaddress)
+                    token = file.read().strip()
         if not token:
             token = self._read_container_token(handle)
         from deskctl._redact import register_secret
@@ -260,11 +262,14 @@ class DockerProvider(_DockerFiles):
                     "name": names[0] if names else session_id,
                     "image": raw.get("Image"),
                     "display": display,
-                    "socket_path": str(Path(session_dir) / "x11" / f"X{number}") if session_dir else "",
-                    "xauthority": str(Path(session_dir) / "xauth" / "Xauthority") if session_dir else "",
+                    "socket_path": pure_path_str(os.path.join(session_dir, "x11", f"X{number}")) if session_dir
+                    else "",
+                    "xauthority": pure_path_str(os.path.join(session_dir, "xauth", "Xauthority")) if session_dir
+                    else "",
                     "session_dir": session_dir,
                     "fb_dir": labels.get(LABEL_FB_DIR, ""),
-                    "framebuffer": str(Path(labels[LABEL_FB_DIR]) / "Xvfb_screen0") if labels.get(LABEL_FB_DIR)
+                    "framebuffer": pure_path_str(os.path.join(labels[LABEL_FB_DIR], "Xvfb_screen0"))
+                    if labels.get(LABEL_FB_DIR)
                     else "",
                     "state": raw.get("State"),
                 },
