@@ -163,13 +163,12 @@ def test_do_leaves_socket_and_base64_to_the_one_module_that_still_needs_them(ses
     assert "base64" not in found, found
 
 
-def test_do_leaves_pathlib_to_the_xvfb_modules(session: str) -> None:
+def test_do_loads_no_pathlib(session: str) -> None:
     """pathlib imports urllib.parse and ipaddress: about a tenth of the instructions of a `deskctl do` process. The
-    ledger (its default file, the file made private), the takeover gate's lock path and the docker provider work
-    with os.path strs; only the xvfb provider's modules still import it (owned elsewhere)."""
+    ledger (its default file, the file made private), the takeover gate's lock path, the docker and the xvfb
+    providers work with os.path strs (the xvfb provider imports pathlib in the functions that make a desktop)."""
     found = importers(["do", session, "click", "5", "5"], ["pathlib", "urllib.parse", "ipaddress", "shlex"])
-    assert found.get("pathlib") in (None, "deskctl.providers.xvfb.display"), found
-    assert found.get("urllib.parse") in (None, "deskctl.providers.xvfb.display"), found  # through its pathlib
+    assert "pathlib" not in found and "urllib.parse" not in found and "ipaddress" not in found, found
     assert found.get("shlex") in (None, "deskctl.providers._guest"), found  # not the ledger's
 
 

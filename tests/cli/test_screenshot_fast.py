@@ -122,9 +122,8 @@ def test_a_screenshot_leaves_socket_and_base64_to_the_one_module_that_still_need
     found = importers(["screenshot", session, "-o", "s.png"], ["socket", "base64", "selectors", "pathlib"],
                       cwd=tmp_path)
     assert found.get("socket") in (None, "deskctl.owners"), found
-    # the output path is checked without pathlib (with urllib.parse and ipaddress, ~5% of the process); the ledger
-    # (deskctl.ledger, owned elsewhere) is what still imports it on this path
-    assert found.get("pathlib") not in ("deskctl.cli._shot", "deskctl.config", "deskctl.paths",
-                                        "deskctl.core.x11auth"), found
+    # the output path is checked without pathlib (with urllib.parse and ipaddress, ~5% of the process), and
+    # nothing else on the path imports it (the ledger, the xvfb provider)
+    assert "pathlib" not in found, found
     assert found.get("selectors") in (None, "deskctl.owners"), found
     assert "base64" not in found, found

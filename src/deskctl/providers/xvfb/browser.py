@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import ProviderUnreachable, UsageError
@@ -17,6 +16,7 @@ from deskctl.providers.xvfb.preflight import _XvfbPreflight
 
 if TYPE_CHECKING:
     import subprocess
+    from pathlib import Path
 
     from deskctl.spec import DesktopSpec, Geometry
 
@@ -46,6 +46,8 @@ class _XvfbBrowser(_XvfbPreflight):
         """The browser's command line: its profile in the session directory; Chromium with DevTools on the
         loopback at a port it picks (the host is shared: two desktops never fight over 9222; the port is in the
         profile's DevToolsActivePort, which :meth:`browser_endpoint` reads), or at the ``devtools_port`` option."""
+        from pathlib import Path
+
         from deskctl.browser import chromium_flags, is_chromium
 
         x, y, w, h = box
@@ -67,6 +69,8 @@ class _XvfbBrowser(_XvfbPreflight):
         """Chromium (``browser="chromium"``, or no ``browser`` while the desktop's Chromium runs) opens ``url``
         in the session's profile with DevTools on (a running one takes it as a new window); any other
         ``browser``, or none while no Chromium runs, is the guest's way (``xdg-open``)."""
+        from pathlib import Path
+
         from deskctl.browser import active_port, is_chromium
 
         profile = Path(XvfbHandleData.of(handle).dir) / "browser-profile"
@@ -86,6 +90,8 @@ class _XvfbBrowser(_XvfbPreflight):
         """The loopback port of the session's Chromium (the caller is on the same host): the one its profile's
         DevToolsActivePort names, else the ``devtools_port`` option's. A Chromium of this session that is still
         starting (its process runs) has a while to open it; none running is ``usage.no_browser`` at once."""
+        from pathlib import Path
+
         from deskctl.browser import active_port, endpoint_at, no_browser
 
         profile = Path(XvfbHandleData.of(handle).dir) / "browser-profile"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import _socket
 import contextlib
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl.providers._procs import start_ticks
@@ -129,31 +128,32 @@ def depth_problem(geometry: Geometry | None) -> str | None:
     return None
 
 
-def lock_owner(lock: Path) -> int | None:
+def lock_owner(lock: str | os.PathLike[str]) -> int | None:
     """The pid in an X lock file (None when there is no lock; -1 when it is unreadable)."""
     try:
-        return int(lock.read_text().strip())
+        with open(lock) as text:
+            return int(text.read().strip())
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
         return -1
 
 
-def file_id(path: Path) -> str | None:
+def file_id(path: str | os.PathLike[str]) -> str | None:
     """The identity of the file at ``path``: inode and change time, since a freed inode number is soon reused
     (None when there is no file)."""
     try:
-        info = path.stat()
+        info = os.stat(path)
     except OSError:
         return None
     return f"{info.st_ino}:{info.st_ctime_ns}"
 
 
-def listening(path: Path) -> bool:
+def listening(path: str | os.PathLike[str]) -> bool:
     """Whether a server accepts connections on the unix socket at ``path``."""
     probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        probe.connect(str(path))
+        probe.connect(os.fspath(path))
     except OSError:
         return False
     finally:
@@ -165,7 +165,7 @@ def claim_lock(number: int, pid: int) -> None:
     """Write the classic X lock file /tmp/.XN-lock for a display Xvfb chose with -displayfd (which takes its
     number by binding the abstract socket and writes no lock), so tools that pick a display by lock files
     (xvfb-run) skip ours. A lock of a dead process is replaced; a live one is left alone. Best effort."""
-    lock = Path(f"/tmp/.X{number}-lock")
+    lock = f"/tmp/.X{number}-lock"
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
@@ -174,7 +174,7 @@ def claim_lock(number: int, pid: int) -> None:
             if owner is not None and owner > 0 and start_ticks(owner) is not None:
                 return
             with contextlib.suppress(OSError):
-                lock.unlink()
+                os.unlink(lock)
             continue
         except OSError:
             return

@@ -46,7 +46,6 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskctl._fds import wait_readable
@@ -92,6 +91,7 @@ from deskctl.providers.xvfb.handle_data import XvfbHandleData, XvfbProcess
 
 if TYPE_CHECKING:
     import subprocess
+    from pathlib import Path
 
     from deskctl.core.x11 import X11Driver
     from deskctl.providers.xvfb.options import Options
@@ -137,6 +137,7 @@ class XvfbProvider(_XvfbBrowser):
 
     # -- create --------------------------------------------------------------------------------------------
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        from pathlib import Path
         geometry = spec.geometry or default_geometry()
         options = self._settings(spec)
         problem = depth_problem(geometry)
@@ -261,6 +262,7 @@ class XvfbProvider(_XvfbBrowser):
 
     def _spawn(self, handle: RemoteHandle, role: str, argv: list[str]) -> subprocess.Popen[bytes]:
         import subprocess
+        from pathlib import Path
 
         directory = Path(XvfbHandleData.of(handle).dir)
         with open(directory / f"{role}.log", "wb") as log:
@@ -275,6 +277,7 @@ class XvfbProvider(_XvfbBrowser):
 
     def _start_watcher(self, handle: RemoteHandle, options: Options) -> None:
         import subprocess
+        from pathlib import Path
 
         if not options.owner_watch:
             return
@@ -300,6 +303,7 @@ class XvfbProvider(_XvfbBrowser):
         self._remember(handle, "watcher", proc)
 
     def _write_marker(self, handle: RemoteHandle) -> None:
+        from pathlib import Path
         data = XvfbHandleData.of(handle)
         marker = Path(data.marker)
         body = {
@@ -336,6 +340,8 @@ class XvfbProvider(_XvfbBrowser):
                          condition: Any, what: str) -> None:
         """Wait until ``condition(display, root)`` holds, re-checked on each X event on the root (window maps,
         property changes) and woken by the program's exit (its pidfd); never by a timer."""
+        from pathlib import Path
+
         import Xlib.error
         from Xlib import X
 
@@ -452,6 +458,7 @@ class XvfbProvider(_XvfbBrowser):
         self._drop_driver(handle.session_id)
 
     def _procs(self, handle: RemoteHandle) -> tuple[XvfbProcess, ...]:
+        from pathlib import Path
         data = XvfbHandleData.of(handle)
         if data.procs is None:
             # a handle from the ledger may predate the last marker write: the marker knows more
@@ -468,6 +475,7 @@ class XvfbProvider(_XvfbBrowser):
 
     def _fresh(self, handle: RemoteHandle) -> RemoteHandle:
         """The handle as its marker last recorded it (more pids than a handle saved before they started)."""
+        from pathlib import Path
         marker = self._read_marker(Path(XvfbHandleData.of(handle).marker))
         if marker and isinstance(marker.get("handle"), dict):
             with contextlib.suppress(KeyError, TypeError, ValueError):
@@ -478,6 +486,7 @@ class XvfbProvider(_XvfbBrowser):
         """End every process group of the desktop (watcher first), wait for them, remove the lock, socket,
         cookie, marker and session directory. Idempotent; raises CleanupIncomplete naming what is left."""
         import shutil
+        from pathlib import Path
 
         self._drop_driver(handle.session_id)
         handle = self._fresh(handle)
@@ -534,6 +543,7 @@ class XvfbProvider(_XvfbBrowser):
         another server's: a lock naming another pid, a socket something listens on, or a socket file that is not
         the one our server made (``socket_id``: a new server that took the number may not listen yet) is left
         alone. Returns what could not be removed."""
+        from pathlib import Path
         lock = Path(f"/tmp/.X{number}-lock")
         sock = Path(f"/tmp/.X11-unix/X{number}")
         owner = lock_owner(lock)
