@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 #: ``python -c FAST_RUNNER ARGV_JSON fast|click``: deskctl's main with its fast paths on or off, then the modules
 #: the process imported, written to $DESKCTL_TEST_MODULES (the fast-path tests compare both ways and the imports)
@@ -51,6 +52,20 @@ try:
 finally:
     sys.stderr.write("IMPORTERS " + json.dumps(seen) + "\\n")
 """
+
+
+def fast_or_click(args: list[str], *, fast: bool, tmp_path: Path,
+                  env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``args`` run by :data:`FAST_RUNNER` in a child process, its fast paths on or off: its exit code, stdout,
+    stderr and the modules it imported (written under ``tmp_path``)."""
+    import json
+
+    modules = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", FAST_RUNNER, json.dumps(args), "fast" if fast else "click"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), **(env or {})})
+    return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+            "modules": json.loads(modules.read_text())}
 
 
 def importers(args: list[str], modules: list[str], cwd: Path | None = None) -> dict[str, str | None]:

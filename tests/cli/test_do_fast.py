@@ -4,7 +4,6 @@ same argv, a table that is the click commands' own, and an import list that stay
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 import _module_desktop
-from _cli import FAST_RUNNER as _RUNNER
+from _cli import fast_or_click as _run
 from _cli import importers
 
 #: argv after `do SID`, each taken by the fast path (the plain forms, the action's own errors)
@@ -59,15 +58,6 @@ def _pointer_and_counts(sid: str, *, reset: bool = False) -> tuple[tuple[int, in
             driver.move(0, 0)
         pointer = driver.cursor_position()
     return pointer, dict(record.action_counts)
-
-
-def _run(args: list[str], *, fast: bool, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    modules = tmp_path / "modules.json"
-    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), **(env or {})})
-    return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
-            "modules": json.loads(modules.read_text())}
 
 
 def _both_ways(sid: str, args: list[str], tmp_path: Path,

@@ -13,27 +13,18 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from _cli import FAST_RUNNER as _RUNNER
 from _cli import deskctl_process as deskctl
+from _cli import fast_or_click as _run
 from deskctl.ledger import open_ledger
 
 
 @pytest.fixture(autouse=True)
 def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DESKCTL_HOME", str(tmp_path / "home"))
-
-
-def _run(args: list[str], *, fast: bool, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    modules = tmp_path / "modules.json"
-    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), **(env or {})})
-    return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
-            "modules": json.loads(modules.read_text())}
 
 
 def _up() -> str:

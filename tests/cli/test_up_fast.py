@@ -4,31 +4,19 @@ row as through click, and no click import; anything but the plain forms goes to 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _cli import FAST_RUNNER as _RUNNER
 from _cli import deskctl_process as deskctl
+from _cli import fast_or_click as _run
 
 
 @pytest.fixture(autouse=True)
 def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DESKCTL_HOME", str(tmp_path / "home"))
-
-
-def _run(args: list[str], *, fast: bool, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    modules = tmp_path / "modules.json"
-    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), **(env or {})})
-    return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
-            "modules": json.loads(modules.read_text())}
 
 
 def _sessions() -> dict[str, dict[str, Any]]:
