@@ -48,6 +48,8 @@ QUICK: dict[str, list[str]] = {
 _PAREN_RATIO = re.compile(r"\(([^()]*?)\bx\s*(-?\d+(?:\.\d+)?)\)")
 # "  1.05x" at the end of a cell (compare_action's overhead ratio)
 _TRAILING_RATIO = re.compile(r"(?<![\w.])(\d+\.\d+)x(?![\w])")
+# "deskctl/naive 1.03 (target 1.1)" (bench_files): the names of the two sides, then their ratio
+_NAMED_RATIO = re.compile(r"(?<![\w/])([a-z]+/[a-z]+)\s+(\d+\.\d+)(?![\w.])")
 # "<label> 12.3 ms (x 0.3)": the label of a ratio in parentheses is the text before the figure
 _BEFORE = re.compile(r"(?:^|\s{2})([A-Za-z][A-Za-z +./-]*?)\s+-?\d+(?:\.\d+)?\s*(?:ms|s|MiB/s|fps)?\s*$")
 
@@ -63,6 +65,8 @@ def ratios_of(line: str) -> list[str]:
         found.append(f"{before.group(1).strip() if before else ''} x{value}".strip())
     if not found:
         found = [f"x{m.group(1)}" for m in _TRAILING_RATIO.finditer(line)]
+    if not found:
+        found = [f"{m.group(1)} x{m.group(2)}" for m in _NAMED_RATIO.finditer(line)]
     return found
 
 
