@@ -70,6 +70,12 @@ def wants_json(argv: list[str]) -> bool:
     return "--json" in argv
 
 
+#: the commands whose plain forms run without click: the module whose ``run(args)`` handles them (true when it
+#: did; false sends the call on to click), imported only for its own command
+_FAST_PATHS = {"do": "deskctl.cli._do_fast", "screenshot": "deskctl.cli._shot", "cp": "deskctl.cli._cp",
+               "up": "deskctl.cli._up_fast", "down": "deskctl.cli._down"}
+
+
 def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``.
     ``fast=False`` sends ``deskctl do``, ``up``, ``down``, ``screenshot`` and ``cp`` through click too (the reference
@@ -80,31 +86,9 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     as_json = wants_json(args)
     code = 0
     try:
-        if fast and args[:1] == ["do"]:
-            from deskctl.cli._do_fast import run
-
-            if run(args):
-                sys.exit(0)
-        if fast and args[:1] == ["screenshot"]:
-            from deskctl.cli._shot import run as run_shot
-
-            if run_shot(args):
-                sys.exit(0)
-        if fast and args[:1] == ["cp"]:
-            from deskctl.cli._cp import run as run_cp
-
-            if run_cp(args):
-                sys.exit(0)
-        if fast and args[:1] == ["up"]:
-            from deskctl.cli._up_fast import run as run_up
-
-            if run_up(args):
-                sys.exit(0)
-        if fast and args[:1] == ["down"]:
-            from deskctl.cli._down import run as run_down
-
-            if run_down(args):
-                sys.exit(0)
+        module = _FAST_PATHS.get(args[0]) if fast and args else None
+        if module is not None and __import__(module, fromlist=["run"]).run(args):
+            sys.exit(0)
         from deskctl.cli._app import run_click
 
         code = run_click(args, as_json=as_json)
