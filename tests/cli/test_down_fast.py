@@ -19,6 +19,7 @@ import pytest
 from _cli import FAST_RUNNER as _RUNNER
 from _cli import deskctl_process as deskctl
 from _cli import fast_or_click as _run
+from _relay import pump
 from deskctl.ledger import open_ledger
 
 
@@ -119,21 +120,6 @@ def _engine_relay(path: Path) -> Iterator[list[bytearray]]:
     server.bind(str(path))
     server.listen()
 
-    def pump(source: socket.socket, sink: socket.socket, seen: bytearray | None) -> None:
-        try:
-            while data := source.recv(65536):
-                if seen is not None:
-                    seen += data
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
     def accept() -> None:
         while True:
             try:
@@ -143,8 +129,8 @@ def _engine_relay(path: Path) -> Iterator[list[bytearray]]:
             engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             engine.connect(DEFAULT_SOCKET)
             sent.append(bytearray())
-            threading.Thread(target=pump, args=(client, engine, sent[-1]), daemon=True).start()
-            threading.Thread(target=pump, args=(engine, client, None), daemon=True).start()
+            threading.Thread(target=pump, args=(client, engine, sent[-1].extend), daemon=True).start()
+            threading.Thread(target=pump, args=(engine, client), daemon=True).start()
 
     threading.Thread(target=accept, daemon=True).start()
     try:

@@ -3,6 +3,7 @@ reads is what the SDK reads, its failures are deskctl's error codes, and `deskct
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from _relay import pump
 from deskctl.errors import NotFound, ProviderApiError, ProviderUnreachable
 from deskctl.providers.docker.engine_api import EngineApi, engine_api
 from docker_provider._docker_target import docker2_environment, docker2_url
@@ -211,27 +213,18 @@ class _Relay:
             engine.connect("/var/run/docker.sock")
             record = bytearray()
             self.sent.append(record)
-            threading.Thread(target=self._pipe, args=(client, engine, record), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(engine, client, None), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket, record: bytearray | None) -> None:
-        try:
-            while data := source.recv(1 << 16):
-                if record is not None and len(record) < 1 << 16:
-                    record += data[:4096]
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            threading.Thread(target=pump, args=(client, engine, functools.partial(_sample, record)),
+                             daemon=True).start()
+            threading.Thread(target=pump, args=(engine, client), daemon=True).start()
 
     def close(self) -> None:
         self.listener.close()
+
+
+def _sample(record: bytearray, data: bytes) -> None:
+    """The start of each chunk a client sent, up to 64 KiB in all: enough to read its requests' lines."""
+    if len(record) < 1 << 16:
+        record += data[:4096]
 
 
 def test_deskctl_cp_puts_one_file_as_one_request_of_known_length(deskctl_home: Path, tmp_path: Path) -> None:
