@@ -14,10 +14,14 @@ growth while the desktops are up, divided by their number) and, for xvfb, the Xv
 
 ``--downs N``: only the teardown, as a fleet's cleanup pays it: N ``deskctl down ID`` processes at once next to
 the library's N ``close`` from threads of one process, rounds interleaved (target: the processes within 1.5x);
-each round brings N detached desktops up through the library first (not timed). Prints medians and the ratio
-(CLI time / library time), the load average, and the CPU seconds each side used (the N processes' together, from
-their rusage; the library's from this process's): on a loaded machine the wall times swing, the CPU figures
-much less, and the CPU of N processes on few cores is what a fleet's teardown waits for.
+each round brings N detached desktops up through the library first (not timed). Two naive rows for docker put
+the target in proportion: N ``docker rm -f NAME`` processes at once (the plain tool), and the floor of any
+command written in Python: N bare interpreters (``python -S``) that each send the one engine request a destroy
+is (``DELETE /containers/NAME?force=1`` on the engine's Unix socket) and nothing else. Prints medians and the
+ratios (each to the library's time, and deskctl's to the floor), the load average, and the CPU seconds each side
+used (the N processes' together, from their rusage; the library's from this process's): on a loaded machine
+the wall times swing, the CPU figures much less, and the CPU of N processes on few cores is what a fleet's
+teardown waits for.
 
     .venv/bin/python bench/bench_fleet.py --provider docker --downs 16 [--rounds 5]
 """
@@ -122,22 +126,36 @@ def downs(provider: str, size: int, geometry: str, rounds: int) -> None:
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as installed: with .pyc
     binary = str(Path(sys.executable).with_name("deskctl"))
-    cli, library, cli_cpu, library_cpu = [], [], [], []
-    for number in range(rounds + 1):  # the first round warms up (imports, .pyc files, the image's layers)
-        ids = _detached(provider, size, geometry)
+    sides: dict[str, Any] = {"deskctl": lambda sid: [binary, "down", sid]}
+    socket_path = _engine_socket() if provider == "docker" else None
+    if provider == "docker" and shutil.which("docker"):
+        sides["docker rm -f"] = lambda sid: ["docker", "rm", "-f", sid]
+    if socket_path:
+        sides["floor"] = lambda sid: [sys.executable, "-S", "-c", _FLOOR, socket_path, sid]
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    cpus: dict[str, list[float]] = {name: [] for name in sides}
+    library, library_cpu = [], []
+
+    def processes(name: str, ids: list[str]) -> None:
         with ThreadPoolExecutor(max_workers=size) as pool:
             before = cpu(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
-            done = list(pool.map(lambda sid: subprocess.run([binary, "down", sid], env=env, capture_output=True,
+            done = list(pool.map(lambda sid: subprocess.run(sides[name](sid), env=env, capture_output=True,
                                                              text=True), ids))
             took = time.perf_counter() - started
             used = cpu(resource.RUSAGE_CHILDREN) - before
-        failed = [d.stderr.strip() for d in done if d.returncode != 0]
+        failed = [d.stderr.strip() or d.stdout.strip() for d in done if d.returncode != 0]
         if failed:
-            sys.exit(f"deskctl down failed: {failed[0]}")
+            sys.exit(f"{name} failed: {failed[0]}")
         if number:
-            cli.append(took)
-            cli_cpu.append(used)
+            times[name].append(took)
+            cpus[name].append(used)
+        if name != "deskctl":  # the ledger still holds them: recorded as gone (not timed)
+            subprocess.run([binary, "down", "--ignore-missing", *ids], env=env, capture_output=True)
+
+    for number in range(rounds + 1):  # the first round warms up (imports, .pyc files, the image's layers)
+        for name in sides:
+            processes(name, _detached(provider, size, geometry))
         desks = [deskctl.attach(sid) for sid in _detached(provider, size, geometry)]
         with ThreadPoolExecutor(max_workers=size) as pool:
             before = cpu(resource.RUSAGE_SELF)
@@ -148,13 +166,38 @@ def downs(provider: str, size: int, geometry: str, rounds: int) -> None:
         if number:
             library.append(took)
             library_cpu.append(used)
-    ours, theirs = statistics.median(cli), statistics.median(library)
+    ours, theirs = statistics.median(times["deskctl"]), statistics.median(library)
     print(f"{size} {provider} downs at once, medians over {rounds} rounds (load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} cores): {size} deskctl down processes {ours:.2f} s (fastest {min(cli):.2f}), "
-          f"the library's {size} closes from threads {theirs:.2f} s (fastest {min(library):.2f}); "
-          f"CLI/library {ours / theirs:.2f} (target 1.5); CPU: the {size} processes "
-          f"{statistics.median(cli_cpu):.2f} s ({statistics.median(cli_cpu) * 1000 / size:.0f} ms each), the library "
-          f"{statistics.median(library_cpu):.2f} s")
+          f"on {os.cpu_count()} cores): the library's {size} closes from threads {theirs:.2f} s (fastest "
+          f"{min(library):.2f}; CPU {statistics.median(library_cpu):.2f} s)")
+    for name in sides:
+        took, used = statistics.median(times[name]), statistics.median(cpus[name])
+        label = {"deskctl": "deskctl down", "docker rm -f": "docker rm -f", "floor": "floor (python -S, 1 request)"}
+        print(f"  {size} {label[name]} processes: {took:.2f} s (fastest {min(times[name]):.2f}), "
+              f"CPU {used:.2f} s ({used * 1000 / size:.0f} ms each); {name}/library {took / theirs:.2f}")
+    print(f"CLI/library {ours / theirs:.2f} (target 1.5)"
+          + (f"; the floor/library {statistics.median(times['floor']) / theirs:.2f}, deskctl/floor "
+             f"{ours / statistics.median(times['floor']):.2f}" if "floor" in times else ""))
+
+
+#: the floor of a Python command that destroys a container: one request on the engine's socket, nothing else
+_FLOOR = (
+    "import _socket, sys\n"
+    "s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)\n"
+    "s.connect(sys.argv[1])\n"
+    "s.sendall(b'DELETE /containers/' + sys.argv[2].encode() + b'?force=1 HTTP/1.0\\r\\nHost: docker\\r\\n\\r\\n')\n"
+    "head = b''\n"
+    "while chunk := s.recv(65536):\n"
+    "    head += chunk\n"
+    "sys.exit(0 if head.split(b' ', 2)[1] == b'204' else head.decode(errors='replace'))\n"
+)
+
+
+def _engine_socket() -> str | None:
+    """The engine's Unix socket as the docker provider finds it (``DOCKER_HOST`` or the default), else None."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    path = host.removeprefix("unix://") if host.startswith("unix://") else None
+    return path if path and os.path.exists(path) else None
 
 
 def main() -> None:
