@@ -12,8 +12,6 @@ Heavy libraries (httpx, paramiko, PIL, Xlib, docker) load only when a provider t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from deskctl.errors import (
     BudgetExceeded,
     CleanupIncomplete,
@@ -24,7 +22,10 @@ from deskctl.errors import (
     UsageError,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl import aio
     from deskctl.checks.runner import preflight
     from deskctl.session import Desktop, attach, open_desktop

@@ -23,9 +23,12 @@ import os
 import select
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 from deskctl.errors import CapacityUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "POLL_SELECT",

@@ -26,7 +26,14 @@ It is also a dataclass to the :mod:`dataclasses` module, once something loads th
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar, dataclass_transform  # 3.11, as the agent's platforms.py (StrEnum)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, TypeVar, dataclass_transform
+else:
+    def dataclass_transform(**kwargs: object) -> object:
+        """typing's, for the type checkers only: the class as it is (typing costs a tenth of a process)"""
+        return lambda cls: cls
 
 __all__ = ["Record", "field", "record_fields", "replace"]
 
@@ -197,9 +204,8 @@ class Record:
         return all(getattr(self, name) == getattr(other, name) for name in self._record_names)
 
 
-#: bound by the class itself, not by its name: a name makes a ForwardRef, whose compile() is a tenth of an
-#: `import deskctl` in instructions (the annotations above are strings: they may name it before this line)
-_R = TypeVar("_R", bound=Record)
+if TYPE_CHECKING:
+    _R = TypeVar("_R", bound=Record)
 
 
 def _has_default(spec: Any) -> bool:

@@ -10,9 +10,11 @@ canonical names to its own wire names (X keysyms in ``providers/_x11.py``, the t
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
-
 from deskctl.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, Literal
 
 __all__ = [
     "MODIFIERS",
@@ -34,7 +36,8 @@ __all__ = [
     "normalize_key",
 ]
 
-Button = Literal["left", "middle", "right"]
+if TYPE_CHECKING:
+    Button = Literal["left", "middle", "right"]
 BUTTONS: tuple[Button, ...] = ("left", "middle", "right")
 
 

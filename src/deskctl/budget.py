@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
 
 from deskctl._record import Record, field
 from deskctl.errors import BudgetExceeded, NotFound, UsageError
 from deskctl.lifecycle import SessionStatus
 from deskctl.metering import cost_for, format_cost, session_cost
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.ledger import Budget, Ledger, Reservation, SessionRecord, Transaction
     from deskctl.metering import Rate
     from deskctl.spec import DesktopSpec

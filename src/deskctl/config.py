@@ -21,12 +21,13 @@ Secrets do not belong here: they come from the environment or the OS keyring (`d
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import ConfigInvalid
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
 __all__ = ["Config", "load_config", "project_file", "user_file"]
 

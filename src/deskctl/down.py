@@ -7,14 +7,16 @@ an error; an id the ledger does not know is ``usage.not_found`` unless ``ignore_
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
 
 from deskctl._record import Record
 from deskctl.errors import CleanupIncomplete, DeskctlError, NotFound, SessionClosed
 from deskctl.lifecycle import TERMINAL_STATUSES
 from deskctl.session import attach
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.ledger import Ledger
 
 __all__ = ["Destroyed", "destroy_session", "first_error", "sessions_to_destroy"]

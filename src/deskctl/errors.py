@@ -46,8 +46,12 @@ scrubbing by the code that raises it, and :meth:`DeskctlError.to_dict` redacts o
 
 from __future__ import annotations
 
-import signal
-from typing import Any, ClassVar
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal as _signal
+    from typing import Any, ClassVar
+else:
+    import _signal  # signal's functions and constants without signal.py's enums (typeshed has no _signal)
 
 __all__ = [
     "BudgetExceeded",
@@ -293,7 +297,7 @@ class Interrupted(DeskctlError):
     code = "interrupted"
     exit_code = 130
 
-    def __init__(self, message: str, *, signum: int = signal.SIGINT, **kwargs: Any) -> None:
+    def __init__(self, message: str, *, signum: int = _signal.SIGINT, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.signum = signum
         self.exit_code = 128 + int(signum)

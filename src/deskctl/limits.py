@@ -20,9 +20,12 @@ range, since codes are API.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from deskctl.errors import ConfigInvalid, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["BOUNDS", "VIEW_WHEEL_STEP", "Bound", "check_number", "check_text", "describe"]
 

@@ -21,15 +21,16 @@ import math
 import os
 import time
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
 
 from deskctl._record import Record
 from deskctl.errors import ConfigInvalid
 from deskctl.lifecycle import TERMINAL_STATUSES
 from deskctl.limits import BOUNDS, check_number
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     from deskctl.ledger import SessionRecord
     from deskctl.spec import DesktopSpec
@@ -180,7 +181,8 @@ def _validate(doc: Any, where: str) -> dict[str, Any]:
     return doc
 
 
-_Catalog = tuple[tuple[dict[str, Any], ...], dict[str, dict[str, Any]], tuple[dict[str, Any], ...]]
+if TYPE_CHECKING:
+    _Catalog = tuple[tuple[dict[str, Any], ...], dict[str, dict[str, Any]], tuple[dict[str, Any], ...]]
 
 
 @lru_cache(maxsize=8)

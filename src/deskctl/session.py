@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from deskctl import actions as act
 from deskctl import session_spend, session_steps, supervisor
@@ -51,7 +50,10 @@ from deskctl.providers.base import ExecResult, RawFrame, Screenshot
 from deskctl.session_state import SessionState
 from deskctl.session_steps import new_session_id, owner_id
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.browser import BrowserEndpoint, Page
     from deskctl.episodes.store import Snapshot
     from deskctl.ledger import Ledger, ModelUsage

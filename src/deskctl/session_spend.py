@@ -5,12 +5,12 @@ session's money cap or its shared budget, as the watchdog does for desktop spend
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from deskctl import supervisor
 from deskctl.errors import BudgetExceeded, NotFound, SessionClosed
 from deskctl.lifecycle import SessionStatus
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from deskctl.ledger import ModelUsage
     from deskctl.metering import Rate

@@ -10,7 +10,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
 
 from deskctl import session_steps, supervisor
 from deskctl.errors import BudgetExceeded, CleanupIncomplete, DeskctlError, SessionClosed
@@ -19,7 +18,10 @@ from deskctl.providers import get_provider
 from deskctl.providers.base import Provider, RemoteHandle
 from deskctl.session_steps import new_session_id
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.ledger import Ledger, SessionRecord
     from deskctl.metering import Rate
     from deskctl.recording import Recorder
@@ -127,7 +129,9 @@ class SessionState:
     def _desktop(self) -> Desktop:
         """This object as the :class:`~deskctl.session.Desktop` it is (this class is only ever its base), for the
         steps of :mod:`deskctl.session_steps` and :mod:`deskctl.supervisor`, which take a Desktop."""
-        return cast("Desktop", self)
+        this: Any = self  # not typing.cast: no typing import at run time
+        desk: Desktop = this
+        return desk
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> Desktop:

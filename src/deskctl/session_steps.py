@@ -17,7 +17,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from deskctl import session_spend, supervisor
 from deskctl.errors import (
@@ -41,7 +40,10 @@ from deskctl.providers.base import (
     RemoteHandle,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.ledger import Ledger, SessionRecord
     from deskctl.session import Desktop
 

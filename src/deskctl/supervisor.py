@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import signal
 import threading
 import time
 import weakref
 from collections.abc import Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import BudgetExceeded, DeskctlError, Interrupted
 from deskctl.lifecycle import SessionStatus
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal as _signal
+    from typing import Any
+
     from deskctl.session import Desktop
+else:
+    import _signal  # signal's functions and constants without signal.py's enums (typeshed has no _signal)
 
 __all__ = ["KEEPALIVE_SECONDS", "close_all", "install_signal_handlers", "log_cleanup_failure", "on_signal",
            "shield_signals", "start_threads", "watch", "watchdog_seconds"]
@@ -59,18 +63,32 @@ def unwatch(desk: Desktop) -> None:
     _open_desktops.discard(desk)
 
 
+#: the signals whose handlers :func:`install_signal_handlers` installs, by their names
+_HANDLED: dict[int, str] = {_signal.SIGTERM: "SIGTERM", _signal.SIGINT: "SIGINT", _signal.SIGHUP: "SIGHUP"}
+
+
+def _signal_name(signum: int) -> str:
+    """``signal.Signals(signum).name``, without importing :mod:`signal` (its enums) for the signals handled here."""
+    name = _HANDLED.get(signum)
+    if name is None:
+        import signal
+
+        name = str(signal.Signals(signum).name)
+    return name
+
+
 def on_signal(signum: int, frame: FrameType | None) -> None:
     if getattr(_shielded, "active", False):
         # a second Ctrl-C while cleanup runs must not cut the cleanup short
         _deferred_signals.append(signum)
         return
     previous = _previous_handlers.get(signum)
-    if callable(previous) and previous not in (signal.default_int_handler,):
-        close_all(reason=f"signal {signal.Signals(signum).name}")
+    if callable(previous) and previous not in (_signal.default_int_handler,):
+        close_all(reason=f"signal {_signal_name(signum)}")
         previous(signum, frame)
         return
     # Unwind the main thread: `with` blocks and the Desktop.__exit__ of every session run their cleanup.
-    name = signal.Signals(signum).name
+    name = _signal_name(signum)
     raise Interrupted(f"interrupted by {name}; the desktop was cleaned up", signum=signum)
 
 
@@ -78,14 +96,14 @@ def install_signal_handlers() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     with _signals_lock:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for signum in _HANDLED:
             if signum in _previous_handlers:
                 continue
-            current = signal.getsignal(signum)
-            if current is signal.SIG_IGN:
+            current = _signal.getsignal(signum)
+            if current == _signal.SIG_IGN:
                 continue
             _previous_handlers[signum] = current
-            signal.signal(signum, on_signal)
+            _signal.signal(signum, on_signal)
 
 
 @contextlib.contextmanager
@@ -103,7 +121,7 @@ def shield_signals() -> Iterator[None]:
             signum = _deferred_signals.pop()
             _deferred_signals.clear()
             raise Interrupted(
-                f"interrupted by {signal.Signals(signum).name}; the desktop was cleaned up", signum=signum
+                f"interrupted by {_signal_name(signum)}; the desktop was cleaned up", signum=signum
             )
 
 

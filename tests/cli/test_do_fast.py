@@ -162,6 +162,14 @@ def test_do_loads_no_pathlib(session: str) -> None:
     assert found.get("shlex") in (None, "deskctl.providers._guest"), found  # not the ledger's
 
 
+def test_do_loads_no_typing_or_signal(session: str) -> None:
+    """typing (about 13M instructions, a tenth of a `deskctl do` process) is for the type checkers: the modules on
+    the path import its names under ``if TYPE_CHECKING:`` (a module's own ``TYPE_CHECKING = False``). signal's
+    functions and constants are ``_signal``'s; signal.py adds its enums (3.5M)."""
+    found = importers(["do", session, "click", "5", "5"], ["typing", "signal"])
+    assert found == {}, found
+
+
 _FORWARD_REFS = """
 import json, sys, typing
 made = []

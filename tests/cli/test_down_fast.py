@@ -19,6 +19,7 @@ import pytest
 from _cli import FAST_RUNNER as _RUNNER
 from _cli import deskctl_process as deskctl
 from _cli import fast_or_click as _run
+from _cli import importers
 from _relay import pump
 from deskctl.ledger import open_ledger
 
@@ -107,6 +108,18 @@ def test_down_loads_no_click_pydantic_or_dataclasses(tmp_path: Path) -> None:
                 "dataclasses", "inspect", "ast", "tokenize", "Xlib", "deskctl.core.x11",
                 "sqlite3.dbapi2", "datetime"}  # the ledger speaks _sqlite3 (see ledger/_sqlite.py)
     assert sorted(unwanted & set(result["modules"])) == []
+
+
+def test_down_of_an_xvfb_desktop_loads_no_typing_or_signal() -> None:
+    """As `deskctl do` (tests/cli/test_do_fast.py): typing is for the type checkers; the xvfb provider's SIGTERM and
+    SIGKILL and the supervisor's handlers are ``_signal``'s (the names in its messages are its own table's)."""
+    sid = _up()
+    try:
+        found = importers(["down", sid], ["typing", "signal"])
+    finally:
+        deskctl("down", sid)
+    assert found == {}, found
+    assert _status(sid) == "ended"
 
 
 @contextmanager

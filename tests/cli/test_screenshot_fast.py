@@ -127,3 +127,10 @@ def test_a_screenshot_leaves_socket_and_base64_to_the_one_module_that_still_need
     assert "pathlib" not in found, found
     assert found.get("selectors") in (None, "deskctl.owners"), found
     assert "base64" not in found, found
+
+
+def test_a_screenshot_loads_no_typing_or_signal(session: str, tmp_path: Path) -> None:
+    """As `deskctl do` (tests/cli/test_do_fast.py): typing is for the type checkers, signal's constants are
+    ``_signal``'s."""
+    found = importers(["screenshot", session, "-o", "s.png"], ["typing", "signal"], cwd=tmp_path)
+    assert found == {}, found

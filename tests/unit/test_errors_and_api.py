@@ -90,6 +90,15 @@ def test_import_stays_light() -> None:
     assert out.strip() == "[]"
 
 
+def test_import_loads_no_typing_or_signal() -> None:
+    """``import deskctl`` (the errors and the package) leaves typing to the type checkers (``if TYPE_CHECKING:``
+    under the module's own ``TYPE_CHECKING = False``) and takes SIGINT from ``_signal``: typing alone is ~13M
+    instructions, a third of a bare ``python -c pass``."""
+    code = "import sys, deskctl; print(sorted(m for m in ('typing', 'signal') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_help_stays_light() -> None:
     code = (
         "import sys; from deskctl.cli import main\n"

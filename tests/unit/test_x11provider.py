@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -17,8 +17,11 @@ from deskctl.actions import Move
 from deskctl.errors import DeskctlError, ProviderApiError, SessionLost
 from deskctl.platforms import Platform
 from deskctl.providers._x11 import X11Driver
-from deskctl.providers._x11provider import DisplayDriver, X11Provider
+from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.base import Capabilities, RemoteHandle
+
+if TYPE_CHECKING:
+    from deskctl.providers._x11provider import DisplayDriver
 
 pytestmark = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed")
 

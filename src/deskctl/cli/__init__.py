@@ -18,12 +18,14 @@ up`` (:mod:`deskctl.cli._up_fast`: a desktop per process).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
 
 from deskctl.cli._output import Reported, emit_error
 from deskctl.errors import DeskctlError, Interrupted
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.cli._app import LazyGroup as LazyGroup
     from deskctl.cli._app import cli as cli
 

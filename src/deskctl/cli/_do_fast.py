@@ -24,11 +24,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
 
 from deskctl.cli._output import echo_json
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.session import Desktop
 
 __all__ = ["act", "attached", "parse", "run"]

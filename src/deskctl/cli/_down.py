@@ -9,10 +9,13 @@ was a fifth of the call. :func:`run` takes the plain form only, session ids and 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from deskctl.cli._output import Reported, echo, echo_json
 from deskctl.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["destroy", "run"]
 

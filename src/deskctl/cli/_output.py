@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from deskctl.errors import DeskctlError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Reported", "echo", "echo_json", "emit_error", "iso_time"]
 

@@ -3,9 +3,11 @@ providers and the in-desktop agent (:mod:`deskctl.providers.base` re-exports the
 
 from __future__ import annotations
 
-from typing import Any
-
 from deskctl._record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ExecResult", "RawFrame", "Screenshot"]
 

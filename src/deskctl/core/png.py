@@ -13,9 +13,12 @@ import struct
 import sys
 import threading
 import zlib
-from typing import Any
 
 from deskctl.errors import ProviderApiError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "PNG_SIGNATURE",

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from deskctl.errors import UsageError
 from deskctl.platforms import Platform
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from deskctl.core.frames import ExecResult
 

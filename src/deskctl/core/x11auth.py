@@ -5,11 +5,11 @@ from __future__ import annotations
 import _socket
 import os
 import struct
-from typing import TYPE_CHECKING
 
 from deskctl._record import Record
 from deskctl.errors import ProviderUnreachable, UsageError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -8,11 +8,10 @@ keymap code, the PNG encoder) only if a call needs the full driver; otherwise it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from deskctl.core.x11auth import X11Address
 from deskctl.core.x11wire import wire_driver, wire_preferred
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from deskctl.core.x11 import X11Driver
 

@@ -25,12 +25,14 @@ import contextlib
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
 
 from deskctl.actions import Click, Drag, KeyDown, KeyPress, KeyUp, MouseDown, MouseUp, Move, Scroll, TypeText
 from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, SessionLost
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.actions import Action
     from deskctl.core.frames import RawFrame, Screenshot
     from deskctl.core.x11 import X11Address, X11Driver
@@ -62,10 +64,10 @@ def wire_driver(address: X11Address, cookie: bytes | None, timeout: float, provi
                 open_full: Callable[[], X11Driver], op_timeout: float) -> X11Driver:
     """A :class:`WireDriver` connected to ``address``, typed as the full driver whose surface it has; what it does
     not take goes to ``open_full()``."""
-    from typing import cast
-
     wire = WireConnection.connect(address, cookie, timeout=timeout, provider=provider)
-    return cast("X11Driver", WireDriver(wire, open_full, op_timeout=op_timeout))
+    driver: Any = WireDriver(wire, open_full, op_timeout=op_timeout)  # not typing.cast: no typing at run time
+    full: X11Driver = driver
+    return full
 
 
 def _pad(data: bytes) -> bytes:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import DeskctlError, NotFound, UsageError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol
+    from typing import Any, Protocol
 
     from deskctl.episodes.store import Snapshot
     from deskctl.ledger import Ledger

@@ -22,9 +22,11 @@ import os
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.session import Desktop
 
 __all__ = ["ACTOR", "ON_TAKEOVER_ENV", "Takeover", "acting_as", "current_actor", "gate", "lock_path",

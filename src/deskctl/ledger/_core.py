@@ -8,7 +8,6 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Self
 
 from deskctl._redact import redact
 from deskctl.errors import ConfigInvalid, DeskctlError, InfrastructureError
@@ -24,6 +23,10 @@ from deskctl.ledger._schema import (
     _reservation_from_row,
     _session_from_row,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Self
 
 __all__ = ["LedgerBase", "Transaction"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
 
 from deskctl._redact import redact
 from deskctl.ledger._core import LedgerBase, Transaction
@@ -23,6 +22,10 @@ from deskctl.ledger._schema import (
     _reservation_from_row,
 )
 from deskctl.lifecycle import STATUSES, TERMINAL_STATUSES, SessionStatus, check_move
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Ledger"]
 

@@ -4,10 +4,13 @@ the caller, independent of the database that stores them."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from deskctl._record import Record, field, record_fields
 from deskctl.lifecycle import TERMINAL_STATUSES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Budget", "Event", "ModelTotals", "ModelUsage", "Reservation", "SessionRecord", "Totals"]
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from deskctl._redact import redact
 from deskctl.ledger._records import Budget, Reservation, SessionRecord
 from deskctl.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # SQL lists of the two sets: ``status IN (...)`` can use the status index, ``NOT IN`` cannot
 _TERMINAL_SQL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))

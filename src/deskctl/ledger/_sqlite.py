@@ -9,13 +9,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import InfrastructureError
 from deskctl.ledger._queries import Ledger
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
 __all__ = ["move_aside_command", "sqlite_file_damaged"]
 

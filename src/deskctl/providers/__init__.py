@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import UsageError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.providers.base import Provider
 
 __all__ = [

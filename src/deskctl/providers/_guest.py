@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
 
 from deskctl.core.shell import (
     _CMD_SPECIAL,
@@ -29,7 +28,10 @@ from deskctl.core.shell import (
 from deskctl.errors import UsageError
 from deskctl.platforms import Platform
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import ClassVar
+
     from deskctl.providers.base import RemoteHandle
 
 __all__ = ["GuestActions", "background_pid", "check_exec_options", "cmd_line", "dialect_of", "posix_line",

@@ -12,11 +12,13 @@ itself in its handle data (only the path of a 0600 file), so ``to_data()`` never
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from deskctl._record import Record, record_fields
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from deskctl.providers.base import RemoteHandle
 
 __all__ = ["HandleData"]
@@ -63,6 +65,5 @@ class HandleData(Record, frozen=True):
         handle.data.update(self.to_data())
 
 
-#: bound by the class itself, not by its name: a name makes a ForwardRef, whose compile() is a tenth of an
-#: `import deskctl` in instructions (the annotations above are strings: they may name it before this line)
-_Data = TypeVar("_Data", bound=HandleData)
+if TYPE_CHECKING:
+    _Data = TypeVar("_Data", bound=HandleData)

@@ -29,42 +29,44 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from deskctl.errors import DeskctlError, SessionLost
 from deskctl.providers._guest import GuestActions
 from deskctl.providers.base import Provider, RawFrame, RemoteHandle, Screenshot
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Protocol, TypeVar
+
     from deskctl.actions import Action
 
-__all__ = ["DisplayDriver", "X11Provider"]
+__all__ = ["X11Provider"]
 
-T = TypeVar("T")
+if TYPE_CHECKING:  # for the type checkers only (typing costs a tenth of a `deskctl do` process)
+    T = TypeVar("T")
 
+    class DisplayDriver(Protocol):
+        """What :class:`X11Provider` needs of a driver: the surface of :class:`~deskctl.core.x11.X11Driver`.
+        A connection lost in a call raises :class:`~deskctl.errors.SessionLost`; ``close`` is idempotent."""
 
-class DisplayDriver(Protocol):
-    """What :class:`X11Provider` needs of a driver: the surface of :class:`~deskctl.core.x11.X11Driver`.
-    A connection lost in a call raises :class:`~deskctl.errors.SessionLost`; ``close`` is idempotent."""
+        @property
+        def closed(self) -> bool: ...
 
-    @property
-    def closed(self) -> bool: ...
+        def size(self) -> tuple[int, int]: ...
 
-    def size(self) -> tuple[int, int]: ...
+        def screenshot(self, *, compress_level: int = 1) -> Screenshot: ...
 
-    def screenshot(self, *, compress_level: int = 1) -> Screenshot: ...
+        def raw_frame(self) -> RawFrame: ...
 
-    def raw_frame(self) -> RawFrame: ...
+        def act(self, action: Action) -> None: ...
 
-    def act(self, action: Action) -> None: ...
+        def cursor_position(self) -> tuple[int, int]: ...
 
-    def cursor_position(self) -> tuple[int, int]: ...
+        def window_titles(self) -> list[str]: ...
 
-    def window_titles(self) -> list[str]: ...
+        def ping(self) -> None: ...
 
-    def ping(self) -> None: ...
-
-    def close(self) -> None: ...
+        def close(self) -> None: ...
 
 
 class X11Provider(GuestActions, Provider):

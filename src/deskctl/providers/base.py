@@ -13,13 +13,15 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl._record import Record, field
 from deskctl.core.frames import ExecResult, RawFrame, Screenshot
 from deskctl.platforms import Platform
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
     from deskctl.actions import Action
     from deskctl.checks import CheckResult
     from deskctl.ledger import SessionRecord

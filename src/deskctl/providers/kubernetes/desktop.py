@@ -19,7 +19,6 @@ from deskctl.errors import (
     SessionLost,
 )
 from deskctl.providers._files import FileTransfer
-from deskctl.providers._x11provider import DisplayDriver
 from deskctl.providers.base import (
     ExecResult,
     RemoteHandle,
@@ -33,6 +32,7 @@ from deskctl.providers.kubernetes.handle_data import KubernetesHandleData
 
 if TYPE_CHECKING:
     from deskctl.agent.client import AgentDriver
+    from deskctl.providers._x11provider import DisplayDriver
 
 
 class KubernetesDesktop(FileTransfer, KubernetesApi):

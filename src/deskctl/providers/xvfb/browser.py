@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import ProviderUnreachable, UsageError
 from deskctl.providers._procs import tagged_processes
@@ -14,9 +13,11 @@ from deskctl.providers.xvfb.display import BROWSERS, which
 from deskctl.providers.xvfb.handle_data import XvfbHandleData
 from deskctl.providers.xvfb.preflight import _XvfbPreflight
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
+    from typing import Any
 
     from deskctl.spec import DesktopSpec, Geometry
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import _socket
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any
 
 from deskctl.providers._procs import start_ticks
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.spec import Geometry
 
 __all__ = ["BROWSERS", "WATCHER", "XVFB_DEPTHS", "claim_lock", "default_geometry", "depth_problem", "file_id",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from deskctl._record import Record
 from deskctl.providers._handle_data import HandleData
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["XvfbHandleData", "XvfbProcess"]
 

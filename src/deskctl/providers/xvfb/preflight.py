@@ -3,13 +3,14 @@ browser a spec asks for) and its typed options, which create reads too."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from deskctl.platforms import Platform
 from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.xvfb.display import BROWSERS, default_geometry, depth_problem, which
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.checks import CheckRecorder, CheckResult
     from deskctl.providers.xvfb.options import Options
     from deskctl.spec import DesktopSpec, Geometry
@@ -78,7 +79,9 @@ class _XvfbPreflight(X11Provider):
             checks.add("pass", "xvfb.window_geometry", f"browser window {window} on a {geometry} desktop")
 
     def _settings(self, spec: DesktopSpec | None = None) -> Options:
-        return cast("Options", self.settings(spec))
+        settings: Any = self.settings(spec)  # this provider's Options (not typing.cast: no typing at run time)
+        options: Options = settings
+        return options
 
     def _wants_window_manager(self, spec: DesktopSpec) -> bool:
         return spec.window_manager or self._settings(spec).window_manager

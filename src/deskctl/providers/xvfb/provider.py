@@ -41,12 +41,10 @@ import _socket
 import contextlib
 import json
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from deskctl._fds import wait_readable
 from deskctl._record import replace
@@ -89,13 +87,18 @@ from deskctl.providers.xvfb.display import (
 )
 from deskctl.providers.xvfb.handle_data import XvfbHandleData, XvfbProcess
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal as _signal
     import subprocess
     from pathlib import Path
+    from typing import Any
 
     from deskctl.core.x11 import X11Driver
     from deskctl.providers.xvfb.options import Options
     from deskctl.spec import DesktopSpec, Geometry
+else:
+    import _signal  # signal's functions and constants without signal.py's enums (typeshed has no _signal)
 
 __all__ = ["XvfbProvider"]
 
@@ -518,7 +521,7 @@ class XvfbProvider(_XvfbBrowser):
         """SIGTERM (to each process group, or process), a grace period awaited on pidfds, then SIGKILL; the
         processes still alive after that."""
         live = procs
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        for sig in (_signal.SIGTERM, _signal.SIGKILL):
             if not live:
                 break
             for pid, ticks in live:
