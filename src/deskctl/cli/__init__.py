@@ -11,8 +11,9 @@ without it (a whole process per action: click's import was a third of the call),
 click commands; anything else it leaves to click (help, parse errors), so the output is the same either way.
 Likewise ``deskctl down ID...`` (:mod:`deskctl.cli._down`: a fleet's teardown is one process per desktop) and
 ``deskctl screenshot ID -o FILE`` (:mod:`deskctl.cli._shot`: a shell agent's look at the screen), ``deskctl cp
-SRC DEST`` (:mod:`deskctl.cli._cp`: a script's copy, as it would run ``docker cp``) and the plain forms of ``deskctl
-up`` (:mod:`deskctl.cli._up_fast`: a desktop per process).
+SRC DEST`` (:mod:`deskctl.cli._cp`: a script's copy, as it would run ``docker cp``), the plain forms of ``deskctl
+up`` (:mod:`deskctl.cli._up_fast`: a desktop per process) and ``deskctl ls`` / ``deskctl cost`` with ``--json``
+(:mod:`deskctl.cli._report`: a script's poll, a CI job's summary).
 """
 
 from __future__ import annotations
@@ -75,13 +76,14 @@ def wants_json(argv: list[str]) -> bool:
 #: the commands whose plain forms run without click: the module whose ``run(args)`` handles them (true when it
 #: did; false sends the call on to click), imported only for its own command
 _FAST_PATHS = {"do": "deskctl.cli._do_fast", "screenshot": "deskctl.cli._shot", "cp": "deskctl.cli._cp",
-               "up": "deskctl.cli._up_fast", "down": "deskctl.cli._down"}
+               "up": "deskctl.cli._up_fast", "down": "deskctl.cli._down", "ls": "deskctl.cli._report",
+               "cost": "deskctl.cli._report"}
 
 
 def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``.
-    ``fast=False`` sends ``deskctl do``, ``up``, ``down``, ``screenshot`` and ``cp`` through click too (the reference
-    their fast paths are tested against). A command ends by returning (exit 0), by raising a
+    ``fast=False`` sends ``deskctl do``, ``up``, ``down``, ``screenshot``, ``cp``, ``ls`` and ``cost`` through click
+    too (the reference their fast paths are tested against). A command ends by returning (exit 0), by raising a
     :class:`~deskctl.errors.DeskctlError` (printed here, exit by its code) or, when it printed its outcome
     itself, by raising :class:`~deskctl.cli._output.Reported` (exit by its code)."""
     args = list(sys.argv[1:] if argv is None else argv)

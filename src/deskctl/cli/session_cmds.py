@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -85,57 +84,9 @@ def down(session_ids: tuple[str, ...], everything: bool, ignore_missing: bool, a
 def ls(show_all: bool, since: str | None, as_json: bool) -> None:
     """List sessions that are not ended (or --all), with their spend so far: the desktop's and, where the harness
     metered it (Desktop.meter), the models'."""
-    from deskctl import metering
+    from deskctl.cli._report import list_sessions
 
-    now = time.time()
-    since_ts = None
-    if since:
-        from deskctl.spec import parse_duration  # only --since needs it
-
-        since_ts = now - parse_duration(since, what="--since")
-    with _ledger() as book:
-        records = book.sessions(active=None if show_all else True, since=since_ts)
-        models = book.model_spend(r.session_id for r in records)
-    rows: list[dict[str, Any]] = []
-    for r in records:
-        model_usd, model_unknown = models.get(r.session_id, (0.0, 0))
-        start = r.created_at or r.intent_at
-        end = r.ended_at or now
-        rows.append({
-            "id": r.session_id, "provider": r.provider, "platform": r.platform, "geometry": r.geometry,
-            "status": r.status, "detached": r.detached, "owner": r.owner, "started_at": start,
-            "seconds": end - start, "cost_usd": metering.spent_so_far(r, now), "expires_at": r.expires_at,
-            "reason": r.reason,
-            # model spend beside the desktop's (cost_usd): None when every metered call's price is unknown
-            "model_usd": None if model_unknown and not model_usd else round(model_usd, 6),
-            "model_unknown_calls": model_unknown,
-        })
-    if as_json:
-        echo_json({"sessions": rows})
-        return
-    if not rows:
-        note("no sessions" + ("" if show_all else " running (deskctl ls --all shows ended ones)"))
-        return
-    header = f"{'ID':<14} {'PROVIDER':<12} {'PLATFORM':<8} {'GEOMETRY':<10} {'STATUS':<10} {'AGE':>8} {'SPEND':>10}"
-    with_models = bool(models)
-    click.echo(header + (f" {'MODEL':>18}" if with_models else ""))
-    for row in rows:
-        model = ""
-        if with_models:
-            model = metering.format_cost(row["model_usd"]) + (" + unknown" if row["model_usd"] is not None
-                                                                and row["model_unknown_calls"] else "")
-            model = f" {model:>18}"
-        click.echo(f"{row['id']:<14} {row['provider']:<12} {row['platform']:<8} {row['geometry']:<10} "
-                   f"{row['status']:<10} {_age(row['seconds']):>8} {metering.format_cost(row['cost_usd']):>10}"
-                   + model)
-
-
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
+    list_sessions(show_all, since, as_json)
 
 
 @click.command()
