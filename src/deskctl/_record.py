@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from typing import Any, ClassVar, TypeVar, dataclass_transform
 else:
     def dataclass_transform(**kwargs: object) -> object:
-        """typing's, for the type checkers only: the class as it is (typing costs a tenth of a process)"""
+        """typing's is for the type checkers (at run time it only marks the class, for nobody to read): the class
+        as it is, without importing typing (a tenth of a `deskctl do` process)."""
         return lambda cls: cls
 
 __all__ = ["Record", "field", "record_fields", "replace"]
