@@ -189,3 +189,54 @@ def test_docker_down_is_one_engine_request_and_loads_no_shutil(deskctl_home: Pat
                 # quoting still loads): the ledger, the price catalog and the docker modules work with os.path strs
                 "pathlib"}
     assert sorted(unwanted & set(result["modules"])) == []
+
+
+#: the docker provider's modules a `deskctl down` of a docker desktop loads (and _redact, for its ledger events)
+_DOCKER_DOWN_MODULES = ["deskctl.providers.docker", "deskctl.providers.docker.common",
+                        "deskctl.providers.docker.provider", "deskctl.providers.docker.engine",
+                        "deskctl.providers.docker.engine_api", "deskctl.providers.docker.engine_http",
+                        "deskctl.providers.docker.watcher", "deskctl._redact"]
+
+
+def _runtime_typing_imports(module: str) -> list[int]:
+    """The lines of ``module`` that import typing other than under ``if TYPE_CHECKING:``."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    with open(spec.origin) as source:
+        tree = ast.parse(source.read())
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            guarded |= {id(inner) for child in node.body for inner in ast.walk(child)}
+    return [node.lineno for node in ast.walk(tree) if id(node) not in guarded and (
+        (isinstance(node, ast.Import) and any(alias.name == "typing" for alias in node.names))
+        or (isinstance(node, ast.ImportFrom) and node.module == "typing"))]
+
+
+@pytest.mark.docker
+def test_docker_down_loads_only_what_a_destroy_needs(deskctl_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A docker desktop's `deskctl down` loads none of the provider's other parts (create, preflight, files,
+    DevTools, the framebuffer, the watcher process's entry: provider.py takes their methods when first used), nor
+    urllib.parse with ipaddress (the engine's URL and the request's quoting: engine_http.py), struct, or tarfile;
+    and the docker modules it does load import typing only for annotations."""
+    from _cli import importers
+
+    monkeypatch.setenv("DESKCTL_HOME", str(deskctl_home))  # short: the X socket's path under it is length-limited
+    sid = deskctl("up", "--provider", "docker", "--geometry", "320x240", check=True).stdout.strip()
+    unwanted = ["deskctl.providers.docker.preflight", "deskctl.providers.docker.container",
+                "deskctl.providers.docker.files", "deskctl.providers.docker.devtools",
+                "deskctl.providers.docker.framebuffer", "deskctl.providers.docker.watch",
+                "deskctl.providers.docker.options", "deskctl.providers._tar", "tarfile",
+                "urllib.parse", "ipaddress", "struct"]
+    try:
+        found = importers(["down", sid], unwanted + _DOCKER_DOWN_MODULES)
+    finally:
+        deskctl("down", sid)
+    assert {name: found[name] for name in unwanted if name in found} == {}
+    assert sorted(found) == sorted(_DOCKER_DOWN_MODULES)  # what the typing check below reads is what was loaded
+    assert _status(sid) == "ended"
+    assert {module: lines for module in _DOCKER_DOWN_MODULES
+            if (lines := _runtime_typing_imports(module))} == {}

@@ -29,16 +29,30 @@ When the owner dies, even by SIGKILL, the kernel closes the pipe; the watcher th
 container still registered. A destroyed or detached (``deskctl up``) desktop is unregistered. ``deskctl reap``
 finds the rest by label (:meth:`DockerProvider.list_owned`).
 
-The package: :mod:`.provider` (the class: readiness, destroy, listing, drivers), :mod:`.container` (create),
-:mod:`.preflight`, :mod:`.files` (exec and the archive endpoints), :mod:`.engine` (engines, clients, errors,
-removal), :mod:`.common` (labels, sizes, the typed handle data :class:`~.common.DockerHandleData`), :mod:`.watcher`,
-:mod:`.framebuffer`, the image builder :mod:`.images` and :mod:`.layers`, the script run in a task image as the
-data file ``guest/start-xvfb.sh``, and the options, typed, in :mod:`.options` (docs/providers.md lists them).
+The package: :mod:`.provider` (the class: readiness, destroy, listing, drivers; the methods of its other parts
+taken from them when first used), :mod:`.container` (create), :mod:`.preflight`, :mod:`.files` (exec and the
+archive endpoints), :mod:`.engine` (engines, clients, errors, removal), :mod:`.engine_api` (the Engine API calls of
+the hot paths, spoken over HTTP/1.1 by :mod:`.engine_http`), :mod:`.common` (labels, sizes, the typed handle data
+:class:`~.common.DockerHandleData`), :mod:`.watcher`, :mod:`.framebuffer`, the image builder :mod:`.images` and
+:mod:`.layers`, the script run in a task image as the data file ``guest/start-xvfb.sh``, and the options, typed, in
+:mod:`.options` (docs/providers.md lists them).
 """
 
 from deskctl.providers.docker.common import LABEL_AGENT, is_remote, parse_memory
 from deskctl.providers.docker.provider import DockerProvider
-from deskctl.providers.docker.watch import _watch
 from deskctl.providers.docker.watcher import _Watcher
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from deskctl.providers.docker.watch import _watch
+
 __all__ = ["LABEL_AGENT", "DockerProvider", "_Watcher", "_watch", "is_remote", "parse_memory"]
+
+
+def __getattr__(name: str) -> object:
+    """``_watch``, the watcher process's entry, imported by that process only."""
+    if name == "_watch":
+        from deskctl.providers.docker.watch import _watch
+
+        return _watch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,6 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from deskctl._record import Record, record_fields
 from deskctl.errors import (
@@ -19,8 +18,10 @@ from deskctl.providers.base import (
     RemoteHandle,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
+    from typing import Any
 
     from deskctl.spec import DesktopSpec
 

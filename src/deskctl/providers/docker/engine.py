@@ -8,7 +8,6 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
 
 from deskctl._redact import redact
 from deskctl.errors import (
@@ -33,14 +32,16 @@ from deskctl.providers.docker.common import (
     _mib,
     remove_tree,
 )
-from deskctl.providers.docker.framebuffer import _Framebuffer
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     import docker
 
     from deskctl.providers.docker.engine_api import EngineApi
+    from deskctl.providers.docker.framebuffer import _Framebuffer
     from deskctl.providers.docker.options import Options
     from deskctl.spec import DesktopSpec
 
@@ -117,7 +118,8 @@ class _DockerBase(X11Provider):
 
     def _settings(self, spec: DesktopSpec | None = None) -> Options:
         """The typed options (:mod:`.options`), the spec's over the provider's."""
-        return cast("Options", self.settings(spec))
+        settings: Options = self.settings(spec)  # type: ignore[assignment]  # options_model names this class
+        return settings
 
     # ``host`` and ``api_timeout`` are read on every path, also by ``deskctl do`` and ``down``, which must not
     # import pydantic: the values as given (checked by :class:`.options.Options` when the spec was made), the

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import posixpath
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl.errors import (
     InfrastructureError,
@@ -37,8 +36,10 @@ from deskctl.providers.docker.common import (
 )
 from deskctl.providers.docker.container import _DockerCreate
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     import docker
 
@@ -56,9 +57,6 @@ def _quote(word: str) -> str:
 
 class _DockerFiles(_DockerCreate):
     """Commands and files: the Engine API exec and archive endpoints."""
-
-    #: :meth:`exec` hands output to ``on_output`` as it comes (see Desktop.exec)
-    exec_streams_output: ClassVar[bool] = True
 
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,

@@ -9,7 +9,6 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from deskctl._redact import redact
 from deskctl.errors import (
@@ -29,7 +28,6 @@ from deskctl.providers.base import (
     RemoteHandle,
     Screenshot,
 )
-from deskctl.providers.docker import devtools
 from deskctl.providers.docker.common import (
     _AGENT_TOKEN_FILE,
     LABEL_AGENT,
@@ -42,26 +40,66 @@ from deskctl.providers.docker.common import (
     _via_agent,
     remove_tree,
 )
-from deskctl.providers.docker.files import _DockerFiles
-from deskctl.providers.docker.framebuffer import _Framebuffer
 from deskctl.providers.docker.watcher import _Watcher
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
     from deskctl.agent.client import AgentDriver
     from deskctl.core.x11 import X11Driver
     from deskctl.providers._x11provider import DisplayDriver
+    from deskctl.providers.docker.files import _DockerFiles as _Mixins  # the whole class, as mypy checks it
+    from deskctl.providers.docker.framebuffer import _Framebuffer
+    from deskctl.spec import DesktopSpec
+else:
+    from deskctl.providers.docker.engine import _DockerBase as _Mixins  # the rest later: see _LATER
 
 __all__ = ["DockerProvider"]
 
 #: seconds to wait, after the display is lost, for a still-running container to stop so its reason can be told
 LOST_STOP_WAIT = 20
 
+#: the methods of the class's other parts (its preflight, its create, its commands and files), by the
+#: ``module:class`` that defines them: :class:`DockerProvider` takes each from there when it is first looked up
+#: (:class:`_Later`), so that a process that only destroys, drives or captures a desktop (``deskctl down``, ``do``,
+#: ``screenshot``) imports none of those modules. tests/unit/test_docker_parts.py holds this list whole.
+_LATER = {
+    "deskctl.providers.docker.preflight:_DockerPreflight": (
+        "preflight", "_variant", "_resolve_image", "_local_base", "_memory", "_needed_memory", "_check_remote"),
+    "deskctl.providers.docker.container:_DockerCreate": (
+        "_plan", "_desktop_image", "_host_dirs", "_container_config", "_host_config", "_agent_host",
+        "_start", "_hand_secrets", "_start_xvfb", "_published_port"),
+    "deskctl.providers.docker.files:_DockerFiles": (
+        "exec", "_remote_path", "upload", "_upload_target", "_upload_target_by_exec", "download", "_download"),
+}
 
-class DockerProvider(_DockerFiles):
+
+class _Later:
+    """A method of another part of the class (``module:class``, a subclass of the same base whose methods use no
+    ``super()``), imported when it is first looked up and then set on the class in its place."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.owner, self.name = owner, name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        import importlib
+
+        module, _, part = self.target.partition(":")
+        method = getattr(importlib.import_module(module), part).__dict__[self.name]
+        setattr(self.owner, self.name, method)
+        return method.__get__(instance, owner)
+
+
+class DockerProvider(_Mixins):
     """Desktops in containers on the local Docker engine; see the package docstring."""
 
     name: ClassVar[str] = "docker"
+    #: :meth:`exec` (files.py) hands output to ``on_output`` as it comes (see Desktop.exec)
+    exec_streams_output: ClassVar[bool] = True
 
     options_model: ClassVar[str | None] = "deskctl.providers.docker.options:Options"
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -84,6 +122,13 @@ class DockerProvider(_DockerFiles):
         window_management=True,
         accessibility=True,
     )
+
+    def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
+        """container.py's (named here: the base class declares it abstract, and a method found later is not seen
+        by the class's check of what is implemented)."""
+        from deskctl.providers.docker.container import _DockerCreate
+
+        return _DockerCreate.create(self, spec, session_id, labels)
 
     def wait_ready(self, handle: RemoteHandle, deadline: float) -> None:
         if _via_agent(handle):
@@ -199,6 +244,8 @@ class DockerProvider(_DockerFiles):
     # -- the browser's DevTools (devtools.py) ----------------------------------------------------------------------
     def browser_endpoint(self, handle: RemoteHandle) -> Any:
         """The container's DevTools (127.0.0.1:9222 inside) through a loopback forwarder here (devtools.py)."""
+        from deskctl.providers.docker import devtools
+
         return devtools.browser_endpoint(self, handle)
 
     def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
@@ -216,13 +263,19 @@ class DockerProvider(_DockerFiles):
         self._require_program(handle, browser)
         self._launch_detached(handle, browser, container_chromium_args(url))
 
+    def _close_devtools(self, session_id: str | None = None) -> None:
+        if "_devtools" in self.__dict__:  # where devtools.py keeps its forwarders: without it, none was opened
+            from deskctl.providers.docker import devtools
+
+            devtools.close(self, session_id)
+
     def close(self) -> None:
-        devtools.close(self)
+        self._close_devtools()
         super().close()
 
     def destroy(self, handle: RemoteHandle) -> None:
         self._drop_driver(handle.session_id)
-        devtools.close(self, handle.session_id)
+        self._close_devtools(handle.session_id)
         self._tokens.pop(handle.session_id, None)
         data = DockerHandleData.of(handle)
         name = data.name
@@ -378,6 +431,8 @@ class DockerProvider(_DockerFiles):
         path = DockerHandleData.of(handle).framebuffer
         if not path or not os.path.exists(path):
             return None
+        from deskctl.providers.docker.framebuffer import _Framebuffer
+
         try:
             framebuffer = _Framebuffer(path)
         except (OSError, ValueError):
@@ -385,3 +440,12 @@ class DockerProvider(_DockerFiles):
         with self._drivers_lock:
             self._framebuffers[handle.session_id] = framebuffer
         return framebuffer
+
+
+for _target, _names in _LATER.items():
+    for _name in _names:
+        if _name in vars(DockerProvider):  # the class's own would be hidden
+            raise TypeError(f"DockerProvider.{_name} is both the class's own and {_target}'s")
+        _method = _Later(_target)
+        setattr(DockerProvider, _name, _method)
+        _method.__set_name__(DockerProvider, _name)

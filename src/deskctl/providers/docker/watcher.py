@@ -7,7 +7,10 @@ import contextlib
 import os
 import sys
 import threading
-from typing import ClassVar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = ["_Watcher"]
 
