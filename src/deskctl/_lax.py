@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["FALSE", "FINITE", "FRACTION", "SYNTAX", "TRUE", "TYPE", "UTF8", "WORD", "Refused", "flag", "number",
            "text", "whole"]

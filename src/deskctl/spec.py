@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable, Mapping
 from enum import Enum  # loaded anyway (Platform is an enum)
 from os import PathLike
-from typing import Any, ClassVar, TypeVar
 
 from deskctl import _lax as lax
 from deskctl._record import Record, field
@@ -25,6 +24,10 @@ from deskctl.errors import UsageError
 from deskctl.limits import BOUNDS, check_number
 from deskctl.platforms import Platform
 from deskctl.providers import DEFAULT_PROVIDER
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, TypeVar
 
 __all__ = ["MAX_SIDE", "MIN_SIDE", "STORED", "DesktopSpec", "Geometry", "Platform", "WindowGeometry", "parse_duration"]
 
@@ -251,8 +254,8 @@ class _Model(Record, frozen=True):
         return out
 
 
-#: bound by the class itself, not by its name (a name makes a ForwardRef: see deskctl._record)
-_M = TypeVar("_M", bound=_Model)
+if TYPE_CHECKING:  # only annotations name it: no typing import at run time
+    _M = TypeVar("_M", bound=_Model)
 
 
 def _wholes(*names: str) -> dict[str, Callable[[Any, bool], int]]:

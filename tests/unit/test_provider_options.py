@@ -193,3 +193,36 @@ def test_lax_conversion_of_strings_and_numbers() -> None:
         with pytest.raises(UsageError) as caught:
             model.parse(raw)
         assert caught.value.code == "usage.bad_option" and f"option '{next(iter(raw))}" in caught.value.message
+
+
+def test_the_xvfb_options_are_built_and_read_without_typing() -> None:
+    """`deskctl up -o ...` builds the xvfb options class and converts the values: the annotations are read without
+    the typing module (its import is 13 million instructions; typing's own objects are asked of typing only when a
+    declaration used them, so typing was loaded)."""
+    code = ("import sys\n"
+            "from deskctl.providers.xvfb.options import Options\n"
+            "made = Options.parse({'xvfb_args': ['-ac'], 'browser': 'x', 'devtools_port': '9222'})\n"
+            "assert (made.xvfb_args, made.browser, made.devtools_port) == (('-ac',), 'x', 9222), made\n"
+            "assert [row['type'] for row in Options.describe()] == "
+            "['bool', 'str | None', 'int', 'bool', 'tuple[str, ...]', 'float'], Options.describe()\n"
+            "print(sorted(m for m in ('typing', 'deskctl.spec') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_annotations_are_taken_apart_as_typing_does() -> None:
+    import types
+    import typing
+    from collections.abc import Callable
+    from typing import Any, Literal, Optional, Union
+
+    from deskctl.providers.options import _LITERAL, _parts
+
+    cases: list[Any] = [str, int, type(None), Any, str | None, int | str | None, Optional[int], Union[int, str],  # noqa: UP007, UP045
+                        Literal["a", 1], tuple[str, ...], dict[str, int], list[int], typing.Tuple[str, ...],  # noqa: UP006
+                        Callable[[int], str], typing.Dict[str, Literal["x"]]]  # noqa: UP006
+    for annotation in cases:
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+        expected = types.UnionType if origin is typing.Union else _LITERAL if origin is Literal else origin
+        assert _parts(annotation) == (expected, args), annotation

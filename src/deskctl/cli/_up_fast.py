@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
 
 from deskctl.cli._output import echo, echo_json
 from deskctl.errors import UsageError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.config import Config
     from deskctl.session import Desktop
 

@@ -29,12 +29,14 @@ import operator
 import re
 import sys
 import types
-import typing
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Self
 
 from deskctl import _lax as lax
 from deskctl.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, Self
 
 __all__ = ["Option", "ProviderOptions", "field_validator", "model_validator", "option"]
 
@@ -390,7 +392,37 @@ def _optional(inner: Callable[[Any, bool], Any]) -> Callable[[Any, bool], Any]:
 
 
 _SIMPLE: dict[Any, Callable[[Any, bool], Any]] = {str: _str, int: _int, float: _float, bool: _bool,
-                                                  type(None): _none, Any: _any}
+                                                  type(None): _none}
+
+#: what :func:`_parts` gives as the origin of ``Literal[...]`` (typing's own ``Literal`` would need typing loaded)
+_LITERAL = "Literal"
+
+
+def _parts(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
+    """``typing.get_origin`` and ``typing.get_args`` of ``annotation``, a union's origin as ``types.UnionType``
+    and a literal's as :data:`_LITERAL`, without importing typing: an annotation typing made (``Literal[...]``,
+    ``Optional[...]``, ``Union[...]``, ``Any``) was evaluated in a module that imported typing, so only then is
+    it asked."""
+    kind = type(annotation)
+    if kind is types.UnionType:
+        return types.UnionType, annotation.__args__
+    if kind is types.GenericAlias:  # tuple[str, ...], dict[str, int] (not a subclass: Callable's flattens)
+        return annotation.__origin__, annotation.__args__
+    if kind.__module__ != "typing" and not hasattr(annotation, "__origin__"):
+        return None, ()  # a class (str, int, None's type): no origin, no arguments
+    import typing  # loaded already for typing's own objects; anything else generic asks it too
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union:
+        origin = types.UnionType
+    elif origin is typing.Literal:
+        origin = _LITERAL
+    return origin, args
+
+
+def _is_any(annotation: Any) -> bool:
+    typing = sys.modules.get("typing")  # ``Any`` was evaluated where typing is imported
+    return typing is not None and annotation is typing.Any
 
 
 #: the names an annotation is made of without evaluating it (the common case: ``float``, ``str | None``)
@@ -414,12 +446,14 @@ def _converter(annotation: Any) -> Callable[[Any, bool], Any]:
     the class is declared, not when a user gives a value)."""
     if annotation in _SIMPLE:
         return _SIMPLE[annotation]
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Union or origin is types.UnionType:
+    if _is_any(annotation):
+        return _any
+    origin, args = _parts(annotation)
+    if origin is types.UnionType:
         members = [_converter(arg) for arg in args if arg is not type(None)]
         inner = members[0] if len(members) == 1 else _union(members)
         return _optional(inner) if type(None) in args else inner
-    if origin is typing.Literal:
+    if origin is _LITERAL:
         return _literal(args)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return _tuple(_converter(args[0]))
@@ -435,10 +469,10 @@ def _number(value: float) -> str:
 
 def _type_name(annotation: Any) -> str:
     """A type as it is written in Python 3.10+ (``str | None``, ``Literal['a', 'b']``, ``tuple[str, ...]``)."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Union or origin is types.UnionType:
+    origin, args = _parts(annotation)
+    if origin is types.UnionType:
         return " | ".join(_type_name(a) for a in args)
-    if origin is typing.Literal:
+    if origin is _LITERAL:
         return f"Literal[{', '.join(repr(a) for a in args)}]"
     if origin is not None:
         inner = ", ".join("..." if a is Ellipsis else _type_name(a) for a in args)

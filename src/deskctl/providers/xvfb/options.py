@@ -3,9 +3,11 @@ and docs/providers.md read."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from deskctl.providers.options import ProviderOptions, option
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = ["Options"]
 
