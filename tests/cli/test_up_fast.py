@@ -127,3 +127,16 @@ def test_up_loads_no_click_or_heavy_modules(tmp_path: Path) -> None:
     unwanted = {"click", "pydantic", "deskctl.cli._app", "deskctl.cli.session_cmds", "dataclasses", "inspect",
                 "secrets", "hmac", "importlib.resources", "zipfile", "tempfile", "shutil", "bz2", "lzma", "Xlib"}
     assert sorted(unwanted & set(result["modules"])) == []
+
+
+def test_up_starts_xvfb_and_its_watch_without_subprocess() -> None:
+    """Xvfb and the owner watch are started by os.posix_spawn (providers/xvfb/spawn.py): subprocess and what it
+    imports (signal, selectors, locale) were a sixteenth of the instructions of a whole `deskctl up` process."""
+    from _cli import importers
+
+    try:
+        found = importers(["up", "--provider", "xvfb", "--geometry", "320x240"],
+                          ["subprocess", "signal", "selectors", "locale"])
+    finally:
+        deskctl("down", *_sessions())
+    assert found == {}, found

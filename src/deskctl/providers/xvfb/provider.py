@@ -86,6 +86,7 @@ from deskctl.providers.xvfb.display import (
     which,
 )
 from deskctl.providers.xvfb.handle_data import XvfbHandleData, XvfbProcess
+from deskctl.providers.xvfb.spawn import Child, spawn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class XvfbProvider(_XvfbBrowser):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._children: dict[int, subprocess.Popen[bytes] | Child] = {}
         self._lock = threading.RLock()
 
     # -- create --------------------------------------------------------------------------------------------
@@ -212,8 +213,6 @@ class XvfbProvider(_XvfbBrowser):
 
     def _start_xvfb(self, handle: RemoteHandle, xvfb: str, geometry: Geometry, options: Options,
                     directory: Path, timeout: float) -> int:
-        import subprocess
-
         read_end, write_end = os.pipe()
         log = open(directory / "xvfb.log", "wb")  # noqa: SIM115 (handed to the child)
         argv = [xvfb, "-displayfd", str(write_end), "-screen", "0",
@@ -221,8 +220,7 @@ class XvfbProvider(_XvfbBrowser):
                 "-nolisten", "tcp", "-noreset", *options.xvfb_args]
         try:
             try:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        pass_fds=(write_end,), start_new_session=True, close_fds=True)
+                proc = spawn(argv, output=log.fileno(), passed=write_end)  # Popen's guarantees, without subprocess
             except OSError as exc:
                 raise ProviderUnreachable(f"cannot start Xvfb: {exc.strerror}", provider=self.name,
                                           remedy="apt-get install xvfb") from exc
@@ -255,7 +253,7 @@ class XvfbProvider(_XvfbBrowser):
         lines = [line for line in text.splitlines() if line.strip()]
         return " | ".join(lines[-3:]) or "(empty)"
 
-    def _remember(self, handle: RemoteHandle, role: str, proc: subprocess.Popen[bytes]) -> None:
+    def _remember(self, handle: RemoteHandle, role: str, proc: subprocess.Popen[bytes] | Child) -> None:
         with self._lock:
             self._children[proc.pid] = proc
         data = XvfbHandleData.of(handle)
@@ -279,7 +277,6 @@ class XvfbProvider(_XvfbBrowser):
         return proc
 
     def _start_watcher(self, handle: RemoteHandle, options: Options) -> None:
-        import subprocess
         from pathlib import Path
 
         if not options.owner_watch:
@@ -297,10 +294,9 @@ class XvfbProvider(_XvfbBrowser):
         script = Path(data.dir) / "watch.py"
         script.write_text(WATCHER)
         try:
-            proc = subprocess.Popen([sys.executable, "-I", "-S", str(script), str(owner), str(expires),
-                                     json.dumps(targets)],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True, close_fds=True)
+            with open(os.devnull, "wb") as devnull:
+                proc = spawn([sys.executable, "-I", "-S", str(script), str(owner), str(expires), json.dumps(targets)],
+                             output=devnull.fileno())
         except OSError as exc:
             raise ProviderApiError(f"cannot start the owner watch: {exc.strerror}", provider=self.name) from exc
         self._remember(handle, "watcher", proc)
