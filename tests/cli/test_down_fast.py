@@ -122,6 +122,18 @@ def test_down_of_an_xvfb_desktop_loads_no_typing_or_signal() -> None:
     assert _status(sid) == "ended"
 
 
+def test_down_of_an_xvfb_desktop_loads_no_actions_or_cookie_code() -> None:
+    """Ending a desktop acts on nothing and reads no X cookie: the session's action classes (deskctl.actions) and
+    the Xauthority code (deskctl.core.x11auth, with struct) are imported where a desktop is acted on or made."""
+    sid = _up()
+    try:
+        found = importers(["down", sid], ["deskctl.actions", "deskctl.core.x11auth", "struct"])
+    finally:
+        deskctl("down", sid)
+    assert found == {}, found
+    assert _status(sid) == "ended"
+
+
 @contextmanager
 def _engine_relay(path: Path) -> Iterator[list[bytearray]]:
     """A unix socket at ``path`` that relays every connection to the local Docker engine's socket, both ways; what

@@ -48,7 +48,6 @@ from collections.abc import Mapping
 
 from deskctl._fds import wait_readable
 from deskctl._record import replace
-from deskctl.core.x11auth import new_cookie, read_cookie, write_xauthority
 from deskctl.errors import (
     CleanupIncomplete,
     GeometryUnsupported,
@@ -142,6 +141,9 @@ class XvfbProvider(_XvfbBrowser):
     # -- create --------------------------------------------------------------------------------------------
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
         from pathlib import Path
+
+        from deskctl.core.x11auth import new_cookie, write_xauthority  # here: `deskctl down` writes no cookie
+
         geometry = spec.geometry or default_geometry()
         options = self._settings(spec)
         problem = depth_problem(geometry)
@@ -345,6 +347,7 @@ class XvfbProvider(_XvfbBrowser):
         from Xlib import X
 
         from deskctl.core.x11 import X11Address, connect_display
+        from deskctl.core.x11auth import read_cookie
 
         data = XvfbHandleData.of(handle)
         cookie = read_cookie(data.cookie_file)
@@ -379,6 +382,7 @@ class XvfbProvider(_XvfbBrowser):
 
     # -- while open ----------------------------------------------------------------------------------------
     def _open_driver(self, handle: RemoteHandle) -> X11Driver:
+        from deskctl.core.x11auth import read_cookie
         from deskctl.core.x11open import open_x11
 
         data = XvfbHandleData.of(handle)
