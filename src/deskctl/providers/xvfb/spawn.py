@@ -65,20 +65,23 @@ def spawn(argv: Sequence[str], *, output: int, passed: int | None = None,
     descriptor ``output``, and ``passed`` (a descriptor of this process) open in the child under the same
     number; the environment is ``env`` (default: this process's)."""
     keep = {0, 1, 2} if passed is None else {0, 1, 2, passed}
-    actions: list[tuple[int | str, ...]] = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, output, 1),
-        (os.POSIX_SPAWN_DUP2, output, 2),
-    ]
+    spare = _spare_number(keep | {output})
+    actions: list[tuple[int | str, ...]] = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                            *_onto(output, 1, spare), *_onto(output, 2, spare)]
     if passed is not None:
-        # dup2 onto another number clears close-on-exec (dup2 onto itself may not: glibc before 2.29), then back
-        spare = _spare_number(keep | {output})
-        actions += [(os.POSIX_SPAWN_DUP2, passed, spare), (os.POSIX_SPAWN_DUP2, spare, passed),
-                    (os.POSIX_SPAWN_CLOSE, spare)]
+        actions += _onto(passed, passed, spare)
     actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable(keep)]
     pid = os.posix_spawn(argv[0], list(argv), os.environ if env is None else env, file_actions=actions,
                          setsid=True, setsigdef=_RESTORED)
     return Child(pid)
+
+
+def _onto(source: int, target: int, spare: int) -> list[tuple[int | str, ...]]:
+    """File actions that leave ``source`` open in the child as ``target``, not close-on-exec: a dup2 onto another
+    number clears the flag; onto itself it may not (glibc before 2.29), so that goes by way of ``spare``."""
+    if source != target:
+        return [(os.POSIX_SPAWN_DUP2, source, target)]
+    return [(os.POSIX_SPAWN_DUP2, source, spare), (os.POSIX_SPAWN_DUP2, spare, target), (os.POSIX_SPAWN_CLOSE, spare)]
 
 
 def _inheritable(keep: set[int]) -> list[int]:
