@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from deskctl import session_spend, session_steps, supervisor
+from deskctl._lazy import LazyModule
 from deskctl.call_args import check_url as _check_url
 from deskctl.call_args import wait_terms as wait_terms  # aio_desktop.py takes it from here
 from deskctl.errors import (
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     from deskctl.observe.accessibility import AccessibilityTree, AccessibleNode
     from deskctl.observe.windows import Window
     from deskctl.spec import DesktopSpec
+else:
+    act = LazyModule("deskctl.actions")  # imported when a method first acts: `deskctl up` and `down` act on nothing
 
 __all__ = ["Desktop", "SessionStatus", "State", "attach", "new_session_id", "open_desktop", "owner_id"]
 
@@ -160,8 +163,6 @@ class Desktop(SessionState):
                 )
 
     def _act(self, action: act.Action) -> None:
-        from deskctl import actions as act  # in each method that acts: `deskctl up` and `down` act on nothing
-
         act.check_action(action)  # before the screen: a 1e9-click scroll is a usage error, not hours of input
         self._bounds(*act.action_points(action))
         with self._guard(act.action_kind(action)):
@@ -270,7 +271,6 @@ class Desktop(SessionState):
               space: Any = None) -> None:
         """Click at ``(x, y)``, or where the pointer is when both are None. ``space``: the points are in the
         image of that transformed screenshot (every pointer action takes it)."""
-        from deskctl import actions as act
         self.act(act.Click(*self._at(x, y, space), act.validate_button(button), count))
 
     def double_click(self, x: int | None = None, y: int | None = None, button: str = "left", *,
@@ -287,41 +287,32 @@ class Desktop(SessionState):
         self.click(x, y, "middle", space=space)
 
     def move(self, x: int, y: int, *, space: Any = None) -> None:
-        from deskctl import actions as act
         self.act(act.Move(*self._at(x, y, space)))
 
     def drag(self, x1: int, y1: int, x2: int, y2: int, button: str = "left", *, space: Any = None) -> None:
-        from deskctl import actions as act
         self.act(act.Drag(*self._at(x1, y1, space), *self._at(x2, y2, space), act.validate_button(button)))
 
     def scroll(self, x: int | None = None, y: int | None = None, dx: int = 0, dy: int = 0, *,
                space: Any = None) -> None:
         """Wheel clicks at ``(x, y)`` (or where the pointer is): ``dy`` > 0 down, ``dx`` > 0 right."""
-        from deskctl import actions as act
         self.act(act.Scroll(*self._at(x, y, space), dx, dy))
 
     def mouse_down(self, x: int, y: int, button: str = "left", *, space: Any = None) -> None:
-        from deskctl import actions as act
         self.act(act.MouseDown(*self._at(x, y, space), act.validate_button(button)))
 
     def mouse_up(self, x: int, y: int, button: str = "left", *, space: Any = None) -> None:
-        from deskctl import actions as act
         self.act(act.MouseUp(*self._at(x, y, space), act.validate_button(button)))
 
     def type(self, text: str) -> None:
-        from deskctl import actions as act
         self.act(act.TypeText(text))
 
     def key(self, chord: str) -> None:
-        from deskctl import actions as act
         self.act(act.KeyPress(act.normalize_chord(chord)))
 
     def key_down(self, key: str) -> None:
-        from deskctl import actions as act
         self.act(act.KeyDown(act.normalize_key(key)))
 
     def key_up(self, key: str) -> None:
-        from deskctl import actions as act
         self.act(act.KeyUp(act.normalize_key(key)))
 
     def cursor_position(self) -> tuple[int, int]:
@@ -489,7 +480,6 @@ class Desktop(SessionState):
 
     def click_element(self, node: Any, button: str = "left") -> None:
         """Click the centre of a node's bounds (a node of :meth:`accessibility_tree` or :meth:`find`)."""
-        from deskctl import actions as act
         from deskctl.observe.accessibility import center_of
 
         x, y = center_of(self, node)
