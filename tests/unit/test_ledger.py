@@ -438,3 +438,32 @@ def test_nothing_is_scrubbed_while_the_write_lock_is_held(tmp_path: Path, monkey
     assert [e.kind for e in events] == ["intent", "create_sent", "created", "ready", "note", "leaked", "destroying",
                                         "ended"]
     assert secret not in repr(events) and secret not in record.reason
+
+
+@pytest.mark.parametrize("url", ["sqlite:///tmp/x/ledger.sqlite3", "/var/lib/deskctl/ledger.sqlite3",
+                                 "postgresql://user:pw@db.example:5433/deskctl?host=/run/pg&sslmode=require",
+                                 "postgres://db/deskctl"])
+def test_ledger_id_is_sha256_of_the_ledger_in_a_process_without_hashlib(url: str) -> None:
+    """The deskctl.ledger label every desktop carries (the reaper finds a ledger's desktops by it) is the first 16
+    hex digits of SHA-256 of the ledger's file or server: computed without importing hashlib (its OpenSSL bindings
+    were a sixteenth of a `deskctl up`), and equal to hashlib's, checked here in a fresh interpreter."""
+    import hashlib
+
+    from deskctl.ledger import ledger_id
+    from deskctl.ledger._open import check_ledger_url
+
+    backend, target = check_ledger_url(url)
+    if backend == "postgresql":
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(target)
+        query = "&".join(sorted(q for q in parts.query.split("&") if q.startswith(("host=", "port="))))
+        target = f"postgresql://{parts.hostname or ''}:{parts.port or ''}{parts.path}?{query}"
+    else:
+        target = "sqlite://" + target
+    expected = hashlib.sha256(target.encode()).hexdigest()[:16]
+    assert ledger_id(url) == expected
+    probe = ("import sys; from deskctl.ledger import ledger_id; print(ledger_id(sys.argv[1]), "
+             "'hashlib' in sys.modules, '_hashlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [expected, "False", "False"]

@@ -70,13 +70,10 @@ def check_ledger_url(url: str | None = None) -> tuple[str, str]:
     )
 
 
-
 def ledger_id(url: str | None = None) -> str:
     """A short, stable name of the ledger ``url`` (default: :func:`default_ledger_url`) for the ``deskctl.ledger``
     label: 16 hex digits of a hash of its file path, or of its PostgreSQL server and database (never of a user
     or password), so the reaper finds this ledger's desktops by label even when the ledger cannot be read."""
-    import hashlib
-
     backend, target = check_ledger_url(url)
     if backend == "postgresql":
         from urllib.parse import urlsplit
@@ -87,7 +84,22 @@ def ledger_id(url: str | None = None) -> str:
         target = f"postgresql://{host}:{parts.port or ''}{parts.path}?{query}"
     else:
         target = "sqlite://" + target
-    return hashlib.sha256(target.encode()).hexdigest()[:16]
+    return _sha256_hex(target.encode())[:16]
+
+
+def _sha256_hex(data: bytes) -> str:
+    """``hashlib.sha256(data).hexdigest()`` from CPython's own SHA-256 module, the same digest without hashlib's
+    import (OpenSSL's bindings: a sixteenth of a whole ``deskctl up``, which labels its desktop with
+    :func:`ledger_id`); hashlib where that module is missing."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]  # Python 3.11
+        except ImportError:
+            from hashlib import sha256  # type: ignore[assignment,unused-ignore]
+    return str(sha256(data).hexdigest())
+
 
 def open_ledger(url: str | None = None) -> Ledger:
     """Open (creating and migrating as needed) the ledger at ``url``.
