@@ -122,12 +122,13 @@ def test_down_of_an_xvfb_desktop_loads_no_typing_or_signal() -> None:
     assert _status(sid) == "ended"
 
 
-def test_down_of_an_xvfb_desktop_loads_no_actions_or_cookie_code() -> None:
+def test_down_of_an_xvfb_desktop_loads_no_actions_cookie_code_or_shutil() -> None:
     """Ending a desktop acts on nothing and reads no X cookie: the session's action classes (deskctl.actions) and
-    the Xauthority code (deskctl.core.x11auth, with struct) are imported where a desktop is acted on or made."""
+    the Xauthority code (deskctl.core.x11auth, with struct) are imported where a desktop is acted on or made. Its
+    folder goes by deskctl.paths.remove_tree, not shutil (whose import brings bz2 and lzma)."""
     sid = _up()
     try:
-        found = importers(["down", sid], ["deskctl.actions", "deskctl.core.x11auth", "struct"])
+        found = importers(["down", sid], ["deskctl.actions", "deskctl.core.x11auth", "struct", "shutil", "bz2"])
     finally:
         deskctl("down", sid)
     assert found == {}, found

@@ -94,3 +94,31 @@ def test_pure_path_str_is_pathlibs_own(name: str) -> None:
     from deskctl.paths import pure_path_str
 
     assert pure_path_str(name) == str(PurePosixPath(name))
+
+
+def test_remove_tree_removes_what_rmtree_would_and_follows_no_link(tmp_path: Path) -> None:
+    """deskctl.paths.remove_tree (a desktop's folders at `down`, without shutil's import) does what
+    shutil.rmtree(ignore_errors=True) does: the whole tree goes, links inside it go as links (what they point at
+    stays), a link given as the path is left alone, a missing path is no error."""
+    from deskctl.paths import remove_tree
+
+    outside = tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "keep" / "file").write_text("kept")
+    tree = tmp_path / "tree"
+    (tree / "a" / "b").mkdir(parents=True)
+    (tree / "a" / "b" / "deep.txt").write_text("x")
+    (tree / "top.txt").write_text("y")
+    (tree / "a" / "to-dir").symlink_to(outside / "keep")
+    (tree / "to-file").symlink_to(outside / "keep" / "file")
+    (tree / "dangling").symlink_to(tmp_path / "nowhere")
+    remove_tree(tree)
+    assert not os.path.lexists(tree)
+    assert (outside / "keep" / "file").read_text() == "kept"
+    link = tmp_path / "link"
+    link.symlink_to(outside)
+    remove_tree(link)
+    assert link.is_symlink() and (outside / "keep" / "file").exists()
+    remove_tree(tmp_path / "missing")
+    remove_tree(str(outside))
+    assert not outside.exists()

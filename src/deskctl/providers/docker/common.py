@@ -55,7 +55,6 @@ __all__ = [
     "_via_agent",
     "is_remote",
     "parse_memory",
-    "remove_tree",
     "tls_context",
 ]
 
@@ -260,25 +259,6 @@ class DockerHandleData(Record, frozen=True):
         if not self.socket_path or not self.xauthority:
             raise ProviderUnreachable(f"the handle of {self.name} records no X socket or X authority file")
         return self.socket_path, self.xauthority
-
-
-def remove_tree(path: str | os.PathLike[str]) -> None:
-    """``shutil.rmtree(path, ignore_errors=True)`` without :mod:`shutil`, whose import brings ``bz2``, ``lzma`` and
-    ``zlib`` (a twentieth of the instructions of a whole ``deskctl down`` process, which removes a desktop's two
-    small directories). Nothing is followed: a symbolic link is removed as a link (``path`` itself being one, as
-    rmtree, nothing is done); what cannot be removed is left, silently."""
-    if os.path.islink(path):
-        return
-    for root, dirs, files in os.walk(path, topdown=False):  # a link to a folder is listed in dirs, never entered
-        for name in files:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(root, name))
-        for name in dirs:
-            inner = os.path.join(root, name)
-            with contextlib.suppress(OSError):
-                os.unlink(inner) if os.path.islink(inner) else os.rmdir(inner)
-    with contextlib.suppress(OSError):
-        os.rmdir(path)
 
 
 def tls_context(cert_path: str, verify: bool) -> ssl.SSLContext:

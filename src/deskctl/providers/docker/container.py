@@ -16,6 +16,7 @@ from deskctl.errors import (
     ProviderApiError,
     UsageError,
 )
+from deskctl.paths import remove_tree
 from deskctl.providers._tar import tar_of_files
 from deskctl.providers.base import (
     LABEL_DETACHED,
@@ -36,7 +37,6 @@ from deskctl.providers.docker.common import (
     _lifetime,
     _mib,
     is_remote,
-    remove_tree,
 )
 from deskctl.providers.docker.framebuffer import _framebuffer_root
 from deskctl.providers.docker.preflight import _DockerPreflight

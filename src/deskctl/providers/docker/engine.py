@@ -18,6 +18,7 @@ from deskctl.errors import (
     ProviderUnreachable,
     SessionLost,
 )
+from deskctl.paths import remove_tree
 from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.base import (
     LABEL_SESSION,
@@ -30,7 +31,6 @@ from deskctl.providers.docker.common import (
     DockerHandleData,
     _check_engine,
     _mib,
-    remove_tree,
 )
 
 TYPE_CHECKING = False

@@ -19,7 +19,7 @@ from deskctl.errors import (
     ReadinessTimeout,
     SessionLost,
 )
-from deskctl.paths import pure_path_str
+from deskctl.paths import pure_path_str, remove_tree
 from deskctl.platforms import Platform
 from deskctl.providers.base import (
     LABEL_SESSION,
@@ -38,7 +38,6 @@ from deskctl.providers.docker.common import (
     DockerHandleData,
     _display_number,
     _via_agent,
-    remove_tree,
 )
 from deskctl.providers.docker.watcher import _Watcher
 

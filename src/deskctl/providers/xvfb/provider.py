@@ -488,8 +488,9 @@ class XvfbProvider(_XvfbBrowser):
     def destroy(self, handle: RemoteHandle) -> None:
         """End every process group of the desktop (watcher first), wait for them, remove the lock, socket,
         cookie, marker and session directory. Idempotent; raises CleanupIncomplete naming what is left."""
-        import shutil
         from pathlib import Path
+
+        from deskctl.paths import remove_tree
 
         self._drop_driver(handle.session_id)
         handle = self._fresh(handle)
@@ -508,10 +509,9 @@ class XvfbProvider(_XvfbBrowser):
             left.extend(self._remove_display_files(data.display_number, xvfb_pids, ours))
         directory = data.dir
         if directory and not live:
-            path = Path(directory)
-            shutil.rmtree(path, ignore_errors=True)
-            if path.exists():
-                left.append(str(path))
+            remove_tree(directory)  # as shutil.rmtree(ignore_errors=True), without shutil's import (bz2, lzma)
+            if os.path.lexists(directory):
+                left.append(str(Path(directory)))
         if left:
             raise CleanupIncomplete(f"xvfb desktop {handle.session_id} is not fully gone: {', '.join(left)}",
                                     provider=self.name, remedy="deskctl reap",
