@@ -13,7 +13,6 @@ Which backend ``keyring`` uses is keyring's own configuration (``PYTHON_KEYRING_
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
 
 from deskctl._record import Record  # not @dataclass: its import (inspect, ast, dis) was a tenth of `deskctl up`
 
@@ -22,6 +21,10 @@ from deskctl._redact import REDACTED, redact, register_secret
 
 # what a provider declares lives with the provider contract; re-exported here, where it is read
 from deskctl.providers.base import CredentialSet
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
 __all__ = [
     "KEYRING_SERVICE",

@@ -140,3 +140,16 @@ def test_up_starts_xvfb_and_its_watch_without_subprocess() -> None:
     finally:
         deskctl("down", *_sessions())
     assert found == {}, found
+
+
+def test_up_of_an_xvfb_desktop_loads_no_typing_or_hashlib() -> None:
+    """As `deskctl do` (tests/cli/test_do_fast.py): typing is for the type checkers (the local preflight's
+    findings, the credentials model and the option names included); the desktop's deskctl.ledger label is
+    SHA-256 from CPython's own module, not hashlib's OpenSSL bindings (each a sixteenth of a `deskctl up`)."""
+    from _cli import importers
+
+    try:
+        found = importers(["up", "--provider", "xvfb", "--geometry", "320x240"], ["typing", "hashlib", "_hashlib"])
+    finally:
+        deskctl("down", *_sessions())
+    assert found == {}, found

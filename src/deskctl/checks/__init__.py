@@ -13,6 +13,21 @@ would replace it as an attribute of ``deskctl`` as soon as one of its modules wa
 
 from __future__ import annotations
 
-from deskctl.checks.result import CheckRecorder, CheckResult, Status, failure_from
+from deskctl.checks.result import CheckRecorder, CheckResult, failure_from
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from deskctl.checks.result import Status
 
 __all__ = ["CheckRecorder", "CheckResult", "Status", "failure_from"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Status``, from :mod:`deskctl.checks.result` when first read (it imports :mod:`typing` to build it)."""
+    if name == "Status":
+        from deskctl.checks import result
+
+        return result.Status
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

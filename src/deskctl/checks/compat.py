@@ -20,14 +20,17 @@ import json
 import os
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from deskctl._record import Record
-from deskctl.checks import CheckResult, Status
+from deskctl.checks import CheckResult
 from deskctl.errors import CompatError, ConfigInvalid, UsageError
 from deskctl.spec import Geometry, Platform, WindowGeometry
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
+    from deskctl.checks import Status
     from deskctl.providers.base import Provider
     from deskctl.spec import DesktopSpec
 

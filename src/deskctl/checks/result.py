@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Literal
 
 from deskctl._record import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Literal
+
     from deskctl.errors import DeskctlError
+
+    Status = Literal["pass", "warn", "fail", "skip"]
 
 __all__ = ["CheckRecorder", "CheckResult", "Status", "failure_from"]
 
-Status = Literal["pass", "warn", "fail", "skip"]
+
+def __getattr__(name: str) -> Any:
+    """``Status`` for code that reads it at run time: built here, so that a process that only records findings (a
+    ``deskctl up`` runs the local checks) does not import :mod:`typing` (a sixteenth of its instructions)."""
+    if name == "Status":
+        from typing import Literal
+
+        return Literal["pass", "warn", "fail", "skip"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CheckResult(Record, frozen=True):

@@ -16,7 +16,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
 
 from deskctl._record import Record, field, replace
 from deskctl.checks import CheckResult, failure_from
@@ -39,7 +38,10 @@ from deskctl.errors import (
 )
 from deskctl.spec import DesktopSpec
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from deskctl.providers.base import Provider
 
 __all__ = [

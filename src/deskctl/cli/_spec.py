@@ -6,12 +6,14 @@ click's default map (:func:`defaults_map`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from deskctl.errors import ConfigInvalid, UsageError
 from deskctl.platforms import suggest
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     import click
 
     from deskctl.config import Config
