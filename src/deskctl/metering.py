@@ -16,12 +16,12 @@ it is installed (never required); else its cost is None (unknown), never 0.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 from functools import lru_cache
 
+from deskctl._jsonc import loads as json_loads
 from deskctl._record import Record
 from deskctl.errors import ConfigInvalid
 from deskctl.lifecycle import TERMINAL_STATUSES
@@ -192,13 +192,13 @@ def _load(user_path: str, user_mtime_ns: int, user_size: int) -> _Catalog:
         try:
             with open(user_path, encoding="utf-8") as file:
                 text = file.read()
-            docs.append(_validate(json.loads(text), user_path))
+            docs.append(_validate(json_loads(text), user_path))
         except (OSError, ValueError) as exc:
             raise ConfigInvalid(
                 f"price catalog {user_path} cannot be read: {exc}",
                 remedy="fix the file, or unset DESKCTL_PRICES / remove it to use the packaged catalog",
             ) from exc
-    docs.append(_validate(json.loads(_packaged_text()), "deskctl/data/prices.json"))
+    docs.append(_validate(json_loads(_packaged_text()), "deskctl/data/prices.json"))
     rows: list[dict[str, Any]] = []
     models: list[dict[str, Any]] = []
     resource_rates: dict[str, dict[str, Any]] = {}

@@ -4,7 +4,6 @@ click path alike, so both print the same bytes."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from deskctl.errors import DeskctlError
@@ -98,6 +97,8 @@ def echo_json(data: dict[str, Any]) -> None:
     ending in ``_at``, ``now``, ``since``), durations in seconds rounded to the millisecond, ``*_ms`` to 0.1 ms.
     Every string in it is redacted (a URL's password, registered secrets): the values are scrubbed, not the
     JSON text, so a key such as ``"secret": true`` stays valid JSON."""
+    import json  # here: a command without --json (most) skips the json package's import (with re)
+
     echo(json.dumps(_scrub(data), indent=2, sort_keys=True, default=str))
 
 
@@ -124,7 +125,9 @@ def emit_error(err: DeskctlError, *, as_json: bool) -> None:
     from deskctl._redact import redact
 
     if as_json:
-        echo(json.dumps(err.to_dict()))
+        from deskctl._jsonc import dumps
+
+        echo(dumps(err.to_dict()))
         return
     where = f" [{err.provider}]" if err.provider else ""
     echo(f"error{where}: {redact(err.message)} ({err.code})", err=True)

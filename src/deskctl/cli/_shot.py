@@ -48,8 +48,7 @@ def take(session_id: str, output: str, max_size: str | None, scale: float | None
          as_json: bool) -> None:
     """Save a PNG screenshot of the session to ``output`` ('-': stdout) and say so; see
     ``deskctl screenshot --help``."""
-    import json
-
+    from deskctl._jsonc import dumps
     from deskctl.cli._do_fast import attached
 
     def note(message: str) -> None:
@@ -78,7 +77,7 @@ def take(session_id: str, output: str, max_size: str | None, scale: float | None
         sys.stdout.buffer.write(shot.png)
         sys.stdout.flush()
         if described is not None:
-            note(f"transform: {json.dumps(described)}")
+            note(f"transform: {dumps(described)}")
         return
     try:
         shot.save(output)
@@ -93,7 +92,7 @@ def take(session_id: str, output: str, max_size: str | None, scale: float | None
     else:
         note(f"{output}: {shot.width}x{shot.height} PNG, {len(shot.png)} bytes")
         if described is not None:
-            note(f"transform: {json.dumps(described)}")
+            note(f"transform: {dumps(described)}")
 
 
 def parse(args: list[str]) -> tuple[str, str, bool] | None:

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
+
+from deskctl._jsonc import dumps, loads  # json's codec without the json package's import (re): every action looks here
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def _held(fd: int) -> bool:
 def _holder(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as file:
-            data = json.loads(file.read() or "{}")
+            data = loads(file.read() or "{}")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -141,7 +142,7 @@ class Takeover:
             os.close(fd)
             raise UsageError(f"someone else holds {self.desk.id} already", code="usage.conflict") from None
         self.since = time.time()
-        record = json.dumps({"holder": by, "pid": os.getpid(), "since": self.since, "reason": reason}).encode()
+        record = dumps({"holder": by, "pid": os.getpid(), "since": self.since, "reason": reason}).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, record, 0)
         self._fd = fd
@@ -183,7 +184,7 @@ def request_takeover(desk: Desktop, reason: str, timeout: float | None = None) -
     os.makedirs(_folder(), mode=0o700, exist_ok=True)
     request = _request_path(desk.id)
     with open(request, "w", encoding="utf-8") as file:
-        file.write(json.dumps({"reason": reason, "since": time.time(), "pid": os.getpid()}))
+        file.write(dumps({"reason": reason, "since": time.time(), "pid": os.getpid()}))
     desk.ledger.record_event(desk.id, "takeover.requested", {"reason": reason})
     path = lock_path(desk.id)
     try:

@@ -3,9 +3,9 @@ of rows to records. A migration is never edited once released: a new version is 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+from deskctl._jsonc import dumps, loads  # json's own codec, without the json package's import (re)
 from deskctl._redact import redact
 from deskctl.ledger._records import Budget, Reservation, SessionRecord
 from deskctl.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -166,11 +166,11 @@ _BUDGET_COLUMNS = ("name", "max_usd", "window_seconds", "default_minutes", "unkn
 
 def _dumps(value: Any) -> str:
     """JSON for a column, with every secret scrubbed."""
-    return redact(json.dumps(value, sort_keys=True, default=str))
+    return redact(dumps(value, sort_keys=True))
 
 
 def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    return None if text is None else loads(text)
 
 
 def _float(value: Any) -> float | None:

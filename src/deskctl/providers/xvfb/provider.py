@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import _socket
 import contextlib
-import json
 import os
 import sys
 import threading
@@ -47,6 +46,7 @@ import time
 from collections.abc import Mapping
 
 from deskctl._fds import wait_readable
+from deskctl._jsonc import dumps, loads
 from deskctl._record import replace
 from deskctl.errors import (
     CleanupIncomplete,
@@ -297,7 +297,7 @@ class XvfbProvider(_XvfbBrowser):
         script.write_text(WATCHER)
         try:
             with open(os.devnull, "wb") as devnull:
-                proc = spawn([sys.executable, "-I", "-S", str(script), str(owner), str(expires), json.dumps(targets)],
+                proc = spawn([sys.executable, "-I", "-S", str(script), str(owner), str(expires), dumps(targets)],
                              output=devnull.fileno())
         except OSError as exc:
             raise ProviderApiError(f"cannot start the owner watch: {exc.strerror}", provider=self.name) from exc
@@ -319,7 +319,7 @@ class XvfbProvider(_XvfbBrowser):
         tmp = marker.with_name(marker.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump(body, fh)
+            fh.write(dumps(body))
         os.replace(tmp, marker)
 
     # -- readiness -----------------------------------------------------------------------------------------
@@ -574,7 +574,7 @@ class XvfbProvider(_XvfbBrowser):
     @staticmethod
     def _read_marker(path: Path) -> dict[str, Any] | None:
         try:
-            data = json.loads(path.read_text())
+            data = loads(path.read_text())
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) else None
