@@ -6,8 +6,11 @@ does not load the credential model with it.
 
 from __future__ import annotations
 
-import re
 import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
 
 __all__ = ["REDACTED", "redact", "register_secret"]
 
@@ -35,12 +38,14 @@ _PATTERN_SOURCES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     # a token alone as the userinfo of a web URL (https://TOKEN@host)
     (r"(?i)(\bhttps?://)[^/\s:@\"'<>]+(?=@)", ("://", "@", "http"), ()),
 )
-_patterns: dict[int, re.Pattern[str]] = {}
+_patterns: dict[int, re.Pattern[str]] = {}  # re is imported when a pattern is first needed
 
 
 def _pattern(index: int) -> re.Pattern[str]:
     found = _patterns.get(index)
     if found is None:
+        import re
+
         found = re.compile(_PATTERN_SOURCES[index][0])
         with _lock:
             found = _patterns.setdefault(index, found)

@@ -5,8 +5,6 @@ desktop the agent runs in). The harness actions built on them are :class:`deskct
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Mapping
 
 from deskctl.errors import UsageError
@@ -22,6 +20,12 @@ __all__ = ["background_pid", "check_exec_options", "cmd_line", "dialect_of", "po
 # patterns, compiled on first use (re caches them): a `deskctl do` process imports this module and uses neither
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*\Z"
 _USER_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.@-]*\Z"
+
+
+def _matches(pattern: str, text: str) -> bool:
+    import re
+
+    return re.match(pattern, text) is not None
 
 
 def run_here(line: str, timeout: float, *, env: Mapping[str, str] | None = None,
@@ -68,14 +72,14 @@ def check_exec_options(env: Mapping[str, str] | None, user: str | None, provider
     returns ``env`` as a plain dict of strings."""
     clean: dict[str, str] = {}
     for key, value in (env or {}).items():
-        if not isinstance(key, str) or not re.match(_ENV_NAME, key):
+        if not isinstance(key, str) or not _matches(_ENV_NAME, key):
             raise UsageError(f"invalid environment variable name {key!r}", code="usage.bad_env", provider=provider,
                              remedy="names are letters, digits and _, not starting with a digit")
         if "\0" in str(value):
             raise UsageError(f"environment variable {key} holds a NUL byte", code="usage.bad_env",
                              provider=provider)
         clean[key] = str(value)
-    if user is not None and not re.match(_USER_NAME, user):
+    if user is not None and not _matches(_USER_NAME, user):
         raise UsageError(f"invalid user name {user!r}", code="usage.bad_user", provider=provider)
     return clean
 
@@ -96,6 +100,8 @@ def posix_line(command: str, *, cwd: str | None = None, env: Mapping[str, str] |
         argv = ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
     if user:
         argv = ["sudo", "-n", "-H", "-u", user, "--", *argv]
+    import shlex  # here: re and shlex load when a command line is written, not with every desktop
+
     line = " ".join(shlex.quote(a) for a in argv)
     if background:
         detach = "setsid nohup" if setsid else "nohup"

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 from deskctl._redact import redact
 from deskctl.errors import ConfigInvalid
@@ -39,7 +38,7 @@ def check_ledger_url(url: str | None = None) -> tuple[str, str]:
     url = default_ledger_url() if url is None else url.strip()
     remedy = "set DESKCTL_LEDGER_URL to sqlite:///path/to/file or postgresql://user@host:port/db"
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if not scheme and re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", url):  # sqlite:x, postgresql:x: a URL gone wrong
+    if not scheme and ":" in url and _looks_like_scheme(url.split(":", 1)[0]):  # sqlite:x: a URL gone wrong
         raise ConfigInvalid(f"ledger URL {redact(url)!r} is not of the form scheme://...", remedy=remedy)
     if scheme in ("postgresql", "postgres"):
         from urllib.parse import urlsplit, urlunsplit
@@ -68,6 +67,12 @@ def check_ledger_url(url: str | None = None) -> tuple[str, str]:
         f"ledger URL {redact(url)!r} has an unknown scheme {scheme!r}; use sqlite:///path or postgresql://...",
         remedy=remedy,
     )
+
+
+def _looks_like_scheme(word: str) -> bool:
+    """``re.match(r"^[A-Za-z][A-Za-z0-9+.-]+$", word)`` without re: a URL's scheme (sqlite, postgresql+psycopg)."""
+    return len(word) >= 2 and word[0].isascii() and word[0].isalpha() and all(
+        c.isascii() and (c.isalnum() or c in "+.-") for c in word[1:])
 
 
 def ledger_id(url: str | None = None) -> str:

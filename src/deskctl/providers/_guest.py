@@ -10,7 +10,6 @@ window names) overrides just that method. Three dialects: ``posix`` (``sh``: ubu
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 
 from deskctl.core.shell import (
@@ -30,13 +29,17 @@ from deskctl.platforms import Platform
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import shlex
     from typing import ClassVar
 
     from deskctl.providers.base import RemoteHandle
+else:
+    from deskctl._lazy import LazyModule
+
+    shlex = LazyModule("shlex")  # with re: loaded when a guest command line is written, not with every desktop
 
 __all__ = ["GuestActions", "background_pid", "check_exec_options", "cmd_line", "dialect_of", "posix_line",
            "powershell_line", "run_here"]
-
 
 
 def _b64(text: str) -> str:
