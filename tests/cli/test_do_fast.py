@@ -4,6 +4,7 @@ same argv, a table that is the click commands' own, and an import list that stay
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -237,3 +238,39 @@ def test_parse_declines_what_it_does_not_read_as_click_does(tail: list[str]) -> 
 
     assert parse(["do", "dk-1", *tail]) is None
     assert parse(["do", "-h", "click", "5", "5"]) is None
+
+
+def test_the_fast_path_tells_negative_numbers_as_the_click_command_does() -> None:
+    """`deskctl do ID scroll 100 100 -3`: the fast path's negative_number (no re import) answers as the click
+    command's NEGATIVE_NUMBER pattern on every shape of token, Unicode digits and a final newline included."""
+    import re
+
+    from deskctl.cli._do_fast import negative_number
+    from deskctl.cli._do_table import NEGATIVE_NUMBER
+    from deskctl.cli.do_cmds import NEGATIVE_NUMBER as CLICK_PATTERN
+
+    assert NEGATIVE_NUMBER == CLICK_PATTERN.pattern == r"^-\d+$"
+    pieces = ["", "-", "--", "3", "42", "\u0663", "\u00b2", "x", "\n", " ", "-3", "+", ".5", "e", "\t", "0"]
+    tokens = {a + b + c for a in pieces for b in pieces for c in pieces}
+    assert len(tokens) > 2000
+    for token in tokens:
+        assert negative_number(token) == bool(re.match(NEGATIVE_NUMBER, token)), repr(token)
+
+
+@pytest.mark.parametrize("verb", ["do", "screenshot", "ls", "cost"])
+def test_the_installed_deskctl_command_loads_no_re_json_or_typing(session: str, verb: str, tmp_path: Path) -> None:
+    """The `deskctl` a user runs (bin/deskctl, installed next to this interpreter), as a whole process: no re
+    (pip's entry-point launcher imported it for Windows' argv[0]; the fast path's negative numbers and the guest
+    shell's quoting need none), no json package (deskctl._jsonc speaks the ledger's JSON through json's own C
+    codec), no typing: together about a tenth of a `deskctl do`."""
+    script = Path(sys.executable).with_name("deskctl")
+    assert script.read_text().startswith("#!") and "import re" not in script.read_text()
+    args = {"do": ["do", session, "click", "5", "5"], "ls": ["ls"], "cost": ["cost"],
+            "screenshot": ["screenshot", session, "-o", str(tmp_path / "s.png")]}[verb]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(script), *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "deskctl.cli" in imported
+    assert sorted({"re", "json", "typing", "shlex"} & imported) == []
