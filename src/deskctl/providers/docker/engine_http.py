@@ -152,6 +152,15 @@ class _Connection:
             return b""
         return b"".join(self.iter_body(chunked, length))
 
+    def _counted(self, size: int) -> Iterator[bytes]:
+        """The next ``size`` bytes of the body as they arrive; the engine closing before is :class:`_BadResponse`."""
+        while size:
+            data = self._reader.read1(min(size, 1 << 20))
+            if not data:
+                raise _BadResponse("the engine closed the connection in the middle of a response")
+            size -= len(data)
+            yield data
+
     def iter_body(self, chunked: bool, length: int | None) -> Iterator[bytes]:
         """The body as it arrives, by its framing (chunked, a length, or up to the close)."""
         if chunked:
@@ -161,20 +170,10 @@ class _Connection:
                     while self.read_line() not in (b"\r\n", b"\n"):
                         pass  # trailers
                     return
-                while size:
-                    data = self._reader.read1(min(size, 1 << 20))
-                    if not data:
-                        raise _BadResponse("the engine closed the connection in the middle of a response")
-                    size -= len(data)
-                    yield data
+                yield from self._counted(size)
                 self.read_line()
         elif length is not None:
-            while length:
-                data = self._reader.read1(min(length, 1 << 20))
-                if not data:
-                    raise _BadResponse("the engine closed the connection in the middle of a response")
-                length -= len(data)
-                yield data
+            yield from self._counted(length)
         else:  # neither framing: the body runs to the close
             self.keep = False
             while data := self._reader.read1(1 << 20):
