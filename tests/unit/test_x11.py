@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 
 from _procs import wait_until
+from _relay import pump
 from deskctl.actions import Click, KeyPress, Scroll, TypeText
 from deskctl.errors import ProviderUnreachable, SessionLost, UsageError
 from deskctl.providers._x11 import (
@@ -203,21 +204,7 @@ class Relay:
             upstream.connect(self.target)
             self.conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                threading.Thread(target=pump, args=(a, b), daemon=True).start()
 
     def close(self) -> None:
         self.listener.close()
