@@ -4,7 +4,8 @@ One call at a time, against a detached xvfb session (``deskctl up --provider xvf
 
 * ``deskctl do ID click X Y`` and ``do ID key shift`` vs ``xdotool ... --delay 0`` (DISPLAY and XAUTHORITY set),
   and the interpreter's floor: ``python -c pass``, ``python -c "import deskctl"``, ``deskctl --help``
-  (target: within 2x ``import deskctl``);
+  (target: within 2x ``import deskctl``); the same on a detached docker desktop (when an engine answers; not
+  with ``--no-docker``), next to ``docker exec CONTAINER xdotool ...`` and the same floor;
 * ``deskctl screenshot ID -o FILE`` vs ``scrot`` (target: within 1.5x; and ImageMagick's ``import`` when
   installed);
 * ``deskctl ls`` and ``deskctl cost`` with one session in the ledger (target: under 150 ms);
@@ -24,7 +25,7 @@ run in turns (one of each, then again), so that the load of a shared machine wei
 (and the fastest run, which shows the cost without the noise of a busy machine) and ratios (naive / deskctl).
 
     .venv/bin/python bench/bench_cli.py [--calls 30] [--cycles 10] [--fleet 16] [--fleet-rounds 3]
-        [--fleet-provider xvfb|docker] [--no-single]   (--fleet 0: no fleet)
+        [--fleet-provider xvfb|docker] [--no-single] [--no-docker]   (--fleet 0: no fleet)
 """
 
 from __future__ import annotations
@@ -229,6 +230,31 @@ def single(env: dict[str, str], work: Path, calls: int, cycles: int) -> None:
          "Xvfb by hand >= x0.33")
 
 
+def docker_do(env: dict[str, str], calls: int) -> None:
+    """``deskctl do`` on a docker desktop: the same floor as on xvfb, and ``docker exec`` of xdotool in its
+    container (the naive way: the engine starts a process in the container per action)."""
+    import json
+
+    deskctl = str(BIN / "deskctl")
+    info = json.loads(run([deskctl, "up", "--provider", "docker", "--geometry", "1024x768", "--json"], env))
+    sid, container = info["id"], info["resource_id"]
+    try:
+        naive = ["docker", "exec", "-e", f"DISPLAY={info['display']}", container]
+        click = interleaved({
+            "deskctl": ([deskctl, "do", sid, "click", "10", "10"], env),
+            "docker exec xdotool": ([*naive, "xdotool", "mousemove", "10", "10", "click", "--delay", "0", "1"], env),
+            "python -c pass": ([sys.executable, "-c", "pass"], env),
+            "import deskctl": ([sys.executable, "-c", "import deskctl"], env),
+            "do key": ([deskctl, "do", sid, "key", "shift"], env),
+        }, calls)
+        line("do click (docker)", click["deskctl"],
+             {k: click[k] for k in ("docker exec xdotool", "python -c pass", "import deskctl")},
+             "import deskctl >= x0.5")
+        line("do key (docker)", click["do key"], {"import deskctl": click["import deskctl"]}, "import deskctl >= x0.5")
+    finally:
+        run([deskctl, "down", sid], env)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=30)
@@ -238,6 +264,7 @@ def main() -> None:
     parser.add_argument("--fleet-provider", default="xvfb", choices=("xvfb", "docker"),
                         help="docker: the fleet rows compare the CLI with the library (no naive way)")
     parser.add_argument("--no-single", action="store_true", help="only the fleet rows")
+    parser.add_argument("--no-docker", action="store_true", help="no `deskctl do` rows on a docker desktop")
     args = parser.parse_args()
     for tool in ("xdotool", "scrot", "xdpyinfo", "Xvfb"):
         if shutil.which(tool) is None:
@@ -250,6 +277,12 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
     if not args.no_single:
         single(env, work, args.calls, args.cycles)
+        if args.no_docker:
+            pass
+        elif subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+            print("do click (docker): skipped, no Docker engine answers `docker info`")
+        else:
+            docker_do(env, args.calls)
     if args.fleet <= 0:
         shutil.rmtree(work, ignore_errors=True)
         return
