@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
 
 from deskctl import session_spend, session_steps, supervisor
 from deskctl._lazy import LazyModule
@@ -52,6 +51,7 @@ from deskctl.session_steps import new_session_id, owner_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from deskctl import actions as act
@@ -136,7 +136,7 @@ class Desktop(SessionState):
                 if exc is None:
                     if count:
                         with desk._counts_lock:
-                            desk._counts[kind] += 1
+                            desk._counts[kind] = desk._counts.get(kind, 0) + 1
                     desk._flush_actions()
                 elif isinstance(exc, InfrastructureError) and exc.code == "provider.session_lost":
                     try:
@@ -480,6 +480,8 @@ class Desktop(SessionState):
 
     def click_element(self, node: Any, button: str = "left") -> None:
         """Click the centre of a node's bounds (a node of :meth:`accessibility_tree` or :meth:`find`)."""
+        from collections.abc import Mapping
+
         from deskctl.observe.accessibility import center_of
 
         x, y = center_of(self, node)

@@ -5,13 +5,9 @@ The actions are the methods of :class:`~deskctl.session.Desktop` itself."""
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping
-from types import TracebackType
 
-from deskctl import session_steps, supervisor
+from deskctl import _threads, session_steps, supervisor
 from deskctl.errors import BudgetExceeded, CleanupIncomplete, DeskctlError, SessionClosed
 from deskctl.lifecycle import SessionStatus, check_move
 from deskctl.providers import get_provider
@@ -20,6 +16,9 @@ from deskctl.session_steps import new_session_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable, Mapping
+    from types import TracebackType
     from typing import Any
 
     from deskctl.ledger import Ledger, SessionRecord
@@ -67,12 +66,13 @@ class SessionState:
         #: the create's own CleanupIncomplete: its answer was lost and what it made may still exist
         self._create_left: CleanupIncomplete | None = None
         self._expires_at: float | None = None
-        self._lock = threading.RLock()
-        self._teardown_lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-        self._counts_lock = threading.Lock()
+        self._lock = _threads.RLock()
+        self._teardown_lock = _threads.Lock()
+        #: actions done and not yet in the ledger, by kind (a plain dict: collections.Counter is not loaded)
+        self._counts: dict[str, int] = {}
+        self._counts_lock = _threads.Lock()
         self._last_flush = time.monotonic()
-        self._stop = threading.Event()
+        self._stop = _threads.Event()
         self._threads: list[threading.Thread] = []
         self._ended_error: DeskctlError | None = None
         self._limit_on_use = False
@@ -81,7 +81,7 @@ class SessionState:
         self._model_usd = 0.0
         self._model_unknown = 0
         #: set when model spend moved the money limit (and at stop), so the watchdog looks again
-        self._limits_changed = threading.Event()
+        self._limits_changed = _threads.Event()
         #: what an agent's action does while a person holds the desktop (`deskctl view --takeover`): "wait" until
         #: they release it, or "fail" with session.paused (DESKCTL_ON_TAKEOVER sets the default)
         self.on_takeover = os.environ.get("DESKCTL_ON_TAKEOVER", "wait")

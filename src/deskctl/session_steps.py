@@ -10,13 +10,9 @@ outcome it follows is logged (:func:`deskctl.supervisor.log_cleanup_failure`), n
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import threading
 import time
-from collections import Counter
-from collections.abc import Mapping
 
 from deskctl import session_spend, supervisor
 from deskctl.errors import (
@@ -90,7 +86,10 @@ def open_session(desk: Desktop) -> None:
         reason = "capacity.file_descriptors" if full else getattr(exc, "code", None) or type(exc).__name__
         if desk.handle is None and isinstance(exc, CleanupIncomplete):
             desk._create_left = exc
-        with spare_descriptors() if full else contextlib.nullcontext():
+        if full:
+            with spare_descriptors():
+                teardown(desk, status=SessionStatus.FAILED, reason=str(reason))
+        else:
             teardown(desk, status=SessionStatus.FAILED, reason=str(reason))
         if full:  # whichever step ran out (a pipe, a socket, a log file), the cause is the same
             raise capacity_error(f"open {desk.id}", provider=provider.name) from exc
@@ -242,7 +241,7 @@ def attached(desk: Desktop, record: SessionRecord, *, ledger: Ledger, owns_ledge
     desk._expires_at = record.expires_at
     desk.handle = RemoteHandle.from_dict(record.handle)
     geometry = stored.get("geometry")
-    if isinstance(geometry, Mapping):
+    if isinstance(geometry, dict):  # the stored spec is the ledger's JSON: its objects are dicts
         desk._size = (int(geometry["width"]), int(geometry["height"]))
     elif record.width and record.height:  # native size, as verified when the session became ready
         desk._size = (int(record.width), int(record.height))
@@ -262,7 +261,7 @@ def flush_actions(desk: Desktop, *, force: bool) -> None:
             return
         if not force and time.monotonic() - desk._last_flush < ACTION_FLUSH_SECONDS:
             return
-        counts, desk._counts = desk._counts, Counter()
+        counts, desk._counts = desk._counts, {}
         desk._last_flush = time.monotonic()
     # A forced flush (release, teardown) is the last chance: once more after a failure, since a ledger whose
     # connection the server dropped answers the next call on a fresh one. (Only a failure after the commit
@@ -275,7 +274,8 @@ def flush_actions(desk: Desktop, *, force: bool) -> None:
             if attempt == 0 and force:
                 continue
     with desk._counts_lock:
-        desk._counts.update(counts)
+        for kind, count in counts.items():
+            desk._counts[kind] = desk._counts.get(kind, 0) + count
 
 
 def finish_recording(desk: Desktop, *, ending: bool = False) -> DeskctlError | None:
@@ -349,9 +349,13 @@ def teardown(desk: Desktop, *, status: str, reason: str) -> None:
             raise recording_error
     finally:
         desk._teardown_lock.release()
-        for thread in desk._threads:
-            if thread is not threading.current_thread():
-                thread.join(timeout=5)
+        if desk._threads:  # started by threading (supervisor.start_threads), so it is loaded
+            import threading
+
+            current = threading.current_thread()
+            for thread in desk._threads:
+                if thread is not current:
+                    thread.join(timeout=5)
 
 
 def _incomplete(desk: Desktop, cause: DeskctlError) -> CleanupIncomplete:

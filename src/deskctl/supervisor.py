@@ -11,19 +11,18 @@ cleanup that nobody can raise to (a thread, a signal, interpreter exit) fails at
 from __future__ import annotations
 
 import atexit
-import contextlib
-import threading
+import sys
 import time
-import weakref
-from collections.abc import Iterator
-from types import FrameType
+from _weakrefset import WeakSet  # weakref.WeakSet itself, without weakref's import of functools and collections
 
+from deskctl import _threads
 from deskctl.errors import BudgetExceeded, DeskctlError, Interrupted
 from deskctl.lifecycle import SessionStatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal as _signal
+    from types import FrameType, TracebackType
     from typing import Any
 
     from deskctl.session import Desktop
@@ -35,11 +34,11 @@ __all__ = ["KEEPALIVE_SECONDS", "close_all", "install_signal_handlers", "log_cle
 
 KEEPALIVE_SECONDS = 30.0
 
-_open_desktops: weakref.WeakSet[Desktop] = weakref.WeakSet()
-_signals_lock = threading.Lock()
+_open_desktops: WeakSet[Desktop] = WeakSet()
+_signals_lock = _threads.Lock()
 _previous_handlers: dict[int, Any] = {}
 _deferred_signals: list[int] = []
-_shielded = threading.local()
+_shielded = _threads.local()
 
 
 def log_cleanup_failure(what: str, exc: BaseException) -> None:
@@ -92,8 +91,15 @@ def on_signal(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(f"interrupted by {name}; the desktop was cleaned up", signum=signum)
 
 
+def _in_main_thread() -> bool:
+    """Whether this is the main thread. Until :mod:`threading` is imported no other thread was started by it: a
+    one-shot CLI process (which starts none) asks without importing it."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.current_thread() is threading.main_thread()
+
+
 def install_signal_handlers() -> None:
-    if threading.current_thread() is not threading.main_thread():
+    if not _in_main_thread():
         return
     with _signals_lock:
         for signum in _HANDLED:
@@ -106,16 +112,21 @@ def install_signal_handlers() -> None:
             _signal.signal(signum, on_signal)
 
 
-@contextlib.contextmanager
-def shield_signals() -> Iterator[None]:
-    """Defer SIGINT/SIGTERM while a destroy runs in the main thread, then re-deliver them."""
-    if threading.current_thread() is not threading.main_thread() or getattr(_shielded, "active", False):
-        yield
-        return
-    _shielded.active = True
-    try:
-        yield
-    finally:
+class shield_signals:  # lower case: called as the function it was, `with shield_signals():`
+    """Defer SIGINT/SIGTERM while a destroy runs in the main thread, then re-deliver them (a context manager; a
+    nested one, or one in another thread, does nothing)."""
+
+    __slots__ = ("_shielding",)
+
+    def __enter__(self) -> None:
+        self._shielding = _in_main_thread() and not getattr(_shielded, "active", False)
+        if self._shielding:
+            _shielded.active = True
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self._shielding:
+            return
         _shielded.active = False
         if _deferred_signals:
             signum = _deferred_signals.pop()
@@ -152,9 +163,7 @@ def start_threads(desk: Desktop) -> None:
 
 
 def _spawn(desk: Desktop, target: Any, *args: Any, name: str) -> None:
-    thread = threading.Thread(target=target, args=(desk, *args), name=name, daemon=True)
-    desk._threads.append(thread)
-    thread.start()
+    desk._threads.append(_threads.start(lambda: target(desk, *args), name=name, daemon=True))
 
 
 def watchdog_seconds(desk: Desktop) -> float | None:
