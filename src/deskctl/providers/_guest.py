@@ -10,8 +10,6 @@ window names) overrides just that method. Three dialects: ``posix`` (``sh``: ubu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from deskctl.core.shell import (
     _CMD_SPECIAL,
     _cmd_quote,
@@ -30,6 +28,7 @@ from deskctl.platforms import Platform
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import shlex
+    from collections.abc import Sequence
     from typing import ClassVar
 
     from deskctl.providers.base import RemoteHandle

@@ -11,12 +11,11 @@ itself in its handle data (only the path of a 0600 file), so ``to_data()`` never
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from deskctl._record import Record, record_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, TypeVar
 
     from deskctl.providers.base import RemoteHandle

@@ -26,16 +26,17 @@ Hooks for a subclass:
 
 from __future__ import annotations
 
-import threading
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
 
+from deskctl import _threads
 from deskctl.errors import DeskctlError, SessionLost
 from deskctl.providers._guest import GuestActions
 from deskctl.providers.base import Provider, RawFrame, RemoteHandle, Screenshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable, Mapping
     from typing import Any, Protocol, TypeVar
 
     from deskctl.actions import Action
@@ -78,7 +79,7 @@ class X11Provider(GuestActions, Provider):
         # one lock per session around opening, so that a slow connect (an SSH channel, a remote agent) holds up
         # neither the calls of other sessions nor a second open of the same display
         self._opening: dict[str, threading.Lock] = {}
-        self._drivers_lock = threading.Lock()
+        self._drivers_lock = _threads.Lock()
 
     # -- hooks ---------------------------------------------------------------------------------------------------
     @abstractmethod
@@ -109,7 +110,7 @@ class X11Provider(GuestActions, Provider):
             driver = self._drivers.get(session_id)
             if driver is not None and not driver.closed:
                 return driver
-            opening = self._opening.setdefault(session_id, threading.Lock())
+            opening = self._opening.setdefault(session_id, _threads.Lock())
         with opening:
             with self._drivers_lock:
                 driver = self._drivers.get(session_id)

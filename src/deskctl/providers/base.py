@@ -10,9 +10,9 @@ Providers translate every third-party exception (httpx, docker, paramiko, Xlib, 
 
 from __future__ import annotations
 
+import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
 
 from deskctl._record import Record, field
 from deskctl.core.frames import ExecResult, RawFrame, Screenshot
@@ -20,6 +20,7 @@ from deskctl.platforms import Platform
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from typing import Any, ClassVar
 
     from deskctl.actions import Action
@@ -254,10 +255,9 @@ class Provider(ABC):
         """The provider's typed options class (imported on first use), or None when it declares none."""
         if cls.options_model is None:
             return None
-        import importlib
-
         module, _, name = cls.options_model.partition(":")
-        found: type[ProviderOptions] = getattr(importlib.import_module(module), name)
+        __import__(module)  # importlib.import_module's work, without importlib's import
+        found: type[ProviderOptions] = getattr(sys.modules[module], name)
         return found
 
     @classmethod

@@ -4,7 +4,6 @@ uses, and the owner-pid watcher script (run by path, imports nothing of deskctl)
 from __future__ import annotations
 
 import _socket
-import contextlib
 import os
 
 from deskctl.providers._procs import start_ticks
@@ -175,8 +174,10 @@ def claim_lock(number: int, pid: int) -> None:
             owner = lock_owner(lock)
             if owner is not None and owner > 0 and start_ticks(owner) is not None:
                 return
-            with contextlib.suppress(OSError):
+            try:
                 os.unlink(lock)
+            except OSError:
+                pass
             continue
         except OSError:
             return

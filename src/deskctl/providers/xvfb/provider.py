@@ -38,13 +38,11 @@ Provider options: ``window_manager`` (bool, also ``spec.window_manager``), ``bro
 from __future__ import annotations
 
 import _socket
-import contextlib
 import os
 import sys
-import threading
 import time
-from collections.abc import Mapping
 
+from deskctl import _threads
 from deskctl._fds import wait_readable
 from deskctl._jsonc import dumps, loads
 from deskctl._record import replace
@@ -91,6 +89,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal as _signal
     import subprocess
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
 
@@ -136,7 +135,7 @@ class XvfbProvider(_XvfbBrowser):
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self._children: dict[int, subprocess.Popen[bytes] | Child] = {}
-        self._lock = threading.RLock()
+        self._lock = _threads.RLock()
 
     # -- create --------------------------------------------------------------------------------------------
     def create(self, spec: DesktopSpec, session_id: str, labels: Mapping[str, str]) -> RemoteHandle:
@@ -194,8 +193,10 @@ class XvfbProvider(_XvfbBrowser):
                 self._start_browser(handle, spec, geometry)
             self._start_watcher(handle, options)
         except BaseException:
-            with contextlib.suppress(Exception):
+            try:
                 self.destroy(handle)
+            except Exception:
+                pass
             raise
         return handle
 
@@ -279,8 +280,6 @@ class XvfbProvider(_XvfbBrowser):
         return proc
 
     def _start_watcher(self, handle: RemoteHandle, options: Options) -> None:
-        from pathlib import Path
-
         if not options.owner_watch:
             return
         detached = handle.labels.get(LABEL_DETACHED) == "1"
@@ -293,20 +292,20 @@ class XvfbProvider(_XvfbBrowser):
             return
         data = XvfbHandleData.of(handle)
         targets = [[p.pid, p.ticks] for p in data.procs or ()]
-        script = Path(data.dir) / "watch.py"
-        script.write_text(WATCHER)
+        script = os.path.join(data.dir, "watch.py")
+        with open(script, "w") as file:
+            file.write(WATCHER)
         try:
             with open(os.devnull, "wb") as devnull:
-                proc = spawn([sys.executable, "-I", "-S", str(script), str(owner), str(expires), dumps(targets)],
+                proc = spawn([sys.executable, "-I", "-S", script, str(owner), str(expires), dumps(targets)],
                              output=devnull.fileno())
         except OSError as exc:
             raise ProviderApiError(f"cannot start the owner watch: {exc.strerror}", provider=self.name) from exc
         self._remember(handle, "watcher", proc)
 
     def _write_marker(self, handle: RemoteHandle) -> None:
-        from pathlib import Path
         data = XvfbHandleData.of(handle)
-        marker = Path(data.marker)
+        marker = data.marker
         body = {
             "session_id": handle.session_id,
             "owner": handle.labels.get(LABEL_OWNER),
@@ -316,7 +315,7 @@ class XvfbProvider(_XvfbBrowser):
             "pids": [p.pid for p in data.procs or ()],
             "handle": handle.to_dict(),
         }
-        tmp = marker.with_name(marker.name + ".tmp")
+        tmp = marker + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(dumps(body))
@@ -461,11 +460,10 @@ class XvfbProvider(_XvfbBrowser):
         self._drop_driver(handle.session_id)
 
     def _procs(self, handle: RemoteHandle) -> tuple[XvfbProcess, ...]:
-        from pathlib import Path
         data = XvfbHandleData.of(handle)
         if data.procs is None:
             # a handle from the ledger may predate the last marker write: the marker knows more
-            marker = self._read_marker(Path(data.marker))
+            marker = self._read_marker(data.marker)
             stored = (marker or {}).get("handle", {}).get("data", {})
             return XvfbHandleData.from_data(stored if isinstance(stored, dict) else {}).procs or ()
         return data.procs
@@ -478,18 +476,18 @@ class XvfbProvider(_XvfbBrowser):
 
     def _fresh(self, handle: RemoteHandle) -> RemoteHandle:
         """The handle as its marker last recorded it (more pids than a handle saved before they started)."""
-        from pathlib import Path
-        marker = self._read_marker(Path(XvfbHandleData.of(handle).marker))
+        marker = self._read_marker(XvfbHandleData.of(handle).marker)
         if marker and isinstance(marker.get("handle"), dict):
-            with contextlib.suppress(KeyError, TypeError, ValueError):
+            try:
                 return RemoteHandle.from_dict(marker["handle"])
+            except (KeyError, TypeError, ValueError):
+                pass
         return handle
 
     def destroy(self, handle: RemoteHandle) -> None:
         """End every process group of the desktop (watcher first), wait for them, remove the lock, socket,
-        cookie, marker and session directory. Idempotent; raises CleanupIncomplete naming what is left."""
-        from pathlib import Path
-
+        cookie, marker and session directory. Idempotent; raises CleanupIncomplete naming what is left.
+        (No pathlib: `deskctl down` is a process per desktop.)"""
         from deskctl.paths import remove_tree
 
         self._drop_driver(handle.session_id)
@@ -511,7 +509,7 @@ class XvfbProvider(_XvfbBrowser):
         if directory and not live:
             remove_tree(directory)  # as shutil.rmtree(ignore_errors=True), without shutil's import (bz2, lzma)
             if os.path.lexists(directory):
-                left.append(str(Path(directory)))
+                left.append(directory)
         if left:
             raise CleanupIncomplete(f"xvfb desktop {handle.session_id} is not fully gone: {', '.join(left)}",
                                     provider=self.name, remedy="deskctl reap",
@@ -526,8 +524,10 @@ class XvfbProvider(_XvfbBrowser):
                 break
             for pid, ticks in live:
                 if alive(pid, ticks):
-                    with contextlib.suppress(OSError):
+                    try:
                         (os.killpg if group else os.kill)(pid, sig)
+                    except OSError:
+                        pass
             self._reap_children()
             deadline = time.monotonic() + _TERM_GRACE
             live = [(pid, ticks) for pid, ticks in live if wait_gone([(pid, ticks)], deadline)]
@@ -546,35 +546,35 @@ class XvfbProvider(_XvfbBrowser):
         another server's: a lock naming another pid, a socket something listens on, or a socket file that is not
         the one our server made (``socket_id``: a new server that took the number may not listen yet) is left
         alone. Returns what could not be removed."""
-        from pathlib import Path
-        lock = Path(f"/tmp/.X{number}-lock")
-        sock = Path(f"/tmp/.X11-unix/X{number}")
+        lock = f"/tmp/.X{number}-lock"
+        sock = f"/tmp/.X11-unix/X{number}"
         owner = lock_owner(lock)
         if owner is not None and owner not in xvfb_pids:
             return []  # the number was taken over by another server: its files are not ours
         left: list[str] = []
         ours = socket_id is None or file_id(sock) == socket_id
-        if ours and sock.exists() and not listening(sock):
+        if ours and os.path.exists(sock) and not listening(sock):
             try:
-                sock.unlink()
+                os.unlink(sock)
             except FileNotFoundError:
                 pass
             except OSError:
-                left.append(str(sock))
+                left.append(sock)
         if owner is not None:
             try:
-                lock.unlink()
+                os.unlink(lock)
             except FileNotFoundError:
                 pass
             except OSError:
-                left.append(str(lock))
+                left.append(lock)
         return left
 
     # -- listing -------------------------------------------------------------------------------------------
     @staticmethod
-    def _read_marker(path: Path) -> dict[str, Any] | None:
+    def _read_marker(path: str | Path) -> dict[str, Any] | None:
         try:
-            data = loads(path.read_text())
+            with open(path) as file:
+                data = loads(file.read())
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) else None
