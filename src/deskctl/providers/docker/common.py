@@ -3,11 +3,8 @@ readers of options and handle data (no Docker SDK, no pydantic: ``deskctl do`` a
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import time
-from collections.abc import Mapping
 
 from deskctl._record import Record, record_fields
 from deskctl.errors import (
@@ -21,6 +18,7 @@ from deskctl.providers.base import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
+    from collections.abc import Mapping
     from typing import Any
 
     from deskctl.spec import DesktopSpec
@@ -95,7 +93,8 @@ def is_remote(engine: str) -> bool:
     return engine.startswith(("tcp://", "ssh://"))
 
 
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+#: a memory size (matched case-insensitively; `re` is imported where a size is parsed: `deskctl do` never is)
+_MEMORY_PATTERN = r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$"
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
@@ -107,7 +106,9 @@ def parse_memory(value: Any) -> int | None:
         raise UsageError(f"memory {value!r} is not a size such as 512m or 2g", code="usage.bad_option")
     if isinstance(value, int | float):
         return int(value) or None
-    match = _MEMORY_RE.match(str(value))
+    import re
+
+    match = re.match(_MEMORY_PATTERN, str(value), re.IGNORECASE)
     if not match:
         raise UsageError(f"memory {value!r} is not a size such as 512m or 2g", code="usage.bad_option",
                          provider="docker")
@@ -131,6 +132,8 @@ def _is_loopback(host: str) -> bool:
 
 def _container_env(options: Mapping[str, Any], provider: str) -> dict[str, str]:
     """The ``env`` option: variables every process of the container gets (Harbor's task environment)."""
+    from collections.abc import Mapping
+
     from deskctl.providers._guest import check_exec_options
 
     env = options.get("env") or {}
@@ -182,8 +185,10 @@ def _lifetime(spec: DesktopSpec, labels: Mapping[str, str]) -> float | None:
 
     expires = labels.get(LABEL_EXPIRES)
     if expires:
-        with contextlib.suppress(ValueError):
+        try:
             return max(0.0, float(expires) - time.time())
+        except ValueError:
+            pass
     return spec.ttl_seconds or None
 
 

@@ -3,12 +3,10 @@ errors, a container's state, logs and confirmed removal. The other modules of th
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 import time
-from collections.abc import Iterator, Mapping
 
+from deskctl import _threads
 from deskctl._redact import redact
 from deskctl.errors import (
     CleanupIncomplete,
@@ -35,6 +33,8 @@ from deskctl.providers.docker.common import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from contextlib import AbstractContextManager
     from pathlib import Path
     from typing import Any
 
@@ -55,7 +55,7 @@ class _DockerBase(X11Provider):
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self._client: docker.DockerClient | None = None
-        self._client_lock = threading.Lock()
+        self._client_lock = _threads.Lock()
         self._engine_clients: dict[str, docker.DockerClient] = {}  # engines other than this provider's own
         self._engine_apis: dict[str | None, EngineApi | None] = {}  # the Engine API without the SDK, per engine
         self._tokens: dict[str, str] = {}  # session -> its agent's token (remote desktops), never written out
@@ -109,12 +109,11 @@ class _DockerBase(X11Provider):
         else this provider's, as before engines were recorded."""
         return DockerHandleData.of(handle).engine or self.engine
 
-    @contextlib.contextmanager
-    def _errors(self, doing: str, engine: str | None = None) -> Iterator[None]:
+    def _errors(self, doing: str, engine: str | None = None) -> AbstractContextManager[None]:
+        """Docker SDK errors raised in the ``with`` block, translated (:func:`.images.docker_errors`)."""
         from deskctl.providers.docker.images import docker_errors
 
-        with docker_errors(doing, provider=self.name, engine=engine or self._host()):
-            yield
+        return docker_errors(doing, provider=self.name, engine=engine or self._host())
 
     def _settings(self, spec: DesktopSpec | None = None) -> Options:
         """The typed options (:mod:`.options`), the spec's over the provider's."""
@@ -152,11 +151,12 @@ class _DockerBase(X11Provider):
         return state
 
     def _logs(self, container: str, lines: int = 15, engine: str | None = None) -> str:
-        with contextlib.suppress(Exception):
+        try:
             client = self.client if engine is None else self._client_on(engine)
             raw = client.api.logs(container, tail=lines)
             return raw.decode(errors="replace").strip() if isinstance(raw, bytes) else str(raw)
-        return ""
+        except Exception:
+            return ""
 
     def _gone_error(self, handle: RemoteHandle, state: dict[str, Any] | None, doing: str) -> DeskctlError:
         """The error for a desktop whose container stopped or vanished: OOM is said as such."""
@@ -216,16 +216,20 @@ class _DockerBase(X11Provider):
                                         details={"left": [name]})
             # removal in progress on the daemon's side: wait for its destroy event instead of polling blindly
             if api is not None:
-                with contextlib.suppress(DeskctlError):
+                try:
                     api.wait_removed(container, until=time.time() + 2)
+                except DeskctlError:
+                    pass
                 continue
-            with contextlib.suppress(Exception):
+            try:
                 events = client.api.events(
                     filters={"container": container, "event": "destroy"}, decode=True,
                     until=int(time.time()) + 2,
                 )
                 for _ in events:
                     break
+            except Exception:
+                pass
 
     def _remove_by_name(self, name: str, engine: str | None = None) -> None:
         """Remove the container named ``name`` (and anything labelled with that session), with its directory,
@@ -245,37 +249,11 @@ class _DockerBase(X11Provider):
                 if labels.get(label):
                     remove_tree(labels[label])
 
-    def _engine_api_or_bulk_client(self, engine: str) -> contextlib.AbstractContextManager[
-            tuple[EngineApi | None, Any]]:
-        """For one copy: the Engine API over the socket (no SDK: `deskctl cp` is a process per copy), else (an
-        ssh:// engine) a bulk SDK client."""
-        api = self._engine_api(engine)
-        if api is not None:
-            return contextlib.nullcontext((api, None))
-        return self._with_bulk(engine)
-
-    @contextlib.contextmanager
-    def _with_bulk(self, engine: str) -> Iterator[tuple[EngineApi | None, Any]]:
-        with self._bulk_client(engine) as client:
-            yield None, client
-
     def _connect(self, engine: str, timeout: float) -> docker.DockerClient:
         """A new client of ``engine`` (a handle's), for a call longer than the kept clients' timeout."""
         from deskctl.providers.docker.images import connect
 
         return connect(timeout=timeout, engine=engine or self._host())
-
-    @contextlib.contextmanager
-    def _bulk_client(self, engine: str) -> Iterator[docker.DockerClient]:
-        """A client for one copy, closed afterwards: the daemon answers a PUT only once it has unpacked
-        everything, which for a large tree takes longer than any API call (hence an hour's read timeout)."""
-        client = self._connect(engine, self._api_timeout())
-        client.api.timeout = 3600
-        try:
-            yield client
-        finally:
-            with contextlib.suppress(Exception):
-                client.close()
 
     def close(self) -> None:
         super().close()
@@ -294,5 +272,7 @@ class _DockerBase(X11Provider):
             api.close()
         for client in clients:
             if client is not None:
-                with contextlib.suppress(Exception):
+                try:
                     client.close()
+                except Exception:
+                    pass

@@ -18,20 +18,20 @@ and used under a lock; a kept connection the engine closed meanwhile is opened a
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as _plain_socket
-from collections.abc import Generator, Iterator, Mapping
-from contextlib import contextmanager
 
+from deskctl import _threads
+from deskctl._jsonc import dumps, loads
 from deskctl.errors import DeskctlError, NotFound, ProviderApiError, ProviderUnreachable
 from deskctl.providers.docker.engine_http import _Closed, _Connection, quote, urlencode, urlsplit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
+    from collections.abc import Generator, Iterator, Mapping
+    from types import TracebackType
     from typing import Any
 
     from deskctl.providers._tar import FileTar
@@ -82,7 +82,7 @@ class EngineApi:
         else:
             raise ProviderUnreachable(f"the Docker engine {url!r} is not a unix:// or tcp:// URL", provider=_PROVIDER,
                                       remedy="name it as DOCKER_HOST does, for example tcp://10.0.0.5:2375")
-        self._lock = threading.Lock()
+        self._lock = _threads.Lock()
         self._conn: _Connection | None = None
 
     #: a bulk call's clone (:meth:`_bulk`): its connections are :class:`socket.socket` (``sendfile``)
@@ -127,14 +127,9 @@ class EngineApi:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except DeskctlError:
-            raise
-        except Exception as exc:
-            raise self._translate(doing, exc) from exc
+    def _errors(self, doing: str) -> _Errors:
+        """A ``with`` block whose exceptions, other than deskctl's, are raised as :meth:`_translate` says."""
+        return _Errors(self, doing)
 
     def _translate(self, doing: str, exc: Exception) -> DeskctlError:
         import ssl  # only here: a process that speaks over the local socket never loads it
@@ -217,7 +212,7 @@ class EngineApi:
     def inspect_container(self, container: str) -> dict[str, Any]:
         _, data = self.request("GET", f"/containers/{quote(container, safe='')}/json",
                                f"inspect the container {container}")
-        result: dict[str, Any] = json.loads(data)
+        result: dict[str, Any] = _parsed(data)
         return result
 
     def stat_path(self, container: str, path: str, doing: str) -> dict[str, Any] | None:
@@ -233,7 +228,7 @@ class EngineApi:
         except NotFound:
             return None
         raw = headers.get(b"x-docker-container-path-stat")
-        stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
+        stat: dict[str, Any] = _parsed(base64.b64decode(raw)) if raw else {}
         return stat
 
     def remove_container(self, container: str, *, force: bool = True, volumes: bool = True) -> int:
@@ -244,7 +239,7 @@ class EngineApi:
     def wait_removed(self, container: str, until: float) -> None:
         """Return when the engine reports ``container`` destroyed, or at the wall time ``until`` (whole seconds,
         the engine's resolution); on a connection of its own (the events stream holds it)."""
-        filters = json.dumps({"container": [container], "event": ["destroy"]})
+        filters = dumps({"container": [container], "event": ["destroy"]})
         with self._errors("wait for the container's removal"):
             conn = self._connect()
             try:
@@ -261,7 +256,7 @@ class EngineApi:
     def _bulk(self, timeout: float) -> EngineApi:
         clone = EngineApi.__new__(EngineApi)
         clone.__dict__.update(self.__dict__)
-        clone.timeout, clone._lock, clone._conn, clone._streams = timeout, threading.Lock(), None, True
+        clone.timeout, clone._lock, clone._conn, clone._streams = timeout, _threads.Lock(), None, True
         return clone
 
     def _open_stream(self, method: str, path: str, doing: str, *, body: bytes | None = None,
@@ -344,7 +339,7 @@ class EngineApi:
         target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
         conn, _, headers = self._open_stream("GET", target, doing, timeout=timeout)
         raw = headers.get(b"x-docker-container-path-stat")
-        stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
+        stat: dict[str, Any] = _parsed(base64.b64decode(raw)) if raw else {}
         return stat, self._chunks(conn, doing)
 
     def get_archive_into(self, container: str, path: str, doing: str, buffer: bytearray, *,
@@ -359,7 +354,7 @@ class EngineApi:
         target = f"/containers/{quote(container, safe='')}/archive?" + urlencode({"path": path})
         conn, _, headers = self._open_stream("GET", target, doing, timeout=timeout, version="1.0")
         raw = headers.get(b"x-docker-container-path-stat")
-        stat: dict[str, Any] = json.loads(base64.b64decode(raw)) if raw else {}
+        stat: dict[str, Any] = _parsed(base64.b64decode(raw)) if raw else {}
         from deskctl.providers.docker.archive import ArchiveBody
 
         return stat, ArchiveBody(conn.sock, conn.last_head[1:], self._views(conn, doing, buffer),
@@ -388,10 +383,10 @@ class EngineApi:
         config = {"AttachStdout": True, "AttachStderr": True, "AttachStdin": False, "Tty": False, "Cmd": argv,
                   "User": user, "Env": [f"{k}={v}" for k, v in (environment or {}).items()] or None}
         _, created = self.request("POST", f"/containers/{quote(container, safe='')}/exec", doing,
-                                  body=json.dumps(config).encode(), headers={"Content-Type": "application/json"})
-        exec_id = str(json.loads(created)["Id"])
+                                  body=dumps(config).encode(), headers={"Content-Type": "application/json"})
+        exec_id = str(_parsed(created)["Id"])
         conn, _, _ = self._open_stream("POST", f"/exec/{exec_id}/start", doing, timeout=timeout,
-                                       body=json.dumps({"Detach": False, "Tty": False}).encode(),
+                                       body=dumps({"Detach": False, "Tty": False}).encode(),
                                        headers={"Content-Type": "application/json", "Connection": "Upgrade",
                                                 "Upgrade": "tcp"})
         out, err = bytearray(), bytearray()
@@ -409,15 +404,37 @@ class EngineApi:
             finally:
                 conn.close()
         _, inspected = self.request("GET", f"/exec/{exec_id}/json", doing)
-        code = json.loads(inspected).get("ExitCode")
+        code = _parsed(inspected).get("ExitCode")
         return (int(code) if code is not None else None), bytes(out), bytes(err)
 
 
 def _message(data: bytes) -> str:
     try:
-        doc = json.loads(data)
+        doc = _parsed(data)
     except ValueError:
         return data.decode(errors="replace").strip()[:500]
     if isinstance(doc, dict) and isinstance(doc.get("message"), str):
         return str(doc["message"]).strip()
     return data.decode(errors="replace").strip()[:500]
+
+
+def _parsed(data: bytes) -> Any:
+    """``json.loads(data)``: a body the engine wrote (UTF-8), through deskctl's :mod:`~deskctl._jsonc`."""
+    return loads(data.decode("utf-8", "surrogatepass"))
+
+
+class _Errors:
+    """:meth:`EngineApi._errors`: an exception (not deskctl's) raised in the block becomes the API's translation."""
+
+    __slots__ = ("_api", "_doing")
+
+    def __init__(self, api: EngineApi, doing: str) -> None:
+        self._api, self._doing = api, doing
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if isinstance(exc, Exception) and not isinstance(exc, DeskctlError):
+            raise self._api._translate(self._doing, exc) from exc

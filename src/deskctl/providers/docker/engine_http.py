@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import io
 from _socket import socket as _plain_socket
-from collections.abc import Iterator, Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
+    from collections.abc import Iterator, Mapping
     from typing import Any
     from urllib.parse import SplitResult
 

@@ -38,6 +38,7 @@ from deskctl.providers.docker.container import _DockerCreate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
     from typing import Any
 
@@ -57,6 +58,32 @@ def _quote(word: str) -> str:
 
 class _DockerFiles(_DockerCreate):
     """Commands and files: the Engine API exec and archive endpoints."""
+
+    def _engine_api_or_bulk_client(self, engine: str) -> contextlib.AbstractContextManager[
+            tuple[EngineApi | None, Any]]:
+        """For one copy: the Engine API over the socket (no SDK: `deskctl cp` is a process per copy), else (an
+        ssh:// engine) a bulk SDK client."""
+        api = self._engine_api(engine)
+        if api is not None:
+            return contextlib.nullcontext((api, None))
+        return self._with_bulk(engine)
+
+    @contextlib.contextmanager
+    def _with_bulk(self, engine: str) -> Iterator[tuple[EngineApi | None, Any]]:
+        with self._bulk_client(engine) as client:
+            yield None, client
+
+    @contextlib.contextmanager
+    def _bulk_client(self, engine: str) -> Iterator[docker.DockerClient]:
+        """A client for one copy, closed afterwards: the daemon answers a PUT only once it has unpacked
+        everything, which for a large tree takes longer than any API call (hence an hour's read timeout)."""
+        client = self._connect(engine, self._api_timeout())
+        client.api.timeout = 3600
+        try:
+            yield client
+        finally:
+            with contextlib.suppress(Exception):
+                client.close()
 
     def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, *, cwd: str | None = None,
              env: Mapping[str, str] | None = None, user: str | None = None,

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-from typing import TYPE_CHECKING
 
 from deskctl.providers.base import (
     RawFrame,
     Screenshot,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -26,11 +25,13 @@ def _framebuffer_root(session_dir: Path) -> Path:
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK):
         root = shm / f"deskctl-{os.getuid()}"
-        with contextlib.suppress(OSError):
+        try:
             root.mkdir(mode=0o700, exist_ok=True)
             info = root.stat()
             if info.st_uid == os.getuid() and (info.st_mode & 0o077) == 0 and not root.is_symlink():
                 return root
+        except OSError:
+            pass
     return session_dir
 
 
@@ -77,5 +78,7 @@ class _Framebuffer:
         return RawFrame(self._map[self.offset:end], self.width, self.height, "BGRX", self.stride)
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
+        try:
             self._map.close()
+        except Exception:
+            pass

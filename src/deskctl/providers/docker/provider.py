@@ -3,12 +3,10 @@ reach a desktop (the X socket of a local one, the agent of a remote one)."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import threading
+import sys
 import time
-from collections.abc import Mapping
 
 from deskctl._redact import redact
 from deskctl.errors import (
@@ -43,6 +41,7 @@ from deskctl.providers.docker.watcher import _Watcher
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, ClassVar
 
     from deskctl.agent.client import AgentDriver
@@ -70,7 +69,8 @@ _LATER = {
         "_plan", "_desktop_image", "_host_dirs", "_container_config", "_host_config", "_agent_host",
         "_start", "_hand_secrets", "_start_xvfb", "_published_port"),
     "deskctl.providers.docker.files:_DockerFiles": (
-        "exec", "_remote_path", "upload", "_upload_target", "_upload_target_by_exec", "download", "_download"),
+        "_engine_api_or_bulk_client", "_with_bulk", "_bulk_client", "exec", "_remote_path", "upload",
+        "_upload_target", "_upload_target_by_exec", "download", "_download"),
 }
 
 
@@ -85,10 +85,9 @@ class _Later:
         self.owner, self.name = owner, name
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
-        import importlib
-
         module, _, part = self.target.partition(":")
-        method = getattr(importlib.import_module(module), part).__dict__[self.name]
+        __import__(module)
+        method = getattr(sys.modules[module], part).__dict__[self.name]
         setattr(self.owner, self.name, method)
         return method.__get__(instance, owner)
 
@@ -160,7 +159,7 @@ class DockerProvider(_Mixins):
                     + (f"; last log lines:\n{logs}" if logs else ""),
                     provider=self.name, remedy="look at `docker logs " + handle.session_id + "`")
             # Xvfb gives the host no event to wait on: back off between attempts, bounded by the deadline.
-            threading.Event().wait(min(delay, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.1)
 
     def _raise_if_stopped(self, handle: RemoteHandle, state: dict[str, Any] | None) -> None:
@@ -207,10 +206,12 @@ class DockerProvider(_Mixins):
         if token:
             return token
         path = DockerHandleData.of(handle).agent_token_file
-        with contextlib.suppress(OSError):
+        try:
             if path:
                 with open(path) as file:  # no pathlib on the per-call CLI paths (urllib.parse, ipaddress)
                     token = file.read().strip()
+        except OSError:
+            pass
         if not token:
             token = self._read_container_token(handle)
         from deskctl._redact import register_secret
@@ -394,8 +395,10 @@ class DockerProvider(_Mixins):
                 # The display went away a moment before the container stops (its init still reaps): wait for
                 # the stop, boundedly, so that the reason (out of memory, exit code) can be told. 5 s was too short
                 # on a loaded machine (the OOM was then reported as a plain lost display).
-                with contextlib.suppress(Exception):
+                try:
                     self._client_on(engine).api.wait(container, timeout=LOST_STOP_WAIT)
+                except Exception:
+                    pass
                 state = self._state(container, engine)
         except DeskctlError:
             state = {"Running": True}

@@ -3,10 +3,10 @@ registered with it when the owner dies, even by SIGKILL (the kernel closes the p
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import threading
+
+from deskctl import _threads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ __all__ = ["_Watcher"]
 class _Watcher:
     """The per-process link to the watcher process: ``add`` before create, ``forget`` after destroy/detach."""
 
-    _lock = threading.Lock()
+    _lock = _threads.Lock()
     _instance: ClassVar[_Watcher | None] = None
 
     def __init__(self) -> None:
@@ -37,7 +37,7 @@ class _Watcher:
         finally:
             os.close(read_end)
         self._pipe = os.fdopen(write_end, "w", buffering=1)
-        self._write_lock = threading.Lock()
+        self._write_lock = _threads.Lock()
 
     @classmethod
     def get(cls) -> _Watcher:
@@ -48,8 +48,11 @@ class _Watcher:
             return current
 
     def _send(self, line: str) -> None:
-        with self._write_lock, contextlib.suppress(OSError, ValueError):
-            self._pipe.write(line + "\n")
+        with self._write_lock:
+            try:
+                self._pipe.write(line + "\n")
+            except (OSError, ValueError):
+                pass
 
     def add(self, name: str, engine: str = "") -> None:
         self._send(f"+{name}\t{engine}")
