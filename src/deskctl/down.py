@@ -6,8 +6,6 @@ an error; an id the ledger does not know is ``usage.not_found`` unless ``ignore_
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from deskctl._record import Record
 from deskctl.errors import CleanupIncomplete, DeskctlError, NotFound, SessionClosed
 from deskctl.lifecycle import TERMINAL_STATUSES
@@ -15,6 +13,7 @@ from deskctl.session import attach
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
     from deskctl.ledger import Ledger

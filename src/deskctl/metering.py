@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from functools import lru_cache
 
+from deskctl import _threads
 from deskctl._jsonc import loads as json_loads
 from deskctl._record import Record
 from deskctl.errors import ConfigInvalid
@@ -185,8 +185,28 @@ if TYPE_CHECKING:
     _Catalog = tuple[tuple[dict[str, Any], ...], dict[str, dict[str, Any]], tuple[dict[str, Any], ...]]
 
 
-@lru_cache(maxsize=8)
+#: (user file, its mtime_ns, its size) -> its catalog: the last few read, oldest first (functools.lru_cache would
+#: load functools and collections into every `deskctl ls`, `cost` and `down`)
+_LOADED: dict[tuple[str, int, int], _Catalog] = {}
+_LOADED_MAX = 8
+_LOADED_LOCK = _threads.Lock()
+
+
 def _load(user_path: str, user_mtime_ns: int, user_size: int) -> _Catalog:
+    key = (user_path, user_mtime_ns, user_size)
+    with _LOADED_LOCK:
+        found = _LOADED.get(key)
+    if found is not None:
+        return found
+    catalog = _read(user_path, user_mtime_ns)
+    with _LOADED_LOCK:
+        _LOADED[key] = catalog
+        while len(_LOADED) > _LOADED_MAX:
+            del _LOADED[next(iter(_LOADED))]
+    return catalog
+
+
+def _read(user_path: str, user_mtime_ns: int) -> _Catalog:
     docs: list[dict[str, Any]] = []
     if user_mtime_ns >= 0:
         try:

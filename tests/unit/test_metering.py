@@ -162,3 +162,41 @@ def test_session_cost_so_far() -> None:
     assert session_cost(never_created, now=50.0) == 0.0
     ended = SessionRecord("dk-3", "x", "ubuntu", "1x1", "h:1", False, "ended", 0.0, created_at=1.0, cost_usd=0.5)
     assert session_cost(ended) == 0.5
+
+
+def test_the_catalog_cache_keeps_the_last_eight_files_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each user file (by path, mtime and size) is read once while it is among the last eight read; a ninth pushes
+    the oldest out, and an edit of a file is a new key (seen without a restart)."""
+    from deskctl import metering
+
+    def rate(usd: float) -> str:
+        return json.dumps({"rates": [{"provider": "ssh", "platform": "*", "size": "*", "usd_per_hour": usd,
+                                      "granularity_seconds": 1, "source": "s", "date": "d"}]})
+
+    reads: list[str] = []
+    real_read = metering._read
+
+    def counted(path: str, mtime: int) -> object:
+        reads.append(path)
+        return real_read(path, mtime)
+
+    monkeypatch.setattr(metering, "_read", counted)
+    metering._LOADED.clear()
+    files = [tmp_path / f"prices-{n}.json" for n in range(9)]
+    for number, path in enumerate(files):
+        path.write_text(rate(number + 1))
+    for path in files[:8]:
+        monkeypatch.setenv("DESKCTL_PRICES", str(path))
+        assert lookup_rate("ssh", "ubuntu") is not None
+        lookup_rate("ssh", "ubuntu")
+    assert reads == [str(p) for p in files[:8]] and len(metering._LOADED) == 8
+    monkeypatch.setenv("DESKCTL_PRICES", str(files[8]))
+    found = lookup_rate("ssh", "ubuntu")
+    assert found is not None and found.usd_per_hour == 9
+    assert len(metering._LOADED) == 8 and reads[-1] == str(files[8])
+    monkeypatch.setenv("DESKCTL_PRICES", str(files[0]))  # the oldest was pushed out: read again
+    lookup_rate("ssh", "ubuntu")
+    assert reads[-1] == str(files[0]) and len(reads) == 10
+    files[0].write_text(rate(42.5))  # an edit: another size, so another key
+    found = lookup_rate("ssh", "ubuntu")
+    assert found is not None and found.usd_per_hour == 42.5 and len(reads) == 11
