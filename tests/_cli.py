@@ -19,24 +19,29 @@ import threading
 from pathlib import Path
 from typing import Any
 
-#: ``python -c FAST_RUNNER ARGV_JSON fast|click``: deskctl's main with its fast paths on or off, then the modules
-#: the process imported, written to $DESKCTL_TEST_MODULES (the fast-path tests compare both ways and the imports)
+#: ``python -c FAST_RUNNER fast|click ARGS...``: deskctl's main with its fast paths on or off, then the modules
+#: the process imported, written to $DESKCTL_TEST_MODULES (the fast-path tests compare both ways and the imports).
+#: Nothing is imported before main (json would load re, enum, functools and collections, which the one-shot paths
+#: must not).
 FAST_RUNNER = """
-import json, os, sys
+import os, sys
 from deskctl.cli import main
 try:
-    main(json.loads(sys.argv[1]), fast=sys.argv[2] == "fast")
+    main(sys.argv[2:], fast=sys.argv[1] == "fast")
 finally:
+    modules = sorted(sys.modules)
+    import json
     with open(os.environ["DESKCTL_TEST_MODULES"], "w") as out:
-        json.dump(sorted(sys.modules), out)
+        json.dump(modules, out)
 """
 
-#: ``python -c IMPORTERS_RUNNER ARGV_JSON MODULES_JSON``: deskctl's main (fast paths on), and for each of the
+#: ``python -c IMPORTERS_RUNNER MODULE,MODULE,... ARGS...``: deskctl's main (fast paths on), and for each of the
 #: modules named that the process imported, the deskctl module whose import statement loaded it first, in a line
-#: ``IMPORTERS {"module": "deskctl.importer"}`` on stderr (a module that is not to come back names who brought it)
+#: ``IMPORTERS {"module": "deskctl.importer"}`` on stderr (a module that is not to come back names who brought it).
+#: Nothing is imported before main but what the interpreter has loaded already (see FAST_RUNNER).
 IMPORTERS_RUNNER = """
-import json, sys
-watched, seen = set(json.loads(sys.argv[2])), {}
+import sys
+watched, seen = set(sys.argv[1].split(",")), {}
 class Watch:
     def find_spec(self, name, path=None, target=None):
         if name in watched and name not in seen:
@@ -48,9 +53,11 @@ class Watch:
 sys.meta_path.insert(0, Watch())
 from deskctl.cli import main
 try:
-    main(json.loads(sys.argv[1]))
+    main(sys.argv[2:])
 finally:
-    sys.stderr.write("IMPORTERS " + json.dumps(seen) + "\\n")
+    found = dict(seen)
+    import json
+    sys.stderr.write("IMPORTERS " + json.dumps(found) + "\\n")
 """
 
 
@@ -61,7 +68,7 @@ def fast_or_click(args: list[str], *, fast: bool, tmp_path: Path,
     import json
 
     modules = tmp_path / "modules.json"
-    proc = subprocess.run([sys.executable, "-c", FAST_RUNNER, json.dumps(args), "fast" if fast else "click"],
+    proc = subprocess.run([sys.executable, "-c", FAST_RUNNER, "fast" if fast else "click", *args],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), **(env or {})})
     return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
@@ -73,7 +80,8 @@ def importers(args: list[str], modules: list[str], cwd: Path | None = None) -> d
     (:data:`IMPORTERS_RUNNER`); the process must succeed."""
     import json
 
-    proc = subprocess.run([sys.executable, "-c", IMPORTERS_RUNNER, json.dumps(args), json.dumps(modules)],
+    assert all(module and "," not in module for module in modules), modules
+    proc = subprocess.run([sys.executable, "-c", IMPORTERS_RUNNER, ",".join(modules), *args],
                           capture_output=True, text=True, timeout=120, cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     (line,) = [line for line in proc.stderr.splitlines() if line.startswith("IMPORTERS ")]

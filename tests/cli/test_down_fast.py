@@ -85,7 +85,7 @@ def test_config_defaults_go_through_click(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text("[defaults]\nignore_missing = true\n")
     modules = tmp_path / "modules.json"
-    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(["down", "dk-0000000000"]), "fast"],
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, "fast", "down", "dk-0000000000"],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), "DESKCTL_CONFIG": str(config)})
     assert proc.returncode == 0, proc.stderr

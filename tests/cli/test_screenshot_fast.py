@@ -31,7 +31,7 @@ def _screenshots_counted(sid: str) -> int:
 
 def _run(args: list[str], *, fast: bool, workdir: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     modules = workdir / f"modules-{'fast' if fast else 'click'}.json"
-    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, "fast" if fast else "click", *args],
                           capture_output=True, timeout=120, cwd=workdir,
                           env={**os.environ, "DESKCTL_TEST_MODULES": str(modules), **(env or {})})
     return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr.decode(),

@@ -52,7 +52,7 @@ def sid(home: Path) -> Iterator[str]:
 
 def _run(args: list[str], *, fast: bool, home: Path, tmp_path: Path, cwd: Path | None = None) -> dict[str, Any]:
     modules = tmp_path / f"modules-{uuid.uuid4().hex[:8]}.json"
-    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(args), "fast" if fast else "click"],
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, "fast" if fast else "click", *args],
                           capture_output=True, text=True, timeout=240, cwd=cwd,
                           env=_env(home, DESKCTL_TEST_MODULES=str(modules)))
     return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
