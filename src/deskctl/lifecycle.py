@@ -22,12 +22,18 @@
 A terminal status has no way out: an end is never reopened. The table is data (:data:`TRANSITIONS`);
 :func:`check_move` says whether a move is one of its edges.
 
-This module imports nothing of deskctl's: the ledger, the session and the click-free CLI paths all load it.
+This module imports nothing of deskctl's but :mod:`deskctl._strenum` (:class:`SessionStatus` is an
+:class:`enum.StrEnum` to type checkers, and loads no :mod:`enum`): the ledger, the session and the click-free CLI
+paths all load it.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from enum import StrEnum
+else:
+    from deskctl._strenum import StrEnum  # enum.StrEnum's part deskctl uses, without enum (see its docstring)
 
 __all__ = ["ACTIVE_STATUSES", "STATUSES", "TERMINAL_STATUSES", "TRANSITIONS", "SessionStatus", "can_move",
            "check_move"]

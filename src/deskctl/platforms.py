@@ -4,9 +4,13 @@ names a platform (providers' capabilities, attaching to a running session) does 
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from deskctl.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from enum import StrEnum
+else:
+    from deskctl._strenum import StrEnum  # enum.StrEnum's part deskctl uses, without enum (see its docstring)
 
 __all__ = ["Platform", "suggest"]
 

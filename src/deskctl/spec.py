@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from enum import Enum  # loaded anyway (Platform is an enum)
+from enum import Enum  # loaded anyway: re imports it
 from os import PathLike
 
 from deskctl import _lax as lax
 from deskctl._record import Record, field
+from deskctl._strenum import StrEnum
 from deskctl.errors import UsageError
 from deskctl.limits import BOUNDS, check_number
 from deskctl.platforms import Platform
@@ -127,7 +128,7 @@ def _jsonable(value: Any, where: str) -> Any:
         return value
     if type(value) is float:
         return value if math.isfinite(value) else None
-    if isinstance(value, Enum):
+    if isinstance(value, Enum | StrEnum):  # a user's enum, or deskctl's own (Platform, SessionStatus)
         return _jsonable(value.value, where)
     if isinstance(value, Mapping):
         return {str(_jsonable(k, where)): _jsonable(v, where) for k, v in value.items()}

@@ -3,6 +3,7 @@ transition table is what they follow."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +42,36 @@ def test_the_table_has_every_status_and_an_end_is_never_reopened() -> None:
         else:  # every status that is not over can still end (cleanup is always possible)
             assert {SessionStatus.ENDED, SessionStatus.FAILED} <= TRANSITIONS[status]
     assert SessionStatus.NEW not in {t for targets in TRANSITIONS.values() for t in targets}
+
+
+def test_statuses_are_strings_as_the_ledger_json_and_pickle_see_them() -> None:
+    """SessionStatus is deskctl._strenum's StrEnum (not enum's): what the ledger, the JSON output and the
+    supervisor's pickles do with a status is what they did with enum's."""
+    import pickle
+    import sqlite3
+
+    from deskctl._strenum import StrEnum
+
+    assert issubclass(SessionStatus, StrEnum) and issubclass(SessionStatus, str)
+    assert json.dumps({"status": SessionStatus.READY, SessionStatus.ENDED: 1}) == '{"status": "ready", "ended": 1}'
+    with sqlite3.connect(":memory:") as db:
+        assert db.execute("select ?, typeof(?)", (SessionStatus.LEAKED, SessionStatus.LEAKED)).fetchone() == (
+            "leaked", "text")
+    assert pickle.loads(pickle.dumps(SessionStatus.DESTROYING)) is SessionStatus.DESTROYING
+    assert SessionStatus("ready") is SessionStatus.READY and SessionStatus.READY == "ready"
+    assert f"{SessionStatus.READY}" == str(SessionStatus.READY) == "ready"
+    assert repr(SessionStatus.READY) == "<SessionStatus.READY: 'ready'>"
+    with pytest.raises(ValueError, match="'ending' is not a valid SessionStatus"):
+        SessionStatus("ending")
+
+
+def test_a_process_that_loads_the_statuses_and_platforms_loads_no_enum() -> None:
+    """Every one-shot CLI process loads deskctl.lifecycle and deskctl.platforms: neither loads enum, nor with it
+    functools, collections and types (a fifth of a ``deskctl do`` process)."""
+    program = ("import sys, deskctl.lifecycle, deskctl.platforms\n"
+               "print(sorted({'enum', 'functools', 'collections', 'types'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 @pytest.mark.parametrize(("old", "new", "ok"), [

@@ -36,6 +36,18 @@ def test_platform_aliases(alias: str, platform: str) -> None:
     assert Platform.parse(alias).value == platform
 
 
+def test_platform_is_one_class_of_strings_without_enum() -> None:
+    import deskctl.platforms
+    from deskctl._strenum import StrEnum
+
+    assert Platform is deskctl.platforms.Platform and issubclass(Platform, StrEnum)
+    assert list(Platform) == ["ubuntu", "windows", "macos"] and len(Platform) == 3
+    assert Platform.parse(Platform.MACOS) is Platform.MACOS is Platform("macos") is Platform(Platform.MACOS)
+    assert {Platform.WINDOWS: 1}["windows"] == 1 and f"{Platform.WINDOWS}" == "windows"
+    with pytest.raises(ValueError, match="'linux' is not a valid Platform"):
+        Platform("linux")  # the alias is parse's, not the class's
+
+
 def test_unknown_platform_suggests_the_closest() -> None:
     with pytest.raises(UsageError) as info:
         Platform.parse("windws")
@@ -160,13 +172,23 @@ def test_a_spec_goes_through_the_ledger_and_comes_back_equal() -> None:
 
 
 def test_provider_options_dump_as_json_values() -> None:
-    options = {"t": (1, 2), "s": {3}, "p": Path("/a"), "b": b"hi", "e": Platform.MACOS, "inf": float("inf"),
+    import enum
+
+    from deskctl.lifecycle import SessionStatus
+
+    class Level(enum.IntEnum):
+        HIGH = 2
+
+    options = {"st": SessionStatus.READY, "lv": Level.HIGH, Platform.UBUNTU: "key",
+               "t": (1, 2), "s": {3}, "p": Path("/a"), "b": b"hi", "e": Platform.MACOS, "inf": float("inf"),
                "dt": datetime.datetime(2024, 1, 2, 3, 4, 5), "d": datetime.date(2024, 1, 2),
                "utc": datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC), "n": {"k": (Platform.MACOS,)}}
     dumped = DesktopSpec.build(provider_options=options).model_dump(mode="json")["provider_options"]
-    assert dumped == {"t": [1, 2], "s": [3], "p": "/a", "b": "hi", "e": "macos", "inf": None,
+    assert dumped == {"st": "ready", "lv": 2, "ubuntu": "key",
+                      "t": [1, 2], "s": [3], "p": "/a", "b": "hi", "e": "macos", "inf": None,
                       "dt": "2024-01-02T03:04:05", "d": "2024-01-02", "utc": "2024-01-02T03:04:05Z",
                       "n": {"k": ["macos"]}}
+    assert {type(dumped[k]) for k in ("st", "e")} == {str} and {type(k) for k in dumped} == {str}
 
 
 @pytest.mark.parametrize(("fields", "code"), [

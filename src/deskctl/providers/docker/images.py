@@ -81,6 +81,7 @@ AGENT_FILES = (
     "deskctl/_fds.py",
     "deskctl/_record.py",
     "deskctl/_redact.py",
+    "deskctl/_strenum.py",
     "deskctl/actions.py",
     "deskctl/errors.py",
     "deskctl/limits.py",
