@@ -13,9 +13,11 @@ the wrong type is ``usage.bad_spec`` naming the field and the type, never the va
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Mapping
-from enum import Enum  # loaded anyway: re imports it
+import sys
+
+# collections.abc's very Mapping, from the module every interpreter has loaded at startup (os imports it):
+# collections.abc itself pulls collections, and `deskctl up` loads this module
+from _collections_abc import Mapping
 from os import PathLike
 
 from deskctl import _lax as lax
@@ -28,6 +30,7 @@ from deskctl.providers import DEFAULT_PROVIDER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, ClassVar, TypeVar
 
 __all__ = ["MAX_SIDE", "MIN_SIDE", "STORED", "DesktopSpec", "Geometry", "Platform", "WindowGeometry", "parse_duration"]
@@ -128,7 +131,10 @@ def _jsonable(value: Any, where: str) -> Any:
         return value
     if type(value) is float:
         return value if math.isfinite(value) else None
-    if isinstance(value, Enum | StrEnum):  # a user's enum, or deskctl's own (Platform, SessionStatus)
+    if isinstance(value, StrEnum):  # deskctl's own (Platform, SessionStatus)
+        return _jsonable(value.value, where)
+    enum = sys.modules.get("enum")  # not imported here: a value cannot be an Enum unless enum was loaded
+    if enum is not None and isinstance(value, enum.Enum):
         return _jsonable(value.value, where)
     if isinstance(value, Mapping):
         return {str(_jsonable(k, where)): _jsonable(v, where) for k, v in value.items()}
@@ -303,6 +309,8 @@ class Geometry(_Model, frozen=True):
             return value
         if isinstance(value, tuple) and len(value) >= 2:  # (a third item, as before, is not read)
             return cls(width=value[0], height=value[1])
+        import re  # here, not at module level: `deskctl up` with its defaults parses no text (re loads enum)
+
         match = re.match(_GEOMETRY_RE, str(value))
         if not match:
             raise UsageError(
@@ -342,6 +350,8 @@ class WindowGeometry(_Model, frozen=True):
     def parse(cls, value: str | WindowGeometry) -> WindowGeometry:
         if isinstance(value, WindowGeometry):
             return value
+        import re  # here, not at module level: `deskctl up` with its defaults parses no text (re loads enum)
+
         match = re.match(_WINDOW_RE, str(value))
         if not match:
             raise UsageError(
@@ -367,6 +377,8 @@ def parse_duration(value: str | float | int, *, what: str = "duration", bounded:
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str):
+        import re  # here, not at module level: `deskctl up` with its defaults parses no text (re loads enum)
+
         match = re.match(_DURATION_RE, value)
         if not match:
             raise UsageError(

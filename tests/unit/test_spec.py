@@ -48,6 +48,40 @@ def test_platform_is_one_class_of_strings_without_enum() -> None:
         Platform("linux")  # the alias is parse's, not the class's
 
 
+#: ``python -c WATCH``: import deskctl.spec and print, for each module of ``BANNED`` the import loaded, the deskctl
+#: module whose code asked for it (the innermost deskctl frame; as tests/_cli.IMPORTERS_RUNNER, without its json,
+#: which loads re and enum first)
+WATCH = """
+import sys
+banned, seen = set(sys.argv[1].split()), {}
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in banned and name not in seen:
+            frame = sys._getframe(1)
+            while frame is not None and not frame.f_globals.get("__name__", "").startswith("deskctl"):
+                frame = frame.f_back
+            seen[name] = frame.f_globals["__name__"] if frame is not None else None
+sys.meta_path.insert(0, Watch())
+import deskctl.spec
+print(repr(seen))
+"""
+
+
+def test_spec_platforms_and_lifecycle_import_nothing_a_one_shot_cli_process_must_not_load() -> None:
+    """`deskctl up` loads deskctl.spec, and every one-shot process loads deskctl.platforms and deskctl.lifecycle:
+    none of them (nor deskctl._strenum) is the module that loads a standard module those processes must not."""
+    import ast
+    import subprocess
+    import sys
+
+    banned = "enum threading contextlib functools collections collections.abc weakref importlib warnings re typing"
+    done = subprocess.run([sys.executable, "-c", WATCH, banned], capture_output=True, text=True, timeout=120,
+                          check=True)
+    importers = ast.literal_eval(done.stdout.strip())
+    ours = {"deskctl.spec", "deskctl.platforms", "deskctl.lifecycle", "deskctl._strenum"}
+    assert {name: importer for name, importer in importers.items() if importer in ours} == {}
+
+
 def test_unknown_platform_suggests_the_closest() -> None:
     with pytest.raises(UsageError) as info:
         Platform.parse("windws")
