@@ -4,14 +4,14 @@
 One place for :mod:`deskctl.spec` and :mod:`deskctl.providers.options`, which word a refusal each their own way
 (a spec: ``usage.bad_spec`` naming the field and the type; an option: pydantic's words naming the key and the
 rule). So a conversion here raises :class:`Refused` with a neutral :attr:`~Refused.reason` (one of the constants
-below), never the value, and the caller says it. Standard library only (``math``, and ``re`` compiled on first
-use): this is on ``deskctl up``'s path.
+below), never the value, and the caller says it. Standard library only (``math``, and ``re`` imported where text is
+read as a whole number): this is on ``deskctl up``'s path, which otherwise loads no ``re`` (with it ``enum``,
+``functools`` and ``collections``).
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,6 +97,8 @@ def whole(value: Any) -> int:
             raise Refused(FRACTION)
         return int(value)
     digits = text(value).strip()
+    import re
+
     if not re.fullmatch(_WHOLE, digits):
         raise Refused(SYNTAX)
     return int(digits.partition(".")[0])

@@ -81,3 +81,15 @@ def test_the_module_imports_the_standard_library_only() -> None:
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported <= {"__future__", "math", "re", "typing"}, imported
+
+
+def test_importing_it_loads_no_re() -> None:
+    """re (with enum, functools and collections: ~20M instructions) loads when text is read as a whole number, not
+    with the module: `deskctl up` imports it and reads no text."""
+    import subprocess
+    import sys
+
+    code = ("import sys, deskctl._lax as lax; before = 're' in sys.modules; lax.flag('yes'); lax.number(' 1e3 ');"
+            " print(before, 're' in sys.modules, lax.whole(' 1_000.0 '), 're' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False", "1000", "True"]
