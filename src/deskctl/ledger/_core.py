@@ -4,11 +4,9 @@ connections it inherited, and the forward migration of the schema (see :mod:`des
 from __future__ import annotations
 
 import os
-import threading
-import weakref
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from _weakrefset import WeakSet  # weakref's WeakSet itself, without weakref's import (functools, collections)
 
+from deskctl import _threads
 from deskctl._redact import redact
 from deskctl.errors import ConfigInvalid, DeskctlError, InfrastructureError
 from deskctl.ledger import _schema
@@ -26,6 +24,8 @@ from deskctl.ledger._schema import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from contextlib import AbstractContextManager
     from typing import Any, Self
 
 __all__ = ["LedgerBase", "Transaction"]
@@ -150,10 +150,10 @@ class Transaction:
 #: idle connections a ledger keeps per process for its next transactions (more are closed after use)
 _IDLE_CONNECTIONS = 4
 #: every ledger of this process, for the at-fork hook
-_LEDGERS: weakref.WeakSet[LedgerBase] = weakref.WeakSet()
+_LEDGERS: WeakSet[LedgerBase] = WeakSet()
 #: connections a forked child inherited from its parent, with their ledger: put away before the first new one
 _INHERITED: list[tuple[LedgerBase, Any]] = []
-_INHERITED_LOCK = threading.Lock()
+_INHERITED_LOCK = _threads.Lock()
 
 
 def _after_fork_in_child() -> None:
@@ -164,10 +164,10 @@ def _after_fork_in_child() -> None:
     Rule: do not fork while another thread is inside a ledger call; the child's first transaction may then wait
     for a lock that thread held (SQLite's own rule: never carry a connection across a fork)."""
     global _INHERITED_LOCK
-    _INHERITED_LOCK = threading.Lock()
+    _INHERITED_LOCK = _threads.Lock()
     for ledger in list(_LEDGERS):
-        ledger._lock = threading.Lock()
-        ledger._in_thread = threading.local()
+        ledger._lock = _threads.Lock()
+        ledger._in_thread = _threads.local()
         if ledger._pid != os.getpid():
             ledger._forget_parent_connections()
 
@@ -192,17 +192,22 @@ class LedgerBase:
     def __init__(self, url: str) -> None:
         self.url = url
         self._closed = False
-        self._lock = threading.Lock()
+        self._lock = _threads.Lock()
         #: connections opened by this process (``_pid``), and those of them waiting for the next transaction
         self._pid = os.getpid()
         self._connections: list[Any] = []
         self._idle: list[Any] = []
         #: the connection of the transaction this thread is in, if any
-        self._in_thread = threading.local()
+        self._in_thread = _threads.local()
         _LEDGERS.add(self)
-        with self._guard("migrating the ledger schema"):
+        try:
             if not self._schema_is_current():
                 self._migrate()
+        except BaseException as exc:
+            failure = self._failure(exc, "migrating the ledger schema")
+            if failure is None:
+                raise
+            raise failure from exc
 
     # -- backend hooks ---------------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -211,10 +216,10 @@ class LedgerBase:
     def _sql(self, sql: str) -> str:
         return sql
 
-    @contextmanager
-    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:
+    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> AbstractContextManager[Any]:
+        """A context manager for one transaction on ``conn``: entering begins it and gives its cursor; leaving
+        commits it, or rolls it back when an exception leaves it; it never swallows that exception."""
         raise NotImplementedError
-        yield  # pragma: no cover
 
     def _serial_pk(self) -> str:
         raise NotImplementedError
@@ -290,41 +295,26 @@ class LedgerBase:
     def _put_away_inherited(self, conn: Any) -> None:
         """Make sure this process never uses ``conn``, a connection of its parent (the caller forgets it)."""
 
-    @contextmanager
-    def _guard(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except DeskctlError:
-            raise
-        except self._driver_errors() as exc:
-            raise InfrastructureError(
-                f"ledger ({self.backend}) failed while {doing}: {redact(str(exc)).strip()}",
-                code="ledger.unavailable", remedy=self._remedy(exc),
-            ) from exc
+    def _failure(self, exc: BaseException, doing: str) -> InfrastructureError | None:
+        """What a failure of the database driver while ``doing`` is raised as (None for any other exception,
+        which goes on as it is)."""
+        if isinstance(exc, DeskctlError) or not isinstance(exc, self._driver_errors()):
+            return None
+        return InfrastructureError(
+            f"ledger ({self.backend}) failed while {doing}: {redact(str(exc)).strip()}",
+            code="ledger.unavailable", remedy=self._remedy(exc),
+        )
 
     def _remedy(self, exc: BaseException) -> str:
         """What to do about ``exc``, a failure of the database driver."""
         return "check DESKCTL_LEDGER_URL and that the database is reachable and writable"
 
-    @contextmanager
-    def transaction(self, *, lock: str | None = None, readonly: bool = False) -> Iterator[Transaction]:
-        """A transaction, committed on normal exit and rolled back on an exception. ``lock`` names a lock held
-        until commit, serialising every transaction that names the same lock across all processes (SQLite
-        serialises every write transaction anyway). ``readonly``: the caller only reads (a snapshot)."""
-        with self._guard("reading" if readonly else "writing"):
-            outer = getattr(self._in_thread, "conn", None)
-            if outer is not None:  # nested in this thread: the same connection, as the backend nests it
-                with self._begin(outer, lock, readonly) as cursor:
-                    yield Transaction(self, cursor)
-                return
-            conn = self._checkout()
-            self._in_thread.conn = conn
-            try:
-                with self._begin(conn, lock, readonly) as cursor:
-                    yield Transaction(self, cursor)
-            finally:
-                self._in_thread.conn = None
-                self._checkin(conn)
+    def transaction(self, *, lock: str | None = None, readonly: bool = False) -> _TransactionScope:
+        """A transaction (``with ledger.transaction() as tx``), committed on normal exit and rolled back on an
+        exception. ``lock`` names a lock held until commit, serialising every transaction that names the same lock
+        across all processes (SQLite serialises every write transaction anyway). ``readonly``: the caller only
+        reads (a snapshot)."""
+        return _TransactionScope(self, lock, readonly)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.transaction(readonly=True) as tx:
@@ -385,3 +375,67 @@ class LedgerBase:
             return None
         counts = tx.run("SELECT kind, count FROM action_counts WHERE session_id = ?", (session_id,))
         return self._record(rows[0], {str(k): int(c) for k, c in counts})
+
+
+class _TransactionScope:
+    """What :meth:`LedgerBase.transaction` returns: entering takes this thread's connection (the one of the
+    transaction it is already in, nested as the backend nests it, else one from the pool) and begins a transaction
+    on it; leaving ends it (:meth:`LedgerBase._begin`), gives the connection back, and raises a failure of the
+    driver, in the body or in the commit, as :class:`~deskctl.errors.InfrastructureError`. A class, not a
+    ``contextlib.contextmanager``: a one-shot CLI process imports no contextlib."""
+
+    __slots__ = ("_begun", "_conn", "_doing", "_ledger", "_lock", "_readonly")
+
+    def __init__(self, ledger: LedgerBase, lock: str | None, readonly: bool) -> None:
+        self._ledger = ledger
+        self._lock = lock
+        self._readonly = readonly
+        self._doing = "reading" if readonly else "writing"
+        self._begun: AbstractContextManager[Any] | None = None
+        #: the connection this scope took from the pool (None when nested in this thread's transaction)
+        self._conn: Any = None
+
+    def __enter__(self) -> Transaction:
+        ledger = self._ledger
+        try:
+            conn = getattr(ledger._in_thread, "conn", None)
+            if conn is None:
+                conn = self._conn = ledger._checkout()
+                ledger._in_thread.conn = conn
+            try:
+                begun = ledger._begin(conn, self._lock, self._readonly)
+                cursor = begun.__enter__()
+            except BaseException:
+                self._give_back()
+                raise
+        except BaseException as exc:
+            failure = ledger._failure(exc, self._doing)
+            if failure is None:
+                raise
+            raise failure from exc
+        self._begun = begun
+        return Transaction(ledger, cursor)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        begun, self._begun = self._begun, None
+        assert begun is not None, "a transaction scope is left once, after it was entered"
+        try:
+            try:
+                begun.__exit__(exc_type, exc, tb)  # commits, or rolls back (``exc`` goes on: see _begin)
+            finally:
+                self._give_back()
+        except BaseException as error:
+            failure = self._ledger._failure(error, self._doing)
+            if failure is None:
+                raise
+            raise failure from error
+        if exc is not None:
+            failure = self._ledger._failure(exc, self._doing)
+            if failure is not None:
+                raise failure from exc
+
+    def _give_back(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._ledger._in_thread.conn = None
+            self._ledger._checkin(conn)

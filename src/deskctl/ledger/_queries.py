@@ -4,7 +4,6 @@ end, events, action counts, model spend) and every query of sessions, totals and
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 
 from deskctl._redact import redact
 from deskctl.ledger._core import LedgerBase, Transaction
@@ -25,6 +24,7 @@ from deskctl.lifecycle import STATUSES, TERMINAL_STATUSES, SessionStatus, check_
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 __all__ = ["Ledger"]

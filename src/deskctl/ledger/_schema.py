@@ -3,8 +3,6 @@ of rows to records. A migration is never edited once released: a new version is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from deskctl._jsonc import dumps, loads  # json's own codec, without the json package's import (re)
 from deskctl._redact import redact
 from deskctl.ledger._records import Budget, Reservation, SessionRecord
@@ -12,6 +10,7 @@ from deskctl.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 # SQL lists of the two sets: ``status IN (...)`` can use the status index, ``NOT IN`` cannot

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import _sqlite3 as sqlite3  # the module sqlite3 re-exports, without sqlite3.dbapi2's datetime import (see below)
 import os
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
+from deskctl._threads import get_ident
 from deskctl.errors import InfrastructureError
 from deskctl.ledger._queries import Ledger
 
@@ -85,27 +83,42 @@ class _SQLiteLedger(Ledger):
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
-    @contextmanager
-    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> Iterator[Any]:
-        # IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so two read-then-write
-        # transactions never deadlock or interleave: every write transaction is serialised. Readers take a
-        # WAL snapshot and never block writers.
-        cursor = conn.cursor()
-        cursor.execute("BEGIN" if readonly else "BEGIN IMMEDIATE")
-        try:
-            yield cursor
-        except BaseException:
-            if conn.in_transaction:
-                cursor.execute("ROLLBACK")
-            raise
-        else:
-            cursor.execute("COMMIT")
-        finally:
-            cursor.close()
+    def _begin(self, conn: Any, lock: str | None, readonly: bool) -> _Begun:
+        return _Begun(conn, readonly)
 
     def _migrate(self) -> None:
         with self.transaction() as tx:
             self._apply_migrations(tx)
+
+
+class _Begun:
+    """One SQLite transaction (:meth:`_SQLiteLedger._begin`): ``BEGIN`` on entering, ``COMMIT`` on a normal exit,
+    ``ROLLBACK`` on an exception, and the cursor closed either way."""
+
+    __slots__ = ("_conn", "_cursor", "_readonly")
+
+    def __init__(self, conn: Any, readonly: bool) -> None:
+        self._conn = conn
+        self._readonly = readonly
+        self._cursor: Any = None
+
+    def __enter__(self) -> Any:
+        # IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so two read-then-write
+        # transactions never deadlock or interleave: every write transaction is serialised. Readers take a
+        # WAL snapshot and never block writers.
+        cursor = self._cursor = self._conn.cursor()
+        cursor.execute("BEGIN" if self._readonly else "BEGIN IMMEDIATE")
+        return cursor
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        cursor = self._cursor
+        try:
+            if exc is None:
+                cursor.execute("COMMIT")
+            elif self._conn.in_transaction:
+                cursor.execute("ROLLBACK")
+        finally:
+            cursor.close()
 
 
 #: SQLite result codes that mean the file itself is damaged (not busy, not missing)
@@ -153,7 +166,7 @@ def _create_private_file(path: str) -> None:
             return
     except OSError:
         return  # SQLite reports what is wrong when it opens the file
-    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.new")
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{get_ident()}.new")
     try:
         fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except OSError:
