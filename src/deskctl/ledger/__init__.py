@@ -27,7 +27,8 @@ Every failure of the database is a :class:`~deskctl.errors.InfrastructureError` 
 
 The package's modules: :mod:`~deskctl.ledger._records` (the record types), :mod:`~deskctl.ledger._schema` (the
 migrations and row conversions), :mod:`~deskctl.ledger._core` (pool, transactions, fork handling, migration),
-:mod:`~deskctl.ledger._queries` (:class:`Ledger`: every record and query), :mod:`~deskctl.ledger._sqlite`,
+:mod:`~deskctl.ledger._queries` (:class:`Ledger`: every record and query), :mod:`~deskctl.ledger._sqlite` (with
+:mod:`~deskctl.ledger._driver`, which imports the SQLite driver without functools),
 :mod:`~deskctl.ledger._postgres` and :mod:`~deskctl.ledger._open` (URLs and :func:`open_ledger`). Import from
 ``deskctl.ledger``: the modules are private. The statuses are :class:`deskctl.lifecycle.SessionStatus`'s.
 """

@@ -3,12 +3,12 @@ the file made private (0600) before SQLite sees it, and what to do when the file
 
 from __future__ import annotations
 
-import _sqlite3 as sqlite3  # the module sqlite3 re-exports, without sqlite3.dbapi2's datetime import (see below)
 import os
 import time
 
 from deskctl._threads import get_ident
 from deskctl.errors import InfrastructureError
+from deskctl.ledger._driver import load_driver
 from deskctl.ledger._queries import Ledger
 
 TYPE_CHECKING = False
@@ -21,6 +21,12 @@ __all__ = ["move_aside_command", "sqlite_file_damaged"]
 # ``sqlite3`` is ``from _sqlite3 import *`` (connect, Connection, Error, ...: the same objects) plus the default
 # adapters of datetime values, which the ledger never binds (times are epoch floats); its import of datetime was a
 # twenty-fifth of the instructions of a whole `deskctl down` process. tests/cli/test_down_fast.py holds it out.
+
+
+if TYPE_CHECKING:
+    import _sqlite3 as sqlite3  # the module sqlite3 re-exports, without sqlite3.dbapi2's datetime import (above)
+else:
+    sqlite3 = load_driver()  # _sqlite3, without its import of functools (see deskctl.ledger._driver)
 
 
 class _SQLiteLedger(Ledger):
