@@ -16,18 +16,20 @@ removing a half-made desktop needs descriptors too (a directory listing, a pidfd
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import math
 import os
 import select
-import threading
-from collections.abc import Iterable, Iterator, Sequence
+
+# threading.Lock itself (deskctl._threads.Lock is the same), without threading's import (functools, collections) and
+# without deskctl._threads, which the desktop image's agent does not carry (AGENT_FILES)
+from _thread import allocate_lock as Lock
 
 from deskctl.errors import CapacityUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from typing import Any
 
 __all__ = [
@@ -97,7 +99,7 @@ class _PollSelect:
 #: the ``select`` stand-in installed into python-xlib (see :class:`_PollSelect`)
 POLL_SELECT = _PollSelect()
 
-_limit_lock = threading.Lock()
+_limit_lock = Lock()
 _limit_raised = False
 #: descriptors held back for cleaning up after the table filled (see :func:`spare_descriptors`)
 _RESERVE = 8
@@ -112,16 +114,23 @@ def _hold_reserve() -> None:
             return
 
 
-@contextlib.contextmanager
-def spare_descriptors() -> Iterator[None]:
+def spare_descriptors() -> _SpareDescriptors:
     """Release the reserve for the ``with`` block (cleaning up after :func:`out_of_descriptors`), then take
     back what is free again."""
-    with _limit_lock:
-        while _reserve:
-            os.close(_reserve.pop())
-    try:
-        yield
-    finally:
+    return _SpareDescriptors()
+
+
+class _SpareDescriptors:
+    """:func:`spare_descriptors`'s ``with`` block (a class: contextlib is not imported where a desktop opens)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        with _limit_lock:
+            while _reserve:
+                os.close(_reserve.pop())
+
+    def __exit__(self, *exc: object) -> None:
         with _limit_lock:
             _hold_reserve()
 

@@ -25,10 +25,9 @@ It is also a dataclass to the :mod:`dataclasses` module, once something loads th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, ClassVar, TypeVar, dataclass_transform
 else:
     def dataclass_transform(**kwargs: object) -> object:

@@ -6,7 +6,9 @@ does not load the credential model with it.
 
 from __future__ import annotations
 
-import threading
+# threading.Lock itself (deskctl._threads.Lock is the same): without threading, whose import pulls functools and
+# collections, and without deskctl._threads, as this module is the bottom of deskctl's layering with the errors
+from _thread import allocate_lock as Lock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["REDACTED", "redact", "register_secret"]
 
-_lock = threading.Lock()
+_lock = Lock()
 _secrets: set[str] = set()
 
 # Shapes that look like secrets even when deskctl did not read them itself, each with what a text must contain

@@ -6,7 +6,6 @@ providers (and pydantic) to do it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 # the function `socket.gethostname` is (socket.py re-exports _socket's): without socket.py, whose enums of
@@ -41,7 +40,10 @@ def owner_alive(owner: str | None) -> bool | None:
     except PermissionError:
         return True
     # a zombie is dead for our purposes
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
-        if fh.read().rsplit(")", 1)[-1].split()[0] == "Z":
-            return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            if fh.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                return False
+    except OSError:
+        pass
     return True

@@ -113,3 +113,32 @@ def test_running_out_of_descriptors_is_a_capacity_error_and_leaves_nothing(tmp_p
     assert outcomes[-1] is None, f"no desktop opened even with 40 descriptors free: {outcomes}"
     statuses = _statuses(tmp_path)
     assert set(statuses.values()) <= {"ended", "failed"}, statuses
+
+
+def test_the_reserve_is_released_for_a_cleanup_and_taken_back_after_it() -> None:
+    """``with spare_descriptors():`` (what a cleanup after running out of descriptors runs in) closes the reserve
+    for its block, and takes it back at its end, also when the block raises."""
+    code = textwrap.dedent("""
+        import json, os
+        from deskctl._fds import raise_open_file_limit, spare_descriptors
+
+        def count():
+            return len(os.listdir("/proc/self/fd"))
+
+        before = count()
+        raise_open_file_limit()
+        held = count() - before
+        seen = []
+        with spare_descriptors():
+            seen.append(count() - before)
+        try:
+            with spare_descriptors():
+                seen.append(count() - before)
+                raise ValueError("cleanup failed")
+        except ValueError:
+            pass
+        print(json.dumps({"held": held, "inside": seen, "after": count() - before}))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"held": 8, "inside": [0, 0], "after": 8}

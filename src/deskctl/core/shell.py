@@ -5,13 +5,13 @@ desktop the agent runs in). The harness actions built on them are :class:`deskct
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from deskctl.errors import UsageError
 from deskctl.platforms import Platform
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from deskctl.core.frames import ExecResult
 
 __all__ = ["background_pid", "check_exec_options", "cmd_line", "dialect_of", "posix_line", "powershell_line",

@@ -21,16 +21,15 @@ driver's module (and python-xlib's shims) at all.
 from __future__ import annotations
 
 import _socket
-import contextlib
+import _thread  # threading.RLock's very class (deskctl._threads.RLock), which the image's agent also runs with
 import struct
-import threading
-from collections.abc import Callable, Iterator
 
 from deskctl.actions import Click, Drag, KeyDown, KeyPress, KeyUp, MouseDown, MouseUp, Move, Scroll, TypeText
 from deskctl.errors import DeskctlError, ProviderApiError, ProviderUnreachable, SessionLost
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from deskctl.actions import Action
@@ -215,8 +214,10 @@ class WireConnection:
         raise ProviderApiError(f"X display {self.display} refused a request: {name}", provider=self.provider)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
+        try:
             self.sock.close()
+        except OSError:
+            pass
 
     # -- requests ------------------------------------------------------------------------------------------
     def query_extension(self, name: bytes) -> int | None:
@@ -247,6 +248,31 @@ class WireConnection:
         return pixels
 
 
+class _WireErrors:
+    """:meth:`WireDriver._errors`'s ``with`` block (a class: a one-shot CLI process imports no contextlib)."""
+
+    __slots__ = ("_doing", "_op_timeout", "_wire")
+
+    def __init__(self, wire: WireConnection, doing: str, op_timeout: float) -> None:
+        self._wire = wire
+        self._doing = doing
+        self._op_timeout = op_timeout
+
+    def __enter__(self) -> WireConnection:
+        self._wire.sock.settimeout(self._op_timeout)
+        return self._wire
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or isinstance(exc, DeskctlError) or not isinstance(exc, OSError):
+            return
+        wire, doing = self._wire, self._doing
+        if isinstance(exc, TimeoutError):
+            raise SessionLost(f"X display {wire.display} did not answer within {self._op_timeout:g}s while we "
+                              f"tried to {doing}; the connection was dropped", provider=wire.provider) from exc
+        raise SessionLost(f"lost the X display {wire.display} while we tried to {doing}: "
+                          f"{exc.strerror or exc}", provider=wire.provider) from exc
+
+
 class WireDriver:
     """The input half of :class:`~deskctl.core.x11.X11Driver` over a :class:`WireConnection`; every other
     call (and an action the wire path does not take) goes to the full driver from ``open_full``."""
@@ -255,7 +281,7 @@ class WireDriver:
         self._wire: WireConnection | None = wire
         self._open_full = open_full
         self._full: X11Driver | None = None
-        self._lock = threading.RLock()
+        self._lock = _thread.RLock()
         self._closed = False
         self._op_timeout = op_timeout
         self._xtest: int | None = None
@@ -332,22 +358,13 @@ class WireDriver:
             wire.sync()
 
     # -- the wire path -------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _errors(self, doing: str) -> Iterator[WireConnection]:
+    def _errors(self, doing: str) -> _WireErrors:
+        """A ``with`` block on the wire (given as its target), with ``op_timeout`` on each call; a timeout or a
+        socket error in it is :class:`~deskctl.errors.SessionLost`."""
         wire = self._wire
         if wire is None or self._closed:
             raise SessionLost("the X connection is closed")
-        wire.sock.settimeout(self._op_timeout)
-        try:
-            yield wire
-        except DeskctlError:
-            raise
-        except TimeoutError as exc:
-            raise SessionLost(f"X display {wire.display} did not answer within {self._op_timeout:g}s while we "
-                              f"tried to {doing}; the connection was dropped", provider=wire.provider) from exc
-        except OSError as exc:
-            raise SessionLost(f"lost the X display {wire.display} while we tried to {doing}: "
-                              f"{exc.strerror or exc}", provider=wire.provider) from exc
+        return _WireErrors(wire, doing, self._op_timeout)
 
     def _fake(self, wire: WireConnection, event_type: int, detail: int = 0, x: int = 0, y: int = 0) -> None:
         if self._xtest is None:
