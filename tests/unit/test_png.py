@@ -107,3 +107,28 @@ def test_a_process_without_pillow_loaded_encodes_the_same_png_without_loading_it
     done = subprocess.run([sys.executable, "-c", code], input=bgrx, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == encode_png(bgrx, 300, 200, "BGRX")
+
+
+def test_a_striped_encode_runs_its_threads_without_threading() -> None:
+    """The stripes of one picture are encoded by several threads (:mod:`_thread`'s, each joined by a lock it holds
+    while it runs): a one-shot process (``deskctl screenshot``) never imports threading, and the PNG is the same
+    however the stripes were shared out."""
+    import random
+    import subprocess
+    import sys
+
+    from deskctl.providers._png import encode_png
+
+    rng = random.Random(12)
+    bgrx = bytes(rng.getrandbits(8) if i % 4 != 3 else 0 for i in range(320 * 240 * 4))
+    code = ("import sys; from deskctl.providers._png import encode_png\n"
+            "data = sys.stdin.buffer.read()\n"
+            "pngs = [encode_png(data, 320, 240, 'BGRX', stripes=7) for _ in range(3)]\n"
+            "assert 'threading' not in sys.modules, 'threading was imported'\n"
+            "assert pngs[0] == pngs[1] == pngs[2]\n"
+            "sys.stdout.buffer.write(pngs[0])\n")
+    done = subprocess.run([sys.executable, "-P", "-c", code], input=bgrx, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == encode_png(bgrx, 320, 240, "BGRX", stripes=7)
+    image = Image.open(io.BytesIO(done.stdout))
+    assert image.tobytes() == Image.frombuffer("RGB", (320, 240), bgrx, "raw", "BGRX", 0, 1).tobytes()

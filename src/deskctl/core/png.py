@@ -8,10 +8,10 @@ import this module without slowing ``import deskctl``.
 
 from __future__ import annotations
 
+import _thread
 import os
 import struct
 import sys
-import threading
 import zlib
 
 from deskctl.errors import ProviderApiError
@@ -62,11 +62,12 @@ def _encode_stripes(jobs: list[tuple[Any, ...]]) -> list[tuple[bytes, int, int]]
     """Each stripe's :func:`_encode_stripe`, in order, by up to :data:`_WORKERS` threads taking the next stripe in
     turn (zlib and Pillow's converters release the GIL). Threads started per picture rather than a
     ``concurrent.futures`` pool: that module's import was a tenth of a whole ``deskctl screenshot`` process, and
-    starting a thread costs far less than encoding a stripe."""
+    starting a thread costs far less than encoding a stripe. They are :mod:`_thread`'s, each joined by a lock it
+    releases when it ends: :mod:`threading` (with functools and collections) was an eighth of that process."""
     results: list[tuple[bytes, int, int] | None] = [None] * len(jobs)
     failures: list[BaseException] = []
     taken = iter(range(len(jobs)))
-    lock = threading.Lock()
+    lock = _thread.allocate_lock()
 
     def work() -> None:
         while not failures:
@@ -79,13 +80,23 @@ def _encode_stripes(jobs: list[tuple[Any, ...]]) -> list[tuple[bytes, int, int]]
             except BaseException as exc:  # raised in the caller's thread, below
                 failures.append(exc)
 
-    helpers = [threading.Thread(target=work, name="deskctl-png", daemon=True)
-               for _ in range(min(_WORKERS, len(jobs)) - 1)]
-    for helper in helpers:
-        helper.start()
-    work()
-    for helper in helpers:
-        helper.join()
+    def helper(ended: _thread.LockType) -> None:
+        try:
+            work()
+        finally:
+            ended.release()
+
+    helpers: list[_thread.LockType] = []
+    try:
+        for _ in range(min(_WORKERS, len(jobs)) - 1):
+            ended = _thread.allocate_lock()
+            ended.acquire()
+            _thread.start_new_thread(helper, (ended,))
+            helpers.append(ended)
+        work()
+    finally:
+        for ended in helpers:  # joined: each holds its lock until it has ended
+            ended.acquire()
     if failures:
         raise failures[0]
     return [part for part in results if part is not None]
