@@ -67,16 +67,23 @@ _LAZY = {
 _LAZY_MODULES = {"aio": "deskctl.aio"}
 
 
-def __getattr__(name: str) -> Any:
-    import importlib
+def _module(name: str) -> Any:
+    """The module ``name``, imported (importlib.import_module's answer, without importing importlib: it imports
+    warnings)."""
+    import sys
 
+    __import__(name)
+    return sys.modules[name]
+
+
+def __getattr__(name: str) -> Any:
     if name in _LAZY_MODULES:
-        value = importlib.import_module(_LAZY_MODULES[name])
+        value = _module(_LAZY_MODULES[name])
         globals()[name] = value
         return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'deskctl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_module(module), name)
     globals()[name] = value
     return value

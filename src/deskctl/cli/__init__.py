@@ -125,7 +125,6 @@ def entry() -> None:
     leaves one) gets the ordinary exit, which waits for it. In-process callers of :func:`main` (tests, harnesses)
     keep the ordinary ``SystemExit``."""
     import os
-    import threading
 
     try:
         main()
@@ -142,7 +141,10 @@ def entry() -> None:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe (deskctl ls | head) or a closed stream: nothing to flush
             pass
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    # threading's threads are the ones the ordinary exit waits for; without threading imported there are none
+    threading = sys.modules.get("threading")
+    if threading is not None and any(t.is_alive() and not t.daemon for t in threading.enumerate()
+                                     if t is not threading.main_thread()):
         sys.exit(code)
     import atexit
 

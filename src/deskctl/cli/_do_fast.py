@@ -22,32 +22,57 @@ such action whose parameters it can read as click does; :func:`build_table` says
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 from deskctl.cli._output import echo_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
+    from deskctl.ledger import Ledger
     from deskctl.session import Desktop
 
 __all__ = ["act", "attached", "parse", "run"]
 
 
-@contextmanager
-def attached(session_id: str) -> Iterator[Desktop]:
-    """The running session ``session_id``, released (not destroyed) at the end of the ``with``."""
-    from deskctl.ledger import open_ledger
-    from deskctl.session import attach
+def attached(session_id: str) -> _Attached:
+    """The running session ``session_id`` (``with attached(ID) as desk``), released (not destroyed) at the end of
+    the ``with``, and the ledger it was read from closed."""
+    return _Attached(session_id)
 
-    with open_ledger() as book:
-        desk = attach(session_id, ledger=book)
+
+class _Attached:
+    """:func:`attached`'s ``with`` block (a class: a one-shot CLI process imports no contextlib)."""
+
+    __slots__ = ("_book", "_desk", "_session_id")
+
+    def __init__(self, session_id: str) -> None:
+        self._session_id = session_id
+        self._book: Ledger | None = None
+        self._desk: Desktop | None = None
+
+    def __enter__(self) -> Desktop:
+        from deskctl.ledger import open_ledger
+        from deskctl.session import attach
+
+        book = open_ledger()
         try:
-            yield desk
-        finally:
+            desk = attach(self._session_id, ledger=book)
+        except BaseException:
+            book.close()
+            raise
+        self._book, self._desk = book, desk
+        return desk
+
+    def __exit__(self, *exc: object) -> None:
+        book, desk = self._book, self._desk
+        self._book = self._desk = None
+        assert book is not None and desk is not None, "left once, after it was entered"
+        try:
             desk.release()
+        finally:
+            book.close()
 
 
 def act(session_id: str, name: str, as_json: bool, apply: Callable[[Desktop], object],

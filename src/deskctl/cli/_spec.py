@@ -5,13 +5,12 @@ click's default map (:func:`defaults_map`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 from deskctl.errors import ConfigInvalid, UsageError
 from deskctl.platforms import suggest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     import click

@@ -13,14 +13,14 @@ engine's ``docker checkpoint`` needs an experimental daemon and CRIU; see docs/e
 
 from __future__ import annotations
 
-import importlib
+import sys
 import time
-from collections.abc import Mapping
 
 from deskctl.errors import DeskctlError, NotFound, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, Protocol
 
     from deskctl.episodes.store import Snapshot
@@ -105,7 +105,8 @@ def backend_for(provider: Provider) -> SnapshotBackend:
                          provider=provider.name,
                          remedy="use a provider whose capabilities list snapshots (deskctl providers --json)")
     module, _, attr = path.partition(":")
-    backend: SnapshotBackend = getattr(importlib.import_module(module), attr)()
+    __import__(module)  # importlib.import_module's answer, without importlib (which imports warnings)
+    backend: SnapshotBackend = getattr(sys.modules[module], attr)()
     return backend
 
 

@@ -15,17 +15,16 @@ input on; each recorded step says it (``actor``), and the ledger has ``takeover`
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
 from contextvars import ContextVar
 
 from deskctl._jsonc import dumps, loads  # json's codec without the json package's import (re): every action looks here
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from contextvars import Token
     from typing import Any
 
     from deskctl.session import Desktop
@@ -43,13 +42,27 @@ def current_actor() -> str:
     return ACTOR.get()
 
 
-@contextlib.contextmanager
-def acting_as(actor: str) -> Iterator[None]:
-    token = ACTOR.set(actor)
-    try:
-        yield
-    finally:
-        ACTOR.reset(token)
+def acting_as(actor: str) -> _ActingAs:
+    """``with acting_as("human"):``: ``actor`` is who acts (:data:`ACTOR`) in this context inside the block."""
+    return _ActingAs(actor)
+
+
+class _ActingAs:
+    """:func:`acting_as`'s ``with`` block (a class: an agent's ``deskctl do`` process imports no contextlib)."""
+
+    __slots__ = ("_actor", "_token")
+
+    def __init__(self, actor: str) -> None:
+        self._actor = actor
+        self._token: Token[str] | None = None
+
+    def __enter__(self) -> None:
+        self._token = ACTOR.set(self._actor)
+
+    def __exit__(self, *exc: object) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            ACTOR.reset(token)
 
 
 # The paths are strs made with os.path: pathlib (which imports urllib.parse and ipaddress) is not on the path of an
@@ -109,8 +122,10 @@ def gate(desk: Desktop, path: str) -> None:
         started = time.monotonic()
         fcntl.flock(fd, fcntl.LOCK_SH)  # the kernel wakes this when the hold is released or its holder dies
         fcntl.flock(fd, fcntl.LOCK_UN)
-        with contextlib.suppress(Exception):
+        try:
             desk.ledger.record_event(desk.id, "takeover.waited", {"seconds": round(time.monotonic() - started, 3)})
+        except Exception:
+            pass
     finally:
         os.close(fd)
 
@@ -146,21 +161,29 @@ class Takeover:
         os.ftruncate(fd, 0)
         os.pwrite(fd, record, 0)
         self._fd = fd
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(_request_path(self.desk.id))  # a help request is answered by taking over
-        with contextlib.suppress(Exception):
+        except FileNotFoundError:
+            pass
+        try:
             self.desk.ledger.record_event(self.desk.id, "takeover", {"by": by, "reason": reason})
+        except Exception:
+            pass
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is None:
             return
         held = time.time() - (self.since or time.time())
-        with contextlib.suppress(OSError):
+        try:
             os.ftruncate(fd, 0)
+        except OSError:
+            pass
         os.close(fd)  # closing the only descriptor of the open file releases the lock
-        with contextlib.suppress(Exception):
+        try:
             self.desk.ledger.record_event(self.desk.id, "release", {"seconds": round(held, 3)})
+        except Exception:
+            pass
 
 
 def pending_request(session_id: str) -> dict[str, Any] | None:
@@ -202,6 +225,8 @@ def request_takeover(desk: Desktop, reason: str, timeout: float | None = None) -
         finally:
             os.close(fd)
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(request)
+        except FileNotFoundError:
+            pass
     return time.monotonic() - started

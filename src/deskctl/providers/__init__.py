@@ -12,8 +12,7 @@ other spellings of a built-in name, is :data:`ALIASES` here; a unit test holds i
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
+import sys
 
 from deskctl.errors import UsageError
 
@@ -64,13 +63,19 @@ ALIASES: dict[str, str] = {
 ENTRY_POINT_GROUP = "deskctl.providers"
 
 
-@cache
-def _entry_points() -> dict[str, tuple[str, str]]:
-    from importlib.metadata import entry_points
+#: :func:`_entry_points`'s answer, by group (read once per process)
+_ENTRY_POINTS: dict[str, dict[str, tuple[str, str]]] = {}
 
-    found: dict[str, tuple[str, str]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, (ep.value, f"reinstall the package that provides {ep.name!r}"))
+
+def _entry_points() -> dict[str, tuple[str, str]]:
+    found = _ENTRY_POINTS.get(ENTRY_POINT_GROUP)
+    if found is None:
+        from importlib.metadata import entry_points
+
+        found = {}
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            found.setdefault(ep.name, (ep.value, f"reinstall the package that provides {ep.name!r}"))
+        _ENTRY_POINTS[ENTRY_POINT_GROUP] = found
     return found
 
 
@@ -85,15 +90,37 @@ def known_provider_names() -> list[str]:
     return sorted(name for name in _all() if _module_exists(_all()[name][0]))
 
 
-@cache
-def _module_exists(target: str) -> bool:
-    from importlib.util import find_spec
+#: :func:`_module_exists`'s answers, by target
+_EXISTS: dict[str, bool] = {}
 
-    module = target.split(":", 1)[0]
+
+def _module_exists(target: str) -> bool:
+    """Whether the module of ``target`` is installed (imported already, or one of the import system's finders
+    finds it), without importing it: ``importlib.util.find_spec``'s answer, without importing importlib (which
+    imports warnings, contextlib, functools and collections on the way to a ``deskctl up``)."""
+    found = _EXISTS.get(target)
+    if found is None:
+        found = _find(target.split(":", 1)[0])
+        _EXISTS[target] = found
+    return found
+
+
+def _find(module: str) -> bool:
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    parent, _, _ = module.rpartition(".")
     try:
-        return find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
+        path = None
+        if parent:  # as find_spec does: the parent package is imported, its __path__ searched
+            __import__(parent)
+            path = sys.modules[parent].__path__
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is not None and find_spec(module, path) is not None:
+                return True
+    except (ImportError, ValueError, AttributeError):
+        pass
+    return False
 
 
 def canonical_name(name: str) -> str:
@@ -139,12 +166,19 @@ def _entry_point_alias(raw: str) -> str | None:
             continue
         module_name, _, class_name = target.partition(":")
         try:
-            cls = getattr(importlib.import_module(module_name), class_name)
+            cls = getattr(_import(module_name), class_name)
         except Exception:
             continue
         if raw in (canonical_name(alias) for alias in getattr(cls, "aliases", ())):
             return name
     return None
+
+
+def _import(module_name: str) -> Any:
+    """The module ``module_name``, imported (importlib.import_module's answer for an absolute name, without
+    importing importlib, which imports warnings)."""
+    __import__(module_name)
+    return sys.modules[module_name]
 
 
 def load_provider_class(name: str) -> type[Provider]:
@@ -154,7 +188,7 @@ def load_provider_class(name: str) -> type[Provider]:
     target, install_hint = (PROVIDERS if name in PROVIDERS else _all())[name]
     module_name, _, class_name = target.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except ImportError as exc:
         raise UsageError(
             f"provider {name!r} cannot be loaded: {exc}", code="usage.provider_unavailable",
