@@ -223,3 +223,25 @@ def test_action_counts_survive_a_dropped_ledger_connection(pg_url: str, monkeypa
         assert record is not None and record.action_counts == {"click": 3}
     finally:
         deskctl.attach(desk.id).close()
+
+
+def test_the_at_fork_hook_holds_its_ledgers_weakly(tmp_path: Path) -> None:
+    """The hook's registry (weak references) keeps no ledger alive: one dropped leaves it, and a fork then
+    resets the ledgers still alive only."""
+    code = (
+        "import gc, os, sys\n"
+        "from deskctl.ledger import _core, open_ledger\n"
+        "a, b = open_ledger(sys.argv[1] + 'a'), open_ledger(sys.argv[1] + 'b')\n"
+        "lock = b._lock\n"
+        "del a\n"
+        "gc.collect()\n"
+        "assert [each() for each in _core._LEDGERS] == [b], _core._LEDGERS\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0 if b._lock is not lock and b.schema_version() > 0 else 1)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "sys.exit(os.waitstatus_to_exitcode(status))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, f"sqlite://{tmp_path / 'l'}"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr

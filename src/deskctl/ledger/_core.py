@@ -4,7 +4,7 @@ connections it inherited, and the forward migration of the schema (see :mod:`des
 from __future__ import annotations
 
 import os
-from _weakrefset import WeakSet  # weakref's WeakSet itself, without weakref's import (functools, collections)
+from _weakref import ref  # weakref.ref itself, without weakref's import (functools, collections)
 
 from deskctl import _threads
 from deskctl._redact import redact
@@ -149,8 +149,9 @@ class Transaction:
 
 #: idle connections a ledger keeps per process for its next transactions (more are closed after use)
 _IDLE_CONNECTIONS = 4
-#: every ledger of this process, for the at-fork hook
-_LEDGERS: WeakSet[LedgerBase] = WeakSet()
+#: every ledger of this process, for the at-fork hook: a weak reference to each, which leaves the set with its
+#: ledger (how weakref.WeakSet holds its items; _weakrefset imports types, which nothing else of a do process needs)
+_LEDGERS: set[ref[LedgerBase]] = set()
 #: connections a forked child inherited from its parent, with their ledger: put away before the first new one
 _INHERITED: list[tuple[LedgerBase, Any]] = []
 _INHERITED_LOCK = _threads.Lock()
@@ -165,7 +166,10 @@ def _after_fork_in_child() -> None:
     for a lock that thread held (SQLite's own rule: never carry a connection across a fork)."""
     global _INHERITED_LOCK
     _INHERITED_LOCK = _threads.Lock()
-    for ledger in list(_LEDGERS):
+    for each in list(_LEDGERS):
+        ledger = each()
+        if ledger is None:
+            continue
         ledger._lock = _threads.Lock()
         ledger._in_thread = _threads.local()
         if ledger._pid != os.getpid():
@@ -199,7 +203,7 @@ class LedgerBase:
         self._idle: list[Any] = []
         #: the connection of the transaction this thread is in, if any
         self._in_thread = _threads.local()
-        _LEDGERS.add(self)
+        _LEDGERS.add(ref(self, _LEDGERS.discard))
         try:
             if not self._schema_is_current():
                 self._migrate()
