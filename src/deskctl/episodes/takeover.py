@@ -18,7 +18,9 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from contextvars import ContextVar
+
+# contextvars.ContextVar itself (contextvars.py is `from _contextvars import *`), without finding that module's file
+from _contextvars import ContextVar
 
 from deskctl._jsonc import dumps, loads  # json's codec without the json package's import (re): every action looks here
 
