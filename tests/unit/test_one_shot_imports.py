@@ -12,6 +12,9 @@ tests/unit/test_png.py."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,13 +87,13 @@ def test_a_one_shot_module_imports_none_of_the_chain(module: str) -> None:
     assert banned == []
 
 
-def _fresh(code: str, *args: str, env: dict[str, str] | None = None) -> str:
-    import os
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-P", "-c", code, *args], capture_output=True, text=True, timeout=120,
+def _run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
+
+
+def _fresh(code: str, env: dict[str, str] | None = None) -> str:
+    done = _run(code, env)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -114,3 +117,16 @@ def test_deskctl_ls_exits_without_threading(tmp_path: Path) -> None:
             "entry()\n")
     out = _fresh(code, env={"DESKCTL_HOME": str(tmp_path), "DESKCTL_LEDGER_URL": ""})
     assert out.splitlines()[-1] == "THREADING False"
+
+
+def test_deskctl_ups_check_of_the_environment_loads_no_pathlib(tmp_path: Path) -> None:
+    """``deskctl up`` checks DESKCTL_HOME and the ledger URL before anything else (exit 2 on a bad one) without
+    pathlib, which imports warnings, re, functools and urllib.parse."""
+    code = ("import sys\nfrom deskctl.cli._spec import check_environment\ncheck_environment()\n"
+            "print(sorted(m for m in ('pathlib', 'warnings') if m in sys.modules))\n")
+    home = tmp_path / "home"
+    assert _fresh(code, env={"DESKCTL_HOME": str(home), "DESKCTL_LEDGER_URL": ""}).strip() == "[]"
+    assert home.is_dir()
+    (tmp_path / "file").write_text("")
+    bad = _run(code, env={"DESKCTL_HOME": str(tmp_path / "file" / "home"), "DESKCTL_LEDGER_URL": ""})
+    assert bad.returncode == 1 and "ConfigInvalid" in bad.stderr and "not a usable directory" in bad.stderr

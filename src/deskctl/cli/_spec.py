@@ -190,7 +190,7 @@ def check_environment() -> None:
     """``DESKCTL_HOME`` and ``DESKCTL_LEDGER_URL`` usable, checked without opening anything: a command that
     will write to the ledger calls this first, so a bad value is exit 2 before any row or resource exists."""
     from deskctl.ledger import check_ledger_url
-    from deskctl.paths import home_dir
+    from deskctl.paths import home_path
 
-    home_dir()
+    home_path()  # home_dir()'s checks, without pathlib (which imports warnings, re, functools, urllib.parse)
     check_ledger_url()
