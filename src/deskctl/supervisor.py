@@ -1,7 +1,8 @@
 """What watches an open session: the process-wide cleanup on SIGINT, SIGTERM, SIGHUP and interpreter exit, the
 watchdog that ends a session at its time or money limit, and the keepalive of providers that reap idle desktops.
 
-Every attached :class:`~deskctl.session.Desktop` that is open is in :data:`_open_desktops` (see :func:`watch`);
+Every attached :class:`~deskctl.session.Desktop` that is open is in :data:`_open_desktops` (see :func:`watch`), by a
+weak reference;
 a signal unwinds the main thread (``Interrupted``), so the ``with`` blocks and ``Desktop.__exit__`` run their
 cleanup, and a second Ctrl-C while a destroy runs is deferred until it is over (:func:`shield_signals`). What a
 cleanup that nobody can raise to (a thread, a signal, interpreter exit) fails at is logged on the
@@ -13,7 +14,7 @@ from __future__ import annotations
 import atexit
 import sys
 import time
-from _weakrefset import WeakSet  # weakref.WeakSet itself, without weakref's import of functools and collections
+from _weakref import ref  # weakref.ref itself, without weakref's import (functools, collections)
 
 from deskctl import _threads
 from deskctl.errors import BudgetExceeded, DeskctlError, Interrupted
@@ -34,7 +35,9 @@ __all__ = ["KEEPALIVE_SECONDS", "close_all", "install_signal_handlers", "log_cle
 
 KEEPALIVE_SECONDS = 30.0
 
-_open_desktops: WeakSet[Desktop] = WeakSet()
+#: weak references to the open desktops, each leaving the set when its desktop is collected (what a WeakSet keeps,
+#: without _weakrefset and types: a `deskctl do` loads nothing else of theirs)
+_open_desktops: set[ref[Desktop]] = set()
 _signals_lock = _threads.Lock()
 _previous_handlers: dict[int, Any] = {}
 _deferred_signals: list[int] = []
@@ -54,12 +57,12 @@ def log_cleanup_failure(what: str, exc: BaseException) -> None:
 
 def watch(desk: Desktop) -> None:
     """Destroy ``desk`` on SIGTERM, SIGINT, SIGHUP and interpreter exit until :func:`unwatch`."""
-    _open_desktops.add(desk)
+    _open_desktops.add(ref(desk, _open_desktops.discard))
     install_signal_handlers()
 
 
 def unwatch(desk: Desktop) -> None:
-    _open_desktops.discard(desk)
+    _open_desktops.discard(ref(desk))
 
 
 #: the signals whose handlers :func:`install_signal_handlers` installs, by their names
@@ -138,7 +141,10 @@ class shield_signals:  # lower case: called as the function it was, `with shield
 
 def close_all(reason: str) -> None:
     """Tear down every open attached desktop of this process (``ended``, ``reason``); failures are logged."""
-    for desk in list(_open_desktops):
+    for each in list(_open_desktops):
+        desk = each()
+        if desk is None:
+            continue
         try:
             desk._teardown(status=SessionStatus.ENDED, reason=reason)
         except Exception as exc:
