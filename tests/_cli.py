@@ -141,3 +141,26 @@ def deskctl(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     if check and proc.returncode != 0:
         raise AssertionError(f"deskctl {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
+
+
+#: what no one-shot CLI process imports (issue 23): re, the json package and typing (a tenth of a `deskctl do`), and
+#: the standard library's chain of enum, threading, contextlib, functools, collections, weakref and importlib
+#: (a quarter: each of the first three imports functools, which imports collections): locks and events come from
+#: deskctl._threads, the two string enums from deskctl._strenum, the ledger's driver without functools
+ONE_SHOT_UNWANTED = frozenset({
+    "re", "json", "typing", "shlex", "signal", "enum", "threading", "contextlib", "functools", "collections",
+    "collections.abc", "weakref", "_weakrefset", "importlib", "warnings", "types", "operator", "keyword", "reprlib",
+})
+
+
+def whole_process_imports(args: list[str], cwd: Path | None = None) -> set[str]:
+    """The modules the installed `deskctl ARGS` (bin/deskctl next to this interpreter, with .pyc files as a user
+    has them) imports, from `python -X importtime`; the process must succeed."""
+    script = Path(sys.executable).with_name("deskctl")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(script), *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "deskctl.cli" in imported
+    return imported

@@ -4,7 +4,6 @@ same argv, a table that is the click commands' own, and an import list that stay
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +12,8 @@ from typing import Any
 import pytest
 
 import _module_desktop
+from _cli import ONE_SHOT_UNWANTED, deskctl, importers, whole_process_imports
 from _cli import fast_or_click as _run
-from _cli import importers
 
 #: argv after `do SID`, each taken by the fast path (the plain forms, the action's own errors)
 FAST = [
@@ -257,20 +256,16 @@ def test_the_fast_path_tells_negative_numbers_as_the_click_command_does() -> Non
         assert negative_number(token) == bool(re.match(NEGATIVE_NUMBER, token)), repr(token)
 
 
-@pytest.mark.parametrize("verb", ["do", "screenshot", "ls", "cost"])
-def test_the_installed_deskctl_command_loads_no_re_json_or_typing(session: str, verb: str, tmp_path: Path) -> None:
-    """The `deskctl` a user runs (bin/deskctl, installed next to this interpreter), as a whole process: no re
-    (pip's entry-point launcher imported it for Windows' argv[0]; the fast path's negative numbers and the guest
-    shell's quoting need none), no json package (deskctl._jsonc speaks the ledger's JSON through json's own C
-    codec), no typing: together about a tenth of a `deskctl do`."""
+@pytest.mark.parametrize("verb", ["do", "key", "screenshot", "ls", "cost", "down"])
+def test_the_installed_deskctl_command_loads_none_of_the_unwanted_modules(session: str, verb: str,
+                                                                          tmp_path: Path) -> None:
+    """The `deskctl` a user runs, as a whole process: none of ONE_SHOT_UNWANTED (pip's entry-point launcher imported
+    re for Windows' argv[0], so bin/deskctl is a plain script)."""
     script = Path(sys.executable).with_name("deskctl")
     assert script.read_text().startswith("#!") and "import re" not in script.read_text()
-    args = {"do": ["do", session, "click", "5", "5"], "ls": ["ls"], "cost": ["cost"],
-            "screenshot": ["screenshot", session, "-o", str(tmp_path / "s.png")]}[verb]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    proc = subprocess.run([sys.executable, "-X", "importtime", str(script), *args], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "deskctl.cli" in imported
-    assert sorted({"re", "json", "typing", "shlex"} & imported) == []
+    if verb == "down":
+        args = ["down", deskctl("up", "--geometry", "320x240", check=True).stdout.strip()]
+    else:
+        args = {"do": ["do", session, "click", "5", "5"], "key": ["do", session, "key", "shift"], "ls": ["ls"],
+                "cost": ["cost"], "screenshot": ["screenshot", session, "-o", str(tmp_path / "s.png")]}[verb]
+    assert sorted(ONE_SHOT_UNWANTED & whole_process_imports(args)) == []
