@@ -1,42 +1,24 @@
 """The docker provider's class takes the methods of its other parts (preflight.py, container.py, files.py) when they
-are first looked up (provider.py's ``_LATER``): the list must name every one of them, and each must work bound to
-a DockerProvider (no ``super()``, whose check of the instance's class would fail)."""
+are first looked up (provider.py's ``_LATER``, providers/_later.py): the list must name every one of them, and each
+must work bound to a DockerProvider (no ``super()``, whose check of the instance's class would fail)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
 
-from deskctl.providers.docker import provider as provider_module
 from deskctl.providers.docker.provider import _LATER, DockerProvider
+from unit._parts import check_parts
 
 _PARTS = ["deskctl.providers.docker.preflight", "deskctl.providers.docker.container",
           "deskctl.providers.docker.files", "deskctl.providers.docker.devtools",
           "deskctl.providers.docker.framebuffer", "deskctl.providers.docker.watch"]
 
 
-def _own_methods(cls: type) -> set[str]:
-    return {name for name, value in vars(cls).items()
-            if callable(getattr(value, "__func__", value)) and not name.startswith("__")}
-
-
 def test_the_list_names_every_method_of_the_other_parts_once() -> None:
-    named: list[str] = []
-    for target, names in _LATER.items():
-        module, _, part = target.partition(":")
-        cls = getattr(importlib.import_module(module), part)
-        # create is written out on the class (the base declares it abstract)
-        assert set(names) == _own_methods(cls) - {"create"}, target
-        named += names
-        for name in names:
-            function = getattr(vars(cls)[name], "__func__", vars(cls)[name])
-            assert "__class__" not in function.__code__.co_freevars, f"{target}.{name} uses super()"
-            # on the class: the stand-in, or (once looked up) the part's own; not a method of the class's body
-            on_class = vars(DockerProvider)[name]
-            assert isinstance(on_class, provider_module._Later) or on_class is vars(cls)[name], name
-    assert len(named) == len(set(named))
+    # create is written out on the class (the base declares it abstract)
+    check_parts(DockerProvider, _LATER, {"create"})
 
 
 def test_the_methods_are_the_parts_own_once_looked_up() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 import time
 
 from deskctl._redact import redact
@@ -19,6 +18,7 @@ from deskctl.errors import (
 )
 from deskctl.paths import pure_path_str, remove_tree
 from deskctl.platforms import Platform
+from deskctl.providers._later import add_parts
 from deskctl.providers.base import (
     LABEL_SESSION,
     Capabilities,
@@ -60,8 +60,8 @@ LOST_STOP_WAIT = 20
 
 #: the methods of the class's other parts (its preflight, its create, its commands and files), by the
 #: ``module:class`` that defines them: :class:`DockerProvider` takes each from there when it is first looked up
-#: (:class:`_Later`), so that a process that only destroys, drives or captures a desktop (``deskctl down``, ``do``,
-#: ``screenshot``) imports none of those modules. tests/unit/test_docker_parts.py holds this list whole.
+#: (providers/_later.py), so that a process that only destroys, drives or captures a desktop (``deskctl down``,
+#: ``do``, ``screenshot``) imports none of those modules. tests/unit/test_docker_parts.py holds this list whole.
 _LATER = {
     "deskctl.providers.docker.preflight:_DockerPreflight": (
         "preflight", "_variant", "_resolve_image", "_local_base", "_memory", "_needed_memory", "_check_remote"),
@@ -72,24 +72,6 @@ _LATER = {
         "_engine_api_or_bulk_client", "_with_bulk", "_bulk_client", "exec", "_remote_path", "upload",
         "_upload_target", "_upload_target_by_exec", "download", "_download"),
 }
-
-
-class _Later:
-    """A method of another part of the class (``module:class``, a subclass of the same base whose methods use no
-    ``super()``), imported when it is first looked up and then set on the class in its place."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.owner, self.name = owner, name
-
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        module, _, part = self.target.partition(":")
-        __import__(module)
-        method = getattr(sys.modules[module], part).__dict__[self.name]
-        setattr(self.owner, self.name, method)
-        return method.__get__(instance, owner)
 
 
 class DockerProvider(_Mixins):
@@ -444,10 +426,4 @@ class DockerProvider(_Mixins):
         return framebuffer
 
 
-for _target, _names in _LATER.items():
-    for _name in _names:
-        if _name in vars(DockerProvider):  # the class's own would be hidden
-            raise TypeError(f"DockerProvider.{_name} is both the class's own and {_target}'s")
-        _method = _Later(_target)
-        setattr(DockerProvider, _name, _method)
-        _method.__set_name__(DockerProvider, _name)
+add_parts(DockerProvider, _LATER)
