@@ -1,6 +1,7 @@
 """The actions a harness calls that are commands on the guest (clipboard, open a URL, launch an app, list window
 titles), built once for every provider on its ``exec``. The shell lines themselves (exec options as shell text,
-:func:`run_here`) are :mod:`deskctl.core.shell`, shared with the in-desktop agent, and re-exported here.
+:func:`run_here`) are :mod:`deskctl.core.shell`, shared with the in-desktop agent, and re-exported here
+(imported on first use).
 
 Every provider whose ``exec`` runs a shell line gets the harness actions from :class:`GuestActions` for free;
 a provider with a native API for one of them (a computer-server ``set_clipboard``, an X connection that reads
@@ -10,18 +11,6 @@ window names) overrides just that method. Three dialects: ``posix`` (``sh``: ubu
 
 from __future__ import annotations
 
-from deskctl.core.shell import (
-    _CMD_SPECIAL,
-    _cmd_quote,
-    _ps_quote,
-    background_pid,
-    check_exec_options,
-    cmd_line,
-    dialect_of,
-    posix_line,
-    powershell_line,
-    run_here,
-)
 from deskctl.errors import UsageError
 from deskctl.platforms import Platform
 
@@ -31,14 +20,39 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import ClassVar
 
+    from deskctl.core import shell
+    from deskctl.core.shell import (
+        background_pid,
+        check_exec_options,
+        cmd_line,
+        dialect_of,
+        posix_line,
+        powershell_line,
+        run_here,
+    )
     from deskctl.providers.base import RemoteHandle
 else:
     from deskctl._lazy import LazyModule
 
     shlex = LazyModule("shlex")  # with re: loaded when a guest command line is written, not with every desktop
+    shell = LazyModule("deskctl.core.shell")  # loaded by the first guest command, not with every desktop
 
 __all__ = ["GuestActions", "background_pid", "check_exec_options", "cmd_line", "dialect_of", "posix_line",
            "powershell_line", "run_here"]
+
+#: core/shell.py's names this module re-exports (imported when first asked for: see :func:`__getattr__`)
+_SHELL = frozenset({"background_pid", "check_exec_options", "cmd_line", "dialect_of", "posix_line", "powershell_line",
+                    "run_here"})
+
+
+def __getattr__(name: str) -> object:
+    """The re-exports of :mod:`deskctl.core.shell`, which a process that runs no guest command (``deskctl do``,
+    ``screenshot``, ``down``) does not import."""
+    if name not in _SHELL:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value: object = getattr(shell, name)
+    globals()[name] = value
+    return value
 
 
 def _b64(text: str) -> str:
@@ -66,7 +80,7 @@ class GuestActions:
     name: ClassVar[str]
 
     def _guest_dialect(self, handle: RemoteHandle) -> str:
-        return dialect_of(handle.data.get("platform"))
+        return shell.dialect_of(handle.data.get("platform"))
 
     def _guest_run(self, handle: RemoteHandle, line: str, what: str, timeout: float = 30.0) -> str:
         from deskctl.errors import ProviderApiError
@@ -131,7 +145,7 @@ class GuestActions:
         elif dialect == "posix":
             line = _xclip_in("", f" <{shlex.quote(staged)}", cleanup=f"rm -f {shlex.quote(staged)}; ")
         else:
-            quoted = _ps_quote(staged)
+            quoted = shell._ps_quote(staged)
             script = (f"try {{ Set-Clipboard -Value (Get-Content -Raw -Encoding UTF8 -LiteralPath {quoted}) }} "
                       f"finally {{ Remove-Item -Force -LiteralPath {quoted} }}")
             line = f'powershell -NoProfile -Command "{script}"' if dialect == "cmd" else script
@@ -148,8 +162,8 @@ class GuestActions:
             line = f"if command -v -- {shlex.quote(app)} >/dev/null 2>&1; then echo found; else echo missing; fi"
         else:
             if dialect == "cmd":
-                _cmd_quote(app)
-            script = (f"if (Get-Command -ErrorAction SilentlyContinue -Name {_ps_quote(app)}) {{ 'found' }} "
+                shell._cmd_quote(app)
+            script = (f"if (Get-Command -ErrorAction SilentlyContinue -Name {shell._ps_quote(app)}) {{ 'found' }} "
                       "else { 'missing' }")
             line = f'powershell -NoProfile -Command "{script}"' if dialect == "cmd" else script
         said = self._guest_run(handle, line, f"look for the program {app!r}").strip().splitlines()
@@ -170,15 +184,15 @@ class GuestActions:
             command = shlex.join([app, *args])
         else:
             # quoted, cmd.exe takes & | < > ^ ( ) literally (a URL's & would otherwise start a second command)
-            command = " ".join(f'"{_cmd_quote(a)}"' if any(c in a for c in _CMD_SPECIAL) else _cmd_quote(a)
-                               for a in (app, *args))
+            quote, special = shell._cmd_quote, shell._CMD_SPECIAL
+            command = " ".join(f'"{quote(a)}"' if any(c in a for c in special) else quote(a) for a in (app, *args))
         result = self.exec(handle, command, 30.0, background=True)  # type: ignore[attr-defined]
         if result.exit_code != 0:
             from deskctl.errors import ProviderApiError
 
             raise ProviderApiError(f"{self.name}: cannot launch {app!r} (exit {result.exit_code})",
                                    provider=self.name)
-        return result.pid if result.pid is not None else background_pid(result)
+        return result.pid if result.pid is not None else shell.background_pid(result)
 
     def open_url(self, handle: RemoteHandle, url: str, browser: str | None = None) -> None:
         """Open ``url`` with ``browser``, else the desktop's opener (``xdg-open`` / ``open`` / ``explorer.exe``)."""
