@@ -153,6 +153,23 @@ def test_do_leaves_socket_and_base64_to_the_one_module_that_still_needs_them(ses
     assert "base64" not in found, found
 
 
+#: what an xvfb desktop's `deskctl do` never uses: the provider's other parts (providers/xvfb/provider.py's _LATER)
+#: and the modules only they need (Xvfb's spawn, the display's lock files, the processes' start times, shell lines)
+XVFB_UNUSED = ["deskctl.providers.xvfb.preflight", "deskctl.providers.xvfb.browser", "deskctl.providers.xvfb.create",
+               "deskctl.providers.xvfb.commands", "deskctl.providers.xvfb.spawn", "deskctl.providers.xvfb.display",
+               "deskctl.providers._procs", "deskctl.core.shell"]
+
+
+@pytest.mark.parametrize("tail", [["click", "5", "5"], ["key", "a"]])
+def test_do_loads_none_of_the_xvfb_provider_s_other_parts(session: str, tail: list[str]) -> None:
+    """Each module is a stat, open, read and close, and its code run: the xvfb provider takes its preflight,
+    browser, create and commands when first used (providers/_later.py), and re-exports lazily. The guest's
+    harness actions (providers/_guest.py) are the X11 providers' base class; their shell lines load on first use."""
+    found = importers(["do", session, *tail], [*XVFB_UNUSED, "deskctl.providers._guest"])
+    assert found.get("deskctl.providers._guest") in (None, "deskctl.providers._x11provider"), found
+    assert {module: found[module] for module in XVFB_UNUSED if module in found} == {}
+
+
 def test_do_loads_no_pathlib(session: str) -> None:
     """pathlib imports urllib.parse and ipaddress: about a tenth of the instructions of a `deskctl do` process. The
     ledger (its default file, the file made private), the takeover gate's lock path, the docker and the xvfb

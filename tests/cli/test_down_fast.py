@@ -122,6 +122,22 @@ def test_down_of_an_xvfb_desktop_loads_no_typing_or_signal() -> None:
     assert _status(sid) == "ended"
 
 
+def test_down_of_an_xvfb_desktop_loads_none_of_the_provider_s_other_parts() -> None:
+    """A destroy needs the provider's base (providers/xvfb/provider.py), its processes (_procs) and the display's
+    lock files (display): not its preflight, browser, create (with spawn) or commands (with the shell lines), which
+    the class takes when first used (providers/_later.py)."""
+    unused = ["deskctl.providers.xvfb.preflight", "deskctl.providers.xvfb.browser", "deskctl.providers.xvfb.create",
+              "deskctl.providers.xvfb.commands", "deskctl.providers.xvfb.spawn", "deskctl.core.shell"]
+    sid = _up()
+    try:
+        found = importers(["down", sid], [*unused, "deskctl.providers._guest"])
+    finally:
+        deskctl("down", sid)
+    assert found.get("deskctl.providers._guest") in (None, "deskctl.providers._x11provider"), found
+    assert {module: found[module] for module in unused if module in found} == {}
+    assert _status(sid) == "ended"
+
+
 def test_down_of_an_xvfb_desktop_loads_no_actions_cookie_code_or_shutil() -> None:
     """Ending a desktop acts on nothing and reads no X cookie: the session's action classes (deskctl.actions) and
     the Xauthority code (deskctl.core.x11auth, with struct) are imported where a desktop is acted on or made. Its

@@ -129,6 +129,16 @@ def test_a_screenshot_leaves_socket_and_base64_to_the_one_module_that_still_need
     assert "base64" not in found, found
 
 
+def test_a_screenshot_loads_none_of_the_xvfb_provider_s_other_parts(session: str, tmp_path: Path) -> None:
+    """As `deskctl do` (tests/cli/test_do_fast.py): a capture uses the provider's driver only."""
+    unused = ["deskctl.providers.xvfb.preflight", "deskctl.providers.xvfb.browser", "deskctl.providers.xvfb.create",
+              "deskctl.providers.xvfb.commands", "deskctl.providers.xvfb.spawn", "deskctl.providers.xvfb.display",
+              "deskctl.providers._procs", "deskctl.core.shell"]
+    found = importers(["screenshot", session, "-o", "s.png"], [*unused, "deskctl.providers._guest"], cwd=tmp_path)
+    assert found.get("deskctl.providers._guest") in (None, "deskctl.providers._x11provider"), found
+    assert {module: found[module] for module in unused if module in found} == {}
+
+
 def test_a_screenshot_loads_no_typing_or_signal(session: str, tmp_path: Path) -> None:
     """As `deskctl do` (tests/cli/test_do_fast.py): typing is for the type checkers, signal's constants are
     ``_signal``'s."""

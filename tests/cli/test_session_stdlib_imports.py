@@ -83,7 +83,7 @@ def test_an_xvfb_desktop_s_up_and_down() -> None:
     found, up = _imports(["up", "--provider", "xvfb", "--geometry", "320x240"])
     sid = up.stdout.strip()
     try:
-        assert found == ["deskctl.providers.xvfb.provider imports pathlib"]
+        assert found == ["deskctl.providers.xvfb.create imports pathlib"]
         found, down = _imports(["down", sid])
         assert found == []
         assert down.stderr.startswith(f"{sid}: destroyed")

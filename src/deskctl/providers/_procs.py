@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import time
 
-from deskctl._fds import wait_readable
-
 __all__ = ["SESSION_ENV", "alive", "start_ticks", "tagged_processes", "wait_gone"]
 
 #: environment variable set for every program deskctl starts on a desktop (window manager, browser, exec)
@@ -40,6 +38,8 @@ def alive(pid: int, ticks: int | None) -> bool:
 
 def wait_gone(procs: list[tuple[int, int | None]], deadline: float) -> list[int]:
     """Wait (on pidfds, no polling) until every process is gone or the deadline passes; the pids still alive."""
+    from deskctl._fds import wait_readable  # here: a `deskctl do` reads start times, it waits for nothing
+
     left: list[int] = []
     for pid, ticks in procs:
         if not alive(pid, ticks):

@@ -1,5 +1,6 @@
 """The ``xvfb`` provider's browser: the Chromium of ``--start-url`` (its profile and DevTools port in the
-session directory), ``open_url`` and the DevTools endpoint."""
+session directory), ``open_url`` and the DevTools endpoint: a part of :class:`~deskctl.providers.xvfb.XvfbProvider`
+loaded on first use (see provider.py's ``_LATER``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 
 from deskctl.errors import ProviderUnreachable, UsageError
 from deskctl.providers._procs import tagged_processes
+from deskctl.providers._x11provider import X11Provider
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.xvfb.display import BROWSERS, which
 from deskctl.providers.xvfb.handle_data import XvfbHandleData
@@ -78,7 +80,7 @@ class _XvfbBrowser(_XvfbPreflight):
         running = active_port(profile) is not None
         program = which(browser) if browser else (self._browser() if running else None)
         if program is None or not is_chromium(program):
-            super().open_url(handle, url, browser)
+            X11Provider.open_url(self, handle, url, browser)  # the guest's (not super(): see provider.py)
             return
         width, height = (int(v) for v in XvfbHandleData.of(handle).geometry.split("x")[:2])
         argv = self._browser_argv(handle, program, url, (0, 0, width, height))

@@ -6,8 +6,6 @@ from __future__ import annotations
 import _socket
 import os
 
-from deskctl.providers._procs import start_ticks
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -166,6 +164,8 @@ def claim_lock(number: int, pid: int) -> None:
     """Write the classic X lock file /tmp/.XN-lock for a display Xvfb chose with -displayfd (which takes its
     number by binding the abstract socket and writes no lock), so tools that pick a display by lock files
     (xvfb-run) skip ours. A lock of a dead process is replaced; a live one is left alone. Best effort."""
+    from deskctl.providers._procs import start_ticks
+
     lock = f"/tmp/.X{number}-lock"
     for _ in range(2):
         try:

@@ -1,11 +1,12 @@
-"""The ``xvfb`` provider's preflight (Xvfb and its tools are here, the colour depth, the window manager and the
-browser a spec asks for) and its typed options, which create reads too."""
+"""The ``xvfb`` provider's preflight (Xvfb and its tools are here, the window manager and the browser a spec asks
+for) and its typed options, which create reads too: a part of :class:`~deskctl.providers.xvfb.XvfbProvider` that
+``deskctl do``, ``screenshot`` and ``down`` do not load (see provider.py's ``_LATER``; the colour depth is the
+class's own ``check_geometry``)."""
 
 from __future__ import annotations
 
-from deskctl.platforms import Platform
-from deskctl.providers._x11provider import X11Provider
-from deskctl.providers.xvfb.display import BROWSERS, default_geometry, depth_problem, which
+from deskctl.providers.xvfb.display import BROWSERS, default_geometry, which
+from deskctl.providers.xvfb.provider import _XvfbBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,12 +14,12 @@ if TYPE_CHECKING:
 
     from deskctl.checks import CheckRecorder, CheckResult
     from deskctl.providers.xvfb.options import Options
-    from deskctl.spec import DesktopSpec, Geometry
+    from deskctl.spec import DesktopSpec
 
 __all__ = ["_XvfbPreflight"]
 
 
-class _XvfbPreflight(X11Provider):
+class _XvfbPreflight(_XvfbBase):
     """Preflight and the options of the ``xvfb`` provider (:class:`~deskctl.providers.xvfb.XvfbProvider`)."""
 
     # -- preflight -----------------------------------------------------------------------------------------
@@ -54,9 +55,6 @@ class _XvfbPreflight(X11Provider):
                            "is installed", "apt-get install chromium")
             self._window_checks(spec, checks)
         return checks.results
-
-    def check_geometry(self, geometry: Geometry | None, platform: Platform) -> str | None:
-        return super().check_geometry(geometry, platform) or depth_problem(geometry)
 
     def _window_checks(self, spec: DesktopSpec, checks: CheckRecorder) -> None:
         if spec.geometry is not None and spec.window_geometry is not None:
