@@ -95,12 +95,13 @@ class _XvfbBase(X11Provider):
         self._lock = _threads.RLock()
 
     def _env(self, handle: RemoteHandle) -> dict[str, str]:
+        """The environment of a program on the desktop (create's, exec's)."""
+        from deskctl.providers._procs import SESSION_ENV
+
         env = dict(os.environ)
         data = XvfbHandleData.of(handle)
         env["DISPLAY"] = data.display
         env["XAUTHORITY"] = data.cookie_file
-        from deskctl.providers._procs import SESSION_ENV
-
         env[SESSION_ENV] = handle.session_id  # tags every descendant, for destroy
         return env
 
