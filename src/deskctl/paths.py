@@ -40,6 +40,12 @@ def home_path() -> str:
     return path
 
 
+def takeover_lock(session_id: str) -> str:
+    """The file a person's takeover of ``session_id`` holds locked (:mod:`deskctl.episodes.takeover`); here so that
+    an agent's action can see that there is none without importing that module."""
+    return os.path.join(home_path(), "run", "takeover", f"{session_id}.lock")
+
+
 def _user_data_dir() -> str:
     """platformdirs' ``user_data_dir("deskctl")``. On Linux, worked out here as platformdirs does (an absolute
     ``$XDG_DATA_HOME``, else ``~/.local/share``, a relative ``HOME`` counting as unset), because importing

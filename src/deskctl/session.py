@@ -30,6 +30,7 @@ and :mod:`deskctl.supervisor` (signals, watchdog, keepalive):
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from deskctl import session_spend, session_steps, supervisor
@@ -170,13 +171,19 @@ class Desktop(SessionState):
 
     def _person_gate(self) -> None:
         """Before an agent's action: wait while a person holds the desktop, or fail (deskctl.episodes.takeover)."""
-        from deskctl.episodes import takeover
-
         if self._takeover_lock is None:
             if self.on_takeover not in ("wait", "fail"):
                 raise UsageError(f"on_takeover must be 'wait' or 'fail', not {self.on_takeover!r}",
                                  code="usage.bad_option", remedy="DESKCTL_ON_TAKEOVER=wait or fail")
-            self._takeover_lock = takeover.lock_path(self.id)
+            from deskctl.paths import takeover_lock
+
+            self._takeover_lock = takeover_lock(self.id)
+        if "deskctl.episodes.takeover" not in sys.modules and not os.path.exists(self._takeover_lock):
+            # not imported: nothing in this process made its actor a person, so only a held lock file stops the
+            # action, and without the file there is none (a `deskctl do` imports no takeover code)
+            return
+        from deskctl.episodes import takeover
+
         takeover.gate(self, self._takeover_lock)
 
     def request_takeover(self, reason: str, timeout: float | None = None) -> float:

@@ -76,7 +76,9 @@ def _folder() -> str:
 
 
 def lock_path(session_id: str) -> str:
-    return os.path.join(_folder(), f"{session_id}.lock")
+    from deskctl.paths import takeover_lock
+
+    return takeover_lock(session_id)
 
 
 def _request_path(session_id: str) -> str:
