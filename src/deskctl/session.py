@@ -30,7 +30,6 @@ and :mod:`deskctl.supervisor` (signals, watchdog, keepalive):
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 from deskctl import session_spend, session_steps, supervisor
@@ -171,20 +170,7 @@ class Desktop(SessionState):
 
     def _person_gate(self) -> None:
         """Before an agent's action: wait while a person holds the desktop, or fail (deskctl.episodes.takeover)."""
-        if self._takeover_lock is None:
-            if self.on_takeover not in ("wait", "fail"):
-                raise UsageError(f"on_takeover must be 'wait' or 'fail', not {self.on_takeover!r}",
-                                 code="usage.bad_option", remedy="DESKCTL_ON_TAKEOVER=wait or fail")
-            from deskctl.paths import takeover_lock
-
-            self._takeover_lock = takeover_lock(self.id)
-        if "deskctl.episodes.takeover" not in sys.modules and not os.path.exists(self._takeover_lock):
-            # not imported: nothing in this process made its actor a person, so only a held lock file stops the
-            # action, and without the file there is none (a `deskctl do` imports no takeover code)
-            return
-        from deskctl.episodes import takeover
-
-        takeover.gate(self, self._takeover_lock)
+        session_steps.person_gate(self)
 
     def request_takeover(self, reason: str, timeout: float | None = None) -> float:
         """Ask a person for help (`deskctl view ID --control --takeover` shows the reason) and block until one has

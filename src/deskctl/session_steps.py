@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 
 from deskctl import session_spend, supervisor
@@ -464,3 +465,20 @@ def end_if_gone(desk: Desktop, code: str) -> None:
     except DeskctlError:
         return  # cannot tell: leave it to `deskctl reap`
     teardown(desk, status=SessionStatus.FAILED, reason=code)
+
+
+def person_gate(desk: Desktop) -> None:
+    """Before an agent's action: wait while a person holds ``desk``, or fail (:func:`deskctl.episodes.takeover.gate`).
+    Without the takeover lock file nobody holds it, and the takeover code is not imported (a `deskctl do`)."""
+    if desk._takeover_lock is None:
+        if desk.on_takeover not in ("wait", "fail"):
+            raise UsageError(f"on_takeover must be 'wait' or 'fail', not {desk.on_takeover!r}",
+                             code="usage.bad_option", remedy="DESKCTL_ON_TAKEOVER=wait or fail")
+        from deskctl.paths import takeover_lock
+
+        desk._takeover_lock = takeover_lock(desk.id)
+    if "deskctl.episodes.takeover" not in sys.modules and not os.path.exists(desk._takeover_lock):
+        return  # not imported: nothing in this process made its actor a person, so only a held lock file counts
+    from deskctl.episodes import takeover
+
+    takeover.gate(desk, desk._takeover_lock)
