@@ -3,6 +3,7 @@ same argv, a table that is the click commands' own, and an import list that stay
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -289,3 +290,34 @@ def test_the_installed_deskctl_command_loads_none_of_the_unwanted_modules(sessio
         args = {"do": ["do", session, "click", "5", "5"], "key": ["do", session, "key", "shift"], "ls": ["ls"],
                 "cost": ["cost"], "screenshot": ["screenshot", session, "-o", str(tmp_path / "s.png")]}[verb]
     assert sorted(ONE_SHOT_UNWANTED & whole_process_imports(args)) == []
+
+
+def test_do_processes_leave_the_wal_to_each_other_and_lose_no_count(session: str, module_home: Path) -> None:
+    """A shell loop of `deskctl do` (bin/deskctl, which ends in os._exit): each process leaves the ledger's WAL to
+    the next instead of checkpointing and deleting it (four fsyncs a call; Ledger.close_for_exit), so the WAL is
+    there between calls, is checkpointed away once past its bound, and never grows past it by more than a call's
+    frames; every move is counted, as a fresh reader sees it, and the file is sound."""
+    import sqlite3
+
+    from deskctl.ledger._sqlite import KEEP_WAL_UNDER
+
+    script = Path(sys.executable).with_name("deskctl")
+    wal = module_home / "ledger.sqlite3-wal"
+    _, before = _pointer_and_counts(session)
+    calls = KEEP_WAL_UNDER // 4096 + 10  # a move writes one page (and its frame header): past the bound once
+    sizes = []
+    for n in range(calls):
+        done = subprocess.run([sys.executable, str(script), "do", session, "move", str(n % 50), "7"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        sizes.append(wal.stat().st_size if wal.exists() else 0)
+    assert sum(1 for size in sizes if size > 0) > calls // 2  # left for the next process
+    assert any(later < earlier for earlier, later in itertools.pairwise(sizes))  # and put away past the bound
+    assert max(sizes) < KEEP_WAL_UNDER + 64 * 1024
+    _, after = _pointer_and_counts(session)
+    assert after.get("move", 0) - before.get("move", 0) == calls
+    conn = sqlite3.connect(module_home / "ledger.sqlite3")
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
     from deskctl.cli._app import LazyGroup as LazyGroup
     from deskctl.cli._app import cli as cli
+    from deskctl.ledger import Ledger
 
-__all__ = ["cli", "entry", "main"]
+__all__ = ["cli", "close_ledger", "entry", "main", "one_shot_ledger"]
 
 #: command name -> ("module:attribute", one-line help). Add a line to register a command.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -59,6 +60,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ledger": ("deskctl.cli.ledger_cmds:ledger", "Check the ledger's integrity (and repair a damaged SQLite file)."),
 }
 
+
+
+#: whether this process is the ``deskctl`` command's (:func:`entry`), which ends in ``os._exit``; in-process callers
+#: of :func:`main` (tests, harnesses) keep False
+_ENDS_IN_EXIT = False
+
+
+def close_ledger(book: Ledger) -> None:
+    """Close ``book`` at the end of a one-shot command (``do``, ``screenshot``, ``ls``, ``cost``): in the
+    ``deskctl`` command's own process, by the process's exit (:meth:`~deskctl.ledger.Ledger.close_for_exit`: the
+    SQLite WAL stays for the next call, which spares each call four syncs); elsewhere, closed as usual."""
+    if _ENDS_IN_EXIT:
+        book.close_for_exit()
+    else:
+        book.close()
+
+
+class one_shot_ledger:  # lower case: used as a function, ``with one_shot_ledger() as book``
+    """``with one_shot_ledger() as book``: :func:`~deskctl.ledger.open_ledger`, let go by :func:`close_ledger` at
+    the end of the block (a class: a one-shot process imports no contextlib)."""
+
+    __slots__ = ("_book",)
+
+    def __enter__(self) -> Ledger:
+        from deskctl.ledger import open_ledger
+
+        self._book = open_ledger()
+        return self._book
+
+    def __exit__(self, *exc: object) -> None:
+        close_ledger(self._book)
 
 
 def __getattr__(name: str) -> Any:
@@ -126,6 +158,8 @@ def entry() -> None:
     keep the ordinary ``SystemExit``."""
     import os
 
+    global _ENDS_IN_EXIT
+    _ENDS_IN_EXIT = True
     try:
         main()
         code: Any = 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 
+from deskctl.cli import close_ledger
 from deskctl.cli._output import echo_json
 
 TYPE_CHECKING = False
@@ -72,7 +73,7 @@ class _Attached:
         try:
             desk.release()
         finally:
-            book.close()
+            close_ledger(book)
 
 
 def act(session_id: str, name: str, as_json: bool, apply: Callable[[Desktop], object],

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import time
 
+from deskctl.cli import one_shot_ledger
 from deskctl.cli._output import echo, echo_json
-from deskctl.ledger import open_ledger
 from deskctl.lifecycle import SessionStatus
 
 TYPE_CHECKING = False
@@ -68,7 +68,7 @@ def list_sessions(show_all: bool, since: str | None, as_json: bool) -> None:
         from deskctl.spec import parse_duration  # only --since needs it
 
         since_ts = now - parse_duration(since, what="--since")
-    with open_ledger() as book:
+    with one_shot_ledger() as book:
         records = book.sessions(active=None if show_all else True, since=since_ts)
         models = book.model_spend(r.session_id for r in records)
     rows: list[dict[str, Any]] = []
@@ -184,7 +184,7 @@ def cost_report(since: str | None, by: str, as_json: bool) -> None:
 
     groups: dict[str, dict[str, Any]] = {}
     total = bucket("total")
-    with open_ledger() as book:
+    with one_shot_ledger() as book:
         models = book.model_totals(since=start, by=by)
         # Sessions that are over are summed by the database, per group; only the active ones are read.
         for key, sums in book.ended_totals(since=start, by=by, now=now).items():
@@ -262,7 +262,7 @@ def _model_cost(start: float | None, since: str | None, by: str, as_json: bool) 
     """``deskctl cost --by role|model``: model spend alone, per role or model, with its tokens."""
     from deskctl.metering import format_cost
 
-    with open_ledger() as book:
+    with one_shot_ledger() as book:
         totals = book.model_totals(since=start, by=by)
         overall = book.model_totals(since=start).get("")
     ordered = sorted(totals.items())

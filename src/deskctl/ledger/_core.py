@@ -327,6 +327,20 @@ class LedgerBase:
     def close(self) -> None:
         """Close every connection this ledger opened in this process. Idempotent. A transaction still running in
         another thread keeps its connection until it ends (it is closed then)."""
+        for conn in self._let_go():
+            try:
+                conn.close()
+            except Exception:  # closing a broken connection may fail; it is gone either way
+                pass
+
+    def close_for_exit(self) -> None:
+        """:meth:`close`, in a process that ends right after without the interpreter's teardown (``os._exit``:
+        the ``deskctl`` command, :func:`deskctl.cli.entry`). The SQLite ledger leaves its connection to the exit
+        (see there); nothing else differs."""
+        self.close()
+
+    def _let_go(self) -> list[Any]:
+        """Mark this ledger closed; its idle connections, taken out of the pool for the caller to close."""
         with self._lock:
             self._closed = True
             if self._pid != os.getpid():
@@ -334,11 +348,7 @@ class LedgerBase:
             idle, self._idle = self._idle, []
             for conn in idle:
                 self._connections.remove(conn)
-        for conn in idle:
-            try:
-                conn.close()
-            except Exception:  # closing a broken connection may fail; it is gone either way
-                pass
+        return idle
 
     def schema_version(self) -> int:
         rows = self._read("SELECT version FROM schema_version")
