@@ -151,6 +151,9 @@ ONE_SHOT_UNWANTED = frozenset({
     "re", "json", "typing", "shlex", "signal", "enum", "threading", "contextlib", "functools", "collections",
     "collections.abc", "weakref", "_weakrefset", "importlib", "warnings", "types", "operator", "keyword", "reprlib",
 })
+#: and what an action or a screenshot loads none of: extension modules for a rarely taken branch (math for one
+#: rounding, errno and select with deskctl._fds for running out of descriptors)
+ACTION_UNWANTED = ONE_SHOT_UNWANTED | {"math", "errno", "select", "deskctl._fds"}
 
 
 def whole_process_imports(args: list[str], cwd: Path | None = None) -> set[str]:

@@ -19,8 +19,6 @@ range, since codes are API.
 
 from __future__ import annotations
 
-import math
-
 from deskctl.errors import ConfigInvalid, UsageError
 
 TYPE_CHECKING = False
@@ -188,7 +186,7 @@ def check_number(name: str, value: Any, *, what: str | None = None, strings: boo
     else:
         number = value
     if isinstance(number, float):
-        if not math.isfinite(number):
+        if number - number != 0:  # NaN or an infinity (math.isfinite, without math's import on every action)
             raise _refuse(name, label, value, bound, type_code, "is not a finite number")
         if bound.integer and not number.is_integer():
             raise _refuse(name, label, value, bound, type_code, "is not a whole number")

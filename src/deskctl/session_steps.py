@@ -10,7 +10,6 @@ outcome it follows is logged (:func:`deskctl.supervisor.log_cleanup_failure`), n
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -144,7 +143,7 @@ def labels(desk: Desktop) -> dict[str, str]:
     out[LABEL_CREATED] = str(int(time.time()))
     # rounded up: a provider backstop must never end the desktop before the session's own limit (a label
     # truncated down fired up to a second early, even while `deskctl up` was still verifying the desktop)
-    out[LABEL_EXPIRES] = str(math.ceil(desk._expires_at or time.time()))
+    out[LABEL_EXPIRES] = str(-int(-(desk._expires_at or time.time()) // 1))  # math.ceil, without math's import
     if desk.detached:
         out[LABEL_DETACHED] = "1"
     from deskctl.ledger import ledger_id

@@ -276,15 +276,16 @@ def test_docker_one_shot_processes_load_none_of_the_unwanted_modules(deskctl_hom
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """As on xvfb (tests/cli/test_do_fast.py): the installed `deskctl` on a docker desktop, a whole process each for
     a click, a key, a screenshot and the down, loads none of ONE_SHOT_UNWANTED (the engine's JSON is _jsonc's, the
-    provider's parts load when first used)."""
-    from _cli import ONE_SHOT_UNWANTED, whole_process_imports
+    provider's parts load when first used); the first three none of ACTION_UNWANTED either."""
+    from _cli import ACTION_UNWANTED, ONE_SHOT_UNWANTED, whole_process_imports
 
     monkeypatch.setenv("DESKCTL_HOME", str(deskctl_home))  # short: the X socket's path under it is length-limited
     sid = deskctl("up", "--provider", "docker", "--geometry", "320x240", check=True).stdout.strip()
     try:
         for args in (["do", sid, "click", "5", "5"], ["do", sid, "key", "shift"],
                      ["screenshot", sid, "-o", str(tmp_path / "s.png")], ["down", sid]):
-            assert (args[0], sorted(ONE_SHOT_UNWANTED & whole_process_imports(args))) == (args[0], [])
+            unwanted = ONE_SHOT_UNWANTED if args[0] == "down" else ACTION_UNWANTED
+            assert (args[0], sorted(unwanted & whole_process_imports(args))) == (args[0], [])
     finally:
         deskctl("down", sid)
     assert _status(sid) == "ended"

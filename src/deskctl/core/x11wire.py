@@ -93,12 +93,12 @@ class WireConnection:
                 provider: str | None = None) -> WireConnection:
         """Connect and authorise; :class:`~deskctl.errors.ProviderUnreachable` when no server answers or it refuses
         us (as :func:`~deskctl.core.x11.connect_display` says it)."""
-        from deskctl._fds import capacity_error, out_of_descriptors
-
         where = f"X display {address.display} at {address.describe()}"
         try:
             sock = address.connect_socket(timeout)
         except OSError as exc:
+            from deskctl._fds import capacity_error, out_of_descriptors  # here: with select, errno and math
+
             if out_of_descriptors(exc):
                 raise capacity_error(f"connect to {where}") from exc
             raise ProviderUnreachable(f"cannot connect to {where}: {exc.strerror or exc}", provider=provider) from exc

@@ -126,13 +126,16 @@ def open_ledger(url: str | None = None) -> Ledger:
 def _is_dir(path: str) -> bool:
     """``Path(path).is_dir()``: False where ``path`` does not exist (or a part of it is no folder, or a link loop),
     the error raised where it cannot be looked at (no permission)."""
-    import errno
     import stat
 
     try:
         return stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):  # ENOENT, ENOTDIR (a new ledger: every first call)
+        return False
     except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+        import errno
+
+        if exc.errno in (errno.EBADF, errno.ELOOP):
             return False
         raise
     except ValueError:  # a NUL in the path
