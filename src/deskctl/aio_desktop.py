@@ -14,7 +14,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from deskctl.aio_owner import T, _Cancelled, _in_own_thread, _Owner, _to_the_end
-from deskctl.session import Desktop, State, wait_terms
+from deskctl.call_args import wait_terms
+from deskctl.session import Desktop, State
 
 if TYPE_CHECKING:
     from deskctl import actions as act

@@ -32,10 +32,8 @@ from __future__ import annotations
 import os
 import time
 
-from deskctl import session_spend, session_steps, supervisor
+from deskctl import session_steps, supervisor
 from deskctl._lazy import LazyModule
-from deskctl.call_args import check_url as _check_url
-from deskctl.call_args import wait_terms as wait_terms  # aio_desktop.py takes it from here
 from deskctl.errors import (
     GeometryMismatch,
     GeometryOutOfBounds,
@@ -202,6 +200,8 @@ class Desktop(SessionState):
         past either (or, under the ``refuse`` unknown-cost policy, a call of unknown price under a money cap) is
         still recorded, since the tokens are spent, but then ends the session as its watchdog does for desktop
         spend and raises :class:`~deskctl.errors.BudgetExceeded` (exit 4): the next step is refused."""
+        from deskctl import session_spend  # here: an action's process needs none of it
+
         return session_spend.meter(self, role, model, input_tokens, output_tokens, usd)
 
     def annotate(self, step: int | None = None, /, **fields: Any) -> int:
@@ -376,7 +376,9 @@ class Desktop(SessionState):
         ``usage.bad_url`` (exit 2), before the desktop is reached."""
         if not url:
             raise UsageError("open_url needs a URL", code="usage.invalid")
-        _check_url(url)
+        from deskctl.call_args import check_url
+
+        check_url(url)
         self._person_gate()
         with self._guard("open_url"):
             self.provider.open_url(self._require_handle(), url, browser)
@@ -506,6 +508,8 @@ class Desktop(SessionState):
     def wait_for(self, what: str | Callable[[Desktop], Any], timeout: float = 30.0, interval: float = 0.25) -> Any:
         """Wait until a window whose title contains ``what`` exists (returns that title), or until
         ``what(desktop)`` is truthy (returns its value). ``wait.timeout`` (exit 6) when ``timeout`` passes."""
+        from deskctl.call_args import wait_terms
+
         late = wait_terms(what, timeout, interval, self._provider_name)
         deadline = time.monotonic() + timeout
         while True:

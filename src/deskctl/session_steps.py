@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from deskctl import session_spend, supervisor
+from deskctl import supervisor
 from deskctl.errors import (
     CleanupIncomplete,
     DeskctlError,
@@ -416,6 +416,8 @@ def _destroy_and_record(desk: Desktop, *, status: SessionStatus, reason: str) ->
     ended = time.time()
     # nothing was sent to the provider: nothing can have been billed
     billable = 0.0 if desk._create_sent_at is None else max(0.0, ended - desk._create_sent_at)
+    from deskctl import session_spend
+
     cost = metering.cost_for(session_spend.session_rate(desk), billable) if billable else 0.0
     desk._flush_actions(force=True)
     final = SessionStatus.LEAKED if left is not None else status
