@@ -59,3 +59,37 @@ entry()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "teardown").exists()
+
+
+def test_the_fast_paths_run_without_the_cycle_collector_and_click_with_it(tmp_path: Path) -> None:
+    """entry() turns the cyclic garbage collector off for the one-shot fast paths (a few dozen milliseconds of
+    imports) and main() on again before click runs a command, which may live long (view, mcp); an in-process
+    caller of main() keeps its collector as it was."""
+    probe = tmp_path / "gc_probe.py"
+    probe.write_text("import gc, sys\n"
+                     "def run(args):\n"
+                     "    sys.stdout.write(f'fast:{gc.isenabled()}\\n')\n"
+                     "    return args[1:] == ['taken']\n")
+
+    def run(how: str, answer: str) -> list[str]:
+        code = f"""
+import atexit, gc, sys
+sys.path.insert(0, {str(tmp_path)!r})
+import deskctl.cli as cli
+cli._FAST_PATHS['providers'] = 'gc_probe'
+atexit.register(lambda: sys.stdout.write(f'end:{{gc.isenabled()}}\\n'))
+sys.argv = ['deskctl', 'providers', {answer!r}]
+if {how!r} == 'entry':
+    cli.entry()
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+"""
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        return [line for line in done.stdout.splitlines() if line.startswith(("fast:", "end:"))]
+
+    assert run("entry", "taken") == ["fast:False", "end:False"]  # the fast path ran, the process ended
+    assert run("entry", "declined") == ["fast:False", "end:True"]  # click ran the command (an error: no matter)
+    assert run("main", "taken") == ["fast:True", "end:True"]  # main in-process: the caller's collector untouched
+    assert run("main", "declined") == ["fast:True", "end:True"]

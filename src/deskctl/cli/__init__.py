@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
         module = _FAST_PATHS.get(args[0]) if fast and args else None
         if module is not None and __import__(module, fromlist=["run"]).run(args):
             sys.exit(0)
+        if _ENDS_IN_EXIT:
+            __import__("gc").enable()  # off for the fast paths (entry); click's commands may live long (view, mcp)
         from deskctl.cli._app import run_click
 
         code = run_click(args, as_json=as_json)
@@ -152,14 +154,17 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
 def entry() -> None:
     """The console script (``deskctl``, ``python -m deskctl``): :func:`main`, then out of the process without the
     interpreter's teardown, which frees every object and module one by one (about 8 ms of CPU, an eighth of a
-    ``deskctl do`` call, and a fleet's ``down`` pays it per desktop). What an orderly exit owes is done first:
-    stdout and stderr flushed, the ``atexit`` functions run. A thread that still runs (none of deskctl's commands
-    leaves one) gets the ordinary exit, which waits for it. In-process callers of :func:`main` (tests, harnesses)
-    keep the ordinary ``SystemExit``."""
+    ``deskctl do`` call, and a fleet's ``down`` pays it per desktop). The one-shot fast paths run without the cyclic
+    garbage collector (a process of a few dozen milliseconds; its passes over the objects that imports make were
+    a thirtieth of a ``deskctl do``); every command click runs, long-lived ones among them, has it on. What an
+    orderly exit owes is done first: stdout and stderr flushed, the ``atexit`` functions run. A thread that still
+    runs (none of deskctl's commands leaves one) gets the ordinary exit, which waits for it. In-process callers of
+    :func:`main` (tests, harnesses) keep the ordinary ``SystemExit`` and their collector as it is."""
     import os
 
     global _ENDS_IN_EXIT
     _ENDS_IN_EXIT = True
+    __import__("gc").disable()  # no cycle collections while the fast paths import (main turns it back on for click)
     try:
         main()
         code: Any = 0
