@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["SESSION_ENV", "alive", "start_ticks", "tagged_processes", "wait_gone"]
+__all__ = ["SESSION_ENV", "alive", "other_user", "start_ticks", "tagged_processes", "wait_gone"]
 
 #: environment variable set for every program deskctl starts on a desktop (window manager, browser, exec)
 SESSION_ENV = "DESKCTL_SESSION"
@@ -129,3 +129,31 @@ def _tagged(name: str, needle: bytes, folder: bytes | None) -> bool | None:
             return folder in fh.read()
     except OSError:
         return False
+
+
+def other_user(user: str | None, provider: str) -> str | None:
+    """``user`` when it is not the one deskctl runs as (then ``sudo`` switches to it for a command run on this
+    host), else None. Only root may switch here: anyone else gets ``usage.unsupported`` rather than a sudo password
+    prompt that fails; without sudo installed, :class:`~deskctl.errors.ProviderUnreachable`. An unknown user is
+    ``usage.bad_user``."""
+    if user is None:
+        return None
+    import pwd
+
+    from deskctl.errors import ProviderUnreachable, UsageError
+
+    try:
+        wanted = pwd.getpwnam(user)
+    except KeyError:
+        raise UsageError(f"no user {user!r} on this host", code="usage.bad_user", provider=provider) from None
+    if wanted.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise UsageError(f"{provider} runs commands as another user ({user}) only when deskctl runs as root",
+                         code="usage.unsupported", provider=provider, remedy="run deskctl as root, or leave user unset")
+    import shutil  # here: only a command run as another user looks for sudo
+
+    if shutil.which("sudo") is None:
+        raise ProviderUnreachable("running a command as another user needs sudo, which is not installed",
+                                  provider=provider, remedy="apt-get install sudo")
+    return user

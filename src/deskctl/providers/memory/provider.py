@@ -52,7 +52,7 @@ from deskctl.errors import CleanupIncomplete, ProviderApiError, ReadinessTimeout
 from deskctl.platforms import Platform
 from deskctl.providers._files import FileTransfer
 from deskctl.providers._guest import GuestActions, background_pid, check_exec_options, posix_line, run_here
-from deskctl.providers._procs import SESSION_ENV, alive, tagged_processes, wait_gone
+from deskctl.providers._procs import SESSION_ENV, alive, other_user, tagged_processes, wait_gone
 from deskctl.providers.base import (
     LABEL_CREATED,
     LABEL_OWNER,
@@ -288,21 +288,7 @@ class MemoryProvider(GuestActions, FileTransfer, Provider):
         return result
 
     def _other_user(self, user: str | None) -> str | None:
-        """``user`` when it is not the one deskctl runs as (sudo switches to it; only root may), else None."""
-        if user is None:
-            return None
-        import pwd
-
-        try:
-            wanted = pwd.getpwnam(user)
-        except KeyError:
-            raise UsageError(f"no user {user!r} on this host", code="usage.bad_user", provider=self.name) from None
-        if wanted.pw_uid == os.geteuid():
-            return None
-        if os.geteuid() != 0 or shutil.which("sudo") is None:
-            raise UsageError(f"memory runs commands as another user ({user}) only as root, with sudo",
-                             code="usage.unsupported", provider=self.name, remedy="leave user unset")
-        return user
+        return other_user(user, self.name)
 
     # -- files (FileTransfer: one regular file at a time, on this host) --------------------------------------
     def _put_file(self, handle: RemoteHandle, local: Path, remote: str) -> None:

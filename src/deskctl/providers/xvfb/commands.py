@@ -4,14 +4,11 @@
 
 from __future__ import annotations
 
-import os
-
-from deskctl.errors import ProviderUnreachable, SessionLost, UsageError
+from deskctl.errors import SessionLost
 from deskctl.providers._guest import background_pid, check_exec_options, posix_line, run_here
-from deskctl.providers._procs import SESSION_ENV
+from deskctl.providers._procs import SESSION_ENV, other_user
 from deskctl.providers.base import ExecResult
 from deskctl.providers.xvfb.create import _XvfbCreate
-from deskctl.providers.xvfb.display import which
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,26 +44,7 @@ class _XvfbCommands(_XvfbCreate):
         return result
 
     def _other_user(self, user: str | None) -> str | None:
-        """``user`` when it is not the one deskctl runs as (then sudo switches to it), else None. Only root may
-        switch here: anyone else gets ``usage.unsupported`` rather than a sudo password prompt that fails."""
-        if user is None:
-            return None
-        import pwd
-
-        try:
-            wanted = pwd.getpwnam(user)
-        except KeyError:
-            raise UsageError(f"no user {user!r} on this host", code="usage.bad_user", provider=self.name) from None
-        if wanted.pw_uid == os.geteuid():
-            return None
-        if os.geteuid() != 0:
-            raise UsageError(f"xvfb runs commands as another user ({user}) only when deskctl runs as root",
-                             code="usage.unsupported", provider=self.name,
-                             remedy="run deskctl as root, or leave user unset")
-        if which("sudo") is None:
-            raise ProviderUnreachable("running a command as another user needs sudo, which is not installed",
-                                      provider=self.name, remedy="apt-get install sudo")
-        return user
+        return other_user(user, self.name)
 
     # -- files: this host's own filesystem -----------------------------------------------------------------
     def upload(self, handle: RemoteHandle, local: str, remote: str) -> None:
