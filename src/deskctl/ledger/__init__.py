@@ -18,7 +18,10 @@ The SQLite file is never opened by hand once a connection may exist in the proce
 a SQLite file drops every POSIX lock the process holds on it, after which another process believes it is the
 last user and checkpoints and deletes ``-wal``/``-shm`` under the live one (rows lost, then a malformed file).
 The file is made private (mode 0600) before SQLite ever sees it, by linking a fresh temporary file into place
-(:func:`_create_private_file`); ``-wal`` and ``-shm`` take the mode of the database file.
+(:func:`_create_private_file`); ``-wal`` and ``-shm`` take the mode of the database file. A process that ends in
+``os._exit`` (the ``deskctl`` command) leaves its connection to the exit while the WAL is small
+(:meth:`Ledger.close_for_exit`): no checkpoint and no WAL deleted and made again per call; the next process
+recovers the WAL.
 
 Every text written is passed through :func:`deskctl._redact.redact`: secrets never reach the ledger.
 
