@@ -107,3 +107,16 @@ def _environ() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("DESKCTL_")}
+
+
+def test_a_ledger_removed_by_hand_beside_a_left_wal_starts_fresh_and_sound(tmp_path: Path) -> None:
+    """`rm ledger.sqlite3` to start over, now that a WAL is usually left beside it: SQLite deletes the WAL of a
+    database that is empty (it belongs to the removed one) instead of replaying it into the new file."""
+    path = tmp_path / "l.sqlite3"
+    for n in range(3):
+        _python(_WRITER, str(path), f"old-{n}", "exit", str(KEEP_WAL_UNDER))
+    assert _wal(path)
+    path.unlink()
+    _python(_WRITER, str(path), "new", "exit", str(KEEP_WAL_UNDER))
+    assert json.loads(_python(_READER, str(path))) == ["new"]
+    assert _sound(path) == "ok"
