@@ -6,14 +6,13 @@ from cancels. :func:`deskctl.aio.open_desktop` and :func:`deskctl.aio.attach` ma
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import os
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from deskctl.aio_owner import T, _Cancelled, _in_own_thread, _Owner, _to_the_end
+from deskctl.aio_owner import T, _Cancelled, _in_own_thread, _Owner, _to_the_end, _Worker
 from deskctl.call_args import wait_terms
 from deskctl.session import Desktop, State
 
@@ -42,7 +41,7 @@ class AsyncDesktop:
         self._desk = desk
         self._owner = owner
         # one worker per desktop: its calls keep their order and never share an X connection between threads
-        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"deskctl-aio-{desk.id}")
+        self._worker = _Worker(f"deskctl-aio-{desk.id}")
 
     # -- the sync session's properties ---------------------------------------------------------------
     @property
@@ -108,7 +107,7 @@ class AsyncDesktop:
         except RuntimeError:  # closed (the worker is shut down): the session itself says why it cannot be used
             return await asyncio.to_thread(fn, *args)
         # a cancel before the call starts drops it from the queue; one after leaves it to finish in its thread
-        return await asyncio.wrap_future(work)
+        return await work
 
     async def _end(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run a closing call (destroy or release) to its end on its own thread, shielded from cancels; it
@@ -118,7 +117,7 @@ class AsyncDesktop:
         finally:
             self._owner.done()
             # calls still queued run after it and get the session's own SessionClosed, not a CancelledError
-            self._worker.shutdown(wait=False)
+            self._worker.shutdown()
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def __aenter__(self) -> AsyncDesktop:

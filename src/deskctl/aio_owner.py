@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
+import queue
 import signal
 import threading
 import weakref
@@ -42,6 +43,67 @@ def _in_own_thread(fn: Callable[..., T], *args: Any, name: str) -> concurrent.fu
 
     threading.Thread(target=run, name=name).start()
     return future
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # cancelled while it ran: nobody awaits its answer (as asyncio.wrap_future drops it)
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
+
+
+class _Worker:
+    """One desktop's calls, in order, on one thread of their own: what a one-thread ThreadPoolExecutor awaited
+    through asyncio.wrap_future did, with less between a call and its answer (a put on a queue there, one
+    ``call_soon_threadsafe`` back; the two futures chained both ways, their locks and callbacks, are gone:
+    bench/bench_aio.py). A call cancelled before it starts is skipped; one cancelled while it runs runs to its
+    end, its answer dropped. After :meth:`shutdown` the calls already queued still run, in order, and
+    :meth:`submit` raises RuntimeError. The thread is a daemon: an abandoned desktop's idle worker must not hold
+    the interpreter's exit (closing and destroying run on threads of their own, which it waits for)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._started = False
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Queue ``fn(*args)``; the future the running event loop settles with its result or exception."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new calls after shutdown")
+            if not self._started:
+                threading.Thread(target=self._run, name=self._name, daemon=True).start()
+                self._started = True
+            self._queue.put((loop, future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(None)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            loop, future, fn, args = item
+            if future.cancelled():  # cancelled before it started: dropped from the queue
+                continue
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the awaiting task, whatever it is
+                error = exc
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:  # the event loop is closed: nobody awaits the answer
+                pass
 
 
 async def _to_the_end(work: concurrent.futures.Future[T]) -> T:
