@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deskctl._fsreplace import replace_file
 from deskctl.actions import Action, action_values
 from deskctl.agent.protocol import (
     BYTES_PER_PIXEL,
@@ -249,7 +250,7 @@ class AgentDriver:
                 with sink:
                     recv_body_to(self._sock, body_size, sink)
                     os.fchmod(sink.fileno(), int(reply.get("mode", 0o644)) & 0o7777)
-                os.replace(tmp, local)
+                replace_file(tmp, local)
             except (OSError, ProtocolError) as exc:
                 # the body is part read: the connection is out of step whatever failed
                 with contextlib.suppress(OSError):

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from deskctl import actions
+from deskctl._fsreplace import replace_file
 from deskctl.actions import check_action
 from deskctl.agent import DEFAULT_PORT, TOKEN_FILE
 from deskctl.agent.protocol import (
@@ -356,7 +357,7 @@ class AgentServer:
             sink.finish(mode)
             if sink.error is None:
                 try:
-                    os.replace(tmp, target)
+                    replace_file(tmp, target)
                     replaced = True
                 except OSError as exc:
                     sink.error = exc

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, ClassVar
 
+from deskctl._fsreplace import replace_file
 from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers._guest import dialect_of
 from deskctl.providers._tar import extract_tar, pack_dir
@@ -150,7 +151,7 @@ class FileTransfer:
             partial = target.with_name(f".{target.name}.deskctl-part")
             try:
                 self._get_file(handle, remote, partial)
-                os.replace(partial, target)
+                replace_file(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
             return
@@ -194,7 +195,7 @@ def copy_here(source: str, target: str, where: str, provider: str) -> None:
         partial = dst.with_name(f".{dst.name}.deskctl-part")
         try:
             shutil.copy2(src, partial, follow_symlinks=False)
-            os.replace(partial, dst)
+            replace_file(partial, dst)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 partial.unlink()

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from deskctl._fsreplace import replace_file
 from deskctl.errors import (
     ProviderApiError,
     UsageError,
@@ -253,7 +254,7 @@ def unpack_only_file(steps: Iterable[list[memoryview]], target: Path, *, provide
                         only.data_written(moved)
             mode = only.finish()
         os.chmod(partial, mode & 0o777)
-        os.replace(partial, target)
+        replace_file(partial, target)
     finally:
         partial.unlink(missing_ok=True)
 

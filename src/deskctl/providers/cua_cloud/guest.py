@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from deskctl._fsreplace import replace_file
 from deskctl._redact import redact
 from deskctl.actions import Action
 from deskctl.errors import (
@@ -181,7 +181,7 @@ class CuaGuest(FileTransfer, GuestActions, CuaCloudApi):
             partial = target.with_name(f".{target.name}.deskctl-part")
             try:
                 self._get_file(handle, remote, partial, self.retry.with_attempts_at_most(1))
-                os.replace(partial, target)
+                replace_file(partial, target)
                 return
             except (ProviderApiError, ProviderUnreachable, UsageError) as err:
                 # "File not found" too: the shared way tells a missing path from a folder a guest calls so

@@ -79,6 +79,7 @@ _PROVIDER = "docker"
 AGENT_FILES = (
     "deskctl/__init__.py",
     "deskctl/_fds.py",
+    "deskctl/_fsreplace.py",
     "deskctl/_record.py",
     "deskctl/_redact.py",
     "deskctl/_strenum.py",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import posixpath
 import stat
 import tarfile
@@ -13,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from deskctl._fsreplace import replace_file
 from deskctl.errors import (
     ProviderApiError,
     UsageError,
@@ -112,7 +112,7 @@ class SshFiles(SshDesktops):
                 try:
                     with open(partial, "wb", buffering=0) as writer:
                         download_to(sftp, path, writer.fileno(), _sftp_request_size(desk.conn), _SFTP_READ_AHEAD)
-                    os.replace(partial, target)
+                    replace_file(partial, target)
                 finally:
                     partial.unlink(missing_ok=True)
                 return
