@@ -4,9 +4,11 @@
 Each way, per round: open the desktops (preflight, ledger, create, ready, geometry check), on each do ``--actions``
 actions (click, move, key in turn) and ``--shots`` screenshots, then close them (confirmed destroy, ledger end).
 Prints the median wall time of a round per way and its parts (up, work, down: the moment the last desktop of
-the round got through that part), and the ratios to deskctl.aio. Then the cost of one awaited call: a click on
-one desktop, sync vs aio (the hop to the desktop's worker thread). The ways alternate round by round so that a
-slower moment of a shared machine does not fall on one way only.
+the round got through that part), and the ratios to deskctl.aio: of the medians, and the median of each round's
+own ratio (the ways of one round run back to back, so a slower minute of a shared machine falls on all of them).
+Then the cost of one awaited call: a click on one desktop, sync vs aio (the hop to the desktop's worker thread).
+The ways alternate within a round, and their order turns by one each round: a way does not always start right
+after the same other way's desktops went down (Xvfb processes still exiting, the ledger's checkpoint).
 
     .venv/bin/python bench/bench_aio.py [--desktops 8] [--actions 40] [--shots 5] [--rounds 5]
                                         [--geometry 1024x768] [--calls 300]
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -144,20 +147,22 @@ def main() -> None:
     samples: dict[str, list[Parts]] = {name: [] for name in ways}
     for way in ways.values():  # warm-up: imports, first Xvfb start, ledger file
         way(1, args.geometry, 3, 1)
-    for _ in range(args.rounds):
-        for name, way in ways.items():
-            samples[name].append(way(args.desktops, args.geometry, args.actions, args.shots))
+    names = list(ways)
+    for turn in range(args.rounds):
+        for name in names[turn % len(names):] + names[:turn % len(names)]:
+            samples[name].append(ways[name](args.desktops, args.geometry, args.actions, args.shots))
 
     print(f"{args.desktops} xvfb desktops at {args.geometry}, {args.actions} actions + {args.shots} screenshots "
           f"each; medians over {args.rounds} rounds (ms; up/work: when the last desktop got through; ledger in "
           f"{Path(home)})")
     ours = samples["deskctl.aio + gather"]
     base = median_ms([s[2] for s in ours])
-    print(f"{'way':<22}{'up':>10}{'up+work':>10}{'round':>10}{'round / aio':>13}")
+    print(f"{'way':<22}{'up':>10}{'up+work':>10}{'round':>10}{'round / aio':>13}{'per round':>11}")
     for name, parts in samples.items():
         total = median_ms([p[2] for p in parts])
+        paired = statistics.median(p[2] / o[2] for p, o in zip(parts, ours, strict=True))
         print(f"{name:<22}{median_ms([p[0] for p in parts]):>10.1f}{median_ms([p[1] for p in parts]):>10.1f}"
-              f"{total:>10.1f}{total / base:>12.2f}x")
+              f"{total:>10.1f}{total / base:>12.2f}x{paired:>10.2f}x")
     direct, awaited = per_call(args.geometry, args.calls)
     print(f"one click on one desktop, medians over {args.calls}: sync {median_ms(direct):.3f} ms, "
           f"aio {median_ms(awaited):.3f} ms (aio / sync x{median_ms(awaited) / median_ms(direct):.2f})")
