@@ -261,12 +261,14 @@ def bench_target(name: str, ways: Ways, workloads: dict[str, tuple[Path, int]], 
             shutil.rmtree(back) if back.is_dir() else back.unlink()
 
         samples: dict[str, dict[str, list[float]]] = {"upload": {}, "download": {}}
-        for _ in range(rounds):  # alternate, so that a busy moment of the machine hits both ways alike
-            for what, copy in (("deskctl", ways.upload), ("naive", ways.naive_upload)):
+        for turn in range(rounds):  # alternate, so that a busy moment of the machine hits both ways alike
+            # and which way goes first turns each round: the first download follows the uploads' writes to disk
+            flip = slice(None, None, -1 if turn % 2 else 1)
+            for what, copy in (("deskctl", ways.upload), ("naive", ways.naive_upload))[flip]:
                 target = fresh_remote()
                 samples["upload"].setdefault(what, []).extend(timed(lambda: copy(local, target), 1))  # noqa: B023
                 ways.remove(target)
-            for what, fetch in (("deskctl", ways.download), ("naive", ways.naive_download)):
+            for what, fetch in (("deskctl", ways.download), ("naive", ways.naive_download))[flip]:
                 back = fresh_local()
                 samples["download"].setdefault(what, []).extend(timed(lambda: fetch(source, back), 1))  # noqa: B023
                 shutil.rmtree(back) if back.is_dir() else back.unlink()
