@@ -257,7 +257,7 @@ def test_docker_down_loads_only_what_a_destroy_needs(deskctl_home: Path, monkeyp
     sid = deskctl("up", "--provider", "docker", "--geometry", "320x240", check=True).stdout.strip()
     unwanted = ["deskctl.providers.docker.preflight", "deskctl.providers.docker.container",
                 "deskctl.providers.docker.files", "deskctl.providers.docker.devtools",
-                "deskctl.providers.docker.framebuffer", "deskctl.providers.docker.watch",
+                "deskctl.providers._framebuffer", "deskctl.providers.docker.watch",
                 "deskctl.providers.docker.options", "deskctl.providers._tar", "tarfile",
                 "urllib.parse", "ipaddress", "struct"]
     try:

@@ -13,7 +13,7 @@ from unit._parts import check_parts
 
 _PARTS = ["deskctl.providers.docker.preflight", "deskctl.providers.docker.container",
           "deskctl.providers.docker.files", "deskctl.providers.docker.devtools",
-          "deskctl.providers.docker.framebuffer", "deskctl.providers.docker.watch"]
+          "deskctl.providers._framebuffer", "deskctl.providers.docker.watch"]
 
 
 def test_the_list_names_every_method_of_the_other_parts_once() -> None:

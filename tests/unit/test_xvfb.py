@@ -218,6 +218,8 @@ def test_destroy_ends_every_process_and_removes_every_file_even_after_sigkill(pr
     assert _lock_owner(Path(f"/tmp/.X{number}-lock")) != xvfb
     assert _file_id(Path(f"/tmp/.X11-unix/X{number}")) != handle.data["socket_id"]
     assert not Path(handle.data["dir"]).exists()
+    assert Path(handle.data["framebuffer"]).name == "Xvfb_screen0"
+    assert not Path(handle.data["framebuffer"]).parent.exists()  # the file a SIGKILLed Xvfb left in /dev/shm
     provider.destroy(handle)  # idempotent
     assert provider.list_owned() == []
 

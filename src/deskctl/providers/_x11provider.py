@@ -17,8 +17,12 @@ Hooks for a subclass:
   stopped, the SSH connection dropped). Default: the :class:`~deskctl.errors.SessionLost` as the driver raised it.
 - :meth:`X11Provider._read`: how a call that changes nothing on the desktop runs (ssh retries it once on a new
   connection). Default: as any call. ``act`` never goes through it: an action is never run twice.
+- :meth:`X11Provider._framebuffer_path`: the file Xvfb draws the screen into (``-fbdir``, in a host tmpfs) when
+  this process can map it (xvfb, and docker on the local engine). Captures then read the pixels from it after one
+  X round trip (so every request sent before is drawn): a copy of mapped memory, not the X server's copy into
+  MIT-SHM or the pixels through the socket. Default: none, the driver captures.
 - :meth:`X11Provider._screenshot_with` / :meth:`X11Provider._raw_frame_with`: another capture path, given the
-  open driver (docker maps Xvfb's framebuffer file). A subclass may also override ``screenshot`` /
+  open driver (the framebuffer file's, by default). A subclass may also override ``screenshot`` /
   ``raw_frame`` whole (ssh's damage-driven frame cache) and use :meth:`X11Provider._call` where it needs the
   driver.
 - :meth:`X11Provider._drop_driver`: extend it (calling ``super()``) to release what belongs with the driver.
@@ -26,6 +30,7 @@ Hooks for a subclass:
 
 from __future__ import annotations
 
+import os
 from abc import abstractmethod
 
 from deskctl import _threads
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
     from typing import Any, Protocol, TypeVar
 
     from deskctl.actions import Action
+    from deskctl.providers._framebuffer import _Framebuffer
 
 __all__ = ["X11Provider"]
 
@@ -80,6 +86,7 @@ class X11Provider(GuestActions, Provider):
         # neither the calls of other sessions nor a second open of the same display
         self._opening: dict[str, threading.Lock] = {}
         self._drivers_lock = _threads.Lock()
+        self._framebuffers: dict[str, _Framebuffer] = {}  # guarded by _drivers_lock
 
     # -- hooks ---------------------------------------------------------------------------------------------------
     @abstractmethod
@@ -96,11 +103,48 @@ class X11Provider(GuestActions, Provider):
         """Run ``work``, a call that changes nothing on the desktop (so a subclass may run it again)."""
         return self._call(handle, doing, work)
 
+    def _framebuffer_path(self, handle: RemoteHandle) -> str:
+        """The framebuffer file of ``handle``'s Xvfb that this process can map, or ``""``."""
+        return ""
+
     def _screenshot_with(self, handle: RemoteHandle, driver: DisplayDriver) -> Screenshot:
-        return driver.screenshot()
+        """The framebuffer file's pixels (after one X round trip, so every request sent before is drawn), else
+        the driver's capture."""
+        framebuffer = self._framebuffer(handle)
+        if framebuffer is None:
+            return driver.screenshot()
+        driver.ping()
+        return framebuffer.screenshot()
 
     def _raw_frame_with(self, handle: RemoteHandle, driver: DisplayDriver) -> RawFrame:
-        return driver.raw_frame()
+        """As :meth:`_screenshot_with`, without the PNG."""
+        framebuffer = self._framebuffer(handle)
+        if framebuffer is None:
+            return driver.raw_frame()
+        driver.ping()
+        return framebuffer.raw_frame()
+
+    def _framebuffer(self, handle: RemoteHandle) -> _Framebuffer | None:
+        """The mapped framebuffer file of the session (mapped once), or None when it has none this process can
+        read (then the driver captures)."""
+        with self._drivers_lock:
+            cached = self._framebuffers.get(handle.session_id)
+        if cached is not None:
+            return cached
+        path = self._framebuffer_path(handle)
+        if not path or not os.path.exists(path):
+            return None
+        from deskctl.providers._framebuffer import _Framebuffer
+
+        try:
+            framebuffer = _Framebuffer(path)
+        except (OSError, ValueError):
+            return None
+        with self._drivers_lock:
+            cached = self._framebuffers.setdefault(handle.session_id, framebuffer)
+        if cached is not framebuffer:  # another thread mapped it meanwhile
+            framebuffer.close()
+        return cached
 
     # -- the driver cache ----------------------------------------------------------------------------------------
     def _driver(self, handle: RemoteHandle) -> DisplayDriver:
@@ -148,6 +192,10 @@ class X11Provider(GuestActions, Provider):
             cached.close()
         if driver is not None and driver is not cached:
             driver.close()
+        with self._drivers_lock:
+            framebuffer = self._framebuffers.pop(session_id, None)
+        if framebuffer is not None:
+            framebuffer.close()
 
     def close(self) -> None:
         """Close every driver of this process (the desktops stay)."""
@@ -155,8 +203,12 @@ class X11Provider(GuestActions, Provider):
             drivers = list(self._drivers.values())
             self._drivers.clear()
             self._opening.clear()
+            framebuffers = list(self._framebuffers.values())
+            self._framebuffers.clear()
         for driver in drivers:
             driver.close()
+        for framebuffer in framebuffers:
+            framebuffer.close()
 
     # -- the display calls of the provider contract -------------------------------------------------------------
     def display_size(self, handle: RemoteHandle) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from deskctl.errors import (
     UsageError,
 )
 from deskctl.paths import remove_tree
+from deskctl.providers._framebuffer import _framebuffer_root
 from deskctl.providers._tar import tar_of_files
 from deskctl.providers.base import (
     LABEL_DETACHED,
@@ -38,7 +39,6 @@ from deskctl.providers.docker.common import (
     _mib,
     is_remote,
 )
-from deskctl.providers.docker.framebuffer import _framebuffer_root
 from deskctl.providers.docker.preflight import _DockerPreflight
 from deskctl.providers.docker.watcher import _Watcher
 

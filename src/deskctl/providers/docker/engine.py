@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     import docker
 
     from deskctl.providers.docker.engine_api import EngineApi
-    from deskctl.providers.docker.framebuffer import _Framebuffer
     from deskctl.providers.docker.options import Options
     from deskctl.spec import DesktopSpec
 
@@ -59,7 +58,6 @@ class _DockerBase(X11Provider):
         self._engine_clients: dict[str, docker.DockerClient] = {}  # engines other than this provider's own
         self._engine_apis: dict[str | None, EngineApi | None] = {}  # the Engine API without the SDK, per engine
         self._tokens: dict[str, str] = {}  # session -> its agent's token (remote desktops), never written out
-        self._framebuffers: dict[str, _Framebuffer] = {}  # guarded by the base's _drivers_lock
 
     # -- plumbing ------------------------------------------------------------------------------------------------
     @property
@@ -257,11 +255,6 @@ class _DockerBase(X11Provider):
 
     def close(self) -> None:
         super().close()
-        with self._drivers_lock:
-            framebuffers = list(self._framebuffers.values())
-            self._framebuffers.clear()
-        for framebuffer in framebuffers:
-            framebuffer.close()
         with self._client_lock:
             clients = [self._client, *self._engine_clients.values()]
             self._client = None

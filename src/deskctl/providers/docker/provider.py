@@ -22,9 +22,7 @@ from deskctl.providers._later import add_parts
 from deskctl.providers.base import (
     LABEL_SESSION,
     Capabilities,
-    RawFrame,
     RemoteHandle,
-    Screenshot,
 )
 from deskctl.providers.docker.common import (
     _AGENT_TOKEN_FILE,
@@ -48,7 +46,6 @@ if TYPE_CHECKING:
     from deskctl.core.x11 import X11Driver
     from deskctl.providers._x11provider import DisplayDriver
     from deskctl.providers.docker.files import _DockerFiles as _Mixins  # the whole class, as mypy checks it
-    from deskctl.providers.docker.framebuffer import _Framebuffer
     from deskctl.spec import DesktopSpec
 else:
     from deskctl.providers.docker.engine import _DockerBase as _Mixins  # the rest later: see _LATER
@@ -359,13 +356,6 @@ class DockerProvider(_Mixins):
         except (ProviderUnreachable, SessionLost) as exc:
             raise self._lost(handle, "connect to the desktop's agent", exc) from exc
 
-    def _drop_driver(self, session_id: str, driver: DisplayDriver | None = None) -> None:
-        super()._drop_driver(session_id, driver)
-        with self._drivers_lock:
-            framebuffer = self._framebuffers.pop(session_id, None)
-        if framebuffer is not None:
-            framebuffer.close()
-
     def _lost(self, handle: RemoteHandle, doing: str, cause: BaseException) -> DeskctlError:
         """After a failed X call: a precise error when the container is gone or stopped, else the cause."""
         self._drop_driver(handle.session_id)
@@ -390,40 +380,9 @@ class DockerProvider(_Mixins):
             return cause
         return SessionLost(f"lost the display of {handle.session_id}: {cause}", provider=self.name)
 
-    def _screenshot_with(self, handle: RemoteHandle, driver: DisplayDriver) -> Screenshot:
-        """Pixels read straight from the framebuffer file Xvfb keeps in a host tmpfs (after one X round trip,
-        so every request sent before is drawn), else by GetImage over the socket."""
-        framebuffer = self._framebuffer(handle)
-        if framebuffer is None:
-            return driver.screenshot()
-        driver.ping()
-        return framebuffer.screenshot()
-
-    def _raw_frame_with(self, handle: RemoteHandle, driver: DisplayDriver) -> RawFrame:
-        """As :meth:`_screenshot_with`, without the PNG: the framebuffer file's pixels, else the driver's capture."""
-        framebuffer = self._framebuffer(handle)
-        if framebuffer is None:
-            return driver.raw_frame()
-        driver.ping()
-        return framebuffer.raw_frame()
-
-    def _framebuffer(self, handle: RemoteHandle) -> _Framebuffer | None:
-        with self._drivers_lock:
-            cached = self._framebuffers.get(handle.session_id)
-        if cached is not None:
-            return cached
-        path = DockerHandleData.of(handle).framebuffer
-        if not path or not os.path.exists(path):
-            return None
-        from deskctl.providers.docker.framebuffer import _Framebuffer
-
-        try:
-            framebuffer = _Framebuffer(path)
-        except (OSError, ValueError):
-            return None
-        with self._drivers_lock:
-            self._framebuffers[handle.session_id] = framebuffer
-        return framebuffer
+    def _framebuffer_path(self, handle: RemoteHandle) -> str:
+        """The framebuffer file Xvfb keeps in a host tmpfs (a local engine's desktop; a remote one's is not here)."""
+        return DockerHandleData.of(handle).framebuffer
 
 
 add_parts(DockerProvider, _LATER)

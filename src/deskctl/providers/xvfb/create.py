@@ -129,11 +129,18 @@ class _XvfbCreate(_XvfbBrowser):
 
     def _start_xvfb(self, handle: RemoteHandle, xvfb: str, geometry: Geometry, options: Options,
                     directory: Path, timeout: float) -> int:
+        from deskctl.providers._framebuffer import _framebuffer_root
+
+        # the screen in a file of a host tmpfs (-fbdir): a capture maps it rather than asking the server for a copy
+        # (X11Provider._framebuffer); recorded before Xvfb starts, so that destroy removes its folder whatever happens
+        fb_dir = _framebuffer_root(directory) / handle.session_id
+        fb_dir.mkdir(mode=0o700, exist_ok=True)
+        replace(XvfbHandleData.of(handle), framebuffer=str(fb_dir / "Xvfb_screen0")).store(handle)
         read_end, write_end = os.pipe()
         log = open(directory / "xvfb.log", "wb")  # noqa: SIM115 (handed to the child)
         argv = [xvfb, "-displayfd", str(write_end), "-screen", "0",
                 f"{geometry.width}x{geometry.height}x{geometry.depth}", "-auth", XvfbHandleData.of(handle).cookie_file,
-                "-nolisten", "tcp", "-noreset", *options.xvfb_args]
+                "-fbdir", str(fb_dir), "-nocursor", "-nolisten", "tcp", "-noreset", *options.xvfb_args]
         try:
             try:
                 proc = spawn(argv, output=log.fileno(), passed=write_end)  # Popen's guarantees, without subprocess

@@ -26,7 +26,8 @@ class XvfbHandleData(HandleData, frozen=True):
     ``xauthority``: the value for XAUTHORITY; the cookie itself stays in that 0600 file), ``dir`` (the session
     directory), ``marker`` (its ``desktop.json``), ``geometry`` (``WxHxD``), ``procs`` (None in a row saved before
     the marker's last write: the marker knows them), ``socket_id`` (the X socket file's identity),
-    ``devtools_port`` (0: Chromium picks one)."""
+    ``devtools_port`` (0: Chromium picks one), ``framebuffer`` (the file Xvfb draws the screen into, in a host
+    tmpfs; ``""`` in a row of a desktop started without one)."""
 
     dir: str = ""
     marker: str = ""
@@ -38,6 +39,7 @@ class XvfbHandleData(HandleData, frozen=True):
     display_number: int | None = None
     socket_id: str | None = None
     devtools_port: int = 0
+    framebuffer: str = ""
 
     @classmethod
     def _convert(cls, values: dict[str, Any]) -> dict[str, Any]:

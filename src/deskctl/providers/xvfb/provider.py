@@ -106,6 +106,10 @@ class _XvfbBase(X11Provider):
         return env
 
     # -- while open ----------------------------------------------------------------------------------------
+    def _framebuffer_path(self, handle: RemoteHandle) -> str:
+        """The file this desktop's Xvfb draws the screen into (``-fbdir``); captures map it."""
+        return XvfbHandleData.of(handle).framebuffer
+
     def _open_driver(self, handle: RemoteHandle) -> X11Driver:
         from deskctl.core.x11auth import read_cookie
         from deskctl.core.x11open import open_x11
@@ -180,11 +184,12 @@ class _XvfbBase(X11Provider):
         if data.display_number is not None:
             ours = data.socket_id if isinstance(data.socket_id, str) else None
             left.extend(self._remove_display_files(data.display_number, xvfb_pids, ours))
-        directory = data.dir
-        if directory and not live:
-            remove_tree(directory)  # as shutil.rmtree(ignore_errors=True), without shutil's import (bz2, lzma)
-            if os.path.lexists(directory):
-                left.append(directory)
+        # the session's folder, and the framebuffer's in the host tmpfs (inside the first when /dev/shm was not usable)
+        for directory in (data.dir, os.path.dirname(data.framebuffer) if data.framebuffer else ""):
+            if directory and not live:
+                remove_tree(directory)  # as shutil.rmtree(ignore_errors=True), without shutil's import (bz2, lzma)
+                if os.path.lexists(directory):
+                    left.append(directory)
         if left:
             raise CleanupIncomplete(f"xvfb desktop {handle.session_id} is not fully gone: {', '.join(left)}",
                                     provider=self.name, remedy="deskctl reap",

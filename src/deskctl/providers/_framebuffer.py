@@ -1,4 +1,5 @@
-"""Xvfb's framebuffer file of a local desktop, kept in a host tmpfs and read by mapping it: a capture is one copy."""
+"""Xvfb's framebuffer file of a local desktop (xvfb, docker), kept in a host tmpfs and read by mapping it: a capture is
+one copy (:class:`~deskctl.providers._x11provider.X11Provider` reads it when its provider names the file)."""
 
 from __future__ import annotations
 
