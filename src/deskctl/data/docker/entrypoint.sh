@@ -9,7 +9,8 @@
 #   DESKCTL_START_URL  open this URL in Chromium (browser variant)
 #   DESKCTL_WINDOW     WxH+X+Y of the browser window
 #   DESKCTL_TTL        seconds after which the desktop stops itself (a backstop; the host reaper removes it)
-#   DESKCTL_FBDIR      keep the framebuffer in DIR/Xvfb_screen0 (XWD), a host tmpfs the host captures from
+#   DESKCTL_FBDIR      keep the framebuffer in DIR/Xvfb_screen0 (XWD), a host tmpfs the host captures from; no
+#                      pointer is drawn into it (-nocursor): a capture shows what GetImage shows
 #   DESKCTL_AGENT      1: start deskctl-agent (docs/agent.md) on 0.0.0.0:DESKCTL_AGENT_PORT (default 7390) once
 #                      the display is up; it waits for its token in /run/deskctl/agent/token (the provider
 #                      writes it after create). With no host-written $XAUTHORITY, a fresh cookie is made here.
@@ -24,7 +25,7 @@ fi
 ready=/tmp/deskctl-xready
 rm -f "$ready"; mkfifo "$ready"
 Xvfb ":$d" -screen 0 "$DESKCTL_GEOMETRY" -nolisten tcp -nolisten local -auth "$XAUTHORITY" \
-    -noreset -dpi 96 ${DESKCTL_FBDIR:+-fbdir "$DESKCTL_FBDIR"} -displayfd 3 3>"$ready" &
+    -noreset -dpi 96 ${DESKCTL_FBDIR:+-fbdir "$DESKCTL_FBDIR" -nocursor} -displayfd 3 3>"$ready" &
 xvfb=$!
 # -displayfd writes the display number once the server accepts connections: no polling.
 read -r _display <"$ready" || { wait "$xvfb"; exit $?; }
