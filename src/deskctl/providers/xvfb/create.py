@@ -136,6 +136,7 @@ class _XvfbCreate(_XvfbBrowser):
         fb_dir = _framebuffer_root(directory) / handle.session_id
         fb_dir.mkdir(mode=0o700, exist_ok=True)
         replace(XvfbHandleData.of(handle), framebuffer=str(fb_dir / "Xvfb_screen0")).store(handle)
+        self._write_marker(handle)  # a crash from here on: reap finds the folder too
         read_end, write_end = os.pipe()
         log = open(directory / "xvfb.log", "wb")  # noqa: SIM115 (handed to the child)
         argv = [xvfb, "-displayfd", str(write_end), "-screen", "0",
