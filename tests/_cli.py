@@ -152,8 +152,10 @@ ONE_SHOT_UNWANTED = frozenset({
     "collections.abc", "weakref", "_weakrefset", "importlib", "warnings", "types", "operator", "keyword", "reprlib",
 })
 #: and what an action or a screenshot loads none of: extension modules for a rarely taken branch (math for one
-#: rounding, errno and select with deskctl._fds for running out of descriptors)
-ACTION_UNWANTED = ONE_SHOT_UNWANTED | {"math", "errno", "select", "deskctl._fds"}
+#: rounding, errno and select with deskctl._fds for running out of descriptors), and the framebuffer file's mapping
+#: (a one-shot screenshot asks the X server: one GetImage costs less than mapping the file once)
+ACTION_UNWANTED = ONE_SHOT_UNWANTED | {"math", "errno", "select", "deskctl._fds", "deskctl.providers._framebuffer",
+                                       "mmap"}
 
 
 def whole_process_imports(args: list[str], cwd: Path | None = None) -> set[str]:

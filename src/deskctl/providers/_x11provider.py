@@ -20,7 +20,8 @@ Hooks for a subclass:
 - :meth:`X11Provider._framebuffer_path`: the file Xvfb draws the screen into (``-fbdir``, in a host tmpfs) when
   this process can map it (xvfb, and docker on the local engine). Captures then read the pixels from it after one
   X round trip (so every request sent before is drawn): a copy of mapped memory, not the X server's copy into
-  MIT-SHM or the pixels through the socket. Default: none, the driver captures.
+  MIT-SHM or the pixels through the socket (not in a one-shot ``deskctl screenshot`` process, where one GetImage
+  costs less than mapping the file once). Default: none, the driver captures.
 - :meth:`X11Provider._screenshot_with` / :meth:`X11Provider._raw_frame_with`: another capture path, given the
   open driver (the framebuffer file's, by default). A subclass may also override ``screenshot`` /
   ``raw_frame`` whole (ssh's damage-driven frame cache) and use :meth:`X11Provider._call` where it needs the
@@ -131,6 +132,12 @@ class X11Provider(GuestActions, Provider):
             cached = self._framebuffers.get(handle.session_id)
         if cached is not None:
             return cached
+        from deskctl.core.x11wire import wire_preferred  # loaded with the driver (deskctl.core.x11open)
+
+        if wire_preferred():
+            # a one-shot process (`deskctl screenshot`): mapping the file and faulting its pages in, done once, costs
+            # more than the server's copy through the socket (A/B of whole processes: 3-6 ms more, xvfb and docker)
+            return None
         path = self._framebuffer_path(handle)
         if not path or not os.path.exists(path):
             return None
