@@ -132,14 +132,16 @@ class X11Provider(GuestActions, Provider):
             cached = self._framebuffers.get(handle.session_id)
         if cached is not None:
             return cached
+        path = self._framebuffer_path(handle)
+        if not path:
+            return None
         from deskctl.core.x11wire import wire_preferred  # loaded with the driver (deskctl.core.x11open)
 
         if wire_preferred():
             # a one-shot process (`deskctl screenshot`): mapping the file and faulting its pages in, done once, costs
             # more than the server's copy through the socket (A/B of whole processes: 3-6 ms more, xvfb and docker)
             return None
-        path = self._framebuffer_path(handle)
-        if not path or not os.path.exists(path):
+        if not os.path.exists(path):
             return None
         from deskctl.providers._framebuffer import _Framebuffer
 
