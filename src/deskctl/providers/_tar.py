@@ -89,8 +89,8 @@ def file_header(name: str, size: int, mode: int, mtime: int, uid: int, gid: int,
     adds the PAX header it needs."""
     values = {"mode": mode, "uid": uid, "gid": gid, "size": size, "mtime": mtime}
     raw = name.encode("ascii", "surrogateescape") if name.isascii() else b""
-    raw_link = link.encode("ascii", "surrogateescape") if link.isascii() else b"\xff" * 101
-    if not raw or len(raw) > 100 or len(raw_link) > 100 \
+    raw_link = link.encode("ascii", "surrogateescape") if link.isascii() else None
+    if not raw or len(raw) > 100 or raw_link is None or len(raw_link) > 100 \
             or any(not 0 <= values[k] < limit for k, limit in _USTAR_LIMITS.items()):
         import tarfile
 
@@ -305,7 +305,8 @@ def write_tree(out: BinaryIO, source: Path | str, name: str, uid: int, gid: int)
         else:
             import tarfile
 
-            record = tarfile.TarFile(fileobj=io.BytesIO(), mode="w").gettarinfo(path, arcname)
+            with tarfile.open(fileobj=io.BytesIO(), mode="w") as scratch:  # only for its gettarinfo
+                record = scratch.gettarinfo(path, arcname)
             record.uid, record.gid, record.uname, record.gname, record.mtime = uid, gid, "", "", mtime
             header = record.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
         out.write(header)
