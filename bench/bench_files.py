@@ -2,7 +2,9 @@
 
 Two workloads, each copied to the desktop and back: one 64 MiB file of random bytes, and a tree of 2000 small
 files (1-4 KiB, in 40 folders). Per target, deskctl's way and the naive way copy the same data to and from the
-same desktop, alternating round by round; every copy is checked (sizes) once before anything is timed.
+same desktop, alternating round by round; every copy is checked (sizes) once before anything is timed. The file
+is also uploaded over an existing copy each round ("up-over": each way to a path of its own), which a fresh path
+does not show (a file put in place by a rename over the old one was slower there).
 
     .venv/bin/python bench/bench_files.py [--rounds N] [--targets docker,docker-cli,xvfb,ssh]
 
@@ -260,7 +262,13 @@ def bench_target(name: str, ways: Ways, workloads: dict[str, tuple[Path, int]], 
                 raise SystemExit(f"{name}: {what} downloaded {_local_size(back)} bytes of {total}")
             shutil.rmtree(back) if back.is_dir() else back.unlink()
 
-        samples: dict[str, dict[str, list[float]]] = {"upload": {}, "download": {}}
+        # a file is also uploaded over the last round's copy: each way to a path of its own, made here first
+        # (a copy that replaces a file may pay what a fresh one does not, as a rename over it on ext4 did)
+        over = {"deskctl": fresh_remote(), "naive": fresh_remote()} if local.is_file() else {}
+        for what, copy in (("deskctl", ways.upload), ("naive", ways.naive_upload)):
+            if what in over:
+                copy(local, over[what])
+        samples: dict[str, dict[str, list[float]]] = {"upload": {}, "download": {}, "over": {}}
         for turn in range(rounds):  # alternate, so that a busy moment of the machine hits both ways alike
             # and which way goes first turns each round: the first download follows the uploads' writes to disk
             flip = slice(None, None, -1 if turn % 2 else 1)
@@ -268,16 +276,21 @@ def bench_target(name: str, ways: Ways, workloads: dict[str, tuple[Path, int]], 
                 target = fresh_remote()
                 samples["upload"].setdefault(what, []).extend(timed(lambda: copy(local, target), 1))  # noqa: B023
                 ways.remove(target)
+                if over:
+                    samples["over"].setdefault(what, []).extend(
+                        timed(lambda: copy(local, over[what]), 1))  # noqa: B023
             for what, fetch in (("deskctl", ways.download), ("naive", ways.naive_download))[flip]:
                 back = fresh_local()
                 samples["download"].setdefault(what, []).extend(timed(lambda: fetch(source, back), 1))  # noqa: B023
                 shutil.rmtree(back) if back.is_dir() else back.unlink()
         ways.remove(source)
+        for path in over.values():
+            ways.remove(path)
         target = 1.1 if name == "docker-cli" else 1.0
-        for direction in ("upload", "download"):
+        for direction in ("upload", "over", "download") if over else ("upload", "download"):
             ours, naive = median_ms(samples[direction]["deskctl"]), median_ms(samples[direction]["naive"])
-            mib = total / 2**20
-            print(f"{name:<11}{direction:<9}{label:<14} deskctl {ours:9.1f} ms {mib / (ours / 1000):8.1f} MiB/s"
+            mib, shown = total / 2**20, "up-over" if direction == "over" else direction
+            print(f"{name:<11}{shown:<9}{label:<14} deskctl {ours:9.1f} ms {mib / (ours / 1000):8.1f} MiB/s"
                   f"   {ways.naive_label:<10}{naive:9.1f} ms {mib / (naive / 1000):8.1f} MiB/s   "
                   f"deskctl/naive {ours / naive:.2f} (target {target:.1f})")
 

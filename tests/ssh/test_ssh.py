@@ -767,7 +767,7 @@ def test_a_large_file_is_streamed_not_held_in_memory(provider: SSHProvider, open
     import tracemalloc
 
     from deskctl.providers.ssh.connection import _BULK_PACKET, _BULK_WINDOW
-    from deskctl.providers.ssh.desktop import _SFTP_READ_AHEAD
+    from deskctl.providers.ssh.desktop import _SFTP_READ_AHEAD, _SFTP_REQUEST_OPENSSH
 
     # what a transfer may hold at once: the channel's window, the answers of the reads in flight (paramiko's own
     # read-ahead, once it outran the writer on a loaded machine, held the whole file), and some slack; the file is
@@ -797,6 +797,59 @@ def test_a_large_file_is_streamed_not_held_in_memory(provider: SSHProvider, open
     # both directions hold the SSH window and the read-ahead at most, never the file
     assert up_peak < held, up_peak
     assert down_peak < held, down_peak
+    # an upload holds one request's buffer and one SSH packet's copies (paramiko's pipelined write made three
+    # more copies of each request, every one a fresh buffer: 1.2 MB at its peak, and page faults for each)
+    assert up_peak < 3 * _SFTP_REQUEST_OPENSSH, up_peak
+
+
+def test_an_upload_of_any_size_arrives_whole_and_replaces_the_old_file(provider: SSHProvider, opened: RemoteHandle,
+                                                                        host_dir: Path, tmp_path: Path) -> None:
+    from deskctl.providers.ssh.desktop import _SFTP_READ_AHEAD, _SFTP_REQUEST_OPENSSH
+
+    request = _SFTP_REQUEST_OPENSSH
+    # around one write request, and more requests than are ever in flight at once
+    sizes = [0, 1, request - 1, request, request + 1, (_SFTP_READ_AHEAD + 8) * request + 17]
+    for size in sizes:
+        for round_ in range(2):  # the second over the first: other bytes, another mode
+            local = tmp_path / f"f{size}-{round_}"
+            local.write_bytes(os.urandom(size))
+            local.chmod(0o600 if round_ else 0o755)
+            provider.upload(opened, str(local), f"{host_dir}/f{size}")
+            remote = host_dir / f"f{size}"
+            assert remote.read_bytes() == local.read_bytes(), (size, round_)
+            assert stat.S_IMODE(remote.stat().st_mode) == (0o600 if round_ else 0o755)
+    assert sorted(p.name for p in host_dir.iterdir()) == sorted(f"f{size}" for size in sizes)
+
+
+def test_an_upload_the_host_cannot_store_keeps_the_old_file_and_the_session(provider: SSHProvider,
+                                                                             opened: RemoteHandle, host_dir: Path,
+                                                                             tmp_path: Path) -> None:
+    small = host_dir / "small"
+    small.mkdir(parents=True)
+    # a 1 MiB file system on the host: a bigger upload fails in the middle of its writes (ENOSPC), with more of
+    # them in flight and the host's answers still to come
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs", str(small)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        (small / "keep.bin").write_bytes(b"old" * 1000)
+        local = tmp_path / "big.bin"
+        local.write_bytes(os.urandom(8 * 1024 * 1024))
+        with pytest.raises(ProviderApiError) as info:
+            provider.upload(opened, str(local), f"{small}/keep.bin")
+        assert str(small / "keep.bin") in info.value.message
+        # the old file whole, the partial one removed: the SFTP session was left usable
+        assert (small / "keep.bin").read_bytes() == b"old" * 1000
+        assert sorted(p.name for p in small.iterdir()) == ["keep.bin"]
+        one = tmp_path / "one.txt"
+        one.write_text("one\n")
+        provider.upload(opened, str(one), f"{small}/one.txt")
+        assert (small / "one.txt").read_text() == "one\n"
+        provider.download(opened, f"{small}/keep.bin", str(tmp_path / "back.bin"))
+        assert (tmp_path / "back.bin").read_bytes() == b"old" * 1000
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
 
 
 def test_a_download_of_any_size_arrives_whole_in_the_callers_thread(provider: SSHProvider, opened: RemoteHandle,

@@ -61,10 +61,10 @@ _EXEC_GRACE = 10.0
 #: answers, each a Python round of paramiko's machinery
 _SFTP_REQUEST_OPENSSH = 255 * 1024
 _SFTP_REQUEST_ANY = 32768
-#: SFTP reads in flight while downloading a file: enough that the host always has one to answer (8 in flight
-#: measured 5 times slower). A download holds at most their answers and the channel's window
-#: (:func:`deskctl.providers.ssh.sftp.download_to` asks for no more; paramiko's own read-ahead, once its reader
-#: fell behind on a loaded machine, held the rest of the file: 64 MiB of 64)
+#: SFTP reads in flight while downloading a file, and writes while uploading one: enough that the host always
+#: has one to answer (8 reads in flight measured 5 times slower). A download holds at most their answers and the
+#: channel's window (:func:`deskctl.providers.ssh.sftp.download_to` asks for no more; paramiko's own read-ahead,
+#: once its reader fell behind on a loaded machine, held the rest of the file: 64 MiB of 64)
 _SFTP_READ_AHEAD = 32
 
 T = TypeVar("T")
