@@ -125,3 +125,49 @@ def test_an_image_without_a_shell_is_refused_and_its_probe_container_is_gone(des
     error = json.loads(up.stdout)["error"]
     assert error["code"] == "usage.bad_image" and "no /bin/sh" in error["message"], error
     assert docker_sdk.api.containers(all=True, filters={"label": "deskctl.probe", "ancestor": tag}) == []
+
+
+#: a task image's Xvfb from before ``-nocursor`` (put first on PATH): refuses the option as such a server does
+OLD_XVFB = ('#!/bin/sh\nfor a; do if [ "$a" = -nocursor ]; then echo "Unrecognized option: $a"; exit 1; fi; done\n'
+            'exec /usr/bin/Xvfb "$@"\n')
+
+
+def test_a_task_image_xvfb_draws_no_pointer_and_one_without_the_option_still_starts(
+        deskctl_home: Path, app_image: str, docker_sdk: Any) -> None:
+    import deskctl
+    from deskctl.providers.docker.container import _guest_script
+
+    # the options of the test above: the same layer over the image (built once)
+    options = {"image": app_image, "display": 1, "fonts": "fonts-wqy-zenhei", "locale": "zh_CN.UTF-8",
+               "timezone": "Asia/Shanghai", "build_network": "host"}
+    with deskctl.open_desktop("docker", geometry="320x240", provider_options=options) as desk:
+        prov, handle = desk.provider, desk.handle
+        assert handle is not None
+        # a cursor a window defines (xterm's, a browser's) is drawn into Xvfb's framebuffer file unless it runs
+        # with -nocursor; captures read that file, GetImage leaves the pointer out
+        driver = prov._driver(handle)  # type: ignore[attr-defined]
+        font = driver._display.open_font("cursor")
+        driver._root.change_attributes(cursor=font.create_glyph_cursor(font, 68, 69, (0, 0, 0),
+                                                                       (65535, 65535, 65535)))
+        driver._display.sync()
+        desk.move(100, 100)
+        frame = desk.raw_frame()
+        assert prov._framebuffer(handle) is not None  # type: ignore[attr-defined]
+        size = 320 * 240 * 4
+        assert bytes(frame.data)[:size] == bytes(driver.raw_frame().data)[:size]
+
+        # an older Xvfb refuses -nocursor: the script starts it again without (here on display 7, last: it
+        # shares the desktop's framebuffer folder)
+        container = docker_sdk.containers.get(str(handle.resource_id))
+        shim = container.exec_run(["sh", "-c", f"mkdir -p /tmp/shim && printf '%s' '{OLD_XVFB}' > /tmp/shim/Xvfb "
+                                               "&& chmod +x /tmp/shim/Xvfb"])
+        assert shim.exit_code == 0, shim.output
+        path = "/tmp/shim:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        started = container.exec_run(["sh", "-c", _guest_script("start-xvfb.sh"), "deskctl-xvfb", "7",
+                                      "320x240x24"], environment={"PATH": path})
+        assert started.exit_code == 0, started.output
+        running = container.exec_run(["sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; "
+                                                  "done"]).output.decode()
+        servers = [line for line in running.splitlines() if line.startswith("/usr/bin/Xvfb :7 ")]
+        assert len(servers) == 1 and "-nocursor" not in servers[0], running
+        assert [line for line in running.splitlines() if "Xvfb :1 " in line and "-nocursor" in line], running
