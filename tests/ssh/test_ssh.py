@@ -821,6 +821,44 @@ def test_an_upload_of_any_size_arrives_whole_and_replaces_the_old_file(provider:
     assert sorted(p.name for p in host_dir.iterdir()) == sorted(f"f{size}" for size in sizes)
 
 
+@pytest.mark.parametrize("where", ["send", "recv_ready"])
+def test_an_interrupted_upload_keeps_the_old_file_leaves_no_partial_and_the_session_works(
+        provider: SSHProvider, opened: RemoteHandle, host_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    import paramiko
+
+    host_dir.mkdir()
+    host_dir.chmod(0o777)  # made here (by root): the login user writes in it too
+    (host_dir / "keep.bin").write_bytes(b"old")
+    local = tmp_path / "big.bin"
+    local.write_bytes(os.urandom(8 * 1024 * 1024))
+    provider.upload(opened, str(local), f"{host_dir}/warm.bin")  # the SFTP session open before the count starts
+    (host_dir / "warm.bin").unlink()
+    # a Ctrl-C lands where Python runs next: here in the middle of a write request (its third SSH packet: the
+    # host waits for the rest, and the session must be given up), or between two requests (the writes in flight
+    # are answered first, and the session stays)
+    real = getattr(paramiko.Channel, where)
+    calls = []
+
+    def interrupted(channel: paramiko.Channel, *args: object) -> object:
+        if where == "recv_ready" or len(args[0]) > 4096:  # type: ignore[arg-type]  # a request's data, not a stat
+            calls.append(where)
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+        return real(channel, *args)
+
+    monkeypatch.setattr(paramiko.Channel, where, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        provider.upload(opened, str(local), f"{host_dir}/keep.bin")
+    monkeypatch.undo()
+    assert (host_dir / "keep.bin").read_bytes() == b"old"
+    assert sorted(p.name for p in host_dir.iterdir()) == ["keep.bin"]  # the partial removed
+    provider.upload(opened, str(local), f"{host_dir}/keep.bin")
+    assert (host_dir / "keep.bin").read_bytes() == local.read_bytes()
+    provider.download(opened, f"{host_dir}/keep.bin", str(tmp_path / "back.bin"))
+    assert (tmp_path / "back.bin").read_bytes() == local.read_bytes()
+
+
 def test_an_upload_the_host_cannot_store_keeps_the_old_file_and_the_session(provider: SSHProvider,
                                                                              opened: RemoteHandle, host_dir: Path,
                                                                              tmp_path: Path) -> None:

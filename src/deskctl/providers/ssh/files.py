@@ -35,6 +35,9 @@ from deskctl.providers.ssh.scripts import (
 from deskctl.providers.ssh.sftp import download_to, open_sftp, upload_from
 from deskctl.providers.ssh.target import PROVIDER
 
+#: how long removing a stopped upload's partial file waits for each answer of the host
+_REMOVE_SECONDS = 10.0
+
 
 class SshFiles(SshDesktops):
     """Upload and download of :class:`~deskctl.providers.ssh.SSHProvider`."""
@@ -91,8 +94,23 @@ class SshFiles(SshDesktops):
                 partial = ""
             finally:
                 if partial:
-                    with contextlib.suppress(Exception):
-                        sftp.remove(partial)
+                    self._remove_partial(desk, sftp, partial)
+
+    @staticmethod
+    def _remove_partial(desk: _Desktop, sftp: Any, partial: str) -> None:
+        """Remove a stopped upload's partial file: on a new SFTP session when the upload gave its own up (an
+        interrupt in the middle of a request), each wait for the host bounded. A host that is gone, or does not
+        answer, keeps it (a hidden name beside the target)."""
+        with contextlib.suppress(Exception):
+            if sftp.get_channel().closed:
+                if not desk.conn.alive:
+                    return
+                sftp = desk.sftp = open_sftp(desk.conn.transport, _BULK_WINDOW, _BULK_PACKET, _REMOVE_SECONDS)
+            sftp.get_channel().settimeout(_REMOVE_SECONDS)
+            try:
+                sftp.remove(partial)
+            finally:
+                sftp.get_channel().settimeout(None)
 
     def download(self, handle: RemoteHandle, remote: str, local: str) -> None:
         """Make ``local`` a copy of ``remote``: a file over SFTP (pipelined reads) into a partial file renamed

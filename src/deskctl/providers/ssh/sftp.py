@@ -142,16 +142,20 @@ class PiecePipe:
             return self._size
 
 
-def open_sftp(transport: Any, window_size: int, max_packet_size: int) -> Any:
+def open_sftp(transport: Any, window_size: int, max_packet_size: int, timeout: float | None = None) -> Any:
     """paramiko's ``SFTPClient`` on a new session channel of ``transport`` (with that window and packet size)
-    whose incoming bytes go to a :class:`PiecePipe`, given before anything can arrive."""
+    whose incoming bytes go to a :class:`PiecePipe`, given before anything can arrive; ``timeout`` bounds each
+    wait for the host while it opens (``socket.timeout``)."""
     import paramiko
 
-    channel = transport.open_session(window_size=window_size, max_packet_size=max_packet_size)
+    channel = transport.open_session(window_size=window_size, max_packet_size=max_packet_size, timeout=timeout)
     try:
         channel.in_buffer = PiecePipe()
+        channel.settimeout(timeout)
         channel.invoke_subsystem("sftp")
-        return paramiko.SFTPClient(channel)
+        client = paramiko.SFTPClient(channel)
+        channel.settimeout(None)
+        return client
     except BaseException:
         channel.close()
         raise
@@ -335,7 +339,10 @@ _SETTLE_SECONDS = 10.0
 
 
 def _settled(sftp: Any, remote: Any, upload: _Upload) -> bool:
-    """Whether the writes in flight of a stopped upload were all answered and its handle closed."""
+    """Whether the writes in flight of a stopped upload were all answered and its handle closed (never when it
+    stopped in the middle of sending a request: the host waits for the rest of it)."""
+    if upload.sending:
+        return False
     channel = sftp.get_channel()
     try:
         channel.settimeout(_SETTLE_SECONDS)
@@ -359,6 +366,7 @@ class _Upload:
         self.next_id = _FIRST_ID
         self.answers = bytearray()  # answers' bytes not yet taken whole
         self.error: OSError | None = None  # the first error status, raised once every write is answered
+        self.sending = False  # while a request is handed to the channel
 
     def run(self, reader: Any) -> None:
         buffer = memoryview(bytearray(self.head.size + self.request))
@@ -376,7 +384,9 @@ class _Upload:
             self.head.pack_into(buffer, 0, size, _FXP_WRITE, self.next_id, len(self.handle), self.handle, offset, got)
             self.asked.add(self.next_id)
             self.next_id = _FIRST_ID + (self.next_id + 1 - _FIRST_ID) % _FIRST_ID
+            self.sending = True  # a request cut in the middle leaves the session's stream unreadable
             self.channel.sendall(buffer[:self.head.size + got])  # paramiko takes a view: one packet's slice a copy
+            self.sending = False
             offset += got
             self._collect(block=len(self.asked) >= self.ahead)
             if self.error is not None:
