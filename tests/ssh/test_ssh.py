@@ -1008,6 +1008,28 @@ def test_files_over_a_dropped_connection_are_session_lost(sshd: SshServer, provi
         provider.download(opened, f"{host_dir}/x.txt", str(tmp_path / "y.txt"))
 
 
+def test_a_connection_dropped_in_the_middle_of_an_upload_is_session_lost(
+        sshd: SshServer, provider: SSHProvider, opened: RemoteHandle, host_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import paramiko
+
+    local = tmp_path / "big.bin"
+    local.write_bytes(os.urandom(8 * 1024 * 1024))
+    provider.upload(opened, str(local), f"{host_dir}/warm.bin")
+    real, sent = paramiko.Channel.send, []
+
+    def dropping(channel: paramiko.Channel, data: bytes) -> int:
+        if len(data) > 4096:  # a write request's data
+            sent.append(len(data))
+            if len(sent) == 3:  # the host goes away with requests in flight and this one half sent
+                sshd.drop_connections()
+        return real(channel, data)
+
+    monkeypatch.setattr(paramiko.Channel, "send", dropping)
+    with pytest.raises(SessionLost):
+        provider.upload(opened, str(local), f"{host_dir}/big.bin")
+
+
 def test_list_owned_finds_the_marker_by_label(provider: SSHProvider) -> None:
     session_id = new_id()
     handle = provider.create(SPEC, session_id, labels(session_id, team="qa"))
