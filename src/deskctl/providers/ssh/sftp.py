@@ -320,8 +320,9 @@ def upload_from(sftp: Any, path: str, reader: Any, mode: int, request: int, ahea
     up to ``request`` bytes in flight; paramiko opens, sets and closes the handle. Raises ``OSError`` for an error
     status the host answers a write with, or a read here that fails. Whatever stops it (an interrupt too), the
     writes in flight are answered and the handle closed first (for up to :data:`_SETTLE_SECONDS`), so ``sftp``
-    stays usable and the partial file can be removed; when that fails (the session ended: ``EOFError``),
-    ``sftp`` is closed: open another. Not thread-safe, as :func:`download_to`."""
+    stays usable and the partial file can be removed; when that fails (the session ended: ``EOFError``), or it
+    stopped in the middle of sending a request, ``sftp`` is closed: open another. Not thread-safe, as
+    :func:`download_to`."""
     remote = sftp.open(path, "wb")
     upload = _Upload(sftp.get_channel(), bytes(remote.handle), request, ahead)
     try:
