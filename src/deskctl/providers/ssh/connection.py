@@ -370,6 +370,15 @@ class _Connection:
     def alive(self) -> bool:
         return self.transport is not None and bool(self.transport.is_active())
 
+    def gone_within(self, wait: float) -> bool:
+        """Whether the connection is gone, given up to ``wait`` seconds for its transport to notice: a send that
+        fails on a broken socket (EOFError) can come before the transport's own reader sees the end."""
+        transport = self.transport
+        if transport is None or not transport.is_active():
+            return True
+        transport.join(wait)  # its thread ends with the connection
+        return not transport.is_active()
+
     def lost(self, doing: str) -> SessionLost:
         return SessionLost(
             f"the SSH connection to {self.settings.target.host} was lost while we tried to {doing} "

@@ -37,6 +37,9 @@ from deskctl.providers.ssh.target import PROVIDER
 
 #: how long removing a stopped upload's partial file waits for each answer of the host
 _REMOVE_SECONDS = 10.0
+#: how long a transfer that broke off waits for the connection's end to show, before it takes the connection for
+#: alive (a send can fail on the broken socket before the transport's reader sees the end)
+_NOTICE_SECONDS = 1.0
 
 
 class SshFiles(SshDesktops):
@@ -164,9 +167,10 @@ class SshFiles(SshDesktops):
                 broken, desk.sftp = desk.sftp, None  # the next transfer opens a new SFTP session
                 with contextlib.suppress(Exception):
                     broken.close()
-                if not desk.conn.alive:
+                if desk.conn.gone_within(_NOTICE_SECONDS):
                     raise desk.conn.lost(doing) from exc
-                raise ProviderApiError(f"cannot {doing}: {exc}", provider=PROVIDER) from exc
+                raise ProviderApiError(f"cannot {doing}: {exc or 'the SFTP session ended'}",
+                                       provider=PROVIDER) from exc
             except PermissionError as exc:
                 raise UsageError(f"cannot {doing}: permission denied ({exc.filename or exc})",
                                  code="usage.permission_denied", provider=PROVIDER) from exc
