@@ -90,9 +90,8 @@ class SshFiles(SshDesktops):
                 except OSError as exc:
                     if exc.errno is not None or "unsupported" not in str(exc).lower():
                         raise
-                    # a server without the posix-rename extension: replace in two steps
-                    with contextlib.suppress(FileNotFoundError):
-                        sftp.remove(path)
+                    # a server without the posix-rename extension: its plain rename does not replace a file, and
+                    # the old one was removed above
                     sftp.rename(partial, path)
                 partial = ""
             finally:
