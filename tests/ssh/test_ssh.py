@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import keyring
 import keyring.core
@@ -434,6 +435,32 @@ def test_host_without_xvfb(sshd: SshServer, ssh_env: dict[str, str]) -> None:
     session_id = new_id()
     with pytest.raises(PreflightError) as caught:
         SSHProvider(options).create(SPEC, session_id, labels(session_id))
+    assert caught.value.code == "ssh.xvfb_missing"
+    assert not os.path.exists(remote_path(sshd, session_id))
+
+
+def test_a_script_that_ends_before_it_reads_its_input_still_says_why(
+    sshd: SshServer, ssh_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host script can end (no Xvfb) before deskctl has sent it the cookie: the send then fails on a closed
+    channel, and create still reports what the script printed (it failed CI once as a bare OSError)."""
+    from deskctl.providers.ssh import connection
+
+    opened = connection._Connection.session
+
+    def session_after_its_end(self: Any, command: str, **kwargs: Any) -> Any:
+        chan = opened(self, command, **kwargs)
+        chan.status_event.wait(10)  # the script has exited (and the channel closes with it)
+        deadline = time.monotonic() + 10
+        while not chan.closed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert chan.closed
+        return chan
+
+    monkeypatch.setattr(connection._Connection, "session", session_after_its_end)
+    session_id = new_id()
+    with pytest.raises(PreflightError) as caught:
+        SSHProvider({"xvfb_path": "/nonexistent/Xvfb"}).create(SPEC, session_id, labels(session_id))
     assert caught.value.code == "ssh.xvfb_missing"
     assert not os.path.exists(remote_path(sshd, session_id))
 

@@ -301,7 +301,10 @@ class SSHProvider(SshBrowser, SshFiles):
                           name=f"deskctl-ssh:{session_id}")
             owner = conn.session(command)
             try:
-                owner.sendall(stdin)
+                try:
+                    owner.sendall(stdin)
+                except OSError:
+                    pass  # the script can end before it reads (no Xvfb, say): what it printed says why, read below
                 ready = self._await_ready(owner, settings, time.monotonic() + settings.connect_timeout + 30)
             except BaseException:
                 with contextlib.suppress(Exception):
@@ -351,6 +354,9 @@ class SSHProvider(SshBrowser, SshFiles):
             raise ReadinessTimeout(f"Xvfb on {host} did not start in time", provider=PROVIDER) from exc
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise ProviderUnreachable(f"lost {host} while Xvfb started: {exc}", provider=PROVIDER) from exc
+        transport = owner.get_transport()
+        if transport is None or not transport.is_active():
+            raise ProviderUnreachable(f"lost {host} while Xvfb started", provider=PROVIDER)
         raise ProviderApiError(f"the desktop watcher on {host} ended before Xvfb was ready "
                                f"(exit {owner.exit_status if owner.exit_status_ready() else 'unknown'})",
                                provider=PROVIDER, remedy="the host needs a POSIX /bin/sh")
