@@ -1,7 +1,7 @@
 """One authenticated SSH connection (:class:`_Connection`, a paramiko Transport) and what runs over it: the host
-key check before any credential, authentication in the documented order, command channels (:func:`_collect`,
-:func:`_lines`), ``direct-streamlocal`` channels to the remote X socket bridged to a local socket
-(:func:`_bridge`), keepalives that notice a vanished host, and jump hosts."""
+key check before any credential, authentication in the documented order, command channels, ``direct-streamlocal``
+channels to the remote X socket, keepalives that notice a vanished host, and jump hosts. What reads and bridges a
+channel is in :mod:`.channels`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import socket
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -24,6 +24,7 @@ from deskctl.errors import (
     ProviderUnreachable,
     SessionLost,
 )
+from deskctl.providers.ssh.channels import _collect
 from deskctl.providers.ssh.target import (
     ENV_KEY_FILE,
     ENV_KEY_PASSPHRASE,
@@ -516,103 +517,3 @@ def _detect_dead_peers(sock: socket.socket) -> None:
     for level, option, value in options:
         with contextlib.suppress(OSError):
             sock.setsockopt(level, option, value)
-
-
-def _collect(chan: Any, timeout: float, conn: _Connection) -> tuple[int, bytes, bytes]:
-    """Read stdout and stderr of a channel apart (stderr in a helper thread so neither can stall the window)
-    until it exits. Raises TimeoutError when ``timeout`` passes first."""
-    err_chunks: list[bytes] = []
-
-    def read_stderr() -> None:
-        with contextlib.suppress(Exception):
-            while True:
-                data = chan.recv_stderr(65536)
-                if not data:
-                    return
-                err_chunks.append(data)
-
-    reader = threading.Thread(target=read_stderr, name="deskctl-ssh-stderr", daemon=True)
-    reader.start()
-    out_chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    chan.settimeout(max(0.01, timeout))
-    while True:
-        try:
-            data = chan.recv(65536)
-        except TimeoutError:
-            raise TimeoutError(f"no exit after {timeout:g}s") from None
-        if not data:
-            break
-        out_chunks.append(data)
-        chan.settimeout(max(0.01, deadline - time.monotonic()))
-    if not chan.status_event.wait(max(0.01, deadline - time.monotonic())):
-        raise TimeoutError(f"no exit status after {timeout:g}s")
-    reader.join(max(0.01, deadline - time.monotonic()))
-    status = chan.exit_status
-    if status == -1 and not conn.alive:
-        raise conn.lost("run a command")
-    return int(status), b"".join(out_chunks), b"".join(err_chunks)
-
-
-def _lines(chan: Any, deadline: float) -> Iterator[str]:
-    """Lines a channel prints, until it closes or ``deadline`` (monotonic) passes (then TimeoutError)."""
-    buffer = b""
-    while True:
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            yield line.decode(errors="replace")
-        chan.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            data = chan.recv(4096)
-        except TimeoutError:
-            raise TimeoutError("no answer in time") from None
-        if not data:
-            if buffer:
-                yield buffer.decode(errors="replace")
-            return
-        buffer += data
-
-
-def _bridge(chan: Any, name: str) -> socket.socket:
-    """A local socket whose peer is ``chan``: two pump threads copy bytes both ways (python-xlib needs a real
-    socket to select on). Closing either side closes both."""
-    ours, theirs = socket.socketpair()
-    for end in (ours, theirs):  # a whole frame in few reads: python-xlib re-joins its buffer on every read
-        for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-            with contextlib.suppress(OSError):
-                end.setsockopt(socket.SOL_SOCKET, option, 4 << 20)
-    closed = threading.Event()
-
-    def shut() -> None:
-        if closed.is_set():
-            return
-        closed.set()
-        with contextlib.suppress(Exception):
-            chan.close()
-        with contextlib.suppress(OSError):
-            theirs.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            theirs.close()
-
-    def down() -> None:  # channel -> local
-        with contextlib.suppress(Exception):
-            while True:
-                data = chan.recv(1 << 20)
-                if not data:
-                    break
-                theirs.sendall(data)
-        shut()
-
-    def up() -> None:  # local -> channel
-        with contextlib.suppress(Exception):
-            while True:
-                data = theirs.recv(1 << 16)
-                if not data:
-                    break
-                chan.sendall(data)
-        shut()
-
-    threading.Thread(target=down, name=f"{name}-down", daemon=True).start()
-    threading.Thread(target=up, name=f"{name}-up", daemon=True).start()
-    return ours
-

@@ -31,7 +31,8 @@ from deskctl.providers.base import (
     Screenshot,
 )
 from deskctl.providers.ssh._option_table import TABLE
-from deskctl.providers.ssh.connection import _bridge, _Connection
+from deskctl.providers.ssh.channels import _bridge
+from deskctl.providers.ssh.connection import _Connection
 from deskctl.providers.ssh.frames import _FrameCache
 from deskctl.providers.ssh.handle_data import SshHandleData
 from deskctl.providers.ssh.scripts import (

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from deskctl.browser import ChannelForwarder
     from deskctl.providers.base import RemoteHandle
     from deskctl.providers.ssh.connection import _Connection
+    from deskctl.providers.ssh.options import Options
 
 __all__ = ["SshBrowser"]
 
@@ -33,6 +34,7 @@ class SshBrowser:
 
     if TYPE_CHECKING:
         name: ClassVar[str]
+        opts: Options
 
         def exec(self, handle: RemoteHandle, command: str, timeout: float = 60.0, **kwargs: Any) -> Any: ...
         def _conn_for(self, handle: RemoteHandle) -> _Connection: ...
@@ -41,8 +43,7 @@ class SshBrowser:
     def _browsers(self) -> str:
         """The Chromium commands a start URL may open in on the host, the first found wins (the ``browser``
         option, else the usual names)."""
-        chosen: str | None = getattr(getattr(self, "opts", None), "browser", None)
-        return chosen or " ".join(_CHROMIUMS)
+        return self.opts.browser or " ".join(_CHROMIUMS)
 
     @staticmethod
     def _profile(handle: RemoteHandle) -> str:

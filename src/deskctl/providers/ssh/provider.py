@@ -102,7 +102,8 @@ from deskctl.providers.base import (
     CredentialSet,
     RemoteHandle,
 )
-from deskctl.providers.ssh.connection import _Connection, _lines
+from deskctl.providers.ssh.channels import _lines
+from deskctl.providers.ssh.connection import _Connection
 from deskctl.providers.ssh.desktop import (
     _SESSION_ID,
     _blocks,
