@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from _cli import deskctl
+from _small_disk import small_disk
 from deskctl.ledger import open_ledger
 from deskctl.providers._x11 import X11Address, read_cookie
 from probe import Probe
@@ -198,6 +199,25 @@ def test_cp_of_a_folder_into_itself_is_refused_both_ways(sid: str, tmp_path: Pat
     assert same.stderr == (f"error [xvfb]: cannot copy {folder} onto itself ({folder} is the same path) "
                            "(usage.bad_path)\n  remedy: name another destination\n"), same.stderr
     assert _tree(folder) == before
+
+
+def test_cp_of_a_folder_that_does_not_fit_leaves_no_half_folder(sid: str, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.txt").write_text("a\n")
+    (tree / "sub" / "big.bin").write_bytes(os.urandom(2 * 1024 * 1024))
+    with small_disk(tmp_path / "small") as small:  # full in the middle of the copy
+        (small / "keep.txt").write_text("keep\n")
+        proc = deskctl("cp", str(tree), f"{sid}:{small}/tree", "--json")
+        assert proc.returncode == 2, proc.stderr
+        error = json.loads(proc.stdout)["error"]
+        assert error["code"] == "usage.bad_path" and "No space left" in error["message"], error
+        assert sorted(p.name for p in small.iterdir()) == ["keep.txt"]
+        # into a folder that is there, what was there stays
+        (small / "tree").mkdir()
+        (small / "tree" / "mine.txt").write_text("mine\n")
+        assert deskctl("cp", str(tree), f"{sid}:{small}/tree").returncode == 2
+        assert (small / "tree" / "mine.txt").read_text() == "mine\n"
 
 
 # -- do: clipboard, launch, windows, wait-for, open-url ------------------------------------------------------------

@@ -7,14 +7,11 @@ import contextlib
 import errno
 import json
 import sqlite3
-import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from _cli import deskctl
+from _small_disk import small_disk
 from deskctl.ledger import open_ledger
 from deskctl.providers.base import RemoteHandle
 from deskctl.providers.xvfb import XvfbProvider
@@ -78,20 +75,6 @@ def test_reap_records_a_ready_session_whose_desktop_is_gone_as_failed() -> None:
         deskctl("down", live)
 
 
-@contextlib.contextmanager
-def _small_filesystem(root: Path, size: str = "4m") -> Iterator[Path]:
-    mount = root / "small-fs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def _fill(directory: Path) -> Path:
     """Write a file until the file system says it is full."""
     filler = directory / f"filler-{uuid.uuid4().hex}"
@@ -113,7 +96,7 @@ def _fill(directory: Path) -> Path:
 
 
 def test_down_on_a_full_ledger_disk_leaves_the_desktop_up_and_the_ledger_true(tmp_path: Path) -> None:
-    with _small_filesystem(tmp_path) as small:
+    with small_disk(tmp_path / "small-fs", "4m", "0700") as small:
         path = small / "ledger.sqlite3"
         env = {"DESKCTL_LEDGER_URL": f"sqlite://{path}"}
         sid = _up(env)

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from _small_disk import small_disk
 from deskctl.errors import ProviderApiError, UsageError
 from deskctl.providers.base import LABEL_SESSION, RemoteHandle
 from deskctl.providers.daytona import DaytonaProvider, MultipartReader
@@ -300,3 +301,26 @@ def test_windows_harness_actions_send_cmd_and_powershell_lines(provider: Daytona
     with pytest.raises(ProviderApiError):
         provider.window_titles(windows)
     assert "MainWindowTitle" in str(_executed(fake)[-1]["command"])
+
+
+def test_a_tree_the_sandbox_cannot_store_leaves_no_half_folder(provider: DaytonaProvider, fake: FakeDaytona,
+                                                                linux: RemoteHandle, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.txt").write_text("a\n")
+    (tree / "sub" / "big.bin").write_bytes(os.urandom(2 * 1024 * 1024))
+    with small_disk(tmp_path / "small") as small:  # the guest's file system is full in the middle of the unpack
+        (small / "keep.txt").write_text("keep\n")
+        with pytest.raises(ProviderApiError) as info:
+            provider.upload(linux, str(tree), f"{small}/new/tree")
+        assert "unpack into" in info.value.message
+        assert sorted(p.name for p in small.iterdir()) == ["keep.txt", "new"]  # the parent made stays, empty
+        assert list((small / "new").iterdir()) == []
+        assert fake.api_key not in json.dumps(info.value.to_dict())
+        # into a folder that is there: what was there stays, and a copy that fits arrives whole
+        (tree / "sub" / "big.bin").write_bytes(b"small now")
+        (small / "new" / "tree").mkdir()
+        (small / "new" / "tree" / "mine.txt").write_text("mine\n")
+        provider.upload(linux, str(tree), f"{small}/new/tree")
+        assert sorted(p.name for p in (small / "new" / "tree").iterdir()) == ["a.txt", "mine.txt", "sub"]
+        assert (small / "new" / "tree" / "sub" / "big.bin").read_bytes() == b"small now"

@@ -29,6 +29,7 @@ import keyring.core
 import pytest
 
 import deskctl
+from _small_disk import small_disk
 from deskctl.actions import Click
 from deskctl.credentials import redact, store_secret
 from deskctl.errors import (
@@ -886,18 +887,12 @@ def test_an_interrupted_upload_keeps_the_old_file_leaves_no_partial_and_the_sess
     assert (tmp_path / "back.bin").read_bytes() == local.read_bytes()
 
 
-def test_an_upload_the_host_cannot_store_keeps_the_old_file_and_the_session(provider: SSHProvider,
-                                                                             opened: RemoteHandle, host_dir: Path,
-                                                                             tmp_path: Path) -> None:
-    small = host_dir / "small"
-    small.mkdir(parents=True)
+def test_an_upload_the_host_cannot_store_keeps_the_old_file_the_session_and_no_half_tree(
+    provider: SSHProvider, opened: RemoteHandle, host_dir: Path, tmp_path: Path
+) -> None:
     # a 1 MiB file system on the host: a bigger upload fails in the middle of its writes (ENOSPC), with more of
     # them in flight and the host's answers still to come
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs", str(small)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with small_disk(host_dir / "small") as small:
         (small / "keep.bin").write_bytes(b"old" * 1000)
         local = tmp_path / "big.bin"
         local.write_bytes(os.urandom(8 * 1024 * 1024))
@@ -913,8 +908,18 @@ def test_an_upload_the_host_cannot_store_keeps_the_old_file_and_the_session(prov
         assert (small / "one.txt").read_text() == "one\n"
         provider.download(opened, f"{small}/keep.bin", str(tmp_path / "back.bin"))
         assert (tmp_path / "back.bin").read_bytes() == b"old" * 1000
-    finally:
-        subprocess.run(["umount", str(small)], capture_output=True)
+        # a tree that does not fit: the folder the copy made goes again, and nothing else there is touched
+        tree = tmp_path / "tree"
+        (tree / "sub").mkdir(parents=True)
+        (tree / "a.txt").write_text("a\n")
+        (tree / "sub" / "big.bin").write_bytes(os.urandom(4 * 1024 * 1024))
+        with pytest.raises(ProviderApiError) as info:
+            provider.upload(opened, str(tree), f"{small}/tree")
+        assert "unpack into" in info.value.message
+        assert sorted(p.name for p in small.iterdir()) == ["keep.bin", "one.txt"]
+        (tree / "sub" / "big.bin").write_bytes(b"small now")
+        provider.upload(opened, str(tree), f"{small}/tree")
+        assert (small / "tree" / "sub" / "big.bin").read_bytes() == b"small now"
 
 
 def test_a_download_of_any_size_arrives_whole_in_the_callers_thread(provider: SSHProvider, opened: RemoteHandle,

@@ -134,10 +134,17 @@ class FileTransfer:
             archive = Path(tmp) / "tree.tar"
             pack_dir(source, archive)
             self._put_file(handle, archive, staged)
+        unpack = self._tar(handle, f"-xf {_q(dialect, staged)} -C {_q(dialect, remote)}")
         try:
-            self._mkdirs(handle, remote)
-            self._files_run(handle, self._tar(handle, f"-xf {_q(dialect, staged)} -C {_q(dialect, remote)}"),
-                            f"unpack into {remote}")
+            if dialect == "posix":
+                # one call; a folder it makes goes again when the unpack fails (a full disk): no half tree stays
+                path = _q(dialect, remote)
+                line = (f"if [ -d {path} ]; then {unpack}; else mkdir -p -- {path} && "
+                        f"{{ {unpack} || {{ rm -rf -- {path}; false; }}; }}; fi")
+                self._files_run(handle, line, f"unpack into {remote}")
+            else:
+                self._mkdirs(handle, remote)
+                self._files_run(handle, unpack, f"unpack into {remote}")
         finally:
             self._remove(handle, staged)
 
@@ -182,7 +189,8 @@ class FileTransfer:
 def copy_here(source: str, target: str, where: str, provider: str) -> None:
     """Make ``target`` a copy of the file or directory ``source`` on this host (the desktop's filesystem is this
     host's): parents made, a file replaced whole (written beside it, then renamed over it), a directory merged
-    into one that is there; symlinks copied as links, modes and times kept."""
+    into one that is there (a new one is removed again when the copy fails); symlinks copied as links, modes and
+    times kept."""
     src, dst = Path(source), Path(target)
     if not src.exists() and not src.is_symlink():
         raise no_such_file(source, where, provider)
@@ -190,7 +198,13 @@ def copy_here(source: str, target: str, where: str, provider: str) -> None:
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir() and not src.is_symlink():
-            shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+            made = not dst.exists() and not dst.is_symlink()
+            try:
+                shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+            except BaseException:
+                if made:  # a folder this copy made goes again (a full disk): no half tree stays
+                    shutil.rmtree(dst, ignore_errors=True)
+                raise
             return
         partial = dst.with_name(f".{dst.name}.deskctl-part")
         try:
