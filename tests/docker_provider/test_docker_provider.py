@@ -194,6 +194,46 @@ def test_uploads_belong_to_the_desktop_user_keep_modes_and_may_land_in_root_owne
     assert desk.exec("dk-tool").stdout == "tool ran\n"
 
 
+def test_an_upload_cut_short_leaves_no_half_folder(desk: deskctl.Desktop, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # the engine unpacks the archive as it arrives: a stream that stops in the middle (a local read error here)
+    # has left the first entries on the desktop, and the upload removes the folder it made
+    import errno
+
+    from deskctl.providers.docker import files
+
+    source = tmp_path / "tree"
+    (source / "a").mkdir(parents=True)
+    for index in range(20):
+        (source / "a" / f"f{index}.txt").write_text(f"{index}\n")
+    (source / "z.bin").write_bytes(os.urandom(4 * 1024 * 1024))
+    real = files.tar_stream
+
+    def cut_short(*args: Any, **kwargs: Any) -> Iterator[bytes]:
+        sent = 0
+        stream = real(*args, **kwargs)
+        try:
+            for chunk in stream:
+                yield chunk
+                sent += len(chunk)
+                if sent > 1024 * 1024:
+                    raise OSError(errno.EIO, "Input/output error")
+        finally:
+            stream.close()
+
+    monkeypatch.setattr(files, "tar_stream", cut_short)
+    desk.exec("mkdir -p /tmp/dk-cut/old && echo old > /tmp/dk-cut/old/keep.txt")
+    for target in ("/tmp/dk-cut/tree", "/tmp/dk-cut/old"):
+        with pytest.raises(DeskctlError) as caught:
+            desk.upload(source, target)
+        assert "Input/output error" in caught.value.message
+    assert desk.exec("ls /tmp/dk-cut").stdout.split() == ["old"]  # the new folder went, the old one stays
+    assert desk.exec("cat /tmp/dk-cut/old/keep.txt").stdout == "old\n"
+    monkeypatch.undo()
+    desk.upload(source, "/tmp/dk-cut/tree")
+    assert desk.exec("ls /tmp/dk-cut/tree/a | wc -l").stdout.strip() == "20"
+
+
 def test_cp_into_a_mount_the_engine_cannot_write_is_refused_not_reported_done(tmp_path: Path) -> None:
     # the engine's archive PUT writes the image's file system under /proc, /sys, /dev (tmpfs): a 200, nothing seen
     local = tmp_path / "f.txt"

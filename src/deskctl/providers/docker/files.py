@@ -200,6 +200,18 @@ class _DockerFiles(_DockerCreate):
                              "cannot replace it", code="usage.bad_path", provider=self.name,
                              remedy="copy into it with a path under it, or remove it first")
         uid, gid = _owner_ids(DockerHandleData.of(handle).file_owner or DESKTOP_USER)
+        try:
+            self._put_archive(handle, container, engine, source, name, parent, uid, gid, local, path)
+        except BaseException:
+            if not there:  # what the failed copy made goes again (the engine unpacks as it receives): no half tree
+                with contextlib.suppress(Exception):  # as the desktop user, who owns it (a hardened root may not)
+                    self.exec(handle, f"rm -rf -- {_quote(path)}", 30.0)
+            raise
+
+    def _put_archive(self, handle: RemoteHandle, container: str, engine: str, source: Path, name: str, parent: str,
+                     uid: int, gid: int, local: str, path: str) -> None:
+        """One archive PUT of ``source`` as ``name`` into ``parent``; a missing parent is made and the PUT sent
+        again."""
         with self._engine_api_or_bulk_client(engine) as (api, client):
             for attempt in range(2):
                 prepared = FileTar.of(source, name, uid, gid, provider=self.name) if api is not None else None

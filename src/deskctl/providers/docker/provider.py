@@ -66,7 +66,7 @@ _LATER = {
         "_plan", "_desktop_image", "_host_dirs", "_container_config", "_host_config", "_agent_host",
         "_start", "_hand_secrets", "_start_xvfb", "_published_port"),
     "deskctl.providers.docker.files:_DockerFiles": (
-        "_engine_api_or_bulk_client", "_with_bulk", "_bulk_client", "exec", "_remote_path", "upload",
+        "_engine_api_or_bulk_client", "_with_bulk", "_bulk_client", "exec", "_remote_path", "upload", "_put_archive",
         "_upload_target", "_upload_target_by_exec", "download", "_download"),
 }
 
