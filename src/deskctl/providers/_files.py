@@ -198,9 +198,11 @@ def copy_here(source: str, target: str, where: str, provider: str) -> None:
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir() and not src.is_symlink():
+            from deskctl.providers._local_copy import copy_tree
+
             made = not dst.exists() and not dst.is_symlink()
             try:
-                shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+                copy_tree(str(src), str(dst))
             except BaseException:
                 if made:  # a folder this copy made goes again (a full disk): no half tree stays
                     shutil.rmtree(dst, ignore_errors=True)
