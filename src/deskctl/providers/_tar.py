@@ -41,14 +41,35 @@ def pack_dir(local: Path, into: Path | BinaryIO) -> None:
 
 def extract_tar(archive: Path | BinaryIO, dest: Path) -> None:
     """Unpack (a file, or a stream read front to back) with the ``data`` filter: no absolute paths, no ``..``,
-    no links out of ``dest``, no devices."""
-    import tarfile
-
-    dest.mkdir(parents=True, exist_ok=True)
+    no links out of ``dest``, no devices. Plain files and folders by :class:`~._untar.FastUntar`, the rest (from
+    the first entry it leaves) by :mod:`tarfile`. A ``dest`` this makes is removed again when the unpacking
+    fails: no half tree."""
+    import contextlib
     from pathlib import Path
 
-    with (tarfile.open(archive) if isinstance(archive, Path) else tarfile.open(fileobj=archive, mode="r|")) as tar:
-        tar.extractall(dest, filter="data")
+    from deskctl.providers._untar import FastUntar
+
+    made = not dest.exists()
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(archive, "rb") if isinstance(archive, Path) else contextlib.nullcontext(archive) as stream:
+            fast = FastUntar(str(dest))
+            if not fast.run(stream):
+                import tarfile
+
+                with tarfile.open(fileobj=fast.rest, mode="r|*") as tar:  # type: ignore[call-overload]
+                    tar.extractall(dest, filter="data")
+            fast.finish()
+    except BaseException:
+        if made:
+            _remove_tree(dest)
+        raise
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def tar_of_files(files: Mapping[str, bytes], uid: int, gid: int) -> bytes:
@@ -449,41 +470,60 @@ class _ChunkReader(io.RawIOBase):
 
 def untar_stream(chunks: Any, target: Path, *, is_dir: bool, provider: str) -> None:
     """Unpack the archive endpoint's tar (one top entry: the file or folder asked for) so that ``target`` is
-    that file or folder."""
+    that file or folder (plain files and folders by :class:`~._untar.FastUntar`, the rest by :mod:`tarfile`;
+    a ``target`` this makes is removed again when the unpacking fails)."""
     import tarfile
+
+    from deskctl.providers._untar import FastUntar
 
     if not is_dir:
         unpack_only_file(([memoryview(chunk)] for chunk in chunks), target, provider=provider)
         return
     reader = io.BufferedReader(_ChunkReader(chunks), buffer_size=1 << 20)
     target.parent.mkdir(parents=True, exist_ok=True)
+    top: list[str] = []
+
+    def rename(name: str) -> str | None:
+        """The name under ``target``: the top entry (the folder itself, which is ``target``) and anything not
+        under it are skipped."""
+        if not top:
+            top.append(name.rstrip("/"))
+            return None
+        prefix = top[0] + "/"
+        return name[len(prefix):] if name.startswith(prefix) else None
+
+    def inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        name = rename(member.name)
+        if name is None:
+            return None
+        renamed = member.replace(name=name, deep=False)
+        if member.islnk() and member.linkname.startswith(top[0] + "/"):
+            renamed = renamed.replace(linkname=member.linkname[len(top[0]) + 1:], deep=False)
+        return tarfile.data_filter(renamed, dest)
+
+    made = not target.exists()
+    target.mkdir(exist_ok=True)
     try:
-        with tarfile.open(fileobj=reader, mode="r|") as tar:
-            target.mkdir(exist_ok=True)
-            top: list[str] = []
-
-            def inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-                if not top:
-                    top.append(member.name.rstrip("/"))
-                    return None  # the folder itself: ``target``
-                prefix = top[0] + "/"
-                if not member.name.startswith(prefix):
-                    return None
-                renamed = member.replace(name=member.name[len(prefix):], deep=False)
-                if member.islnk() and member.linkname.startswith(prefix):
-                    renamed = renamed.replace(linkname=member.linkname[len(prefix):], deep=False)
-                return tarfile.data_filter(renamed, dest)
-
-            tar.extractall(target, filter=inside)
-            # the end as the archive marks it (a block of zeros, which the reading stopped after), not merely the
-            # end of the bytes: a response that ends without framing (HTTP/1.0) ends the same way when the
-            # connection drops between two entries
-            if tar.fileobj.tell() - tar.offset != tarfile.BLOCKSIZE:  # type: ignore[union-attr]
-                raise ProviderApiError(f"{provider}: the archive from the container ended before its end (the "
-                                       "connection closed in the middle)", provider=provider)
-    except tarfile.FilterError as exc:
-        raise ProviderApiError(f"{provider}: refused an archive entry that would land outside {target}: {exc}",
-                               provider=provider) from exc
-    except tarfile.TarError as exc:
-        raise ProviderApiError(f"{provider}: the archive from the container is not readable: {exc}",
-                               provider=provider) from exc
+        fast = FastUntar(str(target), rename)
+        ended = fast.run(reader) and fast.ended  # type: ignore[arg-type]
+        if fast.rest is not None:
+            with tarfile.open(fileobj=fast.rest, mode="r|") as tar:  # type: ignore[call-overload]
+                tar.extractall(target, filter=inside)
+                # the end as the archive marks it (a block of zeros, which the reading stopped after), not merely
+                # the end of the bytes: a response that ends without framing (HTTP/1.0) ends the same way when the
+                # connection drops between two entries
+                ended = tar.fileobj.tell() - tar.offset == tarfile.BLOCKSIZE  # type: ignore[union-attr]
+        fast.finish()
+        if not ended:
+            raise ProviderApiError(f"{provider}: the archive from the container ended before its end (the "
+                                   "connection closed in the middle)", provider=provider)
+    except BaseException as exc:
+        if made:
+            _remove_tree(target)
+        if isinstance(exc, tarfile.FilterError):
+            raise ProviderApiError(f"{provider}: refused an archive entry that would land outside {target}: "
+                                   f"{exc}", provider=provider) from exc
+        if isinstance(exc, tarfile.TarError):
+            raise ProviderApiError(f"{provider}: the archive from the container is not readable: {exc}",
+                                   provider=provider) from exc
+        raise
