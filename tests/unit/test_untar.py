@@ -219,3 +219,12 @@ def test_untar_stream_takes_the_top_folder_as_the_target_and_wants_the_end_block
     with pytest.raises(ProviderApiError, match="ended before its end"):
         untar_stream(chunks(data[:end]), tmp_path / "cut", is_dir=True, provider="docker")
     assert not (tmp_path / "cut").exists()
+
+
+def test_an_empty_stream_is_not_a_tar(tmp_path: Path) -> None:
+    with pytest.raises(tarfile.ReadError, match="empty file"):  # as tarfile says it
+        extract_tar(io.BytesIO(b""), tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+    with pytest.raises(tarfile.ReadError):
+        extract_tar(io.BytesIO(b"not a tar" * 100), tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()

@@ -54,9 +54,11 @@ def extract_tar(archive: Path | BinaryIO, dest: Path) -> None:
     try:
         with open(archive, "rb") if isinstance(archive, Path) else contextlib.nullcontext(archive) as stream:
             fast = FastUntar(str(dest))
-            if not fast.run(stream):
+            if not fast.run(stream) or fast.empty:
                 import tarfile
 
+                if fast.empty:
+                    raise tarfile.ReadError("empty file")  # as tarfile says it
                 with tarfile.open(fileobj=fast.rest, mode="r|*") as tar:  # type: ignore[call-overload]
                     tar.extractall(dest, filter="data")
             fast.finish()

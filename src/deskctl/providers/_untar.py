@@ -87,6 +87,8 @@ class FastUntar:
         self.rest: BinaryIO | Chained | None = None
         #: the archive's end block was read (not merely the end of the bytes)
         self.ended = False
+        #: the stream held no byte at all (tarfile calls that an empty file)
+        self.empty = False
 
     def _read(self, stream: BinaryIO, size: int) -> bytes:
         data = stream.read(size)
@@ -98,13 +100,16 @@ class FastUntar:
         return data
 
     def run(self, stream: BinaryIO) -> bool:
+        first = True
         while True:
             header = self._read(stream, _BLOCK)
             if len(header) < _BLOCK:
                 if header:
                     self.rest = Chained(header, stream)
                     return False
+                self.empty = first
                 return True  # the bytes ended at an entry's edge (tarfile takes that as the end, too)
+            first = False
             if header == _ZERO:
                 self.ended = True
                 return True
