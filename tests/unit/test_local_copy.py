@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from _trees import tree_state
 from deskctl.providers import _local_copy
 from deskctl.providers._local_copy import copy_tree
 
@@ -44,20 +45,6 @@ def _tree(root: Path) -> None:
                  follow_symlinks=False)
 
 
-def _seen(root: Path) -> dict[str, tuple[Any, ...]]:
-    out: dict[str, tuple[Any, ...]] = {}
-    for path in [root, *sorted(root.rglob("*"))]:
-        info = os.lstat(path)
-        body: Any = None
-        if stat.S_ISREG(info.st_mode):
-            body = path.read_bytes()
-        elif stat.S_ISLNK(info.st_mode):
-            body = os.readlink(path)
-        out[str(path.relative_to(root))] = (stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode), info.st_mtime_ns,
-                                            body)
-    return out
-
-
 def _access_times(root: Path) -> dict[str, int]:
     """Each regular file's access time (lstat reads none)."""
     return {str(p.relative_to(root)): os.lstat(p).st_atime_ns for p in root.rglob("*") if p.is_file()
@@ -79,8 +66,8 @@ def test_a_new_copy_equals_copytrees(source: Path, tmp_path: Path) -> None:
     # the access times the source had (copytree's are the source's after its own read, when the mount updates them)
     assert _access_times(tmp_path / "ours") == accessed
     shutil.copytree(source, tmp_path / "theirs", symlinks=True)
-    assert _seen(tmp_path / "ours") == _seen(tmp_path / "theirs")
-    assert _seen(tmp_path / "ours")["sub/link-to-dir"][3] == "deeper"
+    assert tree_state(tmp_path / "ours", with_root=True) == tree_state(tmp_path / "theirs", with_root=True)
+    assert tree_state(tmp_path / "ours", with_root=True)["sub/link-to-dir"][3] == "deeper"
     for root in ("ours", "theirs"):
         (tmp_path / root / "sealed").chmod(0o755)
 
@@ -97,7 +84,7 @@ def test_a_copy_merges_into_a_folder_that_is_there(source: Path, tmp_path: Path)
     copy_tree(str(source), str(tmp_path / "ours"))
     (tmp_path / "theirs" / "sub" / "link-to-file").unlink()  # copytree refuses an existing link; ours replaces it
     shutil.copytree(source, tmp_path / "theirs", symlinks=True, dirs_exist_ok=True)
-    assert _seen(tmp_path / "ours") == _seen(tmp_path / "theirs")
+    assert tree_state(tmp_path / "ours", with_root=True) == tree_state(tmp_path / "theirs", with_root=True)
     assert (tmp_path / "ours" / "keep.txt").read_text() == "mine\n"
     assert stat.S_IMODE(os.stat(tmp_path / "ours" / "secret").st_mode) == 0o600
     for root in ("ours", "theirs"):
@@ -115,7 +102,7 @@ def test_without_copy_file_range_sendfile_copies_the_same(source: Path, tmp_path
     monkeypatch.setattr(_local_copy.os, "copy_file_range", refused)
     copy_tree(str(source), str(tmp_path / "ours"))
     shutil.copytree(source, tmp_path / "theirs", symlinks=True)
-    assert _seen(tmp_path / "ours") == _seen(tmp_path / "theirs")
+    assert tree_state(tmp_path / "ours", with_root=True) == tree_state(tmp_path / "theirs", with_root=True)
     assert len(calls) == 1  # asked once, then sendfile for the rest of the copy
     for root in ("ours", "theirs"):
         (tmp_path / root / "sealed").chmod(0o755)

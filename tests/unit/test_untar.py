@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import os
-import stat
 import subprocess
 import tarfile
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from _trees import tree_state
 from deskctl.errors import ProviderApiError
 from deskctl.providers import _untar
 from deskctl.providers._tar import extract_tar, untar_stream, write_tree
@@ -43,20 +43,6 @@ def _tree(root: Path, *, links: bool = True) -> None:
         os.link(root / "plain.txt", root / "sub" / "hard")
     for index, path in enumerate(sorted(root.rglob("*"), reverse=True)):
         os.utime(path, (1_500_000_000 + index, 1_500_000_000 + index * 3), follow_symlinks=False)
-
-
-def _seen(root: Path) -> dict[str, tuple[Any, ...]]:
-    out: dict[str, tuple[Any, ...]] = {}
-    for path in sorted(root.rglob("*")):
-        info = os.lstat(path)
-        body: Any = None
-        if stat.S_ISREG(info.st_mode):
-            body = path.read_bytes()
-        elif stat.S_ISLNK(info.st_mode):
-            body = os.readlink(path)
-        times = None if stat.S_ISLNK(info.st_mode) else info.st_mtime_ns
-        out[str(path.relative_to(root))] = (stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode), times, body)
-    return out
 
 
 def _by_tarfile(archive: Path, dest: Path) -> None:
@@ -93,7 +79,7 @@ def test_gnu_tars_unpack_as_tarfile_unpacks_them(source: Path, tmp_path: Path, f
     with archive.open("rb") as stream:
         extract_tar(stream, tmp_path / "ours")
     _by_tarfile(archive, tmp_path / "theirs")
-    ours, theirs = _seen(tmp_path / "ours"), _seen(tmp_path / "theirs")
+    ours, theirs = tree_state(tmp_path / "ours", link_times=False), tree_state(tmp_path / "theirs", link_times=False)
     assert ours == theirs
     if fmt != "posix-dot":
         assert ours["src/setuid"][1] == 0o755 and ours["src/no-owner-x"][1] == 0o600  # the data filter's modes
@@ -111,7 +97,7 @@ def test_deskctls_own_tars_unpack_fast_and_as_tarfile_unpacks_them(tmp_path: Pat
     archive.write_bytes(out.getvalue())
     extract_tar(archive, tmp_path / "ours")
     _by_tarfile(archive, tmp_path / "theirs")
-    assert _seen(tmp_path / "ours") == _seen(tmp_path / "theirs")
+    assert tree_state(tmp_path / "ours", link_times=False) == tree_state(tmp_path / "theirs", link_times=False)
     # plain files and folders only (ASCII names of ustar size): all of it unpacked without tarfile
     for path in [*root.rglob("*ü*"), root / "sub" / ("n" * 120)]:
         path.unlink()
@@ -125,7 +111,7 @@ def test_deskctls_own_tars_unpack_fast_and_as_tarfile_unpacks_them(tmp_path: Pat
     os.mkdir(tmp_path / "plain")
     assert fast.run(out) and fast.ended and fast.rest is None  # type: ignore[arg-type]
     fast.finish()
-    assert _seen(tmp_path / "plain")["src/plain.txt"][3] == b"plain\n"
+    assert tree_state(tmp_path / "plain", link_times=False)["src/plain.txt"][3] == b"plain\n"
 
 
 def _archive(*members: tuple[tarfile.TarInfo, bytes | None]) -> bytes:
@@ -210,8 +196,9 @@ def test_untar_stream_takes_the_top_folder_as_the_target_and_wants_the_end_block
 
     untar_stream(chunks(data), tmp_path / "ours", is_dir=True, provider="docker")
     _by_tarfile(archive, tmp_path / "theirs")
-    assert _seen(tmp_path / "ours") == {k[len("src/"):]: v for k, v in _seen(tmp_path / "theirs").items()
-                                        if k.startswith("src/")}
+    theirs = tree_state(tmp_path / "theirs", link_times=False)
+    assert tree_state(tmp_path / "ours", link_times=False) == {k[len("src/"):]: v for k, v in theirs.items()
+                                                               if k.startswith("src/")}
     # the bytes end between two entries, before the end block: a dropped connection, not a whole folder
     with tarfile.open(archive) as tar:
         offsets = [member.offset for member in tar.getmembers()]
