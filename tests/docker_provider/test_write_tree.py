@@ -66,6 +66,22 @@ def test_a_tree_is_tarfiles_tar(tree: Path) -> None:
     assert "tree/sock" not in names and "tree/pipe" in names and "tree/hard" in names
 
 
+def test_a_folders_contents_are_what_pack_dir_made_with_tarfile(tree: Path) -> None:
+    # ssh's upload: the entries under their own names, the folder itself left out (as pack_dir's tarfile.add of
+    # each entry made them; the hard link's first name is the first in sorted order there too)
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid, info.gid, info.uname, info.gname, info.mtime = 0, 0, "", "", int(info.mtime)
+        return info
+
+    theirs = io.BytesIO()
+    with tarfile.open(fileobj=theirs, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for entry in sorted(tree.iterdir()):
+            tar.add(entry, arcname=entry.name, filter=owned)
+    ours = io.BytesIO()
+    write_tree(ours, tree, "", 0, 0, contents=True)
+    assert ours.getvalue() == theirs.getvalue()
+
+
 def test_one_file_and_a_link_alone(tree: Path) -> None:
     for entry in (tree / "sub" / "f70000", tree / "link", tree / "empty"):
         assert _ours(entry, "it", 0, 0) == _tarfiles(entry, "it", 0, 0)

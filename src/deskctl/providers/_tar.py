@@ -290,11 +290,12 @@ def unpack_only_file(steps: Iterable[list[memoryview]], target: Path, *, provide
         partial.unlink(missing_ok=True)
 
 
-def write_tree(out: BinaryIO, source: Path | str, name: str, uid: int, gid: int) -> None:
+def write_tree(out: BinaryIO, source: Path | str, name: str, uid: int, gid: int, *, contents: bool = False) -> None:
     """Write ``source`` (a folder with everything under it, or one entry) to ``out`` as the tar that
     ``tarfile.add(source, arcname=name)`` makes in PAX format, each entry owned by ``uid:gid`` (no user or
     group name) and its time in whole seconds, as ``docker cp`` sends them: folders' entries sorted, symlinks
     kept as links, a second name of a file already sent as a hard link to the first, sockets left out.
+    ``contents``: the folder's entries under their own names, without the folder itself (``name`` unused).
 
     Written here, not by :mod:`tarfile`: for each entry ``tarfile.add`` looks up the owner's and group's names
     (read from /etc/passwd and /etc/group), copies the entry's record for the filter, and with a fractional time
@@ -349,7 +350,11 @@ def write_tree(out: BinaryIO, source: Path | str, name: str, uid: int, gid: int)
             for child in sorted(os.listdir(path)):
                 entry(os.path.join(path, child), f"{arcname}/{child}")
 
-    entry(os.fspath(source), name)
+    if contents:
+        for child in sorted(os.listdir(source)):
+            entry(os.path.join(source, child), child)
+    else:
+        entry(os.fspath(source), name)
     written += 2 * _BLOCK  # the end: two empty blocks, then the record's rest, as tarfile pads it
     out.write(bytes(2 * _BLOCK + (-written % _RECORD)))
 

@@ -87,9 +87,13 @@ def _sftp_request_size(conn: _Connection) -> int:
 
 
 def _pack(source: Path, into: BinaryIO) -> None:
-    from deskctl.providers._files import pack_dir
+    """The folder's entries as one tar stream for ``tar -x`` on the host: :func:`~deskctl.providers._tar.write_tree`
+    (a fraction of tarfile.add's time, which looks up the owner's names for every entry), each entry owned by
+    uid 0: a root login's tar keeps that (root, the login user, as scp would make it), any other's cannot chown,
+    so the login user owns what arrives either way."""
+    from deskctl.providers._tar import write_tree
 
-    pack_dir(source, into)
+    write_tree(into, source, "", 0, 0, contents=True)
 
 
 def _xauthority_bytes(cookie: bytes) -> bytes:
