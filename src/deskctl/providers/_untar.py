@@ -69,7 +69,7 @@ def _text(field: bytes) -> str:
 
 
 def _inside(real: str, root: str) -> bool:
-    return real == root or real.startswith(root + os.sep)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class FastUntar:
@@ -133,7 +133,7 @@ class FastUntar:
         name = _text(header[0:100])
         if magic == _USTAR and header[345] != 0:
             name = _text(header[345:500]) + "/" + name
-        folder = kind == b"5" or name.endswith("/")
+        folder = kind == b"5" or (kind == b"\0" and name.endswith("/"))  # as tarfile reads an old header
         if folder:
             name = name.rstrip("/")
         return name, folder, size, mode, mtime
