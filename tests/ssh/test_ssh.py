@@ -790,6 +790,39 @@ def test_a_file_never_replaces_a_folder_nor_a_folder_a_file(provider: SSHProvide
     assert (host_dir / "keep" / "one.txt").read_text() == "one\n"
 
 
+def test_a_tree_refused_before_the_host_reads_it_leaves_no_file_to_finalize_noisily(
+    provider: SSHProvider, opened: RemoteHandle, host_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's unpack script refuses (a file where the folder goes) before it reads: the tar stream's sends
+    then fail on a closed channel, and the error carries the frame that sent it. What sent it must not be one of
+    paramiko's files: each flushes from __del__, and collected in that cycle after its own buffer was closed it
+    printed "Exception ignored ... I/O operation on closed file" at the end of a benchmark."""
+    import gc
+    import sys
+
+    import paramiko
+
+    made = provider.exec(opened, f"mkdir -p {host_dir} && echo f > {host_dir}/afile", 30.0)
+    assert made.exit_code == 0, made
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for index in range(96):  # 24 MiB: past the 16 MiB the channel's window lets go unread
+        (tree / f"f{index}.bin").write_bytes(os.urandom(256 * 1024))
+    ignored: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    gc.collect()
+    before = sum(isinstance(o, paramiko.file.BufferedFile) for o in gc.get_objects())
+    with pytest.raises(UsageError) as info:
+        provider.upload(opened, str(tree), f"{host_dir}/afile")
+    assert info.value.code == "usage.bad_path"
+    held = sum(isinstance(o, paramiko.file.BufferedFile) for o in gc.get_objects())
+    assert held == before  # none waits on the collector, in a cycle with the error that is still held
+    del info
+    gc.collect()
+    assert ignored == []
+    assert (host_dir / "afile").read_text() == "f\n"
+
+
 def test_a_large_file_is_streamed_not_held_in_memory(provider: SSHProvider, opened: RemoteHandle, host_dir: Path,
                                                      tmp_path: Path) -> None:
     import tracemalloc

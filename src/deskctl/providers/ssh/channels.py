@@ -1,10 +1,12 @@
 """What runs on one channel of an ssh connection: a command's output read apart from its errors (:func:`_collect`),
-the lines a script prints (:func:`_lines`), and a ``direct-streamlocal`` channel bridged to a local socket
+the lines a script prints (:func:`_lines`), a command's stdin and stdout as files for a tar stream
+(:class:`ChannelWriter`, :func:`channel_reader`), and a ``direct-streamlocal`` channel bridged to a local socket
 (:func:`_bridge`: python-xlib needs a real socket)."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import threading
 import time
@@ -14,7 +16,56 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from deskctl.providers.ssh.connection import _Connection
 
-__all__ = ["_bridge", "_collect", "_lines"]
+__all__ = ["ChannelWriter", "_bridge", "_collect", "_lines", "channel_reader"]
+
+#: what a ChannelWriter gathers before it sends (a tar's 512-byte headers go out together)
+_GATHER = 1 << 16
+
+
+class ChannelWriter:
+    """A command's stdin as a file for ``write``: small writes gathered into sends of up to 64 KiB, a large one
+    sent as it is. Not paramiko's ``makefile("wb")``: its file flushes from ``__del__``, and once the command has
+    closed the channel (or the file was collected in a cycle with its buffer) that printed an ignored exception
+    when the process ended."""
+
+    def __init__(self, chan: Any) -> None:
+        self.chan = chan
+        self.pending: list[bytes] = []
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        if len(data) >= _GATHER:
+            self.flush()
+            self.chan.sendall(data)
+            return len(data)
+        self.pending.append(bytes(data))
+        self.size += len(data)
+        if self.size >= _GATHER:
+            self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        if self.pending:
+            data, self.pending, self.size = b"".join(self.pending), [], 0
+            self.chan.sendall(data)
+
+
+class _ChannelRaw(io.RawIOBase):
+    def __init__(self, chan: Any) -> None:
+        self.chan = chan
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.chan.recv(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def channel_reader(chan: Any) -> io.BufferedReader:
+    """A command's stdout as a buffered file (``read(n)`` gives n bytes unless the output ends first)."""
+    return io.BufferedReader(_ChannelRaw(chan), buffer_size=1 << 20)
 
 
 def _collect(chan: Any, timeout: float, conn: _Connection) -> tuple[int, bytes, bytes]:

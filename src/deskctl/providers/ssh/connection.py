@@ -24,7 +24,7 @@ from deskctl.errors import (
     ProviderUnreachable,
     SessionLost,
 )
-from deskctl.providers.ssh.channels import _collect
+from deskctl.providers.ssh.channels import ChannelWriter, _collect, channel_reader
 from deskctl.providers.ssh.target import (
     ENV_KEY_FILE,
     ENV_KEY_PASSPHRASE,
@@ -459,11 +459,12 @@ class _Connection:
         try:
             try:
                 if send is not None:
-                    with chan.makefile("wb") as stdin:
-                        send(stdin)
+                    stdin = ChannelWriter(chan)
+                    send(stdin)  # type: ignore[arg-type]
+                    stdin.flush()
                 chan.shutdown_write()
                 if receive is not None:
-                    with chan.makefile("rb") as stdout:
+                    with channel_reader(chan) as stdout:
                         receive(stdout)
             except (OSError, EOFError, paramiko.SSHException, tarfile.TarError) as exc:
                 failure = exc
