@@ -13,7 +13,8 @@ Likewise ``deskctl down ID...`` (:mod:`deskctl.cli._down`: a fleet's teardown is
 ``deskctl screenshot ID -o FILE`` (:mod:`deskctl.cli._shot`: a shell agent's look at the screen), ``deskctl cp
 SRC DEST`` (:mod:`deskctl.cli._cp`: a script's copy, as it would run ``docker cp``), the plain forms of ``deskctl
 up`` (:mod:`deskctl.cli._up_fast`: a desktop per process) and ``deskctl ls`` / ``deskctl cost`` with ``--json``
-(:mod:`deskctl.cli._report`: a script's poll, a CI job's summary).
+(:mod:`deskctl.cli._report`: a script's poll, a CI job's summary); and ``deskctl --help`` / ``--version``
+(:func:`_plain_top`: click's own text, written out by ``python -m deskctl.cli._do_gen``).
 """
 
 from __future__ import annotations
@@ -112,6 +113,30 @@ _FAST_PATHS = {"do": "deskctl.cli._do_fast", "screenshot": "deskctl.cli._shot", 
                "cost": "deskctl.cli._report"}
 
 
+def _plain_top(arg: str) -> bool:
+    """``deskctl --help`` (``-h``) and ``deskctl --version`` printed without click, where click would print the
+    same: the help as click wrote it at the width it gives a terminal of 80 columns or more
+    (:mod:`deskctl.cli._help_text`, rewritten by ``python -m deskctl.cli._do_gen``; a test compares the two), the
+    version as click's ``version_option`` words it. False (click prints it) on a narrower terminal, and under
+    shell completion (``_DESKCTL_COMPLETE``), which click answers instead."""
+    import os
+
+    if arg not in ("--help", "-h", "--version") or "_DESKCTL_COMPLETE" in os.environ:
+        return False
+    if arg == "--version":
+        from deskctl import __version__
+
+        text = f"deskctl, version {__version__}\n"
+    else:
+        import shutil
+
+        if shutil.get_terminal_size().columns < 80:  # click's test: min(columns, 80) - 2
+            return False
+        from deskctl.cli._help_text import TOP as text
+    sys.stdout.write(text)
+    return True
+
+
 def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     """Entry point of the console script: the single abort path, and the only caller of ``sys.exit``.
     ``fast=False`` sends ``deskctl do``, ``up``, ``down``, ``screenshot``, ``cp``, ``ls`` and ``cost`` through click
@@ -122,6 +147,8 @@ def main(argv: list[str] | None = None, *, fast: bool = True) -> Any:
     as_json = wants_json(args)
     code = 0
     try:
+        if fast and len(args) == 1 and _plain_top(args[0]):
+            sys.exit(0)
         module = _FAST_PATHS.get(args[0]) if fast and args else None
         if module is not None and __import__(module, fromlist=["run"]).run(args):
             sys.exit(0)
