@@ -65,11 +65,15 @@ def _b64(text: str) -> str:
 CLIPBOARD_INLINE_BYTES = 32 * 1024
 
 
-def _xclip_in(before: str, redirect: str, cleanup: str = "") -> str:
+def _xclip_in(before: str, redirect: str, holds: str, cleanup: str = "") -> str:
     """A sh line that gives xclip the clipboard on its stdin (``before`` pipes into it, or ``redirect`` names
     a file) and fails with xclip's own stderr. xclip stays behind as the selection's owner: its output goes to
-    /dev/null and a file, never to exec's pipes, which it would hold open."""
+    /dev/null and a file, never to exec's pipes, which it would hold open. The line ends once the clipboard reads
+    back the text (``holds``: a sh test of ``xclip -o``'s output), for at most 5 s: xclip's parent exits as soon
+    as it has forked, and its child claims the selection a moment later, so a read at once could still see the
+    old owner's text or none (seen in CI as an empty clipboard_get right after clipboard_set)."""
     return (f'e=$(mktemp) || exit 1; {before}xclip -selection clipboard -i{redirect} >/dev/null 2>"$e"; s=$?; '
+            f'i=0; while [ $s -eq 0 ] && [ $i -lt 100 ] && ! {holds}; do sleep 0.05; i=$((i+1)); done; '
             f'{cleanup}cat "$e" >&2; rm -f "$e"; exit $s')
 
 
@@ -120,7 +124,8 @@ class GuestActions:
             if macos:
                 line = f"printf %s {data} | base64 -D | pbcopy"
             elif dialect == "posix":
-                line = _xclip_in(f"printf %s {data} | base64 -d | ", "")
+                read_back = '"$(xclip -selection clipboard -o 2>/dev/null | base64 | tr -d "\\n")"'
+                line = _xclip_in(f"printf %s {data} | base64 -d | ", "", f'[ {read_back} = "{data}" ]')
             else:
                 script = ("Set-Clipboard -Value ([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String("
                           f"'{data}')))")
@@ -143,7 +148,8 @@ class GuestActions:
         if macos:
             line = f"pbcopy < {shlex.quote(staged)}; s=$?; rm -f {shlex.quote(staged)}; exit $s"
         elif dialect == "posix":
-            line = _xclip_in("", f" <{shlex.quote(staged)}", cleanup=f"rm -f {shlex.quote(staged)}; ")
+            holds = f"xclip -selection clipboard -o 2>/dev/null | cmp -s - {shlex.quote(staged)}"
+            line = _xclip_in("", f" <{shlex.quote(staged)}", holds, cleanup=f"rm -f {shlex.quote(staged)}; ")
         else:
             quoted = shell._ps_quote(staged)
             script = (f"try {{ Set-Clipboard -Value (Get-Content -Raw -Encoding UTF8 -LiteralPath {quoted}) }} "
