@@ -24,9 +24,9 @@ _GATHER = 1 << 16
 
 class ChannelWriter:
     """A command's stdin as a file for ``write``: small writes gathered into sends of up to 64 KiB, a large one
-    sent as it is. Not paramiko's ``makefile("wb")``: its file flushes from ``__del__``, and once the command has
-    closed the channel (or the file was collected in a cycle with its buffer) that printed an ignored exception
-    when the process ended."""
+    sent as it is. Not paramiko's ``makefile("wb")``: its file flushes from ``__del__``, and one collected in a
+    cycle (a failed send's error holds the frame that has it) after its own buffer was closed printed an ignored
+    exception when the process ended."""
 
     def __init__(self, chan: Any) -> None:
         self.chan = chan
